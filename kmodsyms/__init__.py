@@ -1,0 +1,26 @@
+"""kmodsyms: which built-in kernel module every kernel symbol belongs to.
+
+The pipeline, one module per stage:
+
+* :mod:`kmodsyms.thick` reads modules_thick.builtin (which objects make up
+  each built-in module); :mod:`kmodsyms.kbuild` derives it from a tree's
+  ``.cmd`` files when the kernel does not write it.
+* :mod:`kmodsyms.archive` lists vmlinux's objects; :mod:`kmodsyms.elfscan`
+  scans each; :mod:`kmodsyms.build` writes them as one dtrace_syms file,
+  whose layout :mod:`kmodsyms.symsfile` implements and docs/format.md
+  specifies.
+* :mod:`kmodsyms.kallsyms` reads /proc/kallsyms; :mod:`kmodsyms.resolver`
+  places every object of the file in the running kernel and answers
+  address -> ``mod`sym+off`` and ``mod`name`` -> address.
+
+:func:`load` is the entry point a tracer's start-up code calls.
+"""
+
+__version__ = "0.1.0"
+
+
+def load(syms=None, kallsyms=None, force=False):
+    """Load ``dtrace_syms`` and kallsyms and return a ready
+    :class:`kmodsyms.resolver.Resolver`.  See its docstring for the contract."""
+    from .resolver import load as _load
+    return _load(syms=syms, kallsyms=kallsyms, force=force)

@@ -1,0 +1,313 @@
+"""The ``kmodsyms`` command line (typer).
+
+Every command turns bad input into one line on stderr and exit status 2
+(see :mod:`kmodsyms.errors`); nothing here prints a traceback for input a
+user can get wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import List, Optional
+
+import typer
+
+from .errors import KmodsymsError
+
+app = typer.Typer(
+    help="Which built-in kernel module every kernel symbol belongs to: build a "
+         "dtrace_syms file from a kernel build tree, then resolve addresses and "
+         "names against /proc/kallsyms in DTrace's mod`sym+off notation.",
+    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]})
+
+DEFAULT_KALLSYMS = "/proc/kallsyms"
+
+
+def _die(message: str, status: int = 2) -> None:
+    typer.echo(f"kmodsyms: error: {message}", err=True)
+    raise typer.Exit(status)
+
+
+def _choose_thick(kbuild: str, thick: Optional[str]):
+    """The module map: --thick, DIR/modules_thick.builtin,
+    DIR/modules.builtin.objs, else derived from .cmd files; and which."""
+    from .thick import read_thick
+    if thick:
+        return read_thick(thick), thick
+    for name in ("modules_thick.builtin", "modules.builtin.objs"):
+        path = os.path.join(kbuild, name)
+        if os.path.exists(path):
+            return read_thick(path), path
+    from .kbuild import derive_thick
+    return derive_thick(kbuild), "derived from .cmd files (KBUILD_MODFILE)"
+
+
+class _Progress:
+    """A progress bar on a terminal, nothing otherwise."""
+
+    def __init__(self, total: int, label: str):
+        self.bar = None
+        if sys.stderr.isatty() and total:
+            from rich.progress import Progress
+            self.bar = Progress(transient=True)
+            self.task = self.bar.add_task(label, total=total)
+
+    def __enter__(self):
+        if self.bar:
+            self.bar.start()
+        return self
+
+    def advance(self, n: int) -> None:
+        if self.bar:
+            self.bar.advance(self.task, n)
+
+    def __exit__(self, *exc):
+        if self.bar:
+            self.bar.stop()
+
+
+@app.command()
+def build(
+    kbuild: str = typer.Option(..., "--kbuild", "-k", help="Kernel build tree (objtree)."),
+    thick: Optional[str] = typer.Option(
+        None, "--thick", help="modules_thick.builtin to use [default: DIR/modules_thick.builtin, "
+                              "then DIR/modules.builtin.objs, else derived from .cmd files]."),
+    output: Optional[str] = typer.Option(None, "--output", "-o", help="Output file [default: DIR/dtrace_syms]."),
+    jobs: int = typer.Option(0, "--jobs", "-j", help="Parallel scanner processes [default: CPU count]."),
+    allow_missing: bool = typer.Option(False, "--allow-missing",
+                                       help="Warn about (and record) missing objects instead of failing."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Rescan every object (ignore OUTPUT.cache)."),
+):
+    """Scan a kernel build tree into one dtrace_syms file."""
+    from .archive import vmlinux_objects
+    from .build import build as run_build
+    if not os.path.isdir(kbuild):
+        _die(f"{kbuild}: not a directory (give the kernel build tree with --kbuild)")
+    thick_map, thick_source = _choose_thick(kbuild, thick)
+    output = output or os.path.join(kbuild, "dtrace_syms")
+    total = len(vmlinux_objects(kbuild)[0])
+    with _Progress(total, "scanning objects") as bar:
+        result = run_build(kbuild, thick_map, thick_source, output, jobs=jobs,
+                           allow_missing=allow_missing, progress=bar.advance,
+                           use_cache=not no_cache)
+    for path in result.missing[:10]:
+        typer.echo(f"kmodsyms: warning: missing object {path} (recorded in the header)", err=True)
+    typer.echo(f"{result.output}: {result.objects} objects (from {result.object_source}), "
+               f"{result.symbols} symbols, {result.modules} built-in modules "
+               f"(module map: {result.thick_source}), {result.seconds:.2f}s")
+
+
+@app.command()
+def info(
+    file: str = typer.Argument(..., help="A dtrace_syms file."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+):
+    """Show a dtrace_syms file's header, counts and modules."""
+    from .symsfile import FORMAT_VERSION, read_syms
+    syms = read_syms(file)
+    counts = syms.module_symbol_counts()
+    core = int((syms.symbols["modset"] == 0).sum())
+    doc = {
+        "format_version": FORMAT_VERSION,
+        "kernel_release": syms.meta_kernel_release or None,
+        "build_id": syms.meta_build_id or None,
+        "tool_version": syms.meta_tool_version,
+        "object_source": syms.meta_object_source,
+        "module_map": syms.meta_thick_source,
+        "objects": len(syms.objects),
+        "sections": len(syms.sections),
+        "symbols": len(syms.symbols),
+        "core_symbols": core,
+        "missing_objects": syms.missing_objects,
+        "modules": [{"name": n, "symbols": c} for n, c in zip(syms.module_names, counts)],
+    }
+    if as_json:
+        typer.echo(json.dumps(doc, indent=2))
+        return
+    width = max([len(m) for m in syms.module_names] + [6])
+    typer.echo(f"file:            {file}\n"
+               f"format version:  {doc['format_version']}\n"
+               f"kernel release:  {doc['kernel_release'] or '(unknown)'}\n"
+               f"build-id:        {doc['build_id'] or '(unknown)'}\n"
+               f"written by:      {doc['tool_version']}\n"
+               f"objects:         {doc['objects']} (from {doc['object_source']})\n"
+               f"module map:      {doc['module_map']}\n"
+               f"symbols:         {doc['symbols']} ({core} core kernel)\n"
+               f"built-in modules: {len(counts)}")
+    if doc["missing_objects"]:
+        typer.echo(f"missing objects: {len(doc['missing_objects'])}: "
+                   + " ".join(doc["missing_objects"][:5]))
+    for name, count in zip(syms.module_names, counts):
+        typer.echo(f"  {name:<{width}} {count:>7}")
+
+
+@app.command()
+def dump(
+    file: str = typer.Argument(..., help="A dtrace_syms file."),
+    module: Optional[str] = typer.Option(None, "--module", "-m", help="Only entries of this built-in module "
+                                                                     "('vmlinux' for core kernel)."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
+):
+    """Print the symbol entries of a dtrace_syms file, in file order."""
+    import numpy as np
+    from .symsfile import read_syms
+    syms = read_syms(file)
+    indices = range(len(syms.symbols))
+    if module is not None:
+        wanted = module.replace("-", "_")
+        if wanted == "vmlinux":
+            sets = [0]
+        elif wanted in syms.module_names:
+            m = syms.module_names.index(wanted)
+            sets = [i for i, ms in enumerate(syms.modset_modules) if m in ms]
+        else:
+            _die(f"no built-in module {module!r} in {file} (see 'kmodsyms info {file}')")
+        indices = np.flatnonzero(np.isin(syms.symbols["modset"], sets)).tolist()
+    out = sys.stdout
+    for i in indices:
+        e = syms.entry(i)
+        if as_json:
+            out.write(json.dumps(e) + "\n")
+        else:
+            mods = ",".join(e["modules"]) or "vmlinux"
+            out.write(f"{e['name']}\t{mods}\t{e['object']}\t{e['section']}+{e['value']:#x}\t"
+                      f"{e['size']}\t{e['type']}\t{e['binding']}\n")
+
+
+@app.command()
+def thick(
+    kbuild: str = typer.Option(..., "--kbuild", "-k", help="Kernel build tree (objtree)."),
+    output: Optional[str] = typer.Option(None, "--output", "-o", help="Write here instead of stdout."),
+):
+    """Derive modules_thick.builtin from a kbuild tree's .cmd files (KBUILD_MODFILE)."""
+    from .kbuild import derive_thick
+    from .symsfile import write_atomic
+    text = derive_thick(kbuild).format()
+    if output:
+        write_atomic(output, text.encode())
+    else:
+        sys.stdout.write(text)
+
+
+def _parse_address(text: str) -> int:
+    t = text.strip().lower()
+    if t.startswith("0x"):
+        t = t[2:]
+    try:
+        value = int(t, 16)
+    except ValueError:
+        raise KmodsymsError(f"bad address {text!r}: give it in hex, e.g. 0xffffffff81000000") from None
+    if not 0 <= value < 1 << 64:
+        raise KmodsymsError(f"bad address {text!r}: more than 64 bits")
+    return value
+
+
+_SYMS_HELP = "dtrace_syms file [default: /lib/modules/$(uname -r)/kernel/dtrace_syms]."
+_KALLSYMS_HELP = "kallsyms file [default: /proc/kallsyms, checked against the running kernel]."
+_FORCE_HELP = "Use dtrace_syms even if it looks built for another kernel."
+
+
+def _load(syms: Optional[str], kallsyms: Optional[str], force: bool):
+    from .resolver import load
+    return load(syms=syms, kallsyms=kallsyms, force=force)
+
+
+@app.command()
+def resolve(
+    addresses: List[str] = typer.Argument(..., help="Addresses in hex (0x optional); '-' reads one per line from stdin."),
+    syms: Optional[str] = typer.Option(None, "--syms", "-s", help=_SYMS_HELP),
+    kallsyms: Optional[str] = typer.Option(None, "--kallsyms", help=_KALLSYMS_HELP),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per address."),
+    force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
+):
+    """Name the module, innermost symbol and offset of kernel addresses
+    (DTrace's mod`sym+0xoff)."""
+    for arg in addresses:
+        if arg != "-":
+            _parse_address(arg)  # refuse bad input before loading anything
+    resolver = _load(syms, kallsyms, force)
+
+    def emit(text: str) -> None:
+        rec = resolver.resolve(_parse_address(text))
+        sys.stdout.write((json.dumps(rec.to_json()) if as_json else str(rec)) + "\n")
+
+    for arg in addresses:
+        if arg == "-":
+            for line in sys.stdin:
+                if line.strip():
+                    emit(line)
+                    sys.stdout.flush()
+        else:
+            emit(arg)
+
+
+@app.command()
+def lookup(
+    names: List[str] = typer.Argument(..., help="[MOD`]NAME: MOD is a built-in module, a loaded module or vmlinux."),
+    syms: Optional[str] = typer.Option(None, "--syms", "-s", help=_SYMS_HELP),
+    kallsyms: Optional[str] = typer.Option(None, "--kallsyms", help=_KALLSYMS_HELP),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per match."),
+    force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
+):
+    """Find the address of MOD`NAME (every match of a bare NAME, with its module).
+    Exit status 1 when a name has no match."""
+    resolver = _load(syms, kallsyms, force)
+    missing = 0
+    for spec in names:
+        module, tick, name = spec.rpartition("`")
+        matches = resolver.lookup(name, module if tick else None)
+        if not matches:
+            missing += 1
+            typer.echo(f"kmodsyms: no symbol {spec}", err=True)
+        for rec in matches:
+            sys.stdout.write((json.dumps(rec.to_json()) if as_json else str(rec)) + "\n")
+    if missing:
+        raise typer.Exit(1)
+
+
+@app.command()
+def kallmodsyms(
+    syms: Optional[str] = typer.Option(None, "--syms", "-s", help=_SYMS_HELP),
+    kallsyms: Optional[str] = typer.Option(None, "--kallsyms", help=_KALLSYMS_HELP),
+    force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
+):
+    """Print what UEK's /proc/kallmodsyms printed ('%016x %x %c %s' then
+    '\\t[mod]'), for consumers that parse it."""
+    resolver = _load(syms, kallsyms, force)
+    out = sys.stdout
+    for text in resolver.kallmodsyms_lines():
+        out.write(text + "\n")
+
+
+def main() -> None:
+    """Console entry point: run the app, mapping bad input to exit 2."""
+    try:
+        status = app(standalone_mode=False)
+    except KmodsymsError as e:
+        print(f"kmodsyms: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except typer.Abort:
+        print("kmodsyms: aborted", file=sys.stderr)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
+    except Exception as e:
+        # Usage errors (click's, vendored by typer): they print themselves.
+        if callable(getattr(e, "show", None)) and hasattr(e, "exit_code"):
+            e.show()
+            sys.exit(2)
+        raise
+    # Without standalone mode click returns typer.Exit's status instead of exiting.
+    sys.exit(status if isinstance(status, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,238 @@
+"""Scan one relocatable ELF object: its sections and defined symbols.
+
+Two readers return the same :class:`ObjectScan`:
+
+* :func:`scan_object` reads the section headers and ``.symtab`` in bulk with
+  ``struct`` (one pass, no per-symbol objects); it is the fast path.
+* :func:`scan_object_pyelftools` walks the same tables with pyelftools, the
+  ELF reader of record; the tests hold the fast path to it, object by object.
+
+ELF class (32/64-bit) and byte order come from ``e_ident``, so objects of
+every architecture a kernel is built for read the same way.
+
+Kept symbols: defined (not ``SHN_UNDEF``), in a real section (not ``SHN_ABS``
+or ``SHN_COMMON``), not ``STT_FILE``/``STT_SECTION``, not compiler-local
+``.L*`` labels and not ARM/arm64/RISC-V mapping symbols (``$a``, ``$d``,
+``$t``, ``$x``, optionally ``.N``), which kallsyms drops too.
+
+Kept sections: every ``SHF_ALLOC`` section of nonzero size, and every section
+holding a kept symbol; each is recorded with its name, flags, alignment and
+size, since once linked it occupies one contiguous interval of vmlinux.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass, field
+
+from .errors import KmodsymsError
+
+SHT_NOBITS = 8
+SHT_SYMTAB = 2
+SHT_SYMTAB_SHNDX = 18
+SHF_ALLOC = 0x2
+SHN_UNDEF = 0
+SHN_LORESERVE = 0xFF00
+SHN_XINDEX = 0xFFFF
+STT_SECTION = 3
+STT_FILE = 4
+
+_MAPPING_SYMBOL = re.compile(rb"\$[adtx](\..*)?\Z")
+
+
+@dataclass
+class ObjectScan:
+    """What one object contributes.  Symbols are parallel lists in symbol
+    table order; ``sym_section`` indexes ``sec_name``/``sec_size``/..."""
+
+    sec_name: list[str] = field(default_factory=list)
+    sec_flags: list[int] = field(default_factory=list)
+    sec_align: list[int] = field(default_factory=list)
+    sec_size: list[int] = field(default_factory=list)
+    sym_name: list[bytes] = field(default_factory=list)
+    sym_value: list[int] = field(default_factory=list)
+    sym_size: list[int] = field(default_factory=list)
+    sym_info: list[int] = field(default_factory=list)   # st_info: bind << 4 | type
+    sym_section: list[int] = field(default_factory=list)
+
+    def rows(self):
+        """(name, section name, value, size, type, binding) per symbol: the
+        comparable form used by tests."""
+        return [
+            (n.decode("utf-8", "surrogateescape"), self.sec_name[s], v, z, i & 0xF, i >> 4)
+            for n, v, z, i, s in zip(self.sym_name, self.sym_value, self.sym_size,
+                                     self.sym_info, self.sym_section)
+        ]
+
+
+def _keep_symbol(name: bytes, info: int, shndx: int) -> bool:
+    if shndx == SHN_UNDEF or not name:
+        return False
+    typ = info & 0xF
+    if typ in (STT_SECTION, STT_FILE):
+        return False
+    if name.startswith(b".L") or (name[:1] == b"$" and _MAPPING_SYMBOL.match(name)):
+        return False
+    return True
+
+
+def _finish(scan: ObjectScan, sections, kept_syms) -> ObjectScan:
+    """Shared tail of both readers.  ``sections`` is a list of
+    (name, type, flags, align, size) by ELF section index; ``kept_syms`` is a
+    list of (name, value, size, info, ELF section index)."""
+    used = {s[4] for s in kept_syms}
+    local = {}
+    for index, (name, _type, flags, align, size) in enumerate(sections):
+        if index == 0:
+            continue
+        if (flags & SHF_ALLOC and size) or index in used:
+            local[index] = len(scan.sec_name)
+            scan.sec_name.append(name)
+            scan.sec_flags.append(flags)
+            scan.sec_align.append(align)
+            scan.sec_size.append(size)
+    for name, value, size, info, shndx in kept_syms:
+        scan.sym_name.append(name)
+        scan.sym_value.append(value)
+        scan.sym_size.append(size)
+        scan.sym_info.append(info)
+        scan.sym_section.append(local[shndx])
+    return scan
+
+
+def scan_object(path: str, data: bytes | None = None) -> ObjectScan:
+    """Scan the object at ``path`` (``data``: its bytes, if already read)."""
+    if data is None:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except IsADirectoryError:
+            raise KmodsymsError(f"{path}: is a directory, expected an object file") from None
+        except OSError as e:
+            raise KmodsymsError(f"cannot read object {path}: {e.strerror}") from None
+    try:
+        return _scan_bytes(path, data)
+    except (struct.error, IndexError, ValueError):
+        raise KmodsymsError(f"{path}: truncated or corrupt ELF object") from None
+
+
+def _check_header(path: str, data: bytes) -> tuple[str, bool]:
+    if data[:4] != b"\x7fELF":
+        if data[:8] in (b"!<arch>\n", b"!<thin>\n"):
+            raise KmodsymsError(f"{path}: is an ar archive, expected an object file")
+        raise KmodsymsError(f"{path}: not an ELF object file")
+    if len(data) < 52:
+        raise KmodsymsError(f"{path}: truncated ELF header")
+    ei_class, ei_data = data[4], data[5]
+    if ei_class not in (1, 2) or ei_data not in (1, 2):
+        raise KmodsymsError(f"{path}: unknown ELF class {ei_class} or byte order {ei_data}")
+    return ("<" if ei_data == 1 else ">"), ei_class == 2
+
+
+def _scan_bytes(path: str, data: bytes) -> ObjectScan:
+    end, is64 = _check_header(path, data)
+    if is64:
+        e_shoff, = struct.unpack_from(end + "Q", data, 0x28)
+        e_shentsize, e_shnum, e_shstrndx = struct.unpack_from(end + "HHH", data, 0x3A)
+        sh_fmt = struct.Struct(end + "IIQQQQIIQQ")  # name type flags addr off size link info align entsize
+    else:
+        e_shoff, = struct.unpack_from(end + "I", data, 0x20)
+        e_shentsize, e_shnum, e_shstrndx = struct.unpack_from(end + "HHH", data, 0x2E)
+        sh_fmt = struct.Struct(end + "IIIIIIIIII")
+    if e_shoff == 0:
+        return ObjectScan()
+    if e_shentsize < sh_fmt.size:
+        raise KmodsymsError(f"{path}: corrupt ELF header (section header size {e_shentsize})")
+    # Extended numbering: section 0 carries the real count and shstrndx.
+    first = sh_fmt.unpack_from(data, e_shoff)
+    if e_shnum == 0:
+        e_shnum = first[5]
+    if e_shstrndx == SHN_XINDEX:
+        e_shstrndx = first[6]
+    if e_shoff + e_shnum * e_shentsize > len(data):
+        raise KmodsymsError(f"{path}: truncated ELF object (section headers past end of file)")
+    headers = [sh_fmt.unpack_from(data, e_shoff + i * e_shentsize) for i in range(e_shnum)]
+
+    def contents(h) -> bytes:
+        off, size = h[4], h[5]
+        if h[1] == SHT_NOBITS:
+            return b""
+        if off + size > len(data):
+            raise KmodsymsError(f"{path}: truncated ELF object (section contents past end of file)")
+        return data[off:off + size]
+
+    shstr = contents(headers[e_shstrndx]) if e_shstrndx < e_shnum else b""
+
+    def cstr(table: bytes, off: int) -> bytes:
+        stop = table.find(b"\0", off)
+        return table[off:stop if stop >= 0 else len(table)]
+
+    sections = [(cstr(shstr, h[0]).decode("utf-8", "surrogateescape"), h[1], h[2], h[8], h[5])
+                for h in headers]
+    symtab = next((i for i, h in enumerate(headers) if h[1] == SHT_SYMTAB), None)
+    if symtab is None:
+        return _finish(ObjectScan(), sections, [])
+    sym_header = headers[symtab]
+    symdata = contents(sym_header)
+    strtab = contents(headers[sym_header[6]]) if sym_header[6] < e_shnum else b""
+    xindex = next((contents(h) for h in headers
+                   if h[1] == SHT_SYMTAB_SHNDX and h[6] == symtab), None)
+    if is64:
+        sym_fmt = struct.Struct(end + "IBBHQQ")  # name info other shndx value size
+    else:
+        sym_fmt = struct.Struct(end + "IIIBBH")  # name value size info other shndx
+    usable = len(symdata) - len(symdata) % sym_fmt.size
+    kept = []
+    for index, fields in enumerate(sym_fmt.iter_unpack(symdata[:usable])):
+        if is64:
+            st_name, info, _other, shndx, value, size = fields
+        else:
+            st_name, value, size, info, _other, shndx = fields
+        if shndx == SHN_XINDEX and xindex is not None:
+            shndx, = struct.unpack_from(end + "I", xindex, 4 * index)
+        elif shndx >= SHN_LORESERVE:
+            continue  # SHN_ABS, SHN_COMMON: in no section, cannot be placed
+        if shndx >= e_shnum:
+            raise KmodsymsError(f"{path}: corrupt symbol table (section index {shndx})")
+        name = cstr(strtab, st_name)
+        if _keep_symbol(name, info, shndx):
+            kept.append((name, value, size, info, shndx))
+    return _finish(ObjectScan(), sections, kept)
+
+
+def scan_object_pyelftools(path: str) -> ObjectScan:
+    """The same scan through pyelftools (the reference reader)."""
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
+
+    with open(path, "rb") as f:
+        data = f.read()
+    _check_header(path, data)
+    import io
+    try:
+        elf = ELFFile(io.BytesIO(data))
+        sections = [(s.name, s["sh_type"] if isinstance(s["sh_type"], int) else
+                     _SHT.get(s["sh_type"], -1), s["sh_flags"], s["sh_addralign"], s["sh_size"])
+                    for s in elf.iter_sections()]
+        kept = []
+        symtab = elf.get_section_by_name(".symtab")
+        if isinstance(symtab, SymbolTableSection):
+            for sym in symtab.iter_symbols():
+                shndx = sym["st_shndx"]
+                if not isinstance(shndx, int):   # SHN_UNDEF / ABS / COMMON as strings
+                    continue
+                info = _STB[sym["st_info"]["bind"]] << 4 | _STT[sym["st_info"]["type"]]
+                name = sym.name.encode("utf-8", "surrogateescape")
+                if _keep_symbol(name, info, shndx):
+                    kept.append((name, sym["st_value"], sym["st_size"], info, shndx))
+    except ELFError as e:
+        raise KmodsymsError(f"{path}: corrupt ELF object ({e})") from None
+    return _finish(ObjectScan(), sections, kept)
+
+
+_SHT = {"SHT_NOBITS": SHT_NOBITS, "SHT_SYMTAB": SHT_SYMTAB}
+_STB = {"STB_LOCAL": 0, "STB_GLOBAL": 1, "STB_WEAK": 2, "STB_GNU_UNIQUE": 10}
+_STT = {"STT_NOTYPE": 0, "STT_OBJECT": 1, "STT_FUNC": 2, "STT_SECTION": 3, "STT_FILE": 4,
+        "STT_COMMON": 5, "STT_TLS": 6, "STT_GNU_IFUNC": 10, "STT_LOOS": 10}

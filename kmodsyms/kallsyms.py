@@ -1,0 +1,145 @@
+"""Read /proc/kallsyms in one gulp into arrays.
+
+Each line is ``ADDR TYPE NAME`` or ``ADDR TYPE NAME\\t[MOD]``.  The text is
+read once; addresses, type letters, module ids and the byte span of each
+name are extracted with numpy over the whole buffer, so no Python object is
+made per line.  Names stay in the raw text and are decoded only when an
+answer needs them (as perf's lazy symbol names do).
+
+Modules: id 0 is the core kernel (no ``[MOD]``); the others are listed in
+``module_names`` in order of first appearance.  ``[bpf]`` and
+``[__builtin__*]`` are the kernel's pseudo-modules (BPF programs, ftrace and
+kprobe trampolines), kept and labelled as such.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import KmodsymsError
+
+_HEX = np.full(256, 255, dtype=np.uint8)
+for _i, _c in enumerate(b"0123456789abcdef"):
+    _HEX[_c] = _i
+for _i, _c in enumerate(b"ABCDEF"):
+    _HEX[_c] = 10 + _i
+
+
+def is_pseudo_module(name: str) -> bool:
+    """True for the kernel's pseudo-modules: ``bpf``, ``__builtin__ftrace``..."""
+    return name == "bpf" or name.startswith("__builtin__")
+
+
+class Kallsyms:
+    """kallsyms as arrays.
+
+    ``address`` (uint64), ``type`` (uint8 ASCII letter), ``module`` (int32:
+    0 core, else index into ``module_names``), ``name_start``/``name_end``
+    (int64 byte spans into ``text``).  Lines keep file order.
+    """
+
+    def __init__(self, text: bytes, source: str = "kallsyms"):
+        self.source = source
+        self.text = text
+        self.module_names: list[str] = ["vmlinux"]
+        self._parse()
+
+    def __len__(self) -> int:
+        return len(self.address)
+
+    def _error(self, line_index: int, what: str) -> KmodsymsError:
+        starts = self._line_start
+        line = self.text[starts[line_index]:self._line_end[line_index]]
+        return KmodsymsError(f"{self.source}:{line_index + 1}: {what}: {line[:80]!r}")
+
+    def _parse(self) -> None:
+        text = self.text.replace(b"\r\n", b"\n") if b"\r" in self.text else self.text
+        self.text = text
+        buf = np.frombuffer(text, dtype=np.uint8)
+        newlines = np.flatnonzero(buf == 10)
+        starts = np.concatenate(([0], newlines + 1))
+        ends = np.concatenate((newlines, [len(buf)]))
+        keep = ends > starts                       # blank lines (and the final "\n")
+        starts, ends = starts[keep], ends[keep]
+        self._line_start, self._line_end = starts, ends
+        n = len(starts)
+        if n == 0:
+            raise KmodsymsError(f"{self.source}: empty: no symbols (is this a kallsyms file?)")
+        # Address width is that of the first line (16 hex digits on 64-bit
+        # kernels, 8 on 32-bit); every line must have the same layout.
+        first_space = text.find(b" ", 0, ends[0])
+        width = first_space - starts[0]
+        if width not in (8, 16):
+            raise self._error(0, "expected 'ADDRESS TYPE NAME'")
+        lengths = ends - starts
+        short = np.flatnonzero(lengths < width + 4)
+        if len(short):
+            raise self._error(int(short[0]), "line too short for 'ADDRESS TYPE NAME'")
+        cols = starts[:, None] + np.arange(width)
+        digits = _HEX[buf[cols]]
+        bad = (digits == 255).any(axis=1) | (buf[starts + width] != 32) | \
+              (buf[starts + width + 2] != 32)
+        types = buf[starts + width + 1]
+        bad |= ~(((types >= 65) & (types <= 90)) | ((types >= 97) & (types <= 122)) | (types == 63))
+        if bad.any():
+            raise self._error(int(np.flatnonzero(bad)[0]), "expected 'ADDRESS TYPE NAME'")
+        address = np.zeros(n, dtype=np.uint64)
+        for k in range(width):
+            address = (address << np.uint64(4)) | digits[:, k].astype(np.uint64)
+        self.address = address
+        self.type = types
+        name_start = starts + width + 3
+        name_end = ends.copy()
+        module = np.zeros(n, dtype=np.int32)
+        tabs = np.flatnonzero(buf == 9)
+        if len(tabs):
+            # A tab ends the name; "[MOD]" follows.  Map each tab to its line.
+            line_of_tab = np.searchsorted(starts, tabs, side="right") - 1
+            first_tab = np.ones(len(tabs), dtype=bool)
+            first_tab[1:] = line_of_tab[1:] != line_of_tab[:-1]
+            tabs, line_of_tab = tabs[first_tab], line_of_tab[first_tab]
+            name_end[line_of_tab] = tabs
+            ids: dict[bytes, int] = {}
+            for line, tab in zip(line_of_tab.tolist(), tabs.tolist()):
+                tag = text[tab + 1:ends[line]].strip()
+                if not (tag.startswith(b"[") and tag.endswith(b"]") and len(tag) > 2):
+                    raise self._error(line, "expected '\\t[MODULE]' after the name")
+                mid = ids.get(tag)
+                if mid is None:
+                    mid = ids[tag] = len(self.module_names)
+                    self.module_names.append(tag[1:-1].decode("utf-8", "surrogateescape"))
+                module[line] = mid
+        empty = np.flatnonzero(name_end <= name_start)
+        if len(empty):
+            raise self._error(int(empty[0]), "missing symbol name")
+        self.module = module
+        self.name_start, self.name_end = name_start, name_end
+        if not address.any():
+            raise KmodsymsError(
+                f"{self.source}: every address is 0: the kernel hides them from this user "
+                "(kernel.kptr_restrict); run as root, or set 'sysctl kernel.kptr_restrict=0'")
+
+    def name_bytes(self, i: int) -> bytes:
+        return self.text[self.name_start[i]:self.name_end[i]]
+
+    def name(self, i: int) -> str:
+        return self.name_bytes(i).decode("utf-8", "surrogateescape")
+
+    def names_bytes(self, indices) -> list[bytes]:
+        """Names of many lines at once (one slice each)."""
+        text = self.text
+        return [text[s:e] for s, e in zip(self.name_start[indices].tolist(),
+                                          self.name_end[indices].tolist())]
+
+    def pseudo_module_ids(self) -> list[int]:
+        return [i for i, m in enumerate(self.module_names) if i and is_pseudo_module(m)]
+
+
+def read_kallsyms(path: str = "/proc/kallsyms") -> Kallsyms:
+    """Read kallsyms (the live /proc/kallsyms, or a saved copy) in one read."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read()
+    except OSError as e:
+        raise KmodsymsError(f"cannot read {path}: {e.strerror}") from None
+    return Kallsyms(text, path)

@@ -1,0 +1,123 @@
+"""Read GNU ld link maps (``-Map``): where each input section was placed.
+
+A kernel build with CONFIG_VMLINUX_MAP writes ``vmlinux.map`` (the final
+link, whose only input is ``vmlinux.o``) and ``vmlinux.o.map`` (the
+``ld -r`` that made vmlinux.o from vmlinux.a's objects).  Composing the two
+says, for every object section, its address in vmlinux: the linker's own
+answer, independent of kmodsyms' placement, which ``kmodsyms verify`` and
+the tests compare against.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import KmodsymsError
+
+_FULL = re.compile(r"^ (\S+)\s+0x([0-9a-fA-F]+)\s+0x([0-9a-fA-F]+)\s+(\S.*)$")
+_NAME_ONLY = re.compile(r"^ ([^\s*]\S*)$")
+_WRAPPED = re.compile(r"^\s+0x([0-9a-fA-F]+)\s+0x([0-9a-fA-F]+)\s+(\S.*)$")
+_OUTPUT = re.compile(r"^([^\s*]\S*)(\s|$)")
+
+
+@dataclass
+class InputSection:
+    name: str
+    address: int
+    size: int
+    file: str
+    output: str  # the output section it went into
+
+
+def parse_map(path: str) -> list[InputSection]:
+    """Every input section the map lists in its memory map (after "Linker
+    script and memory map"), with its address, size and input file."""
+    try:
+        with open(path, encoding="utf-8", errors="surrogateescape") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise KmodsymsError(f"cannot read link map {path}: {e.strerror}") from None
+    try:
+        start = lines.index("Linker script and memory map") + 1
+    except ValueError:
+        raise KmodsymsError(f"{path}: not a GNU ld map (no 'Linker script and memory map')") from None
+    out = []
+    pending = None
+    output = ""
+    for line in lines[start:]:
+        m = _OUTPUT.match(line)
+        if m:
+            output = m.group(1)
+            pending = None
+            continue
+        m = _FULL.match(line)
+        if m and not line.startswith(" *"):
+            name, addr, size, file = m.groups()
+            out.append(InputSection(name, int(addr, 16), int(size, 16), file.strip(), output))
+            pending = None
+            continue
+        m = _NAME_ONLY.match(line)
+        if m:
+            pending = m.group(1)
+            continue
+        m = _WRAPPED.match(line)
+        if m and pending:
+            addr, size, file = m.groups()
+            out.append(InputSection(pending, int(addr, 16), int(size, 16), file.strip(), output))
+        pending = None
+    return out
+
+
+class ObjectMap:
+    """Address ranges of vmlinux that came from each object, sorted."""
+
+    def __init__(self, ranges: list[tuple[int, int, str]]):
+        ranges = sorted(r for r in ranges if r[1] > r[0])
+        self.start = np.array([r[0] for r in ranges], dtype=np.uint64)
+        self.end = np.array([r[1] for r in ranges], dtype=np.uint64)
+        self.object = [r[2] for r in ranges]
+
+    def object_at(self, address: int) -> str | None:
+        """The object whose bytes are at ``address``, or None."""
+        i = int(np.searchsorted(self.start, np.uint64(address), side="right")) - 1
+        if i >= 0 and address < int(self.end[i]):
+            return self.object[i]
+        return None
+
+
+def alloc_sections(elf_path: str) -> set[str]:
+    """Names of the SHF_ALLOC sections of an ELF file (vmlinux): the ones
+    that occupy memory; a map also lists .comment and friends at 0."""
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+    try:
+        with open(elf_path, "rb") as f:
+            return {s.name for s in ELFFile(f).iter_sections() if s["sh_flags"] & 0x2}
+    except (OSError, ELFError) as e:
+        raise KmodsymsError(f"cannot read sections of {elf_path}: {e}") from None
+
+
+def vmlinux_object_map(vmlinux_map: str, vmlinux_o_map: str, vmlinux: str) -> ObjectMap:
+    """Compose the two maps: each object section's range in vmlinux (only
+    sections that vmlinux loads, per its section headers)."""
+    loaded = alloc_sections(vmlinux)
+    final = [s for s in parse_map(vmlinux_map)
+             if s.file.endswith("vmlinux.o") and s.output in loaded]
+    # vmlinux.o's section name -> its address in vmlinux.  ld -r keeps one
+    # output section per name, so the name identifies it.
+    placed = {s.name: s.address for s in final}
+    ranges = []
+    for s in parse_map(vmlinux_o_map):
+        if s.file.endswith((".o", ".o)")) and s.name in placed and s.size:
+            ranges.append((placed[s.name] + s.address, placed[s.name] + s.address + s.size,
+                           _object_path(s.file)))
+    return ObjectMap(ranges)
+
+
+def _object_path(file: str) -> str:
+    # "vmlinux.a(fs/ext4/super.o)" or a plain path
+    m = re.match(r"^.*\((.*)\)$", file)
+    return m.group(1) if m else file

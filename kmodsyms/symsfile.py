@@ -1,0 +1,308 @@
+"""The dtrace_syms file: write it atomically, read and validate it.
+
+The byte-level layout is specified in docs/format.md; this module is its
+reference implementation.  In short: a 128-byte little-endian header with a
+CRC-32 of everything after its first 16 bytes, then eight tables at 8-aligned
+offsets: strings, modules, module-set members, module sets, objects, section
+names, object sections, and the symbol array sorted by name.
+
+Reading is one ``read()``; the fixed-width tables become numpy arrays over
+that buffer (no per-symbol Python objects), and names are decoded only when
+asked for.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+import tempfile
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import KmodsymsError
+
+MAGIC = b"KMODSYMS"
+FORMAT_VERSION = 1
+HEADER_SIZE = 128
+FLAG_MISSING_OBJECTS = 1
+OBJECT_MISSING = 1
+
+_HEADER = struct.Struct("<8sIIQII6I")          # up to the table directory
+_DIRECTORY = struct.Struct("<16I")             # 8 x (offset, count)
+_DIRECTORY_AT = _HEADER.size                   # 56
+
+MODULE_DTYPE = np.dtype([("name", "<u4")])
+MEMBER_DTYPE = np.dtype("<u4")
+MODSET_DTYPE = np.dtype([("first", "<u4"), ("count", "<u4")])
+OBJECT_DTYPE = np.dtype([("path", "<u4"), ("modset", "<u4"), ("flags", "<u4"), ("reserved", "<u4")])
+SECNAME_DTYPE = np.dtype([("name", "<u4")])
+SECTION_DTYPE = np.dtype([("object", "<u4"), ("name", "<u4"), ("flags", "<u4"),
+                          ("align", "<u4"), ("size", "<u8")])
+SYMBOL_DTYPE = np.dtype([("name", "<u4"), ("modset", "<u4"), ("object", "<u4"),
+                         ("section", "<u4"), ("value", "<u8"), ("size", "<u8"),
+                         ("type", "u1"), ("binding", "u1"), ("reserved16", "<u2"),
+                         ("reserved32", "<u4")])
+# Table order in the directory; "strings" counts bytes, the others entries.
+TABLES = (("strings", np.dtype("u1")), ("modules", MODULE_DTYPE),
+          ("modset_members", MEMBER_DTYPE), ("modsets", MODSET_DTYPE),
+          ("objects", OBJECT_DTYPE), ("section_names", SECNAME_DTYPE),
+          ("sections", SECTION_DTYPE), ("symbols", SYMBOL_DTYPE))
+# A header claiming more than this many entries in any table is refused
+# before anything is allocated (a real kernel has ~10^5-10^6 symbols).
+MAX_ENTRIES = 1 << 28
+
+TYPE_NAMES = {0: "notype", 1: "object", 2: "func", 6: "tls"}
+BINDING_NAMES = {0: "local", 1: "global", 2: "weak"}
+
+
+@dataclass
+class Meta:
+    """Header strings and flags."""
+
+    kernel_release: str = ""
+    build_id: str = ""
+    tool_version: str = ""
+    object_source: str = ""
+    thick_source: str = ""
+    flags: int = 0
+
+
+class StringTable:
+    """Builds a NUL-terminated string table; offset 0 is the empty string."""
+
+    def __init__(self):
+        self._offsets = {b"": 0}
+        self._chunks = [b"\0"]
+        self._size = 1
+
+    def add(self, s: bytes | str) -> int:
+        if isinstance(s, str):
+            s = s.encode("utf-8", "surrogateescape")
+        off = self._offsets.get(s)
+        if off is None:
+            if b"\0" in s:
+                raise KmodsymsError(f"name {s[:40]!r} contains a NUL byte")
+            off = self._offsets[s] = self._size
+            self._chunks.append(s + b"\0")
+            self._size += len(s) + 1
+        return off
+
+    def data(self) -> bytes:
+        return b"".join(self._chunks)
+
+
+def encode(meta: Meta, strings: StringTable, tables: dict[str, np.ndarray]) -> bytes:
+    """Lay out a complete dtrace_syms image.  ``tables`` holds every table of
+    TABLES except ``strings`` as arrays of the table's dtype; the header
+    string fields are added to ``strings`` here."""
+    header_strings = [strings.add(getattr(meta, f)) for f in
+                      ("kernel_release", "build_id", "tool_version", "object_source", "thick_source")]
+    blobs = [np.frombuffer(strings.data(), dtype="u1")] + [
+        np.ascontiguousarray(tables[name], dtype=dtype) for name, dtype in TABLES[1:]]
+    directory = []
+    parts = []
+    pos = HEADER_SIZE
+    for blob in blobs:
+        directory += [pos, len(blob)]
+        raw = blob.tobytes()
+        pad = -len(raw) % 8
+        parts.append(raw + b"\0" * pad)
+        pos += len(raw) + pad
+    body = (_DIRECTORY.pack(*directory) + b"\0" * (HEADER_SIZE - _DIRECTORY_AT - _DIRECTORY.size)
+            + b"".join(parts))
+    fixed = struct.pack("<QII6I", pos, HEADER_SIZE, meta.flags, *header_strings, 0)
+    crc = zlib.crc32(body, zlib.crc32(fixed))
+    return MAGIC + struct.pack("<II", FORMAT_VERSION, crc) + fixed + body
+
+
+def write_atomic(path: str, data: bytes, mode: int = 0o644) -> None:
+    """Write ``data`` to ``path`` so that a reader sees the old file or the
+    whole new one, never a part: temp file in the same directory, fsync,
+    rename.  A failure leaves no temp file behind."""
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".dtrace_syms.", dir=directory)
+    except OSError as e:
+        raise KmodsymsError(f"cannot write in {directory}: {e.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError):
+            raise KmodsymsError(f"cannot write {path}: {e.strerror}") from None
+        raise
+
+
+class SymsFile:
+    """A validated dtrace_syms image.
+
+    Tables are numpy arrays viewing the file's bytes: ``modules``,
+    ``modset_members``, ``modsets``, ``objects``, ``section_names``,
+    ``sections``, ``symbols`` (sorted by name, then modules, then object).
+    """
+
+    def __init__(self, data: bytes, source: str = "dtrace_syms"):
+        self.source = source
+        self.data = data
+        self._validate_header()
+        self._load_tables()
+
+    # -- validation ---------------------------------------------------------
+    def _fail(self, what: str) -> KmodsymsError:
+        return KmodsymsError(f"{self.source}: {what}; rebuild it with 'kmodsyms build'")
+
+    def _validate_header(self) -> None:
+        data = self.data
+        if len(data) < 16 or data[:8] != MAGIC:
+            raise KmodsymsError(f"{self.source}: not a dtrace_syms file (bad magic)")
+        version, crc = struct.unpack_from("<II", data, 8)
+        if version != FORMAT_VERSION:
+            raise KmodsymsError(
+                f"{self.source}: dtrace_syms format version {version}; this kmodsyms reads "
+                f"version {FORMAT_VERSION}: rebuild it with this kmodsyms")
+        if len(data) < HEADER_SIZE:
+            raise self._fail(f"truncated ({len(data)} bytes, header needs {HEADER_SIZE})")
+        (_m, _v, _c, file_size, header_size, self.flags, *strs) = _HEADER.unpack_from(data)
+        if file_size != len(data):
+            raise self._fail(f"truncated or padded: header says {file_size} bytes, file has {len(data)}")
+        if header_size != HEADER_SIZE:
+            raise self._fail(f"bad header size {header_size}")
+        if zlib.crc32(memoryview(data)[16:]) != crc:
+            raise self._fail("checksum mismatch (corrupt file)")
+        self._header_strings = strs[:5]
+
+    def _load_tables(self) -> None:
+        data = self.data
+        directory = _DIRECTORY.unpack_from(data, _DIRECTORY_AT)
+        for i, (name, dtype) in enumerate(TABLES):
+            off, count = directory[2 * i], directory[2 * i + 1]
+            if count > MAX_ENTRIES or off % 8 or off < HEADER_SIZE or \
+                    off + count * dtype.itemsize > len(data):
+                raise self._fail(f"table {name} out of bounds (offset {off}, {count} entries)")
+            setattr(self, name, np.frombuffer(data, dtype=dtype, count=count, offset=off))
+        strings = self.strings
+        if len(strings) == 0 or strings[-1] != 0:
+            raise self._fail("string table not NUL-terminated")
+        self.strings = data[directory[0]:directory[0] + directory[1]]
+        n_str = len(self.strings)
+
+        def check(array, bound: int, what: str):
+            if len(array) and int(array.max()) >= bound:
+                raise self._fail(f"{what} out of range")
+
+        check(np.asarray(self._header_strings, dtype=np.uint64), n_str, "header string")
+        check(self.modules["name"], n_str, "module name")
+        check(self.modset_members, len(self.modules), "module-set member")
+        ends = self.modsets["first"].astype(np.uint64) + self.modsets["count"]
+        check(ends, len(self.modset_members) + 1, "module set")
+        check(self.objects["path"], n_str, "object path")
+        check(self.objects["modset"], len(self.modsets), "object module set")
+        check(self.section_names["name"], n_str, "section name")
+        check(self.sections["object"], len(self.objects), "section object")
+        check(self.sections["name"], len(self.section_names), "section name index")
+        symbols = self.symbols
+        check(symbols["name"], n_str, "symbol name")
+        check(symbols["modset"], len(self.modsets), "symbol module set")
+        check(symbols["object"], len(self.objects), "symbol object")
+        check(symbols["section"], len(self.sections), "symbol section")
+        if len(symbols) and not np.array_equal(self.sections["object"][symbols["section"]],
+                                               symbols["object"]):
+            raise self._fail("symbol section belongs to another object")
+        (self.meta_kernel_release, self.meta_build_id, self.meta_tool_version,
+         self.meta_object_source, self.meta_thick_source) = (self.string(o) for o in self._header_strings)
+        self.module_names = [self.string(int(o)) for o in self.modules["name"]]
+        self.modset_modules = [
+            tuple(int(m) for m in self.modset_members[f:f + c])
+            for f, c in zip(self.modsets["first"].tolist(), self.modsets["count"].tolist())]
+
+    # -- decoding -------------------------------------------------------------
+    def string(self, offset: int) -> str:
+        """The NUL-terminated string at ``offset`` of the string table."""
+        return self.raw_string(offset).decode("utf-8", "surrogateescape")
+
+    def raw_string(self, offset: int) -> bytes:
+        end = self.strings.index(b"\0", offset)
+        return self.strings[offset:end]
+
+    @property
+    def missing_objects(self) -> list[str]:
+        return [self.object_path(i) for i in np.flatnonzero(self.objects["flags"] & OBJECT_MISSING)]
+
+    def object_path(self, index: int) -> str:
+        return self.string(int(self.objects["path"][index]))
+
+    def section_name(self, section: int) -> str:
+        return self.string(int(self.section_names["name"][self.sections["name"][section]]))
+
+    def modset_names(self, modset: int) -> list[str]:
+        return [self.module_names[m] for m in self.modset_modules[modset]]
+
+    def symbol_name(self, index: int) -> str:
+        return self.string(int(self.symbols["name"][index]))
+
+    def find(self, name: str) -> range:
+        """Indices of every symbol entry called ``name`` (binary search over
+        the name-sorted array)."""
+        key = name.encode("utf-8", "surrogateescape")
+        names = _NameView(self)
+        lo = bisect.bisect_left(names, key)
+        hi = bisect.bisect_right(names, key, lo)
+        return range(lo, hi)
+
+    def entry(self, index: int) -> dict:
+        """One symbol entry decoded, as ``kmodsyms dump --json`` prints it."""
+        s = self.symbols[index]
+        return {
+            "name": self.string(int(s["name"])),
+            "modules": self.modset_names(int(s["modset"])),
+            "object": self.object_path(int(s["object"])),
+            "section": self.section_name(int(s["section"])),
+            "value": int(s["value"]),
+            "size": int(s["size"]),
+            "type": TYPE_NAMES.get(int(s["type"]), str(int(s["type"]))),
+            "binding": BINDING_NAMES.get(int(s["binding"]), str(int(s["binding"]))),
+        }
+
+    def module_symbol_counts(self) -> list[int]:
+        """Number of symbol entries in each built-in module."""
+        per_modset = np.bincount(self.symbols["modset"], minlength=len(self.modsets))
+        counts = [0] * len(self.module_names)
+        for modset, members in enumerate(self.modset_modules):
+            for m in members:
+                counts[m] += int(per_modset[modset])
+        return counts
+
+
+class _NameView:
+    """Symbol names as a sequence of bytes, for bisect, decoded per probe."""
+
+    def __init__(self, syms: SymsFile):
+        self._offsets = syms.symbols["name"]
+        self._raw = syms.raw_string
+
+    def __len__(self):
+        return len(self._offsets)
+
+    def __getitem__(self, i):
+        return self._raw(int(self._offsets[i]))
+
+
+def read_syms(path: str) -> SymsFile:
+    """Read and validate a dtrace_syms file in one read."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise KmodsymsError(f"cannot read {path}: {e.strerror}; build it with 'kmodsyms build'") from None
+    return SymsFile(data, path)

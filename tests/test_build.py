@@ -1,0 +1,151 @@
+"""kmodsyms build: the dtrace_syms file, checked against binutils and the
+fixture's documented hard cases."""
+
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from kmodsyms.archive import vmlinux_objects
+from kmodsyms.build import build
+from kmodsyms.elfscan import scan_object
+from kmodsyms.errors import KmodsymsError
+from kmodsyms.symsfile import SymsFile, read_syms
+from kmodsyms.thick import read_thick
+
+
+def entries(syms, name):
+    return [syms.entry(i) for i in syms.find(name)]
+
+
+def test_round_trip_equals_a_fresh_scan(fixture_tree, fixture_syms):
+    """Every symbol of every object, read back from the file, is what the
+    scanner reads from the object itself."""
+    syms = read_syms(fixture_syms)
+    objects, _ = vmlinux_objects(fixture_tree)
+    from_file = {}
+    for i in range(len(syms.symbols)):
+        e = syms.entry(i)
+        from_file.setdefault(e["object"], []).append(
+            (e["name"], e["section"], e["value"], e["size"], e["type"], e["binding"]))
+    assert sorted(from_file) == sorted(objects)
+    names = {0: "notype", 1: "object", 2: "func", 6: "tls"}
+    binds = {0: "local", 1: "global", 2: "weak"}
+    for obj in objects:
+        rows = [(n, s, v, z, names[t], binds[b])
+                for n, s, v, z, t, b in scan_object(os.path.join(fixture_tree, obj)).rows()]
+        assert sorted(from_file[obj]) == sorted(rows), obj
+
+
+def test_sorted_by_name_then_modules_then_object(fixture_syms):
+    syms = read_syms(fixture_syms)
+    keys = []
+    for i in range(len(syms.symbols)):
+        e = syms.entry(i)
+        keys.append((e["name"].encode(), tuple(e["modules"]), e["object"]))
+    assert keys == sorted(keys)
+
+
+def test_header(fixture_tree, fixture_syms):
+    syms = read_syms(fixture_syms)
+    assert syms.meta_kernel_release == "6.12.0-kmodsyms-fixture"
+    readelf = shutil.which("readelf")
+    if readelf:
+        notes = subprocess.run([readelf, "-n", os.path.join(fixture_tree, "vmlinux")],
+                               capture_output=True, text=True).stdout
+        assert f"Build ID: {syms.meta_build_id}" in notes
+    assert syms.meta_object_source == "vmlinux.a"
+    assert syms.missing_objects == []
+
+
+def test_fixture_hard_cases(fixture_syms):
+    syms = read_syms(fixture_syms)
+    # Same static name in two built-in modules and the core kernel.
+    got = {(tuple(e["modules"]), e["object"]) for e in entries(syms, "init_once")}
+    assert got == {((), "kernel/fork.o"), (("ext4",), "fs/ext4/super.o"),
+                   (("isofs",), "fs/isofs/inode.o")}
+    assert {tuple(e["modules"]) for e in entries(syms, "debug_level")} == \
+        {(), ("ext4",), ("isofs",)}
+    # One object in two modules: both, in thick-file order.
+    for e in entries(syms, "mdio_bus_read"):
+        assert e["modules"] == ["libphy", "fwnode_mdio"]
+    # Dash module, one-file module, and the "core" case (lib/msr.o is core).
+    assert all(e["modules"] == ["amd_uncore"] for i in range(len(syms.symbols))
+               for e in [syms.entry(i)] if e["object"] == "arch/x86/events/amd/uncore.o")
+    msr = {e["object"]: e["modules"] for e in entries(syms, "msr_read")}
+    assert msr == {"arch/x86/kernel/msr.o": ["msr"], "arch/x86/lib/msr.o": []}
+    # Weak and strong definitions of one name are both kept.
+    assert sorted(e["binding"] for e in entries(syms, "arch_setup_hook")) == ["global", "weak"]
+    # Assembly: aliases at one address, nested sized and unsized labels.
+    memcpy = {e["name"]: e for n in ("__memcpy", "memcpy", "memcpy_tail", "memcpy_orig")
+              for e in entries(syms, n)}
+    assert memcpy["__memcpy"]["value"] == memcpy["memcpy"]["value"]
+    assert memcpy["memcpy_tail"]["size"] == 0 and memcpy["memcpy_tail"]["type"] == "notype"
+    assert memcpy["memcpy_orig"]["size"] > 0
+    # Sections by name: init/exit text, cold part, per-cpu data.
+    sections = {syms.entry(i)["section"] for i in range(len(syms.symbols))}
+    assert {".init.text", ".exit.text", ".text.unlikely", ".data..percpu", ".bss",
+            ".rodata", ".data"} <= sections
+    assert any(syms.entry(i)["name"].endswith(".cold") for i in range(len(syms.symbols)))
+
+
+def test_corpus_counts_against_nm(corpus, corpus_syms):
+    nm = shutil.which("nm")
+    if not nm:
+        pytest.skip("binutils nm is absent")
+    syms = read_syms(corpus_syms)
+    objects, _ = vmlinux_objects(corpus)
+    out = subprocess.run([nm, "--defined-only", *objects], cwd=corpus, check=True,
+                         capture_output=True, text=True).stdout
+    count = 0
+    for line in out.splitlines():
+        fields = line.split()
+        if len(fields) != 3:
+            continue  # "file.o:" headers and blank lines
+        _value, letter, name = fields
+        # We skip absolute (A/a) and common (C) symbols, and .L labels.
+        if letter in "aAC" or name.startswith(".L"):
+            continue
+        count += 1
+    assert len(syms.symbols) == count
+    assert len(syms.module_names) == 345
+    assert all(c > 0 for c in syms.module_symbol_counts())
+
+
+def test_missing_object_fails_without_partial_output(fixture_tree, tmp_path):
+    tree = tmp_path / "tree"
+    shutil.copytree(fixture_tree, tree)
+    os.unlink(tree / "fs/isofs/dir.o")
+    thick = read_thick(str(tree / "modules_thick.builtin"))
+    out = tmp_path / "out" / "dtrace_syms"
+    out.parent.mkdir()
+    with pytest.raises(KmodsymsError, match="fs/isofs/dir.o: object does not exist"):
+        build(str(tree), thick, "t", str(out))
+    assert os.listdir(out.parent) == []
+    result = build(str(tree), thick, "t", str(out), allow_missing=True)
+    assert result.missing == ["fs/isofs/dir.o"]
+    assert read_syms(str(out)).missing_objects == ["fs/isofs/dir.o"]
+
+
+def test_cache_rebuild_is_identical(fixture_tree, tmp_path):
+    thick = read_thick(os.path.join(fixture_tree, "modules_thick.builtin"))
+    out = str(tmp_path / "dtrace_syms")
+    first = build(fixture_tree, thick, "t", out)
+    data = open(out, "rb").read()
+    second = build(fixture_tree, thick, "t", out)
+    assert second.cached == first.objects
+    assert open(out, "rb").read() == data
+
+
+def test_corrupt_files_are_refused(fixture_syms):
+    data = open(fixture_syms, "rb").read()
+    SymsFile(data)
+    for bad in (data[:-1], data[:100], data[:8], b"XXXXXXXX" + data[8:],
+                data[:200] + bytes([data[200] ^ 1]) + data[201:]):
+        with pytest.raises(KmodsymsError):
+            SymsFile(bad)
+    wrong_version = data[:8] + (99).to_bytes(4, "little") + data[12:]
+    with pytest.raises(KmodsymsError, match="version 99.*reads version 1"):
+        SymsFile(wrong_version)
