@@ -192,6 +192,35 @@ def thick(
         sys.stdout.write(text)
 
 
+@app.command()
+def install(
+    kbuild: str = typer.Option(..., "--kbuild", "-k", help="Kernel build tree (objtree)."),
+    mod_path: str = typer.Option("", "--mod-path", help="Prefix, as make's INSTALL_MOD_PATH [default: none]."),
+    release: Optional[str] = typer.Option(None, "--release", help="Kernel release [default: DIR/include/config/kernel.release]."),
+    syms: Optional[str] = typer.Option(None, "--syms", "-s", help="dtrace_syms to install [default: DIR/dtrace_syms, built if absent]."),
+):
+    """Install dtrace_syms as MOD_PATH/lib/modules/RELEASE/kernel/dtrace_syms
+    (what 'make dtrace_syms_install' does)."""
+    from .install import install as run_install
+    typer.echo(run_install(kbuild, syms=syms, mod_path=mod_path, release=release))
+
+
+@app.command()
+def verify(
+    kbuild: str = typer.Option(..., "--kbuild", "-k", help="Kernel build tree with System.map, and "
+                                                           "modules.builtin.ranges and/or vmlinux.map + vmlinux.o.map."),
+    syms: Optional[str] = typer.Option(None, "--syms", "-s", help="dtrace_syms to check [default: DIR/dtrace_syms]."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+):
+    """Check our module attribution of every System.map symbol against
+    upstream's modules.builtin.ranges and the linker maps.  Exit 1 on any
+    disagreement with the linker maps."""
+    from .verify import verify as run_verify
+    report = run_verify(kbuild, syms or os.path.join(kbuild, "dtrace_syms"))
+    typer.echo(json.dumps(report.to_json(), indent=2) if as_json else report.format())
+    raise typer.Exit(report.exit_status())
+
+
 def _parse_address(text: str) -> int:
     t = text.strip().lower()
     if t.startswith("0x"):

@@ -47,6 +47,7 @@ LINE_NONE, LINE_SYMBOL, LINE_EXTENT, LINE_AMBIGUOUS = 0, 1, 2, 3
 _TYPE_RANK = {0: 0, 1: 1, 2: 1, 6: 1}          # NOTYPE < OBJECT, FUNC, TLS
 _BIND_RANK = {0: 0, 2: 1, 1: 2}                # LOCAL < WEAK < GLOBAL
 _PADDING_PREFIXES = (b"__pfx_", b"__cfi_")
+SHF_LINK_ORDER = 0x80
 
 
 @dataclass
@@ -276,7 +277,7 @@ class Resolver:
                     continue
                 # Shape: try every free line of the rarest name as the anchor.
                 pivot = min(entries, key=lambda e: len(free[e]))
-                if len(entries) < 2 or not free[pivot]:
+                if not free[pivot]:
                     continue
                 scores = []
                 for line in free[pivot]:
@@ -299,47 +300,157 @@ class Resolver:
                     place(sec, base, BY_NEIGHBOURS)
                     changed = True
 
-    def _forced_by_neighbours(self, candidates: dict[int, list]):
-        """Sections whose position is forced by link order.
+    def _block_offsets(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """For each section name: its sections in link order and their offsets
+        in the block ``ld -r`` makes of them.
 
-        The linker lays input sections of one name in link order (the order
-        of vmlinux.a, which is the order of the objects table), each at the
-        next multiple of its alignment.  So a run of unplaced sections
-        between two placed ones of the same name must take increasing,
-        non-overlapping positions inside that window: at one of its
-        candidate bases for a section whose symbols are in kallsyms, at any
-        aligned base for one without.  The run is laid out greedily from the
-        left and from the right; where both agree, no other layout exists.
+        ``ld -r`` builds vmlinux.o by concatenating the input sections of one
+        name in link order (vmlinux.a's order, the order of the objects
+        table), each at the next multiple of its alignment, and the final link
+        moves each block as a whole.  So one placed section places the whole
+        block.  SHF_LINK_ORDER sections are ordered by the sections they link
+        to instead, and are left out.  Computed once, lazily.
         """
-        sections = self.syms.sections
-        names = sections["name"]
-        size = sections["size"].astype(object)
-        align = sections["align"].astype(object)
-        unplaced_names = np.unique(names[self.section_how == UNPLACED])
+        blocks = getattr(self, "_blocks", None)
+        if blocks is None:
+            sections = self.syms.sections
+            usable = np.flatnonzero(((sections["flags"] & SHF_LINK_ORDER) == 0)
+                                    & (sections["size"] > 0))
+            names = sections["name"][usable]
+            order = np.argsort(names, kind="stable")
+            usable, names = usable[order], names[order]
+            cuts = np.flatnonzero(np.diff(names)) + 1
+            size = sections["size"].astype(object)
+            align = sections["align"].astype(object)
+            blocks = {}
+            for members in np.split(usable, cuts):
+                offsets, off = [], 0
+                for sec in members.tolist():
+                    a = max(int(align[sec]), 1)
+                    off = -(-off // a) * a
+                    offsets.append(off)
+                    off += int(size[sec])
+                blocks[int(sections["name"][members[0]])] = (members, np.array(offsets, dtype=object))
+            self._blocks = blocks
+        return blocks
+
+    def _forced_by_neighbours(self, candidates: dict[int, list]):
+        """Sections placed by their block (see :meth:`_block_offsets`).
+
+        A block's placed sections each imply where the block starts; when they
+        all agree, every other section of the block is placed from it.  A
+        block with no placed section is placed when the candidate positions
+        of its sections imply exactly one start.  A section whose candidate
+        positions do not include its place in the block is left alone.
+        Only used when the object order is vmlinux.a's link order.
+        """
+        if self.syms.meta_object_source != "vmlinux.a":
+            return []
         forced = []
-        for name in unplaced_names.tolist():
-            same = np.flatnonzero(names == name)
-            placed = self.section_how[same] != UNPLACED
-            placed_at = np.flatnonzero(placed)
-            if not len(placed_at):
+        wrap = 1 << 64
+        for members, offsets in self._block_offsets().values():
+            how = self.section_how[members]
+            todo = np.flatnonzero(how == UNPLACED)
+            if not len(todo):
                 continue
-            run_of = np.searchsorted(placed_at, np.arange(len(same)))  # next placed
-            runs: dict[int, list[int]] = {}
-            for k in np.flatnonzero(~placed).tolist():
-                runs.setdefault(int(run_of[k]), []).append(int(same[k]))
-            for nxt, run in runs.items():
-                if nxt == 0 or nxt == len(placed_at):
-                    continue  # a window needs placed sections on both sides
-                prev = int(same[placed_at[nxt - 1]])
-                lo = int(self.section_base[prev]) + int(size[prev])
-                hi = int(self.section_base[same[placed_at[nxt]]])
-                left = _lay_out(run, candidates, size, align, lo, hi, from_left=True)
-                right = _lay_out(run[::-1], candidates, size, align, lo, hi, from_left=False)
-                if left is None or right is None:
+            placed = np.flatnonzero(how != UNPLACED)
+            if len(placed):
+                starts = {(int(self.section_base[members[k]]) - offsets[k]) % wrap for k in placed.tolist()}
+                if len(starts) != 1:
+                    continue  # the block is not laid out as modelled: trust nothing
+            else:
+                implied = None
+                for k in todo.tolist():
+                    sec = int(members[k])
+                    if sec in candidates:
+                        options = {(int(c) - offsets[k]) % wrap for c in candidates[sec]}
+                        implied = options if implied is None else implied & options
+                if not implied or len(implied) != 1:
                     continue
-                forced += [(sec, _U64(a)) for sec, a, b in zip(run, left, right[::-1])
-                           if a == b and sec in candidates or (a == b and size[sec])]
+                starts = implied
+            start = starts.pop()
+            for k in todo.tolist():
+                sec = int(members[k])
+                pos = (start + offsets[k]) % wrap
+                if sec in candidates and not any(int(c) == pos for c in candidates[sec]):
+                    continue
+                forced.append((sec, _U64(pos)))
         return forced
+
+    def _place_bare_blocks(self, loose: np.ndarray) -> bool:
+        """Place blocks that hold no symbol at all (``__bug_table``,
+        ``.smp_locks``, ``.pci_fixup_*``...) by the linker-made symbols that
+        bracket them: the linker script defines one at the start of such a
+        block and one after its end, possibly after aligning
+        (``__smp_locks_end`` follows ``. = ALIGN(PAGE_SIZE)``).
+
+        A start candidate is a loose symbol (in no placed section) at the
+        alignment of the block's first section, with no symbol inside the
+        block and the next symbol exactly at its end (else at its end rounded
+        up to a page).  Lengths alone match chance gaps, so the start symbol
+        must also carry the block's name, as the kernel's linker scripts
+        name them: a common run of at least 6 characters, longer than any
+        other candidate's (``.smp_locks``/``__smp_locks``,
+        ``__bug_table``/``__start___bug_table``).  ``.discard*`` blocks are
+        never placed.  Returns whether anything was placed."""
+        if self.syms.meta_object_source != "vmlinux.a" or not len(loose):
+            return False
+        points = np.unique(loose)
+        all_sorted = self.sorted_lines_address()
+        following = np.searchsorted(all_sorted, points, side="right")
+        has_next = following < len(all_sorted)
+        points, nxt = points[has_next], all_sorted[following[has_next]]
+        loose_enough = self.extent_of(points) < 0
+        points, nxt = points[loose_enough], nxt[loose_enough]
+        sizes = self.syms.sections["size"]
+        aligns = self.syms.sections["align"]
+        placed_any = False
+        for key, (members, offsets) in self._block_offsets().items():
+            if (self.section_how[members] != UNPLACED).any():
+                continue
+            length = int(offsets[-1]) + int(sizes[int(members[-1])])
+            first_align = max(int(aligns[members[0]]), 1)
+            end = points + _U64(length)
+            gap = nxt - end                      # wraps (huge) when next < end
+            low_bit = nxt & (~nxt + _U64(1))    # largest power of two dividing next
+            fits = (points % _U64(first_align) == 0) & (nxt >= end)
+            # An exact end is preferred; else one rounded up to at most a
+            # 64 KiB page (the largest PAGE_SIZE), as "__smp_locks_end" is.
+            exact = fits & (gap == 0)
+            ok = exact if exact.any() else fits & (gap < np.minimum(low_bit, _U64(1 << 16)))
+            block = self.syms.string(int(self.syms.section_names["name"][key]))
+            if block.startswith(".discard"):
+                continue  # every kernel linker script discards these
+            scored = sorted(((self._name_affinity(block, a), a) for a in points[ok].tolist()),
+                            reverse=True)
+            starts = [a for score, a in scored[:1]
+                      if score >= 6 and (len(scored) == 1 or scored[1][0] < score)]
+            if len(starts) != 1:
+                continue
+            for sec, off in zip(members.tolist(), offsets.tolist()):
+                self.section_base[sec] = _U64(starts[0] + off)
+                self.section_how[sec] = BY_NEIGHBOURS
+            placed_any = True
+        return placed_any
+
+    def _name_affinity(self, block: str, address: int) -> int:
+        """Longest run of characters shared by a block's name and a kallsyms
+        name at ``address`` (``.smp_locks`` and ``__smp_locks``: 9)."""
+        from difflib import SequenceMatcher
+        lines = np.flatnonzero(self.ks.address == _U64(address))
+        best = 0
+        for name in self.ks.names_bytes(lines):
+            text = name.decode("utf-8", "surrogateescape")
+            m = SequenceMatcher(None, block, text).find_longest_match(0, len(block), 0, len(text))
+            best = max(best, m.size)
+        return best
+
+    def sorted_lines_address(self) -> np.ndarray:
+        """Every kallsyms address, sorted."""
+        cached = getattr(self, "_sorted_all", None)
+        if cached is None:
+            cached = self._sorted_all = np.sort(self.ks.address)
+        return cached
 
     def _check_consistency(self) -> None:
         """Refuse a dtrace_syms that is not for this kernel: anchors must be
@@ -404,6 +515,9 @@ class Resolver:
         self.line_section[core[~held & has_entry[core]]] = NO
         rest = core[self.line_section[core] < 0]
         inside = self.extent_of(ks.address[rest])
+        if self._place_bare_blocks(ks.address[rest[inside < 0]]):
+            self._build_extents()
+            inside = self.extent_of(ks.address[rest])
         self.line_section[rest] = inside
         self.line_how[rest[inside >= 0]] = LINE_EXTENT
         self.ambiguous: dict[int, list[int]] = {}
@@ -651,30 +765,6 @@ def _letter_compatible(letters: np.ndarray, bindings: np.ndarray) -> np.ndarray:
     ok = np.where(bindings == 2, weak_letter,
                   ~weak_letter & np.where(bindings == 1, upper, ~upper))
     return ok | wildcard
-
-
-def _lay_out(run, candidates, size, align, lo: int, hi: int, from_left: bool):
-    """Greedy layout of ``run`` (in the order given) inside [lo, hi): the
-    lowest (from_left) or highest position each section can take; None when
-    the run does not fit."""
-    out = []
-    cursor = lo if from_left else hi
-    for sec in run:
-        a = max(int(align[sec]), 1)
-        n = int(size[sec])
-        if from_left:
-            fits = ([b for b in map(int, candidates[sec]) if b >= cursor and b + n <= hi]
-                    if sec in candidates else [-(-cursor // a) * a])
-            pos = min(fits) if fits else None
-        else:
-            fits = ([b for b in map(int, candidates[sec]) if b >= lo and b + n <= cursor]
-                    if sec in candidates else [(cursor - n) // a * a])
-            pos = max(fits) if fits else None
-        if pos is None or pos < lo or pos + n > hi:
-            return None
-        out.append(pos)
-        cursor = pos + n if from_left else pos
-    return out
 
 
 def _binding_from_letter(letter: str) -> str:

@@ -1,0 +1,29 @@
+"""Choose the module map (which objects make up each built-in module) of a
+kernel build tree, the same way for every command that needs one.
+
+Order: an explicit file (``--thick``), ``DIR/modules_thick.builtin``
+(Oracle/UEK trees), ``DIR/modules.builtin.objs`` (upstream's short-lived
+name), else derived from kbuild's ``.cmd`` files (``KBUILD_MODFILE``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional, Tuple
+
+from .thick import ThickMap, read_thick
+
+DERIVED = "derived from .cmd files (KBUILD_MODFILE)"
+
+
+def choose_module_map(kbuild: str, thick: Optional[str] = None) -> Tuple[ThickMap, str]:
+    """The module map of ``kbuild`` and a description of where it came from
+    (a path, or :data:`DERIVED`)."""
+    if thick:
+        return read_thick(thick), thick
+    for name in ("modules_thick.builtin", "modules.builtin.objs"):
+        path = os.path.join(kbuild, name)
+        if os.path.exists(path):
+            return read_thick(path), path
+    from .kbuild import derive_thick
+    return derive_thick(kbuild), DERIVED

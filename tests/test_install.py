@@ -1,0 +1,279 @@
+"""Installing dtrace_syms: contrib/kbuild/Makefile.dtrace_syms, 'kmodsyms
+install' and kmodsyms.install.install()."""
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kmodsyms.errors import KmodsymsError
+from kmodsyms.install import install
+from kmodsyms.modmap import DERIVED, choose_module_map
+from kmodsyms.symsfile import read_syms
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FRAGMENT = os.path.join(ROOT, "contrib", "kbuild", "Makefile.dtrace_syms")
+RELEASE = "6.12.0-kmodsyms-fixture"
+KMODSYMS = f"{sys.executable} -m kmodsyms.cli"
+
+needs_make = pytest.mark.skipif(shutil.which("make") is None, reason="make is absent")
+
+
+@pytest.fixture
+def tree(fixture_tree, tmp_path):
+    """A private copy of the fixture tree, without any dtrace_syms in it."""
+    dest = tmp_path / "kbuild"
+    shutil.copytree(fixture_tree, dest, symlinks=True)
+    for name in ("dtrace_syms", "dtrace_syms.cache"):
+        if (dest / name).exists():
+            (dest / name).unlink()
+    return str(dest)
+
+
+def _env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def make(tree, *args, check=True):
+    cmd = ["make", "-f", FRAGMENT, "-C", tree, f"KMODSYMS={KMODSYMS}", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env())
+    if check:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "kmodsyms.cli", *args],
+                          capture_output=True, text=True, env=_env())
+
+
+def dest_of(mod_path, release=RELEASE):
+    return os.path.join(str(mod_path), "lib", "modules", release, "kernel", "dtrace_syms")
+
+
+def assert_installed(path, source):
+    st = os.lstat(path)
+    assert stat.S_ISREG(st.st_mode)
+    assert stat.S_IMODE(st.st_mode) == 0o644
+    with open(path, "rb") as a, open(source, "rb") as b:
+        assert a.read() == b.read()
+    assert read_syms(path).meta_kernel_release == RELEASE
+    for d in ("lib", "lib/modules", f"lib/modules/{RELEASE}", f"lib/modules/{RELEASE}/kernel"):
+        full = os.path.join(os.path.dirname(path).split("/lib/modules/")[0], d)
+        assert stat.S_IMODE(os.stat(full).st_mode) == 0o755, full
+
+
+def leftovers(directory):
+    return [n for n in os.listdir(directory) if n.startswith(".dtrace_syms.")]
+
+
+# -- the make fragment ---------------------------------------------------------
+
+@needs_make
+def test_make_builds_and_installs(tree, tmp_path):
+    mod_path = tmp_path / "staging"
+    make(tree, "dtrace_syms", "dtrace_syms_install", f"INSTALL_MOD_PATH={mod_path}")
+    built = os.path.join(tree, "dtrace_syms")
+    assert_installed(dest_of(mod_path), built)
+    assert leftovers(os.path.dirname(dest_of(mod_path))) == []
+
+
+@needs_make
+def test_make_rebuilds_only_when_an_input_is_newer(tree):
+    make(tree, "dtrace_syms")
+    built = os.path.join(tree, "dtrace_syms")
+    old = time.time() - 100
+    os.utime(built, (old, old))
+    for name in ("vmlinux", "vmlinux.a", "modules.builtin", "modules_thick.builtin",
+                 "include/config/kernel.release"):
+        os.utime(os.path.join(tree, name), (old - 100, old - 100))
+    proc = make(tree, "dtrace_syms")
+    assert "DTRACE_SYMS" not in proc.stdout
+    assert os.stat(built).st_mtime == old
+    os.utime(os.path.join(tree, "vmlinux.a"))
+    proc = make(tree, "dtrace_syms")
+    assert "DTRACE_SYMS" in proc.stdout
+    assert os.stat(built).st_mtime > old
+    read_syms(built)
+
+
+@needs_make
+def test_make_install_alone_does_not_build(tree, tmp_path):
+    proc = make(tree, "dtrace_syms_install", f"INSTALL_MOD_PATH={tmp_path / 'm'}", check=False)
+    assert proc.returncode != 0
+    assert not os.path.exists(os.path.join(tree, "dtrace_syms"))
+    assert not os.path.exists(dest_of(tmp_path / "m"))
+
+
+@needs_make
+def test_make_clean(tree):
+    make(tree, "dtrace_syms")
+    assert os.path.exists(os.path.join(tree, "dtrace_syms.cache"))
+    make(tree, "dtrace_syms_clean")
+    assert not os.path.exists(os.path.join(tree, "dtrace_syms"))
+    assert not os.path.exists(os.path.join(tree, "dtrace_syms.cache"))
+
+
+@needs_make
+def test_fragment_included_from_a_kernel_style_makefile(tree, tmp_path):
+    """Included with objtree := . (as kbuild sets it) after the kernel's own
+    default goal: the default goal stays, and the targets work."""
+    top = os.path.join(tree, "Makefile")
+    with open(top, "w") as f:
+        f.write("objtree := .\nKERNELRELEASE = $(shell cat include/config/kernel.release)\n"
+                "all:\n\t@echo kernel-default-goal\n"
+                f"include {FRAGMENT}\n")
+    run = lambda *a: subprocess.run(["make", "-C", tree, f"KMODSYMS={KMODSYMS}", *a],
+                                    capture_output=True, text=True, env=_env())
+    proc = run()
+    assert proc.returncode == 0 and "kernel-default-goal" in proc.stdout, proc.stderr
+    assert not os.path.exists(os.path.join(tree, "dtrace_syms"))
+    mod_path = tmp_path / "m"
+    proc = run("dtrace_syms", "dtrace_syms_install", f"INSTALL_MOD_PATH={mod_path}")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert_installed(dest_of(mod_path), os.path.join(tree, "dtrace_syms"))
+
+
+# -- kmodsyms install ------------------------------------------------------------
+
+def test_cli_install_default_release_builds_if_absent(tree, tmp_path):
+    mod_path = tmp_path / "m"
+    proc = cli("install", "--kbuild", tree, "--mod-path", str(mod_path))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == dest_of(mod_path)
+    built = os.path.join(tree, "dtrace_syms")      # built first, as 'kmodsyms build' would
+    assert_installed(dest_of(mod_path), built)
+    # Installing again replaces the file (atomically) and leaves no temp file.
+    proc = cli("install", "--kbuild", tree, "--mod-path", str(mod_path), "--syms", built)
+    assert proc.returncode == 0, proc.stderr
+    assert_installed(dest_of(mod_path), built)
+    assert leftovers(os.path.dirname(dest_of(mod_path))) == []
+
+
+def test_cli_refuses_a_symlinked_lib_modules(tree, tmp_path):
+    mod_path = tmp_path / "m"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (mod_path / "lib").mkdir(parents=True)
+    os.symlink(elsewhere, mod_path / "lib" / "modules")
+    proc = cli("install", "--kbuild", tree, "--mod-path", str(mod_path))
+    assert proc.returncode == 2
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "symbolic link" in lines[0] and "lib/modules" in lines[0]
+    assert os.listdir(elsewhere) == []
+    assert proc.stdout == ""
+
+
+@pytest.mark.parametrize("component", ["lib", "release", "kernel", "file"])
+def test_refuses_a_symlink_at_any_component(tree, tmp_path, component):
+    mod_path = tmp_path / "m"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    parts = {"lib": "lib", "release": f"lib/modules/{RELEASE}",
+             "kernel": f"lib/modules/{RELEASE}/kernel",
+             "file": f"lib/modules/{RELEASE}/kernel/dtrace_syms"}
+    link = mod_path / parts[component]
+    link.parent.mkdir(parents=True)
+    os.symlink(elsewhere / "target", link) if component == "file" else os.symlink(elsewhere, link)
+    with pytest.raises(KmodsymsError, match="symbolic link"):
+        install(tree, mod_path=str(mod_path))
+    assert os.listdir(elsewhere) == []
+    assert os.path.islink(link)
+
+
+def test_merged_usr_lib_link_is_followed(tree, tmp_path):
+    """MOD_PATH/lib -> usr/lib (merged /usr, e.g. '/' on Oracle Linux) stays
+    inside MOD_PATH and is allowed; a lib link anywhere else is not."""
+    mod_path = tmp_path / "m"
+    (mod_path / "usr" / "lib").mkdir(parents=True)
+    os.symlink("usr/lib", mod_path / "lib")
+    dest = install(tree, mod_path=str(mod_path))
+    assert dest == dest_of(mod_path)
+    real = mod_path / "usr" / "lib" / "modules" / RELEASE / "kernel" / "dtrace_syms"
+    assert real.is_file() and stat.S_IMODE(real.stat().st_mode) == 0o644
+
+
+def test_refuses_a_release_mismatch(tree, tmp_path):
+    mod_path = tmp_path / "m"
+    proc = cli("install", "--kbuild", tree, "--mod-path", str(mod_path),
+               "--release", "6.99.0-other")
+    assert proc.returncode == 2
+    assert len(proc.stderr.splitlines()) == 1
+    assert RELEASE in proc.stderr and "6.99.0-other" in proc.stderr
+    assert not os.path.exists(mod_path / "lib")
+
+
+def test_refuses_a_corrupt_source(tree, tmp_path):
+    bad = tmp_path / "dtrace_syms"
+    bad.write_bytes(b"not a dtrace_syms file")
+    mod_path = tmp_path / "m"
+    with pytest.raises(KmodsymsError, match="not a dtrace_syms file"):
+        install(tree, syms=str(bad), mod_path=str(mod_path))
+    assert not os.path.exists(mod_path)
+
+
+@pytest.mark.parametrize("release", ["", "..", "a/b", "."])
+def test_refuses_a_release_that_is_not_one_component(tree, tmp_path, release):
+    with pytest.raises(KmodsymsError, match="bad kernel release"):
+        install(tree, mod_path=str(tmp_path / "m"), release=release)
+
+
+def test_missing_kernel_release_is_a_clear_error(tree, tmp_path):
+    os.unlink(os.path.join(tree, "include", "config", "kernel.release"))
+    proc = cli("install", "--kbuild", tree, "--mod-path", str(tmp_path / "m"))
+    assert proc.returncode == 2
+    assert "kernel.release" in proc.stderr and "--release" in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1
+
+
+def test_failing_install_leaves_no_temp_file(tree, tmp_path):
+    """The rename fails (a directory sits where the file goes): exit 2, and
+    nothing left behind in the destination directory."""
+    mod_path = tmp_path / "m"
+    blocker = dest_of(mod_path)
+    os.makedirs(os.path.join(blocker, "keep"))
+    proc = cli("install", "--kbuild", tree, "--mod-path", str(mod_path))
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and "cannot write" in proc.stderr
+    assert sorted(os.listdir(os.path.dirname(blocker))) == ["dtrace_syms"]
+    assert os.listdir(blocker) == ["keep"]
+
+
+def test_failing_write_leaves_no_temp_file_and_keeps_the_old_file(tree, tmp_path, monkeypatch):
+    mod_path = tmp_path / "m"
+    dest = install(tree, mod_path=str(mod_path))
+    before = open(dest, "rb").read()
+
+    def broken_fsync(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", broken_fsync)
+    with pytest.raises(KmodsymsError, match="No space left"):
+        install(tree, mod_path=str(mod_path))
+    assert sorted(os.listdir(os.path.dirname(dest))) == ["dtrace_syms"]
+    assert open(dest, "rb").read() == before
+
+
+# -- the module map ----------------------------------------------------------------
+
+def test_choose_module_map_order(tree, tmp_path):
+    thick = os.path.join(tree, "modules_thick.builtin")
+    assert choose_module_map(tree)[1] == thick
+    explicit = str(tmp_path / "explicit.builtin")
+    shutil.copy(thick, explicit)
+    assert choose_module_map(tree, explicit)[1] == explicit
+    objs = os.path.join(tree, "modules.builtin.objs")
+    os.rename(thick, objs)
+    assert choose_module_map(tree)[1] == objs
+    from_objs = choose_module_map(tree)[0]
+    os.unlink(objs)
+    derived, source = choose_module_map(tree)
+    assert source == DERIVED
+    assert derived.modules == from_objs.modules
