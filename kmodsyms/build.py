@@ -76,12 +76,21 @@ def build(kbuild: str, thick: ThickMap, thick_source: str, output: str, jobs: in
         cache.save()
     meta = Meta(kernel_release=kernel_release(kbuild), build_id=vmlinux_build_id(kbuild),
                 tool_version=f"kmodsyms {__version__}", object_source=object_source,
-                thick_source=thick_source, flags=FLAG_MISSING_OBJECTS if missing else 0)
+                thick_source=_tree_relative(kbuild, thick_source), flags=FLAG_MISSING_OBJECTS if missing else 0)
     image, n_symbols = assemble(meta, thick, owners, present, scans, missing)
     write_atomic(output, image)
     return BuildResult(output, len(present), n_symbols, len(thick.modules),
                        time.monotonic() - start, object_source, thick_source, missing,
                        cache.hits if cache is not None else 0)
+
+
+def _tree_relative(kbuild: str, path: str) -> str:
+    """``path`` relative to the build tree when it lies inside it, so that the
+    same tree gives the same file however it was named on the command line."""
+    if not os.path.exists(path):
+        return path  # a description such as "derived from .cmd files"
+    rel = os.path.relpath(os.path.abspath(path), os.path.abspath(kbuild))
+    return path if rel.startswith("..") else rel
 
 
 def scan_all(kbuild: str, objects: list[str], jobs: int, progress, cache) -> list[ObjectScan]:
@@ -171,9 +180,11 @@ def assemble(meta: Meta, thick: ThickMap, owners: dict[str, tuple[int, ...]],
     modset_col = obj_table["modset"][obj_col] if n else np.zeros(0, np.uint32)
 
     # Sort by name, then module names, then object path (docs/format.md).
-    module_key = [tuple(thick.modules[m] for m in ms) for ms in modset_list]
+    # Every key compares as bytes, as a C reader's strcmp/memcmp does.
+    module_key = [tuple(thick.modules[m].encode() for m in ms) for ms in modset_list]
+    object_key = [o.encode("utf-8", "surrogateescape") for o in all_objects]
     order = sorted(range(n), key=lambda i: (names[i], module_key[modset_col[i]],
-                                            all_objects[obj_col[i]]))
+                                            object_key[obj_col[i]]))
     symbols = np.zeros(n, dtype=TABLES[7][1])
     symbols["name"] = [strings.add(names[i]) for i in order]
     order = np.asarray(order, dtype=np.int64)

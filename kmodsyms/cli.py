@@ -31,20 +31,6 @@ def _die(message: str, status: int = 2) -> None:
     raise typer.Exit(status)
 
 
-def _choose_thick(kbuild: str, thick: Optional[str]):
-    """The module map: --thick, DIR/modules_thick.builtin,
-    DIR/modules.builtin.objs, else derived from .cmd files; and which."""
-    from .thick import read_thick
-    if thick:
-        return read_thick(thick), thick
-    for name in ("modules_thick.builtin", "modules.builtin.objs"):
-        path = os.path.join(kbuild, name)
-        if os.path.exists(path):
-            return read_thick(path), path
-    from .kbuild import derive_thick
-    return derive_thick(kbuild), "derived from .cmd files (KBUILD_MODFILE)"
-
-
 class _Progress:
     """A progress bar on a terminal, nothing otherwise."""
 
@@ -84,9 +70,10 @@ def build(
     """Scan a kernel build tree into one dtrace_syms file."""
     from .archive import vmlinux_objects
     from .build import build as run_build
+    from .modmap import choose_module_map
     if not os.path.isdir(kbuild):
         _die(f"{kbuild}: not a directory (give the kernel build tree with --kbuild)")
-    thick_map, thick_source = _choose_thick(kbuild, thick)
+    thick_map, thick_source = choose_module_map(kbuild, thick)
     output = output or os.path.join(kbuild, "dtrace_syms")
     total = len(vmlinux_objects(kbuild)[0])
     with _Progress(total, "scanning objects") as bar:

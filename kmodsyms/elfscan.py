@@ -205,7 +205,7 @@ def scan_object_pyelftools(path: str) -> ObjectScan:
     """The same scan through pyelftools (the reference reader)."""
     from elftools.common.exceptions import ELFError
     from elftools.elf.elffile import ELFFile
-    from elftools.elf.sections import SymbolTableSection
+    from elftools.elf.sections import SymbolTableIndexSection, SymbolTableSection
 
     with open(path, "rb") as f:
         data = f.read()
@@ -219,9 +219,15 @@ def scan_object_pyelftools(path: str) -> ObjectScan:
         kept = []
         symtab = elf.get_section_by_name(".symtab")
         if isinstance(symtab, SymbolTableSection):
-            for sym in symtab.iter_symbols():
+            xindex = next((s for s in elf.iter_sections()
+                           if isinstance(s, SymbolTableIndexSection)), None)
+            for index, sym in enumerate(symtab.iter_symbols()):
                 shndx = sym["st_shndx"]
                 if not isinstance(shndx, int):   # SHN_UNDEF / ABS / COMMON as strings
+                    continue
+                if shndx == SHN_XINDEX and xindex is not None:
+                    shndx = xindex.get_section_index(index)
+                elif shndx >= SHN_LORESERVE:     # other reserved indices: in no section
                     continue
                 info = _STB[sym["st_info"]["bind"]] << 4 | _STT[sym["st_info"]["type"]]
                 name = sym.name.encode("utf-8", "surrogateescape")

@@ -160,7 +160,12 @@ class Resolver:
         piece_off = np.zeros(len(pieces), dtype=np.int64)
         np.cumsum([len(p) + 1 for p in pieces[:-1]], out=piece_off[1:])
         which = np.searchsorted(piece_off, name_off[group_start].astype(np.int64))
-        group_of_name = {pieces[w]: g for g, w in enumerate(which.tolist())}
+        group_names = [pieces[w] for w in which.tolist()]
+        # The file promises names sorted (bytewise); lookups bisect on it.
+        if any(a >= b for a, b in zip(group_names, group_names[1:])):
+            raise KmodsymsError(f"{syms.source}: symbol names are not sorted; "
+                                "rebuild it with 'kmodsyms build'")
+        group_of_name = {name: g for g, name in enumerate(group_names)}
         self.core_lines = np.flatnonzero(ks.module == 0)
         names = ks.names_bytes(self.core_lines)
         get = group_of_name.get
@@ -521,8 +526,11 @@ class Resolver:
         self.line_section[rest] = inside
         self.line_how[rest[inside >= 0]] = LINE_EXTENT
         self.ambiguous: dict[int, list[int]] = {}
+        sizes = sym["size"]
         for line, entries in ambiguous_candidates.items():
-            if self.line_section[line] == NO:
+            # A zero-size symbol owns no byte: whichever copy it is, its object
+            # is the one whose bytes are at its address (none, here).
+            if self.line_section[line] == NO and any(sizes[e] for e in entries):
                 self.ambiguous[line] = entries
                 self.line_how[line] = LINE_AMBIGUOUS
         st = self.stats
@@ -579,8 +587,20 @@ class Resolver:
         self.line_size = size
         # Region of every line: the placed section holding it, else a per-
         # module marker, so that the unsized fallback never crosses either.
-        self.line_region = np.where(self.line_section >= 0, self.line_section,
-                                    -1 - ks.module.astype(np.int64))
+        # Outside placed sections the region is the line's module, with the
+        # per-cpu offsets ('A') apart from real addresses.  The core kernel's
+        # ends at its highest symbol, as the kernel's is_ksym_addr() bounds
+        # lookups; a module's (whose size kallsyms does not give) just
+        # before the next symbol of anything else above it.
+        loose = -1 - (2 * ks.module.astype(np.int64) + (ks.type == ord("A")))
+        self.line_region = np.where(self.line_section >= 0, self.line_section, loose)
+        region_end = np.zeros(int(-loose.min()) + 1, dtype=_U64)
+        np.maximum.at(region_end, -1 - loose, ks.address)
+        for group in range(2, len(region_end)):     # groups 0, 1: core kernel
+            above = np.searchsorted(self.sorted_address, region_end[group], side="right")
+            region_end[group] = (self.sorted_address[above] - _U64(1) if above < n
+                                 else _U64(0xFFFFFFFFFFFFFFFF))
+        self.region_end = region_end
         sized = np.flatnonzero(size > 0)
         start = ks.address[sized]
         end = start + size[sized].astype(_U64)
@@ -630,9 +650,9 @@ class Resolver:
             cand_region = self.line_region[np.maximum(cand, 0)]
             # Inside a placed section: the candidate must be in it.  Outside
             # any: the candidate must be outside every placed section too.
-            ok &= np.where(region_of_q >= 0, cand_region == region_of_q, cand_region < 0)
+            ok &= np.where(region_of_q >= 0, cand_region == region_of_q,
+                           (cand_region < 0) & (q[rest] <= self.region_end[np.maximum(-1 - cand_region, 0)]))
             out[rest[ok]] = cand[ok]
-            self._fallback_region = (rest, region_of_q)
         return out, sized
 
     def resolve(self, address: int) -> Symbolization:
@@ -690,9 +710,28 @@ class Resolver:
         result.module = result.modules[0]
         result.origin = "builtin" if mods else "core"
 
-    def line_modules(self, line: int) -> list[str] | None:
-        """Module list of a kallsyms line (None when ambiguous)."""
-        return self.record(int(self.ks.address[line]), line, False).modules
+    def line_objects(self) -> np.ndarray:
+        """Object index (into the dtrace_syms objects table) of every kallsyms
+        line; -1 when it comes from no object (or a loadable module)."""
+        objects = np.full(len(self.ks), NO, dtype=np.int64)
+        has = self.line_section >= 0
+        objects[has] = self.syms.sections["object"][self.line_section[has]]
+        return objects
+
+    def line_modsets(self) -> np.ndarray:
+        """Module set of every kallsyms line: an index into the dtrace_syms
+        module sets (0, the empty set, is core kernel, also for lines from no
+        object), -1 for a loadable or pseudo-module line (see ``ks.module``),
+        -2 where the candidates' modules differ (ambiguous)."""
+        objects = self.line_objects()
+        modsets = np.zeros(len(self.ks), dtype=np.int64)
+        has = objects >= 0
+        modsets[has] = self.syms.objects["modset"][objects[has]]
+        modsets[self.ks.module != 0] = -1
+        for line, entries in self.ambiguous.items():
+            sets = {int(self.syms.symbols["modset"][e]) for e in entries}
+            modsets[line] = sets.pop() if len(sets) == 1 else -2
+        return modsets
 
     # --------------------------------------------------------------- reverse
     def _name_index(self) -> dict[bytes, list[int]]:
@@ -735,23 +774,18 @@ class Resolver:
 
     def kallmodsyms_lines(self):
         """Lines as UEK's /proc/kallmodsyms printed them:
-        ``%016x %x %c %s`` then ``\\t[mod]`` (several: ``\\t[a] [b]``)."""
+        ``%016x %x %c %s`` then ``\\t[mod]`` (several: ``\\t[a] [b]``);
+        core kernel symbols have no suffix."""
         ks = self.ks
-        for line in range(len(ks)):
-            size = max(int(self.line_size[line]), 0)
-            text = f"{int(ks.address[line]):016x} {size:x} {chr(ks.type[line])} {ks.name(line)}"
-            mod = int(ks.module[line])
-            if mod:
-                text += f"\t[{ks.module_names[mod]}]"
-            else:
-                rec_mods = None
-                sec = int(self.line_section[line])
-                if sec >= 0:
-                    rec_mods = self.syms.modset_names(
-                        int(self.syms.objects["modset"][self.syms.sections["object"][sec]]))
-                if rec_mods:
-                    text += "\t" + " ".join(f"[{m}]" for m in rec_mods)
-            yield text
+        modsets = self.line_modsets()
+        suffix = ["" if not mods else "\t" + " ".join(f"[{m}]" for m in mods)
+                  for mods in (self.syms.modset_names(i) for i in range(len(self.syms.modsets)))]
+        loadable = [""] + [f"\t[{m}]" for m in ks.module_names[1:]]
+        sizes = np.maximum(self.line_size, 0).tolist()
+        for line, (addr, letter, modset, mod) in enumerate(zip(
+                ks.address.tolist(), ks.type.tolist(), modsets.tolist(), ks.module.tolist())):
+            tail = loadable[mod] if mod else (suffix[modset] if modset >= 0 else "")
+            yield f"{addr:016x} {sizes[line]:x} {chr(letter)} {ks.name(line)}{tail}"
 
 
 def _letter_compatible(letters: np.ndarray, bindings: np.ndarray) -> np.ndarray:

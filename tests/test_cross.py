@@ -201,10 +201,6 @@ def test_processor_specific_section_index_is_skipped(tmp_path):
         assert rows == readelf_rows(str(path))
 
 
-@pytest.mark.xfail(strict=True, raises=KeyError,
-                   reason="scan_object_pyelftools keeps symbols with processor-reserved "
-                          "st_shndx (0xff00..0xfffe other than ABS/COMMON), then _finish "
-                          "raises KeyError")
 def test_processor_specific_section_index_pyelftools(tmp_path):
     test_processor_specific_section_index_is_skipped(tmp_path)
     path = tmp_path / "scommon.o"
@@ -271,10 +267,6 @@ def test_xindex_matches_readelf(xindex_objects, target):
     assert scan_object(path).rows() == readelf_rows(path)
 
 
-@pytest.mark.xfail(strict=True,
-                   reason="scan_object_pyelftools does not resolve SHN_XINDEX through "
-                          ".symtab_shndx: symbols in sections >= 0xff00 get the name of "
-                          "section 0xffff")
 def test_xindex_fast_path_equals_pyelftools(xindex_objects):
     path = xindex_objects("x86_64")
     fast, ref = scan_object(path), scan_object_pyelftools(path)

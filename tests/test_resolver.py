@@ -1,0 +1,217 @@
+"""The resolver against independent truth: the fixture vmlinux's own ELF
+symbol table and linker maps, and the real corpus' truth.tsv."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import FIXTURE_KASLR
+from kmodsyms.errors import KmodsymsError, StaleError
+from kmodsyms.kallsyms import Kallsyms, read_kallsyms
+from kmodsyms.linkmap import vmlinux_object_map
+from kmodsyms.resolver import Resolver, load
+from kmodsyms.symsfile import read_syms
+from kmodsyms.thick import read_thick
+
+TYPE_RANK = {"STT_NOTYPE": 0}
+BIND_RANK = {"STB_GLOBAL": 2, "STB_WEAK": 1, "STB_LOCAL": 0}
+
+
+def vmlinux_symbols(tree):
+    """(name, runtime address, size, type rank, bind rank) of every symbol of
+    the fixture vmlinux that kallsyms shows, read with pyelftools."""
+    from elftools.elf.elffile import ELFFile
+    kallsyms = set()
+    for line in open(os.path.join(tree, "kallsyms")):
+        fields = line.split()
+        if len(fields) == 3:
+            kallsyms.add((fields[2], int(fields[0], 16)))
+    out = []
+    with open(os.path.join(tree, "vmlinux"), "rb") as f:
+        elf = ELFFile(f)
+        symtab = elf.get_section_by_name(".symtab")
+        for sym in symtab.iter_symbols():
+            shndx = sym["st_shndx"]
+            if not isinstance(shndx, int) or sym["st_info"]["type"] in ("STT_FILE", "STT_SECTION"):
+                continue
+            percpu = elf.get_section(shndx).name == ".data..percpu"
+            addr = sym["st_value"] + (0 if percpu else FIXTURE_KASLR)
+            if (sym.name, addr) in kallsyms:
+                out.append((sym.name, addr, sym["st_size"], TYPE_RANK.get(sym["st_info"]["type"], 1),
+                            BIND_RANK[sym["st_info"]["bind"]], sym["st_value"]))
+    return out
+
+
+def innermost(symbols, addr):
+    """Brute force: the rule of docs/resolver.md, straight from its text."""
+    holding = [s for s in symbols if s[2] and s[1] <= addr < s[1] + s[2]]
+    if not holding:
+        return None
+    # greatest start; then smaller size; typed; stronger binding; then name
+    return min(holding, key=lambda s: (-s[1], s[2], -s[3], -s[4], s[0]))
+
+
+@pytest.fixture(scope="module")
+def fixture_resolver(fixture_tree, fixture_syms):
+    return load(syms=fixture_syms, kallsyms=os.path.join(fixture_tree, "kallsyms"))
+
+
+def test_every_sized_symbol_against_vmlinux(fixture_tree, fixture_resolver):
+    symbols = vmlinux_symbols(fixture_tree)
+    objects = vmlinux_object_map(os.path.join(fixture_tree, "vmlinux.map"),
+                                 os.path.join(fixture_tree, "vmlinux.o.map"),
+                                 os.path.join(fixture_tree, "vmlinux"))
+    thick = read_thick(os.path.join(fixture_tree, "modules_thick.builtin"))
+    owners = thick.object_modules()
+    probes = sorted({a for _n, start, size, *_ in symbols if size
+                     for a in (start, start + size - 1, start + size // 2)})
+    assert len(probes) > 100
+    lines, sized = fixture_resolver.resolve_many(np.array(probes, dtype=np.uint64))
+    for addr, line, is_sized in zip(probes, lines.tolist(), sized.tolist()):
+        ref = innermost(symbols, addr)
+        rec = fixture_resolver.record(addr, line, is_sized)
+        assert rec.sized and rec.symbol == ref[0] and rec.start == ref[1], hex(addr)
+        assert rec.size == ref[2]
+        link_addr = addr - (ref[1] - ref[5])
+        obj = objects.object_at(link_addr)
+        assert rec.object == obj, (hex(addr), rec)
+        expected = [thick.modules[m] for m in owners.get(obj, ())] or ["vmlinux"]
+        assert rec.modules == expected, (hex(addr), rec)
+        assert rec.origin == ("core" if expected == ["vmlinux"] else "builtin")
+
+
+def test_hard_cases_resolve_as_documented(fixture_resolver):
+    r = fixture_resolver
+    by_object = {rec.object: rec for rec in r.lookup("init_once")}
+    assert by_object["fs/ext4/super.o"].modules == ["ext4"]
+    assert by_object["fs/isofs/inode.o"].modules == ["isofs"]
+    assert by_object["kernel/fork.o"].modules == ["vmlinux"]
+    assert by_object[None].modules == ["fuse"] and by_object[None].origin == "loadable"
+    shared = r.lookup("mdio_bus_read")
+    assert [rec.modules for rec in shared] == [["libphy", "fwnode_mdio"]]
+    assert [rec.object for rec in r.lookup("show_options", "isofs")] == ["fs/isofs/namei.o"]
+    assert [rec.object for rec in r.lookup("msr_read", "vmlinux")] == ["arch/x86/lib/msr.o"]
+    # Padding symbols are in no object's table but inside the object's section.
+    pfx = r.lookup("__pfx_ext4_file_open")[0]
+    assert pfx.object == "fs/ext4/file.o" and pfx.modules == ["ext4"] and pfx.size == 16
+    # Linker-made symbols are core kernel, unsized.
+    stext = r.lookup("_stext")[0]
+    assert stext.module == "vmlinux" and stext.object in (None, "init/main.o")
+    # Pseudo-modules are kept and labelled.
+    bpf = [rec for rec in r.modules() if rec == "bpf"]
+    assert bpf == ["bpf"]
+    ftrace = r.resolve(0xffffffffc0900004)
+    assert ftrace.origin == "pseudo" and ftrace.module == "__builtin__ftrace"
+
+
+def test_unsized_fallback_never_leaves_the_section(fixture_resolver, fixture_tree):
+    r = fixture_resolver
+    weak = [rec for rec in r.lookup("arch_setup_hook")]
+    assert len(weak) == 1 and weak[0].object == "arch/x86/kernel/setup.o"
+    # memcpy_tail is an unsized label inside the sized __memcpy: sized wins.
+    tail = r.lookup("memcpy_tail")[0]
+    rec = r.resolve(tail.start)
+    assert rec.symbol in ("__memcpy", "memcpy") and rec.sized
+    # An address in no symbol at all.
+    nowhere = r.resolve(0x1234_5678_9abc_def0)
+    assert nowhere.symbol is None and nowhere.module is None
+
+
+def test_json_record_and_text(fixture_resolver):
+    rec = fixture_resolver.lookup("init_once", "ext4")[0]
+    hit = fixture_resolver.resolve(rec.start + 0x10)
+    doc = hit.to_json()
+    assert doc["address"] == f"{rec.start + 0x10:#x}" and doc["start"] == f"{rec.start:#x}"
+    assert doc["offset"] == 0x10 and doc["size"] == rec.size and doc["sized"] is True
+    assert doc["module"] == "ext4" and doc["modules"] == ["ext4"] and doc["origin"] == "builtin"
+    assert doc["type"] == "t" and doc["binding"] == "local" and doc["object"] == "fs/ext4/super.o"
+    assert str(hit) == f"{rec.start + 0x10:#x} ext4`init_once+0x10 ({rec.size:#x} bytes, fs/ext4/super.o)"
+
+
+def test_stale_file_is_refused(fixture_syms, corpus):
+    with pytest.raises(StaleError, match="does not match"):
+        load(syms=fixture_syms, kallsyms=os.path.join(corpus, "kallsyms"))
+
+
+def test_hidden_addresses(fixture_tree):
+    text = open(os.path.join(fixture_tree, "kallsyms"), "rb").read()
+    hidden = b"\n".join(b"0000000000000000" + line[16:] for line in text.splitlines())
+    with pytest.raises(KmodsymsError, match="kptr_restrict"):
+        Kallsyms(hidden)
+
+
+def test_malformed_kallsyms_line_names_its_number(fixture_tree):
+    lines = open(os.path.join(fixture_tree, "kallsyms"), "rb").read().splitlines()
+    lines[6] = b"ffffffffzz600000 T broken"
+    with pytest.raises(KmodsymsError, match=r":7: expected"):
+        Kallsyms(b"\n".join(lines), "kallsyms")
+
+
+def test_corpus_matches_linker_maps(corpus, corpus_syms):
+    """Every ok row of truth.tsv: object and modules as the linker maps say,
+    100 %; sizes equal vmlinux's ELF sizes wherever ours is known."""
+    r = load(syms=corpus_syms, kallsyms=os.path.join(corpus, "kallsyms"))
+    rows = [l.rstrip("\n").split("\t") for l in open(os.path.join(corpus, "truth.tsv"))
+            if not l.startswith("#")]
+    core = r.core_lines
+    assert len(core) == len(rows)
+    objects = r.line_objects()
+    modsets = r.line_modsets()
+    checked = wrong = 0
+    for line, (addr, _t, name, obj, mods, elf_size, flag) in zip(core.tolist(), rows):
+        assert r.ks.name(line) == name and int(r.ks.address[line]) == int(addr, 16)
+        if flag != "ok":
+            continue
+        checked += 1
+        ours_obj = r.syms.object_path(int(objects[line])) if objects[line] >= 0 else "-"
+        ours_mods = ",".join(r.syms.modset_names(int(modsets[line]))) or "vmlinux"
+        size = int(r.line_size[line])
+        if ours_obj != obj or ours_mods != mods or (size >= 0 and size != int(elf_size)):
+            wrong += 1
+    assert checked > 180_000
+    assert wrong == 0
+    st = r.stats
+    print(f"\nplacement: {st}")
+    assert st.lines_ambiguous == 0
+
+
+def test_cli_resolve_lookup_and_kallmodsyms(fixture_tree, fixture_syms):
+    base = [sys.executable, "-m", "kmodsyms.cli"]
+    ks = os.path.join(fixture_tree, "kallsyms")
+    r = load(syms=fixture_syms, kallsyms=ks)
+    target = r.lookup("init_once", "isofs")[0]
+    out = subprocess.run(base + ["resolve", "--syms", fixture_syms, "--kallsyms", ks,
+                                 f"{target.start + 4:x}"], capture_output=True, text=True)
+    assert out.returncode == 0
+    assert out.stdout == f"{target.start + 4:#x} isofs`init_once+0x4 ({target.size:#x} bytes, fs/isofs/inode.o)\n"
+    stdin = f"{target.start:#x}\n{target.start + 1:#x}\n"
+    out = subprocess.run(base + ["resolve", "--json", "--syms", fixture_syms, "--kallsyms", ks, "-"],
+                         input=stdin, capture_output=True, text=True)
+    docs = [json.loads(l) for l in out.stdout.splitlines()]
+    assert [d["offset"] for d in docs] == [0, 1]
+    out = subprocess.run(base + ["lookup", "--syms", fixture_syms, "--kallsyms", ks, "isofs`init_once"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.startswith(f"{target.start:#x} isofs`init_once")
+    out = subprocess.run(base + ["lookup", "--syms", fixture_syms, "--kallsyms", ks, "ext4`no_such"],
+                         capture_output=True, text=True)
+    assert out.returncode == 1
+    out = subprocess.run(base + ["resolve", "--syms", fixture_syms, "--kallsyms", ks, "0xZZ"],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and len(out.stderr.splitlines()) == 1 and "Traceback" not in out.stderr
+    out = subprocess.run(base + ["kallmodsyms", "--syms", fixture_syms, "--kallsyms", ks],
+                         capture_output=True, text=True)
+    lines = out.stdout.splitlines()
+    assert len(lines) == len(open(ks).read().splitlines())
+    # Parse as dtrace-utils does: "%llx %llx %c %s [%s" after the tab.
+    found = {}
+    for line in lines:
+        head, _, mods = line.partition("\t")
+        addr, size, letter, name = head.split(" ")
+        found.setdefault(name, []).append((int(addr, 16), int(size, 16), mods))
+    assert (target.start, target.size, "[isofs]") in found["init_once"]
+    assert any(m == "[libphy] [fwnode_mdio]" for _a, _s, m in found["mdio_bus_read"])
+    assert any(m == "" for _a, _s, m in found["init_once"])  # core copy: no suffix
