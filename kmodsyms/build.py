@@ -17,8 +17,8 @@ from . import __version__
 from .archive import vmlinux_objects
 from .elfscan import ObjectScan, scan_object
 from .errors import KmodsymsError
-from .symsfile import (FLAG_MISSING_OBJECTS, OBJECT_MISSING, TABLES, Meta, StringTable,
-                       encode, write_atomic)
+from .symsfile import (FLAG_MISSING_OBJECTS, NO_ADDRESS, OBJECT_MISSING, TABLES, Meta,
+                       StringTable, encode, write_atomic)
 from .thick import ThickMap
 from .scancache import ScanCache
 
@@ -53,10 +53,13 @@ def vmlinux_build_id(kbuild: str) -> str:
 
 
 def build(kbuild: str, thick: ThickMap, thick_source: str, output: str, jobs: int = 0,
-          allow_missing: bool = False, progress=None, use_cache: bool = True) -> BuildResult:
+          allow_missing: bool = False, progress=None, use_cache: bool = True,
+          layout: bool = True) -> BuildResult:
     """Scan the tree and write ``output``.  ``progress(n)`` is called as
-    objects are scanned.  Raises KmodsymsError on bad input; on any failure
-    no output (not even a partial one) is written."""
+    objects are scanned.  With ``layout`` (and the tree's vmlinux and
+    System.map), every object section's link address is recorded too, so
+    that loading needs only the KASLR shift.  Raises KmodsymsError on bad
+    input; on any failure no output (not even a partial one) is written."""
     start = time.monotonic()
     objects, object_source = vmlinux_objects(kbuild)
     owners = thick.object_modules()
@@ -77,8 +80,11 @@ def build(kbuild: str, thick: ThickMap, thick_source: str, output: str, jobs: in
     meta = Meta(kernel_release=kernel_release(kbuild), build_id=vmlinux_build_id(kbuild),
                 tool_version=f"kmodsyms {__version__}", object_source=object_source,
                 thick_source=_tree_relative(kbuild, thick_source), flags=FLAG_MISSING_OBJECTS if missing else 0)
-    image, n_symbols = assemble(meta, thick, owners, present, scans, missing)
-    write_atomic(output, image)
+    strings, tables = assemble(thick, owners, present, scans, missing)
+    if layout:
+        record_layout(kbuild, meta, strings, tables)
+    write_atomic(output, encode(meta, strings, tables))
+    n_symbols = len(tables["symbols"])
     return BuildResult(output, len(present), n_symbols, len(thick.modules),
                        time.monotonic() - start, object_source, thick_source, missing,
                        cache.hits if cache is not None else 0)
@@ -134,9 +140,9 @@ def _scan_batch(paths: list[str]) -> list[ObjectScan]:
     return [scan_object(p) for p in paths]
 
 
-def assemble(meta: Meta, thick: ThickMap, owners: dict[str, tuple[int, ...]],
-             objects: list[str], scans: list[ObjectScan], missing: list[str]) -> tuple[bytes, int]:
-    """Turn scans into the file's tables and encode the image."""
+def assemble(thick: ThickMap, owners: dict[str, tuple[int, ...]], objects: list[str],
+             scans: list[ObjectScan], missing: list[str]) -> tuple[StringTable, dict]:
+    """Turn scans into the file's string table and tables (no layout yet)."""
     strings = StringTable()
     modsets: dict[tuple[int, ...], int] = {(): 0}
     for obj in objects + missing:
@@ -160,7 +166,11 @@ def assemble(meta: Meta, thick: ThickMap, owners: dict[str, tuple[int, ...]],
                                             scan.sec_align, scan.sec_size):
             sec_rows.append((obj_index, secname_index.setdefault(name, len(secname_index)),
                              flags & 0xFFFFFFFF, min(align, 0xFFFFFFFF), size))
-    sections = np.array(sec_rows, dtype=TABLES[6][1]) if sec_rows else np.zeros(0, TABLES[6][1])
+    sections = np.zeros(len(sec_rows), dtype=TABLES[6][1])
+    if sec_rows:
+        for field_index, field_name in enumerate(("object", "name", "flags", "align", "size")):
+            sections[field_name] = [row[field_index] for row in sec_rows]
+    sections["address"] = NO_ADDRESS
     secnames = np.array([strings.add(n) for n in secname_index], dtype=TABLES[5][1])
 
     n = sum(len(s.sym_name) for s in scans)
@@ -202,5 +212,68 @@ def assemble(meta: Meta, thick: ThickMap, owners: dict[str, tuple[int, ...]],
     modset_table["count"] = [len(ms) for ms in modset_list]
     tables = {"modules": modules, "modset_members": np.array(members, dtype=np.uint32),
               "modsets": modset_table, "objects": obj_table, "section_names": secnames,
-              "sections": sections, "symbols": symbols}
-    return encode(meta, strings, tables), n
+              "sections": sections, "symbols": symbols,
+              "segments": np.zeros(0, TABLES[8][1]), "anchors": np.zeros(0, TABLES[9][1])}
+    return strings, tables
+
+
+ANCHORS_PER_SEGMENT = 16
+
+
+def load_segments(vmlinux: str) -> list[tuple[int, int]]:
+    """[start, end) of vmlinux's PT_LOAD segments: the pieces KASLR moves
+    (or, like x86_64's per-cpu segment at 0, leaves) as a whole."""
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+    try:
+        with open(vmlinux, "rb") as f:
+            return [(seg["p_vaddr"], seg["p_vaddr"] + seg["p_memsz"])
+                    for seg in ELFFile(f).iter_segments()
+                    if seg["p_type"] == "PT_LOAD" and seg["p_memsz"]]
+    except (OSError, ELFError) as e:
+        raise KmodsymsError(f"cannot read program headers of {vmlinux}: {e}") from None
+
+
+def record_layout(kbuild: str, meta: Meta, strings: StringTable, tables: dict) -> bool:
+    """Place every object section in vmlinux at build time, by the same
+    search the loader would otherwise do, against ``System.map`` (kallsyms
+    before KASLR), and record its link address, vmlinux's load segments and a
+    few anchor symbols per segment by which the loader finds each segment's
+    KASLR shift.  Needs ``vmlinux`` and ``System.map``; returns whether it
+    recorded anything."""
+    import json
+    from .kallsyms import read_kallsyms
+    from .placement import Placement
+    from .symsfile import SymsFile
+    vmlinux = os.path.join(kbuild, "vmlinux")
+    system_map = os.path.join(kbuild, "System.map")
+    if not (os.path.exists(vmlinux) and os.path.exists(system_map)):
+        return False
+    segments = load_segments(vmlinux)
+    sysmap = read_kallsyms(system_map)
+    try:
+        placed = Placement(SymsFile(encode(meta, strings, tables), "dtrace_syms"), sysmap)
+    except KmodsymsError as e:
+        raise KmodsymsError(f"{system_map} does not match the objects of {kbuild} ({e}); "
+                            "rebuild the kernel, or pass --no-layout") from None
+    sections = tables["sections"]
+    is_placed = placed.section_how != 0
+    sections["address"] = np.where(is_placed, placed.section_base, NO_ADDRESS)
+    sections["placement"] = placed.section_how
+    # Anchors: lines whose name is unique on both sides, spread over each segment.
+    entry = placed.line_entry
+    unique = entry >= 0
+    unique[unique] = placed.group_count[placed.entry_group[entry[unique]]] == 1
+    lines = np.flatnonzero(unique)
+    lines = lines[placed.lines_per_group[placed.entry_group[entry[lines]]] == 1]
+    lines = lines[np.argsort(sysmap.address[lines], kind="stable")]
+    anchors = []
+    for index, (start, end) in enumerate(segments):
+        inside = lines[(sysmap.address[lines] >= start) & (sysmap.address[lines] < end)]
+        if len(inside):
+            pick = inside[np.linspace(0, len(inside) - 1, min(ANCHORS_PER_SEGMENT, len(inside))).astype(int)]
+            anchors += [(int(entry[line]), index) for line in dict.fromkeys(pick.tolist())]
+    tables["segments"] = np.array(segments, dtype=TABLES[8][1])
+    tables["anchors"] = np.array(anchors, dtype=TABLES[9][1])
+    meta.placement = json.dumps(placed.stats.__dict__)
+    return True

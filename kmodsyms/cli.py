@@ -59,13 +59,17 @@ class _Progress:
 def build(
     kbuild: str = typer.Option(..., "--kbuild", "-k", help="Kernel build tree (objtree)."),
     thick: Optional[str] = typer.Option(
-        None, "--thick", help="modules_thick.builtin to use [default: DIR/modules_thick.builtin, "
-                              "then DIR/modules.builtin.objs, else derived from .cmd files]."),
-    output: Optional[str] = typer.Option(None, "--output", "-o", help="Output file [default: DIR/dtrace_syms]."),
-    jobs: int = typer.Option(0, "--jobs", "-j", help="Parallel scanner processes [default: CPU count]."),
+        None, "--thick", help="modules_thick.builtin to use (default: DIR/modules_thick.builtin, "
+                              "then DIR/modules.builtin.objs, else derived from .cmd files)."),
+    output: Optional[str] = typer.Option(None, "--output", "-o", help="Output file (default: DIR/dtrace_syms)."),
+    jobs: int = typer.Option(0, "--jobs", "-j", show_default=False,
+                             help="Parallel scanner processes (default: CPU count)."),
     allow_missing: bool = typer.Option(False, "--allow-missing",
                                        help="Warn about (and record) missing objects instead of failing."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Rescan every object (ignore OUTPUT.cache)."),
+    no_layout: bool = typer.Option(False, "--no-layout",
+                                   help="Do not record link addresses from vmlinux and System.map "
+                                        "(the loader then places objects by searching kallsyms)."),
 ):
     """Scan a kernel build tree into one dtrace_syms file."""
     from .archive import vmlinux_objects
@@ -79,7 +83,7 @@ def build(
     with _Progress(total, "scanning objects") as bar:
         result = run_build(kbuild, thick_map, thick_source, output, jobs=jobs,
                            allow_missing=allow_missing, progress=bar.advance,
-                           use_cache=not no_cache)
+                           use_cache=not no_cache, layout=not no_layout)
     for path in result.missing[:10]:
         typer.echo(f"kmodsyms: warning: missing object {path} (recorded in the header)", err=True)
     typer.echo(f"{result.output}: {result.objects} objects (from {result.object_source}), "
@@ -109,6 +113,9 @@ def info(
         "symbols": len(syms.symbols),
         "core_symbols": core,
         "missing_objects": syms.missing_objects,
+        "layout": ({"segments": len(syms.segments), "anchors": len(syms.anchors),
+                    "placement": json.loads(syms.meta_placement)}
+                   if syms.has_layout and syms.meta_placement else None),
         "modules": [{"name": n, "symbols": c} for n, c in zip(syms.module_names, counts)],
     }
     if as_json:
@@ -124,6 +131,16 @@ def info(
                f"module map:      {doc['module_map']}\n"
                f"symbols:         {doc['symbols']} ({core} core kernel)\n"
                f"built-in modules: {len(counts)}")
+    layout = doc["layout"]
+    if layout:
+        p = layout["placement"]
+        typer.echo(f"link layout:     {len(syms.sections) - p['sections_unplaced']} of "
+                   f"{len(syms.sections)} sections placed against System.map "
+                   f"({p['sections_by_anchor']} by anchors, {p['sections_by_elimination']} by "
+                   f"elimination, {p['sections_by_neighbours']} by link order); "
+                   f"{p['lines_ambiguous']} ambiguous symbols; {layout['segments']} segments")
+    else:
+        typer.echo("link layout:     none (placed by searching kallsyms at load time)")
     if doc["missing_objects"]:
         typer.echo(f"missing objects: {len(doc['missing_objects'])}: "
                    + " ".join(doc["missing_objects"][:5]))
@@ -182,9 +199,9 @@ def thick(
 @app.command()
 def install(
     kbuild: str = typer.Option(..., "--kbuild", "-k", help="Kernel build tree (objtree)."),
-    mod_path: str = typer.Option("", "--mod-path", help="Prefix, as make's INSTALL_MOD_PATH [default: none]."),
-    release: Optional[str] = typer.Option(None, "--release", help="Kernel release [default: DIR/include/config/kernel.release]."),
-    syms: Optional[str] = typer.Option(None, "--syms", "-s", help="dtrace_syms to install [default: DIR/dtrace_syms, built if absent]."),
+    mod_path: str = typer.Option("", "--mod-path", help="Prefix, as make's INSTALL_MOD_PATH (default: none)."),
+    release: Optional[str] = typer.Option(None, "--release", help="Kernel release (default: DIR/include/config/kernel.release)."),
+    syms: Optional[str] = typer.Option(None, "--syms", "-s", help="dtrace_syms to install (default: DIR/dtrace_syms, built if absent)."),
 ):
     """Install dtrace_syms as MOD_PATH/lib/modules/RELEASE/kernel/dtrace_syms
     (what 'make dtrace_syms_install' does)."""
@@ -196,7 +213,7 @@ def install(
 def verify(
     kbuild: str = typer.Option(..., "--kbuild", "-k", help="Kernel build tree with System.map, and "
                                                            "modules.builtin.ranges and/or vmlinux.map + vmlinux.o.map."),
-    syms: Optional[str] = typer.Option(None, "--syms", "-s", help="dtrace_syms to check [default: DIR/dtrace_syms]."),
+    syms: Optional[str] = typer.Option(None, "--syms", "-s", help="dtrace_syms to check (default: DIR/dtrace_syms)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ):
     """Check our module attribution of every System.map symbol against
@@ -221,8 +238,8 @@ def _parse_address(text: str) -> int:
     return value
 
 
-_SYMS_HELP = "dtrace_syms file [default: /lib/modules/$(uname -r)/kernel/dtrace_syms]."
-_KALLSYMS_HELP = "kallsyms file [default: /proc/kallsyms, checked against the running kernel]."
+_SYMS_HELP = "dtrace_syms file (default: /lib/modules/$(uname -r)/kernel/dtrace_syms)."
+_KALLSYMS_HELP = "kallsyms file (default: /proc/kallsyms, checked against the running kernel)."
 _FORCE_HELP = "Use dtrace_syms even if it looks built for another kernel."
 
 

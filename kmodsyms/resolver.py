@@ -1,23 +1,11 @@
-"""Place every object of dtrace_syms in the running kernel and answer
-address -> ``mod`sym+off`` and ``mod`name`` -> address.
+"""Answer address -> ``mod`sym+off`` and ``mod`name`` -> address for one
+kernel, from dtrace_syms and kallsyms.
 
-Placement works on *object sections* (an object's ``.text``, ``.data``...),
-because once linked each occupies one contiguous interval of vmlinux:
-
-1. Anchors: a name occurring exactly once among the core kallsyms lines and
-   exactly once in dtrace_syms fixes its section's load address
-   (kallsyms address - value in section).  A section's anchors vote; KASLR
-   cancels out because only differences are used.
-2. Elimination: for a duplicated name, copies in already-placed sections are
-   matched to their kallsyms lines by address; when one unplaced copy and one
-   unmatched line remain, they are paired, which places that section too.
-   Repeated until nothing changes.
-3. Each kallsyms line then takes the object, module(s), size and binding of
-   the placed symbol it is, or, if it is in no object's table but lies inside
-   a placed section (objtool's ``__pfx_*``/``__cfi_*`` padding), that object.
-   Everything else is core kernel (linker-made symbols), unsized.
-   A line whose name matches only unplaced copies in different modules is
-   *ambiguous*: reported with every candidate, never guessed.
+Every object section is first placed in the kernel's address space
+(:mod:`kmodsyms.placement`): from the link addresses that ``kmodsyms build``
+recorded (then only the KASLR shift of each load segment is found here), or,
+for a file without them, by searching kallsyms.  Each kallsyms line then has
+its object, module(s) and size.
 
 Answering an address: the innermost sized symbol holding it (greatest start;
 ties: smaller size, FUNC/OBJECT over NOTYPE, GLOBAL over WEAK over LOCAL,
@@ -33,21 +21,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import KmodsymsError, StaleError
+from .errors import StaleError
 from .kallsyms import Kallsyms, is_pseudo_module, read_kallsyms
+from .placement import NO, place
 from .symsfile import BINDING_NAMES, SymsFile, read_syms
 
-NO = -1
 _U64 = np.uint64
-# Placement methods, per object section.
-UNPLACED, BY_ANCHOR, BY_ELIMINATION, BY_NEIGHBOURS = 0, 1, 2, 3
-# How a kallsyms line got its object.
-LINE_NONE, LINE_SYMBOL, LINE_EXTENT, LINE_AMBIGUOUS = 0, 1, 2, 3
-# Tie-break ranks (higher wins).
-_TYPE_RANK = {0: 0, 1: 1, 2: 1, 6: 1}          # NOTYPE < OBJECT, FUNC, TLS
-_BIND_RANK = {0: 0, 2: 1, 1: 2}                # LOCAL < WEAK < GLOBAL
 _PADDING_PREFIXES = (b"__pfx_", b"__cfi_")
-SHF_LINK_ORDER = 0x80
 
 
 @dataclass
@@ -93,7 +73,7 @@ class Symbolization:
         if self.symbol is None:
             where = f" {self.module}`?" if self.module else " ?"
             return head + where + (f" ({self.object})" if self.object else "")
-        text = f"{head} {self.module}`{self.symbol}"
+        text = f"{head} {self.module or '?'}`{self.symbol}"
         if self.offset:
             text += f"+{self.offset:#x}"
         notes = []
@@ -108,25 +88,6 @@ class Symbolization:
         return f"{text} ({', '.join(notes)})"
 
 
-@dataclass
-class PlacementStats:
-    """How the kallsyms lines got their objects."""
-
-    core_lines: int = 0
-    sections_by_anchor: int = 0
-    sections_by_elimination: int = 0
-    sections_by_neighbours: int = 0
-    sections_unplaced: int = 0
-    anchors: int = 0
-    conflicting_anchors: int = 0
-    lines_by_anchor: int = 0        # matched a symbol of a section placed by anchors
-    lines_by_elimination: int = 0   # ... of a section placed by elimination
-    lines_by_neighbours: int = 0    # ... of a section placed by link order
-    lines_by_extent: int = 0        # in no object's table, inside a placed section
-    lines_core_unknown: int = 0     # in no object: linker-made symbols etc.
-    lines_ambiguous: int = 0
-
-
 class Resolver:
     """Answers for one kernel: built from a :class:`SymsFile` and a
     :class:`Kallsyms` of the same kernel (see :func:`load`)."""
@@ -134,433 +95,16 @@ class Resolver:
     def __init__(self, syms: SymsFile, ks: Kallsyms, check_anchors: bool = True):
         self.syms = syms
         self.ks = ks
-        self.stats = PlacementStats()
-        self._place()
-        if check_anchors:
-            self._check_consistency()
-        self._attribute_lines()
+        placed = place(syms, ks, check_anchors)
+        self.placement = placed
+        self.stats = placed.stats
+        self.core_lines = placed.core_lines
+        self.line_entry = placed.line_entry
+        self.line_section = placed.line_section
+        self.ambiguous = placed.ambiguous
+        self.extent_of = placed.extent_of
         self._build_index()
 
-    # ------------------------------------------------------------------ place
-    def _name_groups(self):
-        """Group dtrace_syms entries by name (they are sorted by name and
-        names are deduplicated in the string table, so equal name offsets are
-        contiguous) and map each core kallsyms line to its group."""
-        syms, ks = self.syms, self.ks
-        name_off = syms.symbols["name"]
-        n = len(name_off)
-        change = np.ones(n, dtype=bool)
-        change[1:] = name_off[1:] != name_off[:-1]
-        group_start = np.flatnonzero(change)
-        self.group_start = group_start
-        self.group_count = np.diff(np.append(group_start, n))
-        self.entry_group = np.cumsum(change) - 1
-        # Decode every group's name once, from one split of the string table.
-        pieces = syms.strings.split(b"\0")
-        piece_off = np.zeros(len(pieces), dtype=np.int64)
-        np.cumsum([len(p) + 1 for p in pieces[:-1]], out=piece_off[1:])
-        which = np.searchsorted(piece_off, name_off[group_start].astype(np.int64))
-        group_names = [pieces[w] for w in which.tolist()]
-        # The file promises names sorted (bytewise); lookups bisect on it.
-        if any(a >= b for a, b in zip(group_names, group_names[1:])):
-            raise KmodsymsError(f"{syms.source}: symbol names are not sorted; "
-                                "rebuild it with 'kmodsyms build'")
-        group_of_name = {name: g for g, name in enumerate(group_names)}
-        self.core_lines = np.flatnonzero(ks.module == 0)
-        names = ks.names_bytes(self.core_lines)
-        get = group_of_name.get
-        self.line_group = np.full(len(ks), NO, dtype=np.int64)
-        self.line_group[self.core_lines] = [get(nm, NO) for nm in names]
-
-    def _place(self) -> None:
-        syms, ks = self.syms, self.ks
-        self._name_groups()
-        n_sections = len(syms.sections)
-        self.section_base = np.zeros(n_sections, dtype=_U64)
-        self.section_how = np.zeros(n_sections, dtype=np.int8)
-        core_groups = self.line_group[self.core_lines]
-        valid = core_groups >= 0
-        lines_per_group = np.bincount(core_groups[valid], minlength=len(self.group_start))
-        self.lines_per_group = lines_per_group
-        # 1. Anchors: unique in both.
-        unique = (self.group_count == 1) & (lines_per_group == 1)
-        anchor_lines = self.core_lines[valid][unique[core_groups[valid]]]
-        anchor_entries = self.group_start[self.line_group[anchor_lines]]
-        # A same-named line of another binding is another symbol (e.g. a weak
-        # definition overridden by a strong one from outside vmlinux.a).
-        same = _letter_compatible(ks.type[anchor_lines], syms.symbols["binding"][anchor_entries])
-        anchor_lines, anchor_entries = anchor_lines[same], anchor_entries[same]
-        sections = syms.symbols["section"][anchor_entries].astype(np.int64)
-        bases = ks.address[anchor_lines] - syms.symbols["value"][anchor_entries]
-        self.stats.anchors = len(anchor_lines)
-        if len(sections):
-            # Majority vote per section over (section, base) pairs.
-            pairs = np.stack([sections.astype(_U64), bases])
-            uniq, votes = np.unique(pairs, axis=1, return_counts=True)
-            order = np.lexsort((votes, uniq[0]))          # by section, then votes
-            uniq, votes = uniq[:, order], votes[order]
-            last = np.ones(uniq.shape[1], dtype=bool)
-            last[:-1] = uniq[0, 1:] != uniq[0, :-1]
-            chosen_sec = uniq[0, last].astype(np.int64)
-            self.section_base[chosen_sec] = uniq[1, last]
-            self.section_how[chosen_sec] = BY_ANCHOR
-            self.stats.conflicting_anchors = int(len(sections) - votes[last].sum())
-        self._eliminate()
-        placed = self.section_how != UNPLACED
-        self.stats.sections_by_anchor = int((self.section_how == BY_ANCHOR).sum())
-        self.stats.sections_by_elimination = int((self.section_how == BY_ELIMINATION).sum())
-        self.stats.sections_by_neighbours = int((self.section_how == BY_NEIGHBOURS).sum())
-        self.stats.sections_unplaced = int((~placed).sum())
-
-    def _eliminate(self) -> None:
-        """Place sections whose names are all duplicated, until nothing changes:
-
-        * elimination: when one copy of a name is still unplaced and one of
-          its kallsyms lines is still unmatched, they are the same symbol;
-        * shape: a section whose symbols, at their offsets, match free
-          kallsyms lines at exactly one candidate base is placed there (the
-          pattern of names and distances identifies it even when no name
-          does).
-        """
-        syms, ks = self.syms, self.ks
-        dup = np.flatnonzero(((self.group_count > 1) | (self.lines_per_group > 1))
-                             & (self.lines_per_group > 0))
-        if not len(dup):
-            return
-        is_dup = np.zeros(len(self.group_start), dtype=bool)
-        is_dup[dup] = True
-        lines = self.core_lines[self.line_group[self.core_lines] >= 0]
-        lines = lines[is_dup[self.line_group[lines]]]
-        address = ks.address
-        mask = _U64(0xFFFFFFFFFFFFFFFF)
-        lines_of: dict[int, list[int]] = {}
-        line_at: dict[tuple[int, int], int] = {}
-        for line, g, a in zip(lines.tolist(), self.line_group[lines].tolist(),
-                              address[lines].tolist()):
-            lines_of.setdefault(g, []).append(line)
-            line_at[(g, a)] = line
-        sym = syms.symbols
-        dup_entries = np.flatnonzero(is_dup[self.entry_group])
-        by_section: dict[int, list[int]] = {}
-        for e, sec in zip(dup_entries.tolist(), sym["section"][dup_entries].tolist()):
-            by_section.setdefault(sec, []).append(e)
-        entry_group = self.entry_group
-        value = sym["value"]
-        matched: set[int] = set()
-
-        def place(sec: int, base, how: int) -> None:
-            self.section_base[sec] = base
-            self.section_how[sec] = how
-            for e in by_section.get(sec, ()):
-                line = line_at.get((int(entry_group[e]), int((base + value[e]) & mask)))
-                if line is not None:
-                    matched.add(line)
-
-        for sec in by_section:
-            if self.section_how[sec] != UNPLACED:
-                place(sec, self.section_base[sec], int(self.section_how[sec]))
-        changed = True
-        while changed:
-            changed = False
-            candidates: dict[int, list] = {}
-            for sec, entries in by_section.items():
-                if self.section_how[sec] != UNPLACED:
-                    continue
-                free = {e: [l for l in lines_of[int(entry_group[e])] if l not in matched]
-                        for e in entries}
-                # Elimination: the last unplaced copy of a name and its last line.
-                for e in entries:
-                    g = int(entry_group[e])
-                    start = int(self.group_start[g])
-                    copies = [c for c in range(start, start + int(self.group_count[g]))
-                              if self.section_how[sym["section"][c]] == UNPLACED]
-                    if len(copies) == 1 and len(free[e]) == 1:
-                        place(sec, address[free[e][0]] - value[e], BY_ELIMINATION)
-                        changed = True
-                        break
-                if self.section_how[sec] != UNPLACED:
-                    continue
-                # Shape: try every free line of the rarest name as the anchor.
-                pivot = min(entries, key=lambda e: len(free[e]))
-                if not free[pivot]:
-                    continue
-                scores = []
-                for line in free[pivot]:
-                    base = address[line] - value[pivot]
-                    score = 0
-                    for e in entries:
-                        hit = line_at.get((int(entry_group[e]), int((base + value[e]) & mask)))
-                        if hit is not None and hit not in matched:
-                            score += 1
-                    scores.append((score, base))
-                scores.sort(key=lambda t: t[0], reverse=True)
-                best = scores[0][0]
-                if best >= 2 and (len(scores) == 1 or scores[1][0] < best):
-                    place(sec, scores[0][1], BY_ELIMINATION)
-                    changed = True
-                elif best >= 1:
-                    candidates[sec] = [b for score, b in scores if score == best]
-            if not changed:
-                for sec, base in self._forced_by_neighbours(candidates):
-                    place(sec, base, BY_NEIGHBOURS)
-                    changed = True
-
-    def _block_offsets(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-        """For each section name: its sections in link order and their offsets
-        in the block ``ld -r`` makes of them.
-
-        ``ld -r`` builds vmlinux.o by concatenating the input sections of one
-        name in link order (vmlinux.a's order, the order of the objects
-        table), each at the next multiple of its alignment, and the final link
-        moves each block as a whole.  So one placed section places the whole
-        block.  SHF_LINK_ORDER sections are ordered by the sections they link
-        to instead, and are left out.  Computed once, lazily.
-        """
-        blocks = getattr(self, "_blocks", None)
-        if blocks is None:
-            sections = self.syms.sections
-            usable = np.flatnonzero(((sections["flags"] & SHF_LINK_ORDER) == 0)
-                                    & (sections["size"] > 0))
-            names = sections["name"][usable]
-            order = np.argsort(names, kind="stable")
-            usable, names = usable[order], names[order]
-            cuts = np.flatnonzero(np.diff(names)) + 1
-            size = sections["size"].astype(object)
-            align = sections["align"].astype(object)
-            blocks = {}
-            for members in np.split(usable, cuts):
-                offsets, off = [], 0
-                for sec in members.tolist():
-                    a = max(int(align[sec]), 1)
-                    off = -(-off // a) * a
-                    offsets.append(off)
-                    off += int(size[sec])
-                blocks[int(sections["name"][members[0]])] = (members, np.array(offsets, dtype=object))
-            self._blocks = blocks
-        return blocks
-
-    def _forced_by_neighbours(self, candidates: dict[int, list]):
-        """Sections placed by their block (see :meth:`_block_offsets`).
-
-        A block's placed sections each imply where the block starts; when they
-        all agree, every other section of the block is placed from it.  A
-        block with no placed section is placed when the candidate positions
-        of its sections imply exactly one start.  A section whose candidate
-        positions do not include its place in the block is left alone.
-        Only used when the object order is vmlinux.a's link order.
-        """
-        if self.syms.meta_object_source != "vmlinux.a":
-            return []
-        forced = []
-        wrap = 1 << 64
-        for members, offsets in self._block_offsets().values():
-            how = self.section_how[members]
-            todo = np.flatnonzero(how == UNPLACED)
-            if not len(todo):
-                continue
-            placed = np.flatnonzero(how != UNPLACED)
-            if len(placed):
-                starts = {(int(self.section_base[members[k]]) - offsets[k]) % wrap for k in placed.tolist()}
-                if len(starts) != 1:
-                    continue  # the block is not laid out as modelled: trust nothing
-            else:
-                implied = None
-                for k in todo.tolist():
-                    sec = int(members[k])
-                    if sec in candidates:
-                        options = {(int(c) - offsets[k]) % wrap for c in candidates[sec]}
-                        implied = options if implied is None else implied & options
-                if not implied or len(implied) != 1:
-                    continue
-                starts = implied
-            start = starts.pop()
-            for k in todo.tolist():
-                sec = int(members[k])
-                pos = (start + offsets[k]) % wrap
-                if sec in candidates and not any(int(c) == pos for c in candidates[sec]):
-                    continue
-                forced.append((sec, _U64(pos)))
-        return forced
-
-    def _place_bare_blocks(self, loose: np.ndarray) -> bool:
-        """Place blocks that hold no symbol at all (``__bug_table``,
-        ``.smp_locks``, ``.pci_fixup_*``...) by the linker-made symbols that
-        bracket them: the linker script defines one at the start of such a
-        block and one after its end, possibly after aligning
-        (``__smp_locks_end`` follows ``. = ALIGN(PAGE_SIZE)``).
-
-        A start candidate is a loose symbol (in no placed section) at the
-        alignment of the block's first section, with no symbol inside the
-        block and the next symbol exactly at its end (else at its end rounded
-        up to a page).  Lengths alone match chance gaps, so the start symbol
-        must also carry the block's name, as the kernel's linker scripts
-        name them: a common run of at least 6 characters, longer than any
-        other candidate's (``.smp_locks``/``__smp_locks``,
-        ``__bug_table``/``__start___bug_table``).  ``.discard*`` blocks are
-        never placed.  Returns whether anything was placed."""
-        if self.syms.meta_object_source != "vmlinux.a" or not len(loose):
-            return False
-        points = np.unique(loose)
-        all_sorted = self.sorted_lines_address()
-        following = np.searchsorted(all_sorted, points, side="right")
-        has_next = following < len(all_sorted)
-        points, nxt = points[has_next], all_sorted[following[has_next]]
-        loose_enough = self.extent_of(points) < 0
-        points, nxt = points[loose_enough], nxt[loose_enough]
-        sizes = self.syms.sections["size"]
-        aligns = self.syms.sections["align"]
-        placed_any = False
-        for key, (members, offsets) in self._block_offsets().items():
-            if (self.section_how[members] != UNPLACED).any():
-                continue
-            length = int(offsets[-1]) + int(sizes[int(members[-1])])
-            first_align = max(int(aligns[members[0]]), 1)
-            end = points + _U64(length)
-            gap = nxt - end                      # wraps (huge) when next < end
-            low_bit = nxt & (~nxt + _U64(1))    # largest power of two dividing next
-            fits = (points % _U64(first_align) == 0) & (nxt >= end)
-            # An exact end is preferred; else one rounded up to at most a
-            # 64 KiB page (the largest PAGE_SIZE), as "__smp_locks_end" is.
-            exact = fits & (gap == 0)
-            ok = exact if exact.any() else fits & (gap < np.minimum(low_bit, _U64(1 << 16)))
-            block = self.syms.string(int(self.syms.section_names["name"][key]))
-            if block.startswith(".discard"):
-                continue  # every kernel linker script discards these
-            scored = sorted(((self._name_affinity(block, a), a) for a in points[ok].tolist()),
-                            reverse=True)
-            starts = [a for score, a in scored[:1]
-                      if score >= 6 and (len(scored) == 1 or scored[1][0] < score)]
-            if len(starts) != 1:
-                continue
-            for sec, off in zip(members.tolist(), offsets.tolist()):
-                self.section_base[sec] = _U64(starts[0] + off)
-                self.section_how[sec] = BY_NEIGHBOURS
-            placed_any = True
-        return placed_any
-
-    def _name_affinity(self, block: str, address: int) -> int:
-        """Longest run of characters shared by a block's name and a kallsyms
-        name at ``address`` (``.smp_locks`` and ``__smp_locks``: 9)."""
-        from difflib import SequenceMatcher
-        lines = np.flatnonzero(self.ks.address == _U64(address))
-        best = 0
-        for name in self.ks.names_bytes(lines):
-            text = name.decode("utf-8", "surrogateescape")
-            m = SequenceMatcher(None, block, text).find_longest_match(0, len(block), 0, len(text))
-            best = max(best, m.size)
-        return best
-
-    def sorted_lines_address(self) -> np.ndarray:
-        """Every kallsyms address, sorted."""
-        cached = getattr(self, "_sorted_all", None)
-        if cached is None:
-            cached = self._sorted_all = np.sort(self.ks.address)
-        return cached
-
-    def _check_consistency(self) -> None:
-        """Refuse a dtrace_syms that is not for this kernel: anchors must be
-        plentiful and agree."""
-        s = self.stats
-        if s.anchors < 16 or s.conflicting_anchors > max(8, s.anchors // 20):
-            raise StaleError(
-                f"{self.syms.source} does not match {self.ks.source}: "
-                f"{s.anchors} unique names match, {s.conflicting_anchors} of them disagree "
-                "about where their object was loaded; rebuild dtrace_syms for this kernel")
-
-    # -------------------------------------------------------------- attribute
-    def _attribute_lines(self) -> None:
-        syms, ks = self.syms, self.ks
-        n = len(ks)
-        sym = syms.symbols
-        self.line_entry = np.full(n, NO, dtype=np.int64)
-        self.line_section = np.full(n, NO, dtype=np.int64)
-        self.line_how = np.zeros(n, dtype=np.int8)
-        placed_entry = self.section_how[sym["section"]] != UNPLACED
-        entry_addr = self.section_base[sym["section"]] + sym["value"]
-        core = self.core_lines
-        groups = self.line_group[core]
-        # Unique dtrace names: one candidate entry, check its address.
-        single = groups >= 0
-        single[single] = self.group_count[groups[single]] == 1
-        cand = self.group_start[groups[single]]
-        hit = placed_entry[cand] & (entry_addr[cand] == ks.address[core[single]])
-        self.line_entry[core[single][hit]] = cand[hit]
-        # Duplicated names: look among the group's placed copies by address.
-        multi = core[(groups >= 0) & ~single]
-        ambiguous_candidates: dict[int, list[int]] = {}
-        for line, g in zip(multi.tolist(), self.line_group[multi].tolist()):
-            start = int(self.group_start[g])
-            entries = range(start, start + int(self.group_count[g]))
-            addr = ks.address[line]
-            found = NO
-            unplaced = []
-            for e in entries:
-                if placed_entry[e]:
-                    if entry_addr[e] == addr:
-                        found = e
-                        break
-                else:
-                    unplaced.append(e)
-            if found != NO:
-                self.line_entry[line] = found
-            elif unplaced:
-                ambiguous_candidates[line] = unplaced
-        has_entry = self.line_entry >= 0
-        self.line_section[has_entry] = sym["section"][self.line_entry[has_entry]]
-        self.line_how[has_entry] = LINE_SYMBOL
-        # Placed extents, for lines in no object's table, and for symbols
-        # that occupy no byte of their own section (a zero-size symbol in an
-        # empty section or at its end): an address belongs to the object
-        # whose bytes are there, as the linker map says.
-        self._build_extents()
-        held = self.line_section[core] >= 0
-        held[held] = ks.address[core[held]] < (self.section_base[self.line_section[core[held]]]
-                                              + sym["section"].dtype.type(0)
-                                              + self.syms.sections["size"][self.line_section[core[held]]])
-        self.line_section[core[~held & has_entry[core]]] = NO
-        rest = core[self.line_section[core] < 0]
-        inside = self.extent_of(ks.address[rest])
-        if self._place_bare_blocks(ks.address[rest[inside < 0]]):
-            self._build_extents()
-            inside = self.extent_of(ks.address[rest])
-        self.line_section[rest] = inside
-        self.line_how[rest[inside >= 0]] = LINE_EXTENT
-        self.ambiguous: dict[int, list[int]] = {}
-        sizes = sym["size"]
-        for line, entries in ambiguous_candidates.items():
-            # A zero-size symbol owns no byte: whichever copy it is, its object
-            # is the one whose bytes are at its address (none, here).
-            if self.line_section[line] == NO and any(sizes[e] for e in entries):
-                self.ambiguous[line] = entries
-                self.line_how[line] = LINE_AMBIGUOUS
-        st = self.stats
-        st.core_lines = len(core)
-        how = self.section_how[self.line_section[core[has_entry[core]]]]
-        st.lines_by_anchor = int((how == BY_ANCHOR).sum())
-        st.lines_by_elimination = int((how == BY_ELIMINATION).sum())
-        st.lines_by_neighbours = int((how == BY_NEIGHBOURS).sum())
-        st.lines_by_extent = int((self.line_how[core] == LINE_EXTENT).sum())
-        st.lines_ambiguous = len(self.ambiguous)
-        st.lines_core_unknown = int((self.line_how[core] == LINE_NONE).sum())
-
-    def _build_extents(self) -> None:
-        sec = self.syms.sections
-        ok = np.flatnonzero((self.section_how != UNPLACED) & (sec["size"] > 0))
-        base = self.section_base[ok]
-        order = np.argsort(base, kind="stable")
-        self.extent_section = ok[order]
-        self.extent_start = base[order]
-        self.extent_end = self.extent_start + sec["size"][self.extent_section]
-
-    def extent_of(self, addresses) -> np.ndarray:
-        """Object section (index) whose placed extent holds each address, or -1."""
-        addresses = np.asarray(addresses, dtype=_U64)
-        i = np.searchsorted(self.extent_start, addresses, side="right") - 1
-        ok = i >= 0
-        ok[ok] = addresses[ok] < self.extent_end[i[ok]]
-        return np.where(ok, self.extent_section[np.maximum(i, 0)], NO)
-
-    # ------------------------------------------------------------------ index
     def _build_index(self) -> None:
         """Arrays for answering addresses: every line's size and module set,
         the sized intervals sorted for innermost-first search, and all lines
@@ -571,15 +115,14 @@ class Resolver:
         size = np.full(n, NO, dtype=np.int64)
         has_entry = self.line_entry >= 0
         size[has_entry] = sym["size"][self.line_entry[has_entry]].astype(np.int64)
-        by_address = np.lexsort((np.arange(n), ks.address))
+        by_address = np.argsort(ks.address, kind="stable")
         self.by_address = by_address
         self.sorted_address = ks.address[by_address]
         # Padding symbols: size is the distance to the function they prefix,
         # the next distinct address above.
         pad = np.flatnonzero(~has_entry & (self.line_section >= 0))
         if len(pad):
-            names = ks.names_bytes(pad)
-            pad = pad[[nm.startswith(_PADDING_PREFIXES) for nm in names]]
+            pad = pad[_names_start_with(ks, pad, _PADDING_PREFIXES)]
             nxt = np.searchsorted(self.sorted_address, ks.address[pad], side="right")
             ok = nxt < n
             pad, nxt = pad[ok], nxt[ok]
@@ -614,10 +157,20 @@ class Resolver:
         binds[he] = np.select([b == 1, b == 2], [2, 1], 0)
         letters = ks.type[sized[~he]]
         binds[~he] = np.where((letters >= 65) & (letters <= 90), 2, 0)
-        # Preferred last among equal starts: smaller size, typed, stronger binding.
-        name_rank = np.argsort(np.argsort(np.array(ks.names_bytes(sized), dtype=object),
-                                          kind="stable"), kind="stable") if len(sized) else sized
-        order = np.lexsort((-name_rank, binds, types, -(end - start).astype(np.int64), start))
+        # Preferred last among equal starts: smaller size, typed, stronger
+        # binding, then the alphabetically first name (settled by hand for
+        # the few exact ties: aliases).
+        order = np.lexsort((binds, types, -(end - start).astype(np.int64), start))
+        key = np.stack([start[order], (end - start)[order], types[order].astype(_U64),
+                        binds[order].astype(_U64)])
+        tied = np.flatnonzero((key[:, 1:] == key[:, :-1]).all(axis=0))
+        if len(tied):
+            runs = np.split(tied, np.flatnonzero(np.diff(tied) != 1) + 1)
+            for run in runs:
+                span = slice(int(run[0]), int(run[-1]) + 2)
+                members = order[span].tolist()
+                members.sort(key=lambda i: ks.name_bytes(int(sized[i])), reverse=True)
+                order[span] = members
         self.iv_line = sized[order]
         self.iv_start = start[order]
         self.iv_end = end[order]
@@ -752,7 +305,7 @@ class Resolver:
         results = []
         for line in self._name_index().get(name.encode("utf-8", "surrogateescape"), []):
             addr = int(self.ks.address[line])
-            rec = self.record(addr, line, self.line_size[line] > 0)
+            rec = self.record(addr, line, bool(self.line_size[line] > 0))
             if module is None or (rec.modules and module in rec.modules) or \
                     (rec.ambiguous and any(module in c for c in rec.candidates)):
                 results.append(rec)
@@ -767,7 +320,7 @@ class Resolver:
         module = module.replace("-", "_")
         out = []
         for line in self.by_address.tolist():
-            rec = self.record(int(self.ks.address[line]), line, self.line_size[line] > 0)
+            rec = self.record(int(self.ks.address[line]), line, bool(self.line_size[line] > 0))
             if rec.modules and module in rec.modules:
                 out.append(rec)
         return out
@@ -788,17 +341,17 @@ class Resolver:
             yield f"{addr:016x} {sizes[line]:x} {chr(letter)} {ks.name(line)}{tail}"
 
 
-def _letter_compatible(letters: np.ndarray, bindings: np.ndarray) -> np.ndarray:
-    """Whether kallsyms type letters agree with ELF bindings: weak symbols
-    print as W/V (w/v), other globals upper case, locals lower case.  'A'/'a'
-    (per-cpu data printed as absolute) and '?' say nothing."""
-    letters = np.asarray(letters)
-    weak_letter = np.isin(letters, np.frombuffer(b"WwVv", dtype=np.uint8))
-    upper = (letters >= 65) & (letters <= 90)
-    wildcard = np.isin(letters, np.frombuffer(b"Aa?", dtype=np.uint8))
-    ok = np.where(bindings == 2, weak_letter,
-                  ~weak_letter & np.where(bindings == 1, upper, ~upper))
-    return ok | wildcard
+def _names_start_with(ks: Kallsyms, lines: np.ndarray, prefixes: tuple[bytes, ...]) -> np.ndarray:
+    """Whether each line's name starts with one of ``prefixes`` (vectorised)."""
+    buf = np.frombuffer(ks.text, dtype=np.uint8)
+    length = ks.name_end[lines] - ks.name_start[lines]
+    hit = np.zeros(len(lines), dtype=bool)
+    for prefix in prefixes:
+        ok = length >= len(prefix)
+        for k, byte in enumerate(prefix):
+            ok &= buf[np.minimum(ks.name_start[lines] + k, len(buf) - 1)] == byte
+        hit |= ok
+    return hit
 
 
 def _binding_from_letter(letter: str) -> str:

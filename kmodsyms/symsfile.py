@@ -26,12 +26,12 @@ from .errors import KmodsymsError
 
 MAGIC = b"KMODSYMS"
 FORMAT_VERSION = 1
-HEADER_SIZE = 128
+HEADER_SIZE = 160
 FLAG_MISSING_OBJECTS = 1
 OBJECT_MISSING = 1
 
 _HEADER = struct.Struct("<8sIIQII6I")          # up to the table directory
-_DIRECTORY = struct.Struct("<16I")             # 8 x (offset, count)
+_DIRECTORY = struct.Struct("<20I")             # 10 x (offset, count)
 _DIRECTORY_AT = _HEADER.size                   # 56
 
 MODULE_DTYPE = np.dtype([("name", "<u4")])
@@ -40,7 +40,11 @@ MODSET_DTYPE = np.dtype([("first", "<u4"), ("count", "<u4")])
 OBJECT_DTYPE = np.dtype([("path", "<u4"), ("modset", "<u4"), ("flags", "<u4"), ("reserved", "<u4")])
 SECNAME_DTYPE = np.dtype([("name", "<u4")])
 SECTION_DTYPE = np.dtype([("object", "<u4"), ("name", "<u4"), ("flags", "<u4"),
-                          ("align", "<u4"), ("size", "<u8")])
+                          ("align", "<u4"), ("size", "<u8"), ("address", "<u8"),
+                          ("placement", "<u4"), ("reserved", "<u4")])
+SEGMENT_DTYPE = np.dtype([("start", "<u8"), ("end", "<u8")])
+ANCHOR_DTYPE = np.dtype([("symbol", "<u4"), ("segment", "<u4")])
+NO_ADDRESS = 0xFFFFFFFFFFFFFFFF   # section address: not placed at build time
 SYMBOL_DTYPE = np.dtype([("name", "<u4"), ("modset", "<u4"), ("object", "<u4"),
                          ("section", "<u4"), ("value", "<u8"), ("size", "<u8"),
                          ("type", "u1"), ("binding", "u1"), ("reserved16", "<u2"),
@@ -49,11 +53,14 @@ SYMBOL_DTYPE = np.dtype([("name", "<u4"), ("modset", "<u4"), ("object", "<u4"),
 TABLES = (("strings", np.dtype("u1")), ("modules", MODULE_DTYPE),
           ("modset_members", MEMBER_DTYPE), ("modsets", MODSET_DTYPE),
           ("objects", OBJECT_DTYPE), ("section_names", SECNAME_DTYPE),
-          ("sections", SECTION_DTYPE), ("symbols", SYMBOL_DTYPE))
+          ("sections", SECTION_DTYPE), ("symbols", SYMBOL_DTYPE),
+          ("segments", SEGMENT_DTYPE), ("anchors", ANCHOR_DTYPE))
 # A header claiming more than this many entries in any table is refused
 # before anything is allocated (a real kernel has ~10^5-10^6 symbols).
 MAX_ENTRIES = 1 << 28
 
+HEADER_STRINGS = ("kernel_release", "build_id", "tool_version", "object_source",
+                  "thick_source", "placement")
 TYPE_NAMES = {0: "notype", 1: "object", 2: "func", 6: "tls"}
 BINDING_NAMES = {0: "local", 1: "global", 2: "weak"}
 
@@ -67,6 +74,7 @@ class Meta:
     tool_version: str = ""
     object_source: str = ""
     thick_source: str = ""
+    placement: str = ""       # build-time placement statistics (JSON), or ""
     flags: int = 0
 
 
@@ -98,8 +106,7 @@ def encode(meta: Meta, strings: StringTable, tables: dict[str, np.ndarray]) -> b
     """Lay out a complete dtrace_syms image.  ``tables`` holds every table of
     TABLES except ``strings`` as arrays of the table's dtype; the header
     string fields are added to ``strings`` here."""
-    header_strings = [strings.add(getattr(meta, f)) for f in
-                      ("kernel_release", "build_id", "tool_version", "object_source", "thick_source")]
+    header_strings = [strings.add(getattr(meta, f)) for f in HEADER_STRINGS]
     blobs = [np.frombuffer(strings.data(), dtype="u1")] + [
         np.ascontiguousarray(tables[name], dtype=dtype) for name, dtype in TABLES[1:]]
     directory = []
@@ -113,7 +120,7 @@ def encode(meta: Meta, strings: StringTable, tables: dict[str, np.ndarray]) -> b
         pos += len(raw) + pad
     body = (_DIRECTORY.pack(*directory) + b"\0" * (HEADER_SIZE - _DIRECTORY_AT - _DIRECTORY.size)
             + b"".join(parts))
-    fixed = struct.pack("<QII6I", pos, HEADER_SIZE, meta.flags, *header_strings, 0)
+    fixed = struct.pack("<QII6I", pos, HEADER_SIZE, meta.flags, *header_strings)
     crc = zlib.crc32(body, zlib.crc32(fixed))
     return MAGIC + struct.pack("<II", FORMAT_VERSION, crc) + fixed + body
 
@@ -180,7 +187,7 @@ class SymsFile:
             raise self._fail(f"bad header size {header_size}")
         if zlib.crc32(memoryview(data)[16:]) != crc:
             raise self._fail("checksum mismatch (corrupt file)")
-        self._header_strings = strs[:5]
+        self._header_strings = strs
 
     def _load_tables(self) -> None:
         data = self.data
@@ -220,7 +227,10 @@ class SymsFile:
                                                symbols["object"]):
             raise self._fail("symbol section belongs to another object")
         (self.meta_kernel_release, self.meta_build_id, self.meta_tool_version,
-         self.meta_object_source, self.meta_thick_source) = (self.string(o) for o in self._header_strings)
+         self.meta_object_source, self.meta_thick_source,
+         self.meta_placement) = (self.string(o) for o in self._header_strings)
+        check(self.anchors["symbol"], len(symbols), "anchor symbol")
+        check(self.anchors["segment"], len(self.segments), "anchor segment")
         self.module_names = [self.string(int(o)) for o in self.modules["name"]]
         self.modset_modules = [
             tuple(int(m) for m in self.modset_members[f:f + c])
@@ -239,6 +249,11 @@ class SymsFile:
     def missing_objects(self) -> list[str]:
         return [self.object_path(i) for i in np.flatnonzero(self.objects["flags"] & OBJECT_MISSING)]
 
+    @property
+    def has_layout(self) -> bool:
+        """Whether ``kmodsyms build`` recorded link addresses (from vmlinux)."""
+        return len(self.segments) > 0
+
     def object_path(self, index: int) -> str:
         return self.string(int(self.objects["path"][index]))
 
@@ -247,6 +262,17 @@ class SymsFile:
 
     def modset_names(self, modset: int) -> list[str]:
         return [self.module_names[m] for m in self.modset_modules[modset]]
+
+    def name_lengths(self) -> np.ndarray:
+        """Byte length of every symbol's name (computed once)."""
+        lengths = getattr(self, "_name_lengths", None)
+        if lengths is None:
+            buf = np.frombuffer(self.strings, dtype=np.uint8)
+            nul = np.flatnonzero(buf == 0)
+            offsets = self.symbols["name"].astype(np.int64)
+            lengths = nul[np.searchsorted(nul, offsets)] - offsets
+            self._name_lengths = lengths
+        return lengths
 
     def symbol_name(self, index: int) -> str:
         return self.string(int(self.symbols["name"][index]))

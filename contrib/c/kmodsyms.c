@@ -11,11 +11,11 @@
 
 /* Directory order of the tables and their entry sizes. */
 enum { T_STRINGS, T_MODULES, T_MEMBERS, T_MODSETS, T_OBJECTS, T_SECNAMES, T_SECTIONS,
-       T_SYMBOLS, T_COUNT };
+       T_SYMBOLS, T_SEGMENTS, T_ANCHORS, T_COUNT };
 static const char *const table_names[T_COUNT] = {
     "strings", "modules", "modset_members", "modsets",
-    "objects", "section_names", "sections", "symbols"};
-static const uint32_t entry_size[T_COUNT] = {1, 4, 4, 8, 16, 4, 24, 40};
+    "objects", "section_names", "sections", "symbols", "segments", "anchors"};
+static const uint32_t entry_size[T_COUNT] = {1, 4, 4, 8, 16, 4, 40, 40, 16, 8};
 
 #define MAX_ENTRIES (UINT32_C(1) << 28)
 #define DIRECTORY_AT 56u
@@ -26,7 +26,7 @@ struct kms_file {
     uint32_t flags;
     const unsigned char *table[T_COUNT];
     uint32_t count[T_COUNT];
-    uint32_t header_str[5];
+    uint32_t header_str[6];
 };
 
 /* ---- little-endian decoding, independent of the host's byte order ---- */
@@ -137,7 +137,7 @@ static const char *validate(kms_file *f, char *detail, size_t dlen)
     if (crc != le32(d + 12))
         return "checksum mismatch (corrupt file)";
     f->flags = le32(d + 28);
-    for (i = 0; i < 5; i++)
+    for (i = 0; i < 6; i++)
         f->header_str[i] = le32(d + 32 + 4 * i);
 
     for (t = 0; t < T_COUNT; t++) {
@@ -157,7 +157,7 @@ static const char *validate(kms_file *f, char *detail, size_t dlen)
     nstr = f->count[T_STRINGS];
     if (nstr == 0 || f->table[T_STRINGS][nstr - 1] != 0)
         return "string table not NUL-terminated";
-    for (i = 0; i < 5; i++)
+    for (i = 0; i < 6; i++)
         if (f->header_str[i] >= nstr)
             return "header string out of range";
     if (!check_index(f, T_MODULES, 0, nstr))
@@ -187,6 +187,10 @@ static const char *validate(kms_file *f, char *detail, size_t dlen)
         return "symbol object out of range";
     if (!check_index(f, T_SYMBOLS, 12, f->count[T_SECTIONS]))
         return "symbol section out of range";
+    if (!check_index(f, T_ANCHORS, 0, f->count[T_SYMBOLS]))
+        return "anchor symbol out of range";
+    if (!check_index(f, T_ANCHORS, 4, f->count[T_SEGMENTS]))
+        return "anchor segment out of range";
     for (i = 0; i < f->count[T_SYMBOLS]; i++) {
         const unsigned char *s = entry(f, T_SYMBOLS, i);
         if (le32(entry(f, T_SECTIONS, le32(s + 12))) != le32(s + 8))

@@ -22,7 +22,7 @@ extern "C" {
 #endif
 
 #define KMS_FORMAT_VERSION 1u
-#define KMS_HEADER_SIZE 128u
+#define KMS_HEADER_SIZE 160u
 #define KMS_FLAG_MISSING_OBJECTS 1u /* header flags: some objects were missing */
 #define KMS_OBJECT_MISSING 1u       /* object flags: missing at build time */
 

@@ -1,0 +1,374 @@
+"""The benchmark rows.  Each takes the :class:`Bench` context and returns
+one or more result dicts (see :func:`result`)."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from typing import Optional
+
+import numpy as np
+
+from .corpus import Corpus, ar_members, replicate_tree
+from .measure import interleaved, kmodsyms_cmd, median, wall
+
+N_ADDRESSES = 1_000_000
+SEED = 20241129
+
+
+class Bench:
+    """Shared state of one run: the corpus, a scratch dir, the repetition
+    count, and things several rows need (built once, on demand)."""
+
+    def __init__(self, corpus: Corpus, workdir: str, runs: int, quick: bool, log=print):
+        self.corpus = corpus
+        self.workdir = workdir
+        self.runs = runs
+        self.quick = quick
+        self.log = log
+        self.kmodsyms = kmodsyms_cmd()
+        self._full_build: Optional[list[float]] = None
+        self._syms: Optional[str] = None
+        self._core_range: Optional[tuple[int, int, int]] = None
+
+    def path(self, *parts: str) -> str:
+        p = os.path.join(self.workdir, *parts)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        return p
+
+    def build_cmd(self, root: str, thick: str, out: str, cache: bool) -> list[str]:
+        cmd = self.kmodsyms + ["build", "--kbuild", root, "--thick", thick, "-o", out]
+        return cmd if cache else cmd + ["--no-cache"]
+
+    # -- things several rows need ------------------------------------------
+    def syms(self) -> str:
+        """dtrace_syms matching the corpus kallsyms (built once, untimed)."""
+        if self._syms is None:
+            c = self.corpus
+            out = self.path("load", "dtrace_syms")
+            self.log(f"  building {out} for the loader rows")
+            wall(self.build_cmd(c.load_root, c.load_thick, out, cache=False))
+            self._syms = out
+        return self._syms
+
+    def core_range(self) -> tuple[int, int, int]:
+        """(lowest, highest core address, a core text address) of kallsyms:
+        lines without ``[module]``, absolute (A/a, per-cpu offsets) left out."""
+        if self._core_range is None:
+            lo, hi, text = None, None, []
+            with open(self.corpus.kallsyms, "rb") as f:
+                for line in f:
+                    if b"[" in line:
+                        continue
+                    parts = line.split()
+                    if len(parts) < 3 or parts[1] in (b"a", b"A"):
+                        continue
+                    a = int(parts[0], 16)
+                    lo = a if lo is None or a < lo else lo
+                    hi = a if hi is None or a > hi else hi
+                    if parts[1] in (b"T", b"t"):
+                        text.append(a)
+            if lo is None:
+                raise RuntimeError(f"{self.corpus.kallsyms}: no core symbols")
+            text.sort()
+            self._core_range = (lo, hi, (text[len(text) // 2] if text else lo) + 4)
+        return self._core_range
+
+    def full_build(self) -> list[float]:
+        """Samples of the --no-cache build (row 1's 'ours')."""
+        if self._full_build is None:
+            c = self.corpus
+            out = self.path("build", "dtrace_syms")
+            cmd = self.build_cmd(c.root, c.thick, out, cache=False)
+            self._full_build = interleaved([lambda: wall(cmd)], self.runs)[0]
+        return self._full_build
+
+
+def result(id: str, what: str, unit: str, ours=None, baseline=None, ratio=None,
+           target: str = "", met=None, samples=None, note: str = "", status: str = "ok") -> dict:
+    return {"id": id, "what": what, "unit": unit, "ours": ours, "baseline": baseline,
+            "ratio": ratio, "target": target, "met": met, "samples": samples or {},
+            "note": note, "status": status}
+
+
+# -- 1. build ----------------------------------------------------------------
+def row_build(b: Bench) -> list[dict]:
+    c = b.corpus
+    out = b.path("build", "dtrace_syms")
+    ours_cmd = b.build_cmd(c.root, c.thick, out, cache=False)
+    objects = ar_members(c.root)
+    nm_cmd = ["nm", "--defined-only"] + objects
+    ours, base = interleaved([lambda: wall(ours_cmd), lambda: wall(nm_cmd, cwd=c.root)], b.runs)
+    b._full_build = ours
+    o, r = median(ours), median(base)
+    return [result("build", "kmodsyms build --no-cache (process wall)", "s", o, r, o / r,
+                   "<= 1.0x", o / r <= 1.0, {"ours": ours, "baseline": base},
+                   f"baseline: one 'nm --defined-only' over the {len(objects)} objects of "
+                   f"'ar t vmlinux.a'; -j default ({os.cpu_count()} CPUs)")]
+
+
+# -- 2. rebuild with an unchanged cache --------------------------------------
+def row_rebuild(b: Bench) -> list[dict]:
+    c = b.corpus
+    out = b.path("rebuild", "dtrace_syms")
+    cmd = b.build_cmd(c.root, c.thick, out, cache=True)
+    wall(cmd)  # fills OUT.cache
+    ours = interleaved([lambda: wall(cmd)], b.runs)[0]
+    base = b.full_build()
+    o, r = median(ours), median(base)
+    return [result("rebuild", "kmodsyms build, cache warm, nothing changed", "s", o, r, o / r,
+                   "<= 0.1x", o / r <= 0.1, {"ours": ours, "baseline": base},
+                   "baseline: the full --no-cache build (row 'build')")]
+
+
+# -- 3. load ------------------------------------------------------------------
+def _drgn_loader():
+    """drgn's /proc/kallsyms-format parser, callable on a file name, or
+    (None, reason)."""
+    try:
+        import drgn  # noqa: F401
+    except ImportError as e:
+        return None, f"drgn is not installed ({e}); pip install '.[bench]'"
+    fn = None
+    try:
+        from drgn.helpers.linux.kallsyms import _load_proc_kallsyms as fn
+    except ImportError:
+        try:
+            from _drgn import _linux_helper_load_proc_kallsyms as fn
+        except ImportError:
+            pass
+    if fn is None:
+        return None, (f"drgn {getattr(drgn, '__version__', '?')} has no _load_proc_kallsyms "
+                      "(drgn.helpers.linux.kallsyms)")
+    return fn, f"drgn {getattr(drgn, '__version__', '?')}"
+
+
+def row_load(b: Bench) -> list[dict]:
+    import kmodsyms
+    import kmodsyms.resolver  # noqa: F401  (imports outside the timing)
+    syms, ks = b.syms(), b.corpus.kallsyms
+    state = {}
+
+    def ours() -> float:
+        state.pop("r", None)
+        gc.collect()
+        t0 = time.perf_counter()
+        state["r"] = kmodsyms.load(syms=syms, kallsyms=ks)
+        return time.perf_counter() - t0
+
+    fn, why = _drgn_loader()
+    call = None
+    if fn is not None:
+        # drgn 0.0.27+: _load_proc_kallsyms(filename=None, modules=False).
+        # modules=True: index the module lines too, as kmodsyms.load does.
+        for attempt in (lambda: fn(ks, True), lambda: fn(filename=ks, modules=True), lambda: fn(ks)):
+            try:
+                attempt()
+                call = attempt
+                break
+            except TypeError as e:
+                why_call = str(e)
+        if call is None:
+            why = f"{why}: _load_proc_kallsyms cannot be called on a file ({why_call})"
+
+    def base() -> float:
+        state.pop("d", None)
+        gc.collect()
+        t0 = time.perf_counter()
+        state["d"] = call()
+        return time.perf_counter() - t0
+
+    if call is None:
+        s = interleaved([ours], b.runs)[0]
+        return [result("load", "kmodsyms.load(syms, kallsyms) in-process", "s", median(s),
+                       target="<= 0.5x", samples={"ours": s}, note=f"baseline missing: {why}",
+                       status="baseline missing")]
+    s, d = interleaved([ours, base], b.runs)
+    o, r = median(s), median(d)
+    return [result("load", "kmodsyms.load(syms, kallsyms) in-process", "s", o, r, o / r,
+                   "<= 0.5x", o / r <= 0.5, {"ours": s, "baseline": d},
+                   f"baseline: {why} _load_proc_kallsyms(FILE, modules=True); "
+                   f"kallsyms {os.path.getsize(ks):,} bytes")]
+
+
+# -- 4. resolve_many ------------------------------------------------------------
+def row_resolve_many(b: Bench) -> list[dict]:
+    import kmodsyms
+    lo, hi, _ = b.core_range()
+    r = kmodsyms.load(syms=b.syms(), kallsyms=b.corpus.kallsyms)
+    rng = np.random.default_rng(SEED)
+    q = rng.integers(lo, hi, size=N_ADDRESSES, dtype=np.uint64, endpoint=True)
+
+    def once() -> float:
+        t0 = time.perf_counter()
+        r.resolve_many(q)
+        return time.perf_counter() - t0
+
+    s = interleaved([once], b.runs)[0]
+    rate = N_ADDRESSES / median(s)
+    lines, sized = r.resolve_many(q)
+    answered = float(np.mean(np.asarray(lines) >= 0))
+    return [result("resolve_many", f"resolve_many, {N_ADDRESSES:,} random core addresses", "addr/s",
+                   rate, None, None, ">= 2,000,000/s", rate >= 2_000_000,
+                   {"seconds": s},
+                   f"uniform over [{lo:#x}, {hi:#x}], seed {SEED}; {answered:.1%} answered, "
+                   f"{float(np.mean(sized)):.1%} sized")]
+
+
+# -- 5. kmodsyms resolve, whole process ----------------------------------------
+def import_time_us(module: str = "kmodsyms.cli", runs: int = 5) -> float:
+    """Median cumulative import time (us) of ``module`` as a top-level import."""
+    vals = []
+    pat = re.compile(r"^import time:\s*(\d+) \|\s*(\d+) \| (\S.*)$")
+    for _ in range(runs):
+        err = subprocess.run([sys.executable, "-X", "importtime", "-c", f"import {module}"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             check=True).stderr
+        total = 0
+        for line in err.splitlines():
+            m = pat.match(line)
+            if m and (m.group(3) == module or m.group(3) == module.split(".")[0]):
+                total += int(m.group(2))
+        vals.append(total)
+    return median(vals)
+
+
+def row_resolve_cli(b: Bench) -> list[dict]:
+    syms, ks = b.syms(), b.corpus.kallsyms
+    _, _, addr = b.core_range()
+    cmd = b.kmodsyms + ["resolve", "--syms", syms, "--kallsyms", ks, f"{addr:#x}"]
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"kmodsyms resolve exited {out.returncode}: {out.stderr.strip()}")
+    cat = ["cat", ks]
+    py = [sys.executable, "-c", "pass"]
+    s, c, p = interleaved([lambda: wall(cmd), lambda: wall(cat), lambda: wall(py)], b.runs)
+    o, r = median(s), median(c) + median(p)
+    imp = import_time_us(runs=3 if b.quick else 5)
+    return [result("resolve_cli", "kmodsyms resolve ADDR (process wall)", "s", o, r, o / r,
+                   "<= 1.5x", o / r <= 1.5, {"ours": s, "cat": c, "python_pass": p},
+                   f"baseline: cat kallsyms >/dev/null ({median(c):.3f}s) + python -c pass "
+                   f"({median(p):.3f}s); import kmodsyms.cli: {imp / 1000:.1f} ms cumulative "
+                   f"(-X importtime); answer: {out.stdout.strip()}")]
+
+
+# -- 6. loader memory ------------------------------------------------------------
+_MEM_SCRIPT = r"""
+import gc, json, os, resource, sys
+import numpy, kmodsyms, kmodsyms.resolver, kmodsyms.kallsyms, kmodsyms.symsfile
+syms, ks, mode = sys.argv[1:4]
+
+def status(field):
+    # VmHWM/VmRSS of this mm.  Not ru_maxrss: Linux carries ru_maxrss across
+    # execve, and subprocess vforks, so a child starts with the *parent's* peak.
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+gc.collect()
+if mode == "rss":
+    how = "VmHWM"
+    try:   # reset the high-water mark to the current RSS (Linux >= 4.0)
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        before = status("VmRSS")
+    except OSError:
+        before = status("VmHWM")
+    if before is None:
+        how = "ru_maxrss"
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    r = kmodsyms.load(syms=syms, kallsyms=ks)
+    after = (status("VmHWM") if how == "VmHWM"
+             else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    print(json.dumps({"before": before, "after": after, "peak": after - before, "how": how}))
+else:
+    import tracemalloc
+    tracemalloc.start()
+    r = kmodsyms.load(syms=syms, kallsyms=ks)
+    cur, peak = tracemalloc.get_traced_memory()
+    print(json.dumps({"peak": peak, "current": cur}))
+"""
+
+
+def _mem(syms: str, ks: str, mode: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", _MEM_SCRIPT, syms, ks, mode],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"memory probe exited {out.returncode}: {out.stderr.strip()[-500:]}")
+    return json.loads(out.stdout)
+
+
+def row_memory(b: Bench) -> list[dict]:
+    syms, ks = b.syms(), b.corpus.kallsyms
+    size = os.path.getsize(ks)
+    rss = [_mem(syms, ks, "rss") for _ in range(b.runs)]
+    tm = [_mem(syms, ks, "tracemalloc") for _ in range(3 if b.quick else b.runs)]
+    peak = median([x["peak"] for x in rss])
+    tpeak = median([x["peak"] for x in tm])
+    tcur = median([x["current"] for x in tm])
+    ratio = peak / size
+    return [result("memory", "load(): peak RSS above the interpreter / kallsyms size", "bytes",
+                   peak, size, ratio, "<= 3x", ratio <= 3.0,
+                   {"rss": rss, "tracemalloc": tm},
+                   f"fresh subprocess, {rss[0]['how']} after load - RSS after imports "
+                   f"({median([x['before'] for x in rss]) / 2**20:.0f} MiB); baseline = kallsyms text "
+                   f"size; tracemalloc: peak {tpeak / size:.2f}x, retained {tcur / size:.2f}x; "
+                   f"syms file {os.path.getsize(syms):,} bytes")]
+
+
+# -- 7. scan scaling ---------------------------------------------------------------
+SCALES = (1, 2, 4)
+
+
+def row_scaling(b: Bench) -> list[dict]:
+    c = b.corpus
+    trees = {}
+    for k in SCALES:
+        dest = os.path.join(b.workdir, "scale", f"x{k}")
+        n = replicate_tree(c.root, c.thick, dest, k)
+        trees[k] = (dest, n)
+    b.log(f"  scaling trees: " + ", ".join(f"x{k}={n} objects" for k, (_, n) in trees.items()))
+    cmds = {k: b.build_cmd(d, os.path.join(d, "modules_thick.builtin"),
+                           b.path("scale", f"out{k}", "dtrace_syms"), cache=False)
+            for k, (d, _) in trees.items()}
+    samples = interleaved([lambda k=k: wall(cmds[k]) for k in SCALES], b.runs)
+    per = {k: median(s) / trees[k][1] for k, s in zip(SCALES, samples)}
+    # least-squares fit t = fixed + slope * n, to show where the deviation comes from
+    ns = np.array([trees[k][1] for k in SCALES], float)
+    ts = np.array([median(s) for s in samples])
+    slope, fixed = np.polyfit(ns, ts, 1)
+    rows = []
+    for k in SCALES[1:]:
+        ratio = per[k] / per[1]
+        rows.append(result(
+            f"scaling_x{k}", f"build --no-cache of {k}x the objects: time per object", "s/object",
+            per[k], per[1], ratio, "0.85x .. 1.15x", 0.85 <= ratio <= 1.15,
+            {"ours": samples[SCALES.index(k)], "baseline": samples[0]},
+            f"baseline: per-object time at 1x ({trees[1][1]} objects, {median(samples[0]):.2f}s); "
+            f"{k}x = {trees[k][1]} objects, {median(samples[SCALES.index(k)]):.2f}s; "
+            f"linear fit: {fixed:.2f}s fixed + {slope * 1e3:.3f} ms/object"))
+    return rows
+
+
+ROWS = {
+    "build": row_build,
+    "rebuild": row_rebuild,
+    "load": row_load,
+    "resolve_many": row_resolve_many,
+    "resolve_cli": row_resolve_cli,
+    "memory": row_memory,
+    "scaling": row_scaling,
+}
+ALIASES = {"1": "build", "2": "rebuild", "3": "load", "4": "resolve_many", "5": "resolve_cli",
+           "6": "memory", "7": "scaling", "resolve": "resolve_cli", "mem": "memory",
+           "scan_scaling": "scaling"}

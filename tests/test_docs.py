@@ -1,0 +1,63 @@
+"""The documentation cannot drift from the code: docs/cli.md is regenerated
+from --help and compared, and the README's set-up commands are the ones CI
+runs."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+from conftest import ROOT
+
+README = os.path.join(ROOT, "README.md")
+SETUP_COMMAND = ("pip install . && kmodsyms build --kbuild fixtures/kbuild -o dtrace_syms && "
+                 "kmodsyms info dtrace_syms && kmodsyms resolve --syms dtrace_syms "
+                 "--kallsyms fixtures/kbuild/kallsyms 0xffffffffab600400")
+TEST_COMMAND = "pip install '.[test]' && python -m pytest"
+
+
+def _read(*parts: str) -> str:
+    with open(os.path.join(ROOT, *parts), encoding="utf-8") as f:
+        return f.read()
+
+
+def _setup_blocks() -> list[str]:
+    """The fenced code blocks of README.md's "Set up" section."""
+    text = _read("README.md")
+    m = re.search(r"^## Set up[^\n]*\n(.*?)(?=^## )", text, re.S | re.M)
+    assert m, "README.md has no '## Set up' section"
+    return re.findall(r"^```[a-z]*\n(.*?)^```", m.group(1), re.S | re.M)
+
+
+def test_cli_md_is_generated_from_help():
+    generated = subprocess.run([sys.executable, os.path.join(ROOT, "docs", "gen_cli.py")],
+                               cwd=ROOT, check=True, capture_output=True, text=True,
+                               env={**os.environ, "COLUMNS": "37"}).stdout
+    assert generated == _read("docs", "cli.md"), \
+        "docs/cli.md is stale: run 'python docs/gen_cli.py > docs/cli.md'"
+
+
+def test_cli_md_covers_every_command():
+    from typer.main import get_command
+    from kmodsyms.cli import app
+    text = _read("docs", "cli.md")
+    for name in get_command(app).commands:
+        assert f"## `kmodsyms {name}`" in text
+
+
+def test_readme_setup_commands_verbatim():
+    lines = [line for block in _setup_blocks() for line in block.splitlines()]
+    assert SETUP_COMMAND in lines
+    assert TEST_COMMAND in lines
+
+
+def test_ci_runs_the_readme_test_command():
+    ci = _read(".ci", "run")
+    m = re.search(r'^test_command=\$\(grep -m1 "(.*)" README\.md\)$', ci, re.M)
+    assert m, ".ci/run no longer takes its test command from README.md"
+    pattern = m.group(1)  # no \\, \", \$ or \` inside: bash passes it to grep as is
+    first = subprocess.run(["grep", "-m1", pattern, "README.md"], cwd=ROOT, check=True,
+                           capture_output=True, text=True).stdout.rstrip("\n")
+    assert first == TEST_COMMAND

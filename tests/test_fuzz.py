@@ -1,0 +1,576 @@
+"""Fuzzing the two inputs kmodsyms reads at run time: mutations of the real
+fixture dtrace_syms and of the real fixture kallsyms.
+
+The contract (kmodsyms/errors.py): every input gives either a right answer or
+a KmodsymsError; never another exception, a hang, a MemoryError or an
+inconsistent answer.  Each case runs under a time budget (SIGALRM).
+
+The default run tries a few hundred cases; ``python -m pytest -m slow
+tests/test_fuzz.py`` runs the same properties with >= 10,000 cases each for
+dtrace_syms and kallsyms (derandomized, no example database: the same cases
+every run, so a CI failure reproduces locally with the same command).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+import warnings
+import zlib
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import FIXTURE, ROOT
+from kmodsyms.errors import KmodsymsError
+from kmodsyms.kallsyms import Kallsyms
+from kmodsyms.resolver import Resolver
+from kmodsyms.symsfile import HEADER_SIZE, TABLES, SymsFile
+
+FIXTURE_KALLSYMS = os.path.join(FIXTURE, "kallsyms")
+CASE_BUDGET = 5  # seconds per case; a hang is a bug
+
+_COMMON = dict(deadline=None, derandomize=True, database=None, print_blob=True,
+               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                      HealthCheck.filter_too_much,
+                                      HealthCheck.function_scoped_fixture])
+FAST_SYMS = settings(max_examples=400, **_COMMON)
+FAST_KALLSYMS = settings(max_examples=200, **_COMMON)
+SLOW = settings(max_examples=10_000, **_COMMON)
+CLI_FAST = settings(max_examples=50, **_COMMON)
+CLI_SLOW = settings(max_examples=500, **_COMMON)
+
+
+class Hang(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def budget(seconds: int = CASE_BUDGET):
+    """Fail the case (not the process) if it takes longer than ``seconds``."""
+    def expired(signum, frame):
+        raise Hang(f"case took more than {seconds}s")
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+# --------------------------------------------------------------- the inputs
+@pytest.fixture(scope="session")
+def syms_bytes(fixture_syms) -> bytes:
+    with open(fixture_syms, "rb") as f:
+        return f.read()
+
+
+@pytest.fixture(scope="session")
+def kallsyms_bytes() -> bytes:
+    with open(FIXTURE_KALLSYMS, "rb") as f:
+        return f.read()
+
+
+@pytest.fixture(scope="session")
+def probes(kallsyms_bytes):
+    """Addresses to resolve (every kallsyms address, +1, -1, and a few far
+    away) and names to look up."""
+    addrs, names = set(), set()
+    for line in kallsyms_bytes.decode().splitlines():
+        fields = line.split()
+        a = int(fields[0], 16)
+        addrs.update({a, a + 1, max(a - 1, 0)})
+        names.add(fields[2])
+    addrs.update({0, 1, (1 << 64) - 1, 0xFFFFFFFF81000000, 0xFFFFFFFFC0000000})
+    addrs = np.array(sorted(addrs), dtype=np.uint64)
+    return addrs, sorted(names)
+
+
+def fix_crc(img: bytes | bytearray) -> bytes:
+    """Recompute the header CRC (crc32 of bytes [16:], little-endian at 12)."""
+    img = bytearray(img)
+    if len(img) >= 16:
+        struct.pack_into("<I", img, 12, zlib.crc32(bytes(img[16:])))
+    return bytes(img)
+
+
+def fix_size(img: bytes | bytearray) -> bytes:
+    img = bytearray(img)
+    if len(img) >= 24:
+        struct.pack_into("<Q", img, 16, len(img))
+    return bytes(img)
+
+
+def directory(img: bytes) -> list[tuple[int, int]]:
+    d = struct.unpack_from("<16I", img, 56)
+    return [(d[2 * t], d[2 * t + 1]) for t in range(8)]
+
+
+def boundaries(img: bytes) -> list[int]:
+    """Every structural boundary of an image: header end, each table's start
+    and end, the middle of its first and last entry."""
+    out = {16, 56, 120, HEADER_SIZE}
+    for (off, count), (_name, dtype) in zip(directory(img), TABLES):
+        size = dtype.itemsize
+        end = off + count * size
+        out.update({off, end})
+        if count and size > 1:
+            out.update({off + size // 2, end - size // 2, off + size})
+    return sorted(b for b in out if 0 <= b <= len(img))
+
+
+# ------------------------------------------------------ dtrace_syms mutation
+_U32_EDGES = [0, 1, 2, 7, 8, 127, 128, 129, 0xFF, 0x100, 0xFFFF, 1 << 28, (1 << 28) + 1,
+              1 << 31, 0x7FFFFFFF, 0xFFFFFFFE, 0xFFFFFFFF]
+_U64_EDGES = _U32_EDGES + [1 << 32, 1 << 63, (1 << 64) - 1, (1 << 64) - 16]
+
+pos = st.integers(0, 1 << 20)
+_op = st.one_of(
+    st.tuples(st.just("flip"), pos, st.integers(0, 7)),
+    st.tuples(st.just("byte"), pos, st.integers(0, 255)),
+    st.tuples(st.just("u32"), pos, st.sampled_from(_U32_EDGES) | st.integers(0, 0xFFFFFFFF)),
+    st.tuples(st.just("truncate_boundary"), pos, st.integers(-1, 1)),
+    st.tuples(st.just("truncate"), pos),
+    st.tuples(st.just("insert"), pos, st.binary(min_size=1, max_size=64)),
+    st.tuples(st.just("delete"), pos, st.integers(1, 256)),
+    st.tuples(st.just("swap_tables"), st.integers(0, 7), st.integers(0, 7)),
+    st.tuples(st.just("dir"), st.integers(0, 7), st.booleans(),
+              st.sampled_from(_U32_EDGES) | st.integers(0, 0x4000)),
+    # One field of one entry of one table (index and offset validation).
+    st.tuples(st.just("field"), st.integers(1, 7), pos, st.integers(0, 9),
+              st.sampled_from(_U64_EDGES) | st.integers(0, 0x4000)),
+)
+syms_mutation = st.tuples(st.lists(_op, min_size=1, max_size=4),
+                          st.sampled_from(["none", "crc", "crc+size"]))
+
+
+def mutate_syms(base: bytes, mutation) -> bytes:
+    ops, repair = mutation
+    img = bytearray(base)
+    for op in ops:
+        kind = op[0]
+        n = len(img)
+        if kind == "flip" and n:
+            img[op[1] % n] ^= 1 << op[2]
+        elif kind == "byte" and n:
+            img[op[1] % n] = op[2]
+        elif kind == "u32" and n >= 4:
+            struct.pack_into("<I", img, op[1] % (n - 3), op[2])
+        elif kind == "truncate_boundary" and n >= HEADER_SIZE:
+            b = boundaries(bytes(img))
+            cut = min(max(b[op[1] % len(b)] + op[2], 0), n)
+            del img[cut:]
+        elif kind == "truncate":
+            del img[op[1] % (n + 1):]
+        elif kind == "insert":
+            at = op[1] % (n + 1)
+            img[at:at] = op[2]
+        elif kind == "delete" and n:
+            at = op[1] % n
+            del img[at:at + op[2]]
+        elif kind == "swap_tables" and n >= HEADER_SIZE:
+            i, j = 56 + 8 * op[1], 56 + 8 * op[2]
+            a, b = bytes(img[i:i + 8]), bytes(img[j:j + 8])
+            img[i:i + 8], img[j:j + 8] = b, a
+        elif kind == "dir" and n >= HEADER_SIZE:
+            struct.pack_into("<I", img, 56 + 8 * op[1] + 4 * op[2], op[3])
+        elif kind == "field" and n >= HEADER_SIZE:
+            _t, t, entry, field_no, value = op
+            off, count = directory(bytes(img))[t]
+            dtype = TABLES[t][1]
+            names = dtype.names or (None,)
+            fname = names[field_no % len(names)]
+            fdtype, foff = (dtype.fields[fname][:2] if fname else (dtype, 0))
+            at = off + (entry % max(count, 1)) * dtype.itemsize + foff
+            width = fdtype.itemsize
+            if at + width <= n:
+                img[at:at + width] = (value % (1 << (8 * width))).to_bytes(width, "little")
+    if repair == "crc+size":
+        img = fix_size(img)
+    if repair in ("crc", "crc+size"):
+        img = fix_crc(img)
+    return bytes(img)
+
+
+def check_syms_image(img: bytes, ks_text: bytes, probes) -> str:
+    """Feed one image through every reader; return 'refused' or 'accepted'.
+    Raises on anything but success or KmodsymsError."""
+    addrs, names = probes
+    with budget(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # uint64 wrap-around in numpy
+        try:
+            syms = SymsFile(img, "fuzzed")
+        except KmodsymsError:
+            return "refused"
+        # Everything the readers expose must decode, and be self-consistent.
+        n = len(syms.symbols)
+        syms.module_symbol_counts()
+        syms.missing_objects
+        for i in sorted({0, n // 2, n - 1}) if n else []:
+            e = syms.entry(i)
+            assert syms.symbol_name(i) == e["name"]
+        for name in names[::7] + [syms.symbol_name(i) for i in range(0, n, max(n // 8, 1))]:
+            for i in syms.find(name):
+                assert syms.symbol_name(i) == name, f"find({name!r}) returned entry {i} " \
+                                                     f"named {syms.symbol_name(i)!r}"
+        try:
+            r = Resolver(syms, Kallsyms(ks_text), check_anchors=False)
+        except KmodsymsError:
+            return "accepted"
+        lines, sized = r.resolve_many(addrs)
+        for a in addrs[::5].tolist():
+            rec = r.resolve(a)
+            str(rec), rec.to_json()
+            if rec.sized:
+                assert rec.start <= a < rec.start + rec.size
+        for name in names[::5]:
+            for rec in r.lookup(name):
+                assert rec.symbol == name
+                str(rec)
+        list(r.kallmodsyms_lines())
+    return "accepted"
+
+
+def _syms_property(syms_bytes, kallsyms_bytes, probes, mutation):
+    check_syms_image(mutate_syms(syms_bytes, mutation), kallsyms_bytes, probes)
+
+
+@FAST_SYMS
+@given(mutation=syms_mutation)
+def test_fuzz_dtrace_syms(syms_bytes, kallsyms_bytes, probes, mutation):
+    _syms_property(syms_bytes, kallsyms_bytes, probes, mutation)
+
+
+@pytest.mark.slow
+@SLOW
+@given(mutation=syms_mutation)
+def test_fuzz_dtrace_syms_slow(syms_bytes, kallsyms_bytes, probes, mutation):
+    _syms_property(syms_bytes, kallsyms_bytes, probes, mutation)
+
+
+def test_every_truncation_boundary(syms_bytes, kallsyms_bytes, probes):
+    """Truncation at every structural boundary (+-1), with and without the
+    size and CRC repaired: never anything but KmodsymsError."""
+    for cut in boundaries(syms_bytes):
+        for c in {max(cut - 1, 0), cut, min(cut + 1, len(syms_bytes))}:
+            if c == len(syms_bytes):
+                continue
+            for img in (syms_bytes[:c], fix_crc(fix_size(syms_bytes[:c]))):
+                assert check_syms_image(img, kallsyms_bytes, probes) == "refused", c
+
+
+def test_every_table_swap(syms_bytes, kallsyms_bytes, probes):
+    for i in range(8):
+        for j in range(i + 1, 8):
+            img = mutate_syms(syms_bytes, ([("swap_tables", i, j)], "crc"))
+            check_syms_image(img, kallsyms_bytes, probes)
+
+
+@pytest.mark.parametrize("table", range(8))
+@pytest.mark.parametrize("count", [1 << 28, (1 << 28) + 1, 1 << 31, 0xFFFFFFFF])
+def test_huge_count_refused_before_allocating(table, count):
+    """A 200-byte file whose directory claims 2^31 entries: refused at once."""
+    img = bytearray(200)
+    img[:8] = b"KMODSYMS"
+    struct.pack_into("<IIQI", img, 8, 1, 0, 200, HEADER_SIZE)
+    for t in range(8):
+        struct.pack_into("<II", img, 56 + 8 * t, HEADER_SIZE, 1 if t == 0 else 0)
+    struct.pack_into("<II", img, 56 + 8 * table, HEADER_SIZE, count)
+    img = fix_crc(img)
+    t0 = time.monotonic()
+    with budget(2), pytest.raises(KmodsymsError, match="out of bounds"):
+        SymsFile(bytes(img))
+    assert time.monotonic() - t0 < 1
+
+
+# --------------------------------------------------------- kallsyms mutation
+_NAMES = [b"x" * 500, b"y" * 5000, "p\u00e9ch\u00e9".encode(), b"\xff\xfe\x80",
+          b"with space", b"a\x00b", b"[bracket]", b"\xe2\x82", b"trailing ", b"\t[mod]",
+          b"\tnot_a_module", b"init_once", b"rest_init", b"\r"]
+line_no = st.integers(0, 10_000)
+_kop = st.one_of(
+    st.tuples(st.just("delete"), line_no),
+    st.tuples(st.just("duplicate"), line_no),
+    st.tuples(st.just("swap"), line_no, line_no),
+    st.tuples(st.just("insert_bytes"), pos, st.binary(min_size=1, max_size=32)),
+    st.tuples(st.just("crlf")),
+    st.tuples(st.just("no_final_newline")),
+    st.tuples(st.just("name"), line_no, st.sampled_from(_NAMES) | st.binary(min_size=1, max_size=40)),
+    st.tuples(st.just("zero_address"), line_no),
+    st.tuples(st.just("all_zero")),
+    st.tuples(st.just("truncate"), pos),
+    st.tuples(st.just("empty")),
+    st.tuples(st.just("letter"), line_no, st.sampled_from(b"TtDdWwVvAaBbRr?U!")),
+    st.tuples(st.just("move_address"), line_no, st.integers(-0x100, 0x100)),
+)
+kallsyms_mutation = st.lists(_kop, min_size=1, max_size=5)
+
+
+def mutate_kallsyms(base: bytes, ops) -> bytes:
+    text = base
+    for op in ops:
+        kind = op[0]
+        lines = text.split(b"\n")
+        n = len(lines)
+        if kind == "delete":
+            del lines[op[1] % n]
+        elif kind == "duplicate":
+            k = op[1] % n
+            lines.insert(k, lines[k])
+        elif kind == "swap":
+            i, j = op[1] % n, op[2] % n
+            lines[i], lines[j] = lines[j], lines[i]
+        elif kind == "insert_bytes":
+            at = op[1] % (len(text) + 1)
+            text = text[:at] + op[2] + text[at:]
+            continue
+        elif kind == "crlf":
+            text = text.replace(b"\n", b"\r\n")
+            continue
+        elif kind == "no_final_newline":
+            text = text.rstrip(b"\n")
+            continue
+        elif kind == "name":
+            k = op[1] % n
+            f = lines[k].split(b" ", 2)
+            if len(f) == 3:
+                name, tab, mod = f[2].partition(b"\t")
+                lines[k] = b" ".join(f[:2] + [op[2] + tab + mod])
+        elif kind == "zero_address":
+            k = op[1] % n
+            f = lines[k].split(b" ", 1)
+            lines[k] = b"0" * len(f[0]) + (b" " + f[1] if len(f) > 1 else b"")
+        elif kind == "all_zero":
+            lines = [b"0" * 16 + ln[16:] if len(ln) > 16 else ln for ln in lines]
+        elif kind == "truncate":
+            text = text[:op[1] % (len(text) + 1)]
+            continue
+        elif kind == "empty":
+            text = b""
+            continue
+        elif kind == "letter":
+            k = op[1] % n
+            if len(lines[k]) > 17:
+                lines[k] = lines[k][:17] + bytes([op[2]]) + lines[k][18:]
+        elif kind == "move_address":
+            k = op[1] % n
+            f = lines[k].split(b" ", 1)
+            try:
+                a = (int(f[0], 16) + op[2]) % (1 << 64)
+            except ValueError:
+                continue
+            lines[k] = b"%016x" % a + (b" " + f[1] if len(f) > 1 else b"")
+        text = b"\n".join(lines)
+    return text
+
+
+def check_kallsyms_text(text: bytes, syms: SymsFile, probes) -> str:
+    addrs, names = probes
+    with budget(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        try:
+            ks = Kallsyms(text, "fuzzed")
+        except KmodsymsError:
+            return "refused"
+        for i in range(len(ks)):
+            ks.name(i)
+        try:
+            r = Resolver(syms, ks, check_anchors=True)
+        except KmodsymsError:       # StaleError included
+            return "stale"
+        lines, sized = r.resolve_many(addrs)
+        for a in addrs[::3].tolist():
+            rec = r.resolve(a)
+            str(rec), rec.to_json()
+            if rec.sized:
+                assert rec.start <= a < rec.start + rec.size, rec
+            if rec.symbol is not None:
+                assert rec.start <= a
+        for name in names[::4]:
+            for rec in r.lookup(name):
+                assert rec.symbol == name
+        list(r.kallmodsyms_lines())
+    return "accepted"
+
+
+@pytest.fixture(scope="session")
+def fixture_symsfile(syms_bytes):
+    return SymsFile(syms_bytes)
+
+
+@FAST_KALLSYMS
+@given(ops=kallsyms_mutation)
+def test_fuzz_kallsyms(fixture_symsfile, kallsyms_bytes, probes, ops):
+    check_kallsyms_text(mutate_kallsyms(kallsyms_bytes, ops), fixture_symsfile, probes)
+
+
+@pytest.mark.slow
+@SLOW
+@given(ops=kallsyms_mutation)
+def test_fuzz_kallsyms_slow(fixture_symsfile, kallsyms_bytes, probes, ops):
+    check_kallsyms_text(mutate_kallsyms(kallsyms_bytes, ops), fixture_symsfile, probes)
+
+
+# ----------------------------------------------------------------- the CLI
+# A user's terminal: a UTF-8 locale with strict encoding (C.UTF-8 containers
+# get surrogateescape, hiding encoding bugs).
+STRICT_IO = "utf-8:strict"
+
+
+def run_cli(args, timeout=30):
+    """``python -m kmodsyms.cli ARGS`` as a real subprocess."""
+    env = dict(os.environ, PYTHONIOENCODING=STRICT_IO)
+    return subprocess.run([sys.executable, "-m", "kmodsyms.cli", *args], cwd=ROOT, env=env,
+                          capture_output=True, timeout=timeout)
+
+
+class Forked:
+    def __init__(self, returncode, stdout, stderr):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+def run_cli_forked(args, budget_seconds=20):
+    """``kmodsyms.cli.main()`` in a forked child, exactly as ``python -m
+    kmodsyms.cli`` runs it (fresh argv, stdout/stderr on new files, strict
+    UTF-8 stdout, an uncaught exception printed as a traceback with status
+    1), without paying the interpreter and import start-up per case."""
+    import io
+    import tempfile
+    import traceback
+    out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+    pid = os.fork()
+    if pid == 0:  # child: never return into pytest
+        code = 1
+        try:
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
+            signal.alarm(budget_seconds)
+            os.dup2(out.fileno(), 1)
+            os.dup2(err.fileno(), 2)
+            sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
+                                          errors="strict")
+            sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
+                                          errors="backslashreplace")
+            sys.argv = ["kmodsyms", *args]
+            from kmodsyms.cli import main
+            try:
+                main()
+                code = 0
+            except SystemExit as e:
+                if e.code is None or isinstance(e.code, int):
+                    code = e.code or 0
+                else:
+                    sys.stderr.write(f"{e.code}\n")
+                    code = 1
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except BaseException:
+                    traceback.print_exc(file=sys.__stderr__)
+                    code = 1
+        finally:
+            os._exit(code)
+    _pid, status = os.waitpid(pid, 0)
+    out.seek(0)
+    err.seek(0)
+    return Forked(os.waitstatus_to_exitcode(status), out.read(), err.read())
+
+
+def assert_clean_exit(proc, what):
+    err = proc.stderr.decode("utf-8", "replace")
+    assert proc.returncode in (0, 2), f"{what}: exit {proc.returncode}: {err[-3000:]}"
+    assert "Traceback" not in err, f"{what}: {err[-3000:]}"
+    if proc.returncode == 2:
+        assert len(err.strip().splitlines()) == 1, f"{what}: {err!r}"
+        assert err.startswith("kmodsyms: error: "), f"{what}: {err!r}"
+
+
+@pytest.fixture(scope="session")
+def warm_cli(fixture_syms):
+    """Run main() once in this process so that forked children start with
+    typer's and click's lazy imports done (~20 ms per case instead of ~250)."""
+    import io
+    from kmodsyms.cli import main
+    saved = sys.argv, sys.stdout, sys.stderr
+    for args in (["info", fixture_syms],
+                 ["resolve", "--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS, "0x0"]):
+        sys.argv, sys.stdout, sys.stderr = ["kmodsyms", *args], io.StringIO(), io.StringIO()
+        try:
+            main()
+        except SystemExit:
+            pass
+        finally:
+            sys.argv, sys.stdout, sys.stderr = saved
+
+
+def _cli_property(tmp_path_factory, syms_bytes, kallsyms_bytes, mutation, kops, runner):
+    d = tmp_path_factory.mktemp("cli")
+    syms_path, ks_path = d / "dtrace_syms", d / "kallsyms"
+    syms_path.write_bytes(mutate_syms(syms_bytes, mutation))
+    ks_path.write_bytes(mutate_kallsyms(kallsyms_bytes, kops) if kops else kallsyms_bytes)
+    for args in (["info", str(syms_path)],
+                 ["resolve", "--syms", str(syms_path), "--kallsyms", str(ks_path),
+                  "0xffffffffab600400", "0xffffffffab600010", "0xffffffffc0a00010", "0x8"],
+                 ["kallmodsyms", "--syms", str(syms_path), "--kallsyms", str(ks_path)],
+                 ["lookup", "--syms", str(syms_path), "--kallsyms", str(ks_path), "init_once",
+                  "ext4`init_once", "no_such_symbol"]):
+        proc = runner(args)
+        if args[0] == "lookup" and proc.returncode == 1:  # "no symbol ...": documented
+            assert b"Traceback" not in proc.stderr, proc.stderr
+            continue
+        assert_clean_exit(proc, " ".join(args))
+
+
+cli_kops = st.none() | kallsyms_mutation
+
+
+@CLI_FAST
+@given(mutation=syms_mutation, kops=cli_kops)
+def test_fuzz_cli(warm_cli, tmp_path_factory, syms_bytes, kallsyms_bytes, mutation, kops):
+    _cli_property(tmp_path_factory, syms_bytes, kallsyms_bytes, mutation, kops, run_cli_forked)
+
+
+@pytest.mark.slow
+@CLI_SLOW
+@given(mutation=syms_mutation, kops=cli_kops)
+def test_fuzz_cli_slow(warm_cli, tmp_path_factory, syms_bytes, kallsyms_bytes, mutation, kops):
+    _cli_property(tmp_path_factory, syms_bytes, kallsyms_bytes, mutation, kops, run_cli_forked)
+
+
+@pytest.mark.parametrize("case", ["intact", "crc-valid-bad-index", "kallsyms-empty",
+                                  "kallsyms-high-byte-name"])
+def test_cli_real_subprocess(warm_cli, tmp_path, syms_bytes, kallsyms_bytes, case):
+    """The same checks through a real ``python -m kmodsyms.cli`` (anchors the
+    forked runner above to the real thing)."""
+    syms, ks = bytearray(syms_bytes), kallsyms_bytes
+    if case == "bad-magic":
+        syms[0] ^= 1
+    elif case == "bad-crc":
+        syms[-1] ^= 1
+    elif case == "crc-valid-bad-index":
+        syms = mutate_syms(syms_bytes, ([("field", 7, 3, 2, 0xFFFF)], "crc"))
+    elif case == "huge-count":
+        syms = mutate_syms(syms_bytes, ([("dir", 7, True, 1 << 31)], "crc"))
+    elif case == "kallsyms-empty":
+        ks = b""
+    elif case == "kallsyms-high-byte-name":
+        ks = ks.replace(b" rest_init\n", b" rest_\xffinit\n")
+    (tmp_path / "s").write_bytes(bytes(syms))
+    (tmp_path / "k").write_bytes(ks)
+    for args in (["info", str(tmp_path / "s")],
+                 ["resolve", "--syms", str(tmp_path / "s"), "--kallsyms", str(tmp_path / "k"),
+                  "0xffffffffab600010"]):
+        real, forked = run_cli(args), run_cli_forked(args)
+        assert_clean_exit(real, f"{case}: {args}")
+        assert (real.returncode, real.stdout, real.stderr) == \
+            (forked.returncode, forked.stdout, forked.stderr)
