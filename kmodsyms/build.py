@@ -2,7 +2,8 @@
 
 Pipeline: module map (thick file) + object list (vmlinux.a / built-in.a) ->
 scan every object (in parallel, with a cache keyed by path, size and mtime)
--> string table and sorted arrays -> one atomic write.
+-> tables (:mod:`kmodsyms.tables`) -> one atomic write.  When no input
+changed since the last build, its output stands and nothing is scanned.
 """
 
 from __future__ import annotations
@@ -11,16 +12,12 @@ import os
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from . import __version__
 from .archive import vmlinux_objects
 from .elfscan import ObjectScan, scan_object
 from .errors import KmodsymsError
-from .symsfile import (FLAG_MISSING_OBJECTS, NO_ADDRESS, OBJECT_MISSING, TABLES, Meta,
-                       StringTable, encode, write_atomic)
-from .thick import ThickMap
 from .scancache import ScanCache
+from .thick import ThickMap
 
 
 @dataclass
@@ -74,20 +71,61 @@ def build(kbuild: str, thick: ThickMap, thick_source: str, output: str, jobs: in
             f"{f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''}; "
             "finish the kernel build, or pass --allow-missing")
     cache = ScanCache(output + ".cache") if use_cache else None
+    fingerprint = _fingerprint(kbuild, thick, present, missing, layout)
+    if cache is not None and cache.head.get("fingerprint") == fingerprint \
+            and _output_crc(output) == cache.head.get("crc"):
+        # Nothing changed since the last build: its output stands.
+        if progress:
+            progress(len(present))
+        return BuildResult(output, len(present), cache.head["symbols"], len(thick.modules),
+                           time.monotonic() - start, object_source, thick_source, missing,
+                           len(present))
     scans = scan_all(kbuild, present, jobs, progress, cache)
-    if cache is not None:
-        cache.save()
+    from .symsfile import FLAG_MISSING_OBJECTS, Meta, encode, write_atomic
+    from .tables import assemble, record_layout
     meta = Meta(kernel_release=kernel_release(kbuild), build_id=vmlinux_build_id(kbuild),
                 tool_version=f"kmodsyms {__version__}", object_source=object_source,
                 thick_source=_tree_relative(kbuild, thick_source), flags=FLAG_MISSING_OBJECTS if missing else 0)
     strings, tables = assemble(thick, owners, present, scans, missing)
     if layout:
         record_layout(kbuild, meta, strings, tables)
-    write_atomic(output, encode(meta, strings, tables))
+    image = encode(meta, strings, tables)
+    write_atomic(output, image)
     n_symbols = len(tables["symbols"])
+    if cache is not None:
+        cache.save({"fingerprint": fingerprint, "crc": image[12:16], "symbols": n_symbols})
     return BuildResult(output, len(present), n_symbols, len(thick.modules),
                        time.monotonic() - start, object_source, thick_source, missing,
                        cache.hits if cache is not None else 0)
+
+
+def _fingerprint(kbuild: str, thick: ThickMap, present: list[str], missing: list[str],
+                 layout: bool) -> str:
+    """A digest of every input of a build: the tool, the module map, and the
+    path, size and mtime of each object and of vmlinux, System.map and the
+    release file (as make judges staleness)."""
+    import hashlib
+    digest = hashlib.sha256(f"kmodsyms {__version__} layout={layout}\n".encode())
+    digest.update(thick.format().encode())
+    digest.update(("\0".join(missing) + "\n").encode())
+    extras = ["vmlinux", "System.map", os.path.join("include", "config", "kernel.release")]
+    for rel in present + extras:
+        try:
+            st = os.stat(os.path.join(kbuild, rel))
+            digest.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        except OSError:
+            digest.update(f"{rel}\0-\n".encode())
+    return digest.hexdigest()
+
+
+def _output_crc(output: str) -> bytes | None:
+    """The CRC field of an existing dtrace_syms (bytes 12..16), or None."""
+    try:
+        with open(output, "rb") as f:
+            head = f.read(16)
+    except OSError:
+        return None
+    return head[12:16] if len(head) == 16 and head[:8] == b"KMODSYMS" else None
 
 
 def _tree_relative(kbuild: str, path: str) -> str:
@@ -138,142 +176,3 @@ def scan_all(kbuild: str, objects: list[str], jobs: int, progress, cache) -> lis
 
 def _scan_batch(paths: list[str]) -> list[ObjectScan]:
     return [scan_object(p) for p in paths]
-
-
-def assemble(thick: ThickMap, owners: dict[str, tuple[int, ...]], objects: list[str],
-             scans: list[ObjectScan], missing: list[str]) -> tuple[StringTable, dict]:
-    """Turn scans into the file's string table and tables (no layout yet)."""
-    strings = StringTable()
-    modsets: dict[tuple[int, ...], int] = {(): 0}
-    for obj in objects + missing:
-        modsets.setdefault(owners.get(obj, ()), len(modsets))
-    modset_list = list(modsets)
-    members = [m for ms in modset_list for m in ms]
-    firsts = np.cumsum([0] + [len(ms) for ms in modset_list[:-1]], dtype=np.uint64)
-
-    all_objects = objects + missing
-    obj_table = np.zeros(len(all_objects), dtype=TABLES[4][1])
-    obj_table["path"] = [strings.add(o) for o in all_objects]
-    obj_table["modset"] = [modsets[owners.get(o, ())] for o in all_objects]
-    obj_table["flags"][len(objects):] = OBJECT_MISSING
-
-    secname_index: dict[str, int] = {}
-    sec_rows = []
-    sec_base = []
-    for obj_index, scan in enumerate(scans):
-        sec_base.append(len(sec_rows))
-        for name, flags, align, size in zip(scan.sec_name, scan.sec_flags,
-                                            scan.sec_align, scan.sec_size):
-            sec_rows.append((obj_index, secname_index.setdefault(name, len(secname_index)),
-                             flags & 0xFFFFFFFF, min(align, 0xFFFFFFFF), size))
-    sections = np.zeros(len(sec_rows), dtype=TABLES[6][1])
-    if sec_rows:
-        for field_index, field_name in enumerate(("object", "name", "flags", "align", "size")):
-            sections[field_name] = [row[field_index] for row in sec_rows]
-    sections["address"] = NO_ADDRESS
-    secnames = np.array([strings.add(n) for n in secname_index], dtype=TABLES[5][1])
-
-    n = sum(len(s.sym_name) for s in scans)
-    names: list[bytes] = []
-    obj_col = np.empty(n, dtype=np.uint32)
-    sec_col = np.empty(n, dtype=np.uint32)
-    pos = 0
-    for obj_index, scan in enumerate(scans):
-        k = len(scan.sym_name)
-        names += scan.sym_name
-        obj_col[pos:pos + k] = obj_index
-        sec_col[pos:pos + k] = np.asarray(scan.sym_section, dtype=np.uint32) + sec_base[obj_index]
-        pos += k
-    value = np.fromiter((v for s in scans for v in s.sym_value), dtype=np.uint64, count=n)
-    size = np.fromiter((v for s in scans for v in s.sym_size), dtype=np.uint64, count=n)
-    info = np.fromiter((v for s in scans for v in s.sym_info), dtype=np.uint8, count=n)
-    modset_col = obj_table["modset"][obj_col] if n else np.zeros(0, np.uint32)
-
-    # Sort by name, then module names, then object path (docs/format.md).
-    # Every key compares as bytes, as a C reader's strcmp/memcmp does.
-    module_key = [tuple(thick.modules[m].encode() for m in ms) for ms in modset_list]
-    object_key = [o.encode("utf-8", "surrogateescape") for o in all_objects]
-    order = sorted(range(n), key=lambda i: (names[i], module_key[modset_col[i]],
-                                            object_key[obj_col[i]]))
-    symbols = np.zeros(n, dtype=TABLES[7][1])
-    symbols["name"] = [strings.add(names[i]) for i in order]
-    order = np.asarray(order, dtype=np.int64)
-    symbols["modset"] = modset_col[order]
-    symbols["object"] = obj_col[order]
-    symbols["section"] = sec_col[order]
-    symbols["value"] = value[order]
-    symbols["size"] = size[order]
-    symbols["type"] = info[order] & 0xF
-    symbols["binding"] = info[order] >> 4
-
-    modules = np.array([strings.add(m) for m in thick.modules], dtype=TABLES[1][1])
-    modset_table = np.zeros(len(modset_list), dtype=TABLES[3][1])
-    modset_table["first"] = firsts
-    modset_table["count"] = [len(ms) for ms in modset_list]
-    tables = {"modules": modules, "modset_members": np.array(members, dtype=np.uint32),
-              "modsets": modset_table, "objects": obj_table, "section_names": secnames,
-              "sections": sections, "symbols": symbols,
-              "segments": np.zeros(0, TABLES[8][1]), "anchors": np.zeros(0, TABLES[9][1])}
-    return strings, tables
-
-
-ANCHORS_PER_SEGMENT = 16
-
-
-def load_segments(vmlinux: str) -> list[tuple[int, int]]:
-    """[start, end) of vmlinux's PT_LOAD segments: the pieces KASLR moves
-    (or, like x86_64's per-cpu segment at 0, leaves) as a whole."""
-    from elftools.common.exceptions import ELFError
-    from elftools.elf.elffile import ELFFile
-    try:
-        with open(vmlinux, "rb") as f:
-            return [(seg["p_vaddr"], seg["p_vaddr"] + seg["p_memsz"])
-                    for seg in ELFFile(f).iter_segments()
-                    if seg["p_type"] == "PT_LOAD" and seg["p_memsz"]]
-    except (OSError, ELFError) as e:
-        raise KmodsymsError(f"cannot read program headers of {vmlinux}: {e}") from None
-
-
-def record_layout(kbuild: str, meta: Meta, strings: StringTable, tables: dict) -> bool:
-    """Place every object section in vmlinux at build time, by the same
-    search the loader would otherwise do, against ``System.map`` (kallsyms
-    before KASLR), and record its link address, vmlinux's load segments and a
-    few anchor symbols per segment by which the loader finds each segment's
-    KASLR shift.  Needs ``vmlinux`` and ``System.map``; returns whether it
-    recorded anything."""
-    import json
-    from .kallsyms import read_kallsyms
-    from .placement import Placement
-    from .symsfile import SymsFile
-    vmlinux = os.path.join(kbuild, "vmlinux")
-    system_map = os.path.join(kbuild, "System.map")
-    if not (os.path.exists(vmlinux) and os.path.exists(system_map)):
-        return False
-    segments = load_segments(vmlinux)
-    sysmap = read_kallsyms(system_map)
-    try:
-        placed = Placement(SymsFile(encode(meta, strings, tables), "dtrace_syms"), sysmap)
-    except KmodsymsError as e:
-        raise KmodsymsError(f"{system_map} does not match the objects of {kbuild} ({e}); "
-                            "rebuild the kernel, or pass --no-layout") from None
-    sections = tables["sections"]
-    is_placed = placed.section_how != 0
-    sections["address"] = np.where(is_placed, placed.section_base, NO_ADDRESS)
-    sections["placement"] = placed.section_how
-    # Anchors: lines whose name is unique on both sides, spread over each segment.
-    entry = placed.line_entry
-    unique = entry >= 0
-    unique[unique] = placed.group_count[placed.entry_group[entry[unique]]] == 1
-    lines = np.flatnonzero(unique)
-    lines = lines[placed.lines_per_group[placed.entry_group[entry[lines]]] == 1]
-    lines = lines[np.argsort(sysmap.address[lines], kind="stable")]
-    anchors = []
-    for index, (start, end) in enumerate(segments):
-        inside = lines[(sysmap.address[lines] >= start) & (sysmap.address[lines] < end)]
-        if len(inside):
-            pick = inside[np.linspace(0, len(inside) - 1, min(ANCHORS_PER_SEGMENT, len(inside))).astype(int)]
-            anchors += [(int(entry[line]), index) for line in dict.fromkeys(pick.tolist())]
-    tables["segments"] = np.array(segments, dtype=TABLES[8][1])
-    tables["anchors"] = np.array(anchors, dtype=TABLES[9][1])
-    meta.placement = json.dumps(placed.stats.__dict__)
-    return True

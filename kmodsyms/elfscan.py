@@ -152,7 +152,10 @@ def _scan_bytes(path: str, data: bytes) -> ObjectScan:
         e_shstrndx = first[6]
     if e_shoff + e_shnum * e_shentsize > len(data):
         raise KmodsymsError(f"{path}: truncated ELF object (section headers past end of file)")
-    headers = [sh_fmt.unpack_from(data, e_shoff + i * e_shentsize) for i in range(e_shnum)]
+    if e_shentsize == sh_fmt.size:
+        headers = list(sh_fmt.iter_unpack(data[e_shoff:e_shoff + e_shnum * e_shentsize]))
+    else:
+        headers = [sh_fmt.unpack_from(data, e_shoff + i * e_shentsize) for i in range(e_shnum)]
 
     def contents(h) -> bytes:
         off, size = h[4], h[5]
@@ -183,19 +186,30 @@ def _scan_bytes(path: str, data: bytes) -> ObjectScan:
     else:
         sym_fmt = struct.Struct(end + "IIIBBH")  # name value size info other shndx
     usable = len(symdata) - len(symdata) % sym_fmt.size
+    # Names by offset, from one split of the string table; st_name may also
+    # point inside a string (suffix sharing), which cstr() handles.
+    pieces = strtab.split(b"\0")
+    starts = [0]
+    for piece in pieces[:-1]:
+        starts.append(starts[-1] + len(piece) + 1)
+    name_at = dict(zip(starts, pieces))
     kept = []
     for index, fields in enumerate(sym_fmt.iter_unpack(symdata[:usable])):
         if is64:
             st_name, info, _other, shndx, value, size = fields
         else:
             st_name, value, size, info, _other, shndx = fields
-        if shndx == SHN_XINDEX and xindex is not None:
+        if shndx == SHN_UNDEF or (info & 0xF) in (STT_SECTION, STT_FILE):
+            continue
+        if shndx >= SHN_LORESERVE:
+            if shndx != SHN_XINDEX or xindex is None:
+                continue  # SHN_ABS, SHN_COMMON: in no section, cannot be placed
             shndx, = struct.unpack_from(end + "I", xindex, 4 * index)
-        elif shndx >= SHN_LORESERVE:
-            continue  # SHN_ABS, SHN_COMMON: in no section, cannot be placed
         if shndx >= e_shnum:
             raise KmodsymsError(f"{path}: corrupt symbol table (section index {shndx})")
-        name = cstr(strtab, st_name)
+        name = name_at.get(st_name)
+        if name is None:
+            name = cstr(strtab, st_name)
         if _keep_symbol(name, info, shndx):
             kept.append((name, value, size, info, shndx))
     return _finish(ObjectScan(), sections, kept)

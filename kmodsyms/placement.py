@@ -165,78 +165,107 @@ class Placement:
         is_dup[dup] = True
         lines = self.core_lines[self.line_group[self.core_lines] >= 0]
         lines = lines[is_dup[self.line_group[lines]]]
-        address = ks.address
-        mask = _U64(0xFFFFFFFFFFFFFFFF)
-        lines_of: dict[int, list[int]] = {}
+        mask = (1 << 64) - 1
+        address = ks.address.tolist()
+        free_lines: dict[int, set[int]] = {}
         line_at: dict[tuple[int, int], int] = {}
-        for line, g, a in zip(lines.tolist(), self.line_group[lines].tolist(),
-                              address[lines].tolist()):
-            lines_of.setdefault(g, []).append(line)
-            line_at[(g, a)] = line
+        for line, g in zip(lines.tolist(), self.line_group[lines].tolist()):
+            free_lines.setdefault(g, set()).add(line)
+            line_at[(g, address[line])] = line
+        # The same lines as arrays, per name sorted by address, for scoring.
+        free = np.ones(len(ks), dtype=bool)
+        by_group = lines[np.lexsort((ks.address[lines], self.line_group[lines]))]
+        cuts = np.flatnonzero(np.diff(self.line_group[by_group])) + 1
+        group_lines = {int(self.line_group[chunk[0]]): chunk for chunk in np.split(by_group, cuts)
+                       if len(chunk)}
+        group_address = {g: ks.address[chunk] for g, chunk in group_lines.items()}
+
+        def free_hits(g: int, targets: np.ndarray) -> np.ndarray:
+            """Which ``targets`` addresses hold a free line called ``g``."""
+            addrs = group_address[g]
+            i = np.minimum(np.searchsorted(addrs, targets), len(addrs) - 1)
+            return (addrs[i] == targets) & free[group_lines[g][i]]
         sym = syms.symbols
         dup_entries = np.flatnonzero(is_dup[self.entry_group])
-        by_section: dict[int, list[int]] = {}
-        for e, sec in zip(dup_entries.tolist(), sym["section"][dup_entries].tolist()):
-            by_section.setdefault(sec, []).append(e)
-        entry_group = self.entry_group
-        value = sym["value"]
-        matched: set[int] = set()
+        by_section: dict[int, list[tuple[int, int, int]]] = {}   # (entry, group, value)
+        for e, sec, g, v in zip(dup_entries.tolist(), sym["section"][dup_entries].tolist(),
+                                self.entry_group[dup_entries].tolist(),
+                                sym["value"][dup_entries].tolist()):
+            by_section.setdefault(sec, []).append((e, g, v))
+        how = self.section_how
+        unplaced_copies = dict.fromkeys(dup.tolist(), 0)
+        for sec, entries in by_section.items():
+            for _e, g, _v in entries:
+                if how[sec] == UNPLACED:
+                    unplaced_copies[g] += 1
 
-        def place(sec: int, base, how: int) -> None:
-            self.section_base[sec] = base
-            self.section_how[sec] = how
-            for e in by_section.get(sec, ()):
-                line = line_at.get((int(entry_group[e]), int((base + value[e]) & mask)))
+        # A section is re-examined only when one of its names changed
+        # (a line claimed, a copy placed) since it was last looked at.
+        clock = [1]
+        changed_at = dict.fromkeys(dup.tolist(), 1)
+        looked_at: dict[int, int] = {}
+        last_candidates: dict[int, list] = {}
+
+        def claim(sec: int, base: int) -> None:
+            """Lines that the symbols of placed ``sec`` are, no longer free."""
+            for _e, g, v in by_section.get(sec, ()):
+                line = line_at.get((g, (base + v) & mask))
                 if line is not None:
-                    matched.add(line)
+                    free_lines[g].discard(line)
+                    free[line] = False
+                    changed_at[g] = clock[0]
+
+        def place(sec: int, base: int, method: int) -> None:
+            clock[0] += 1
+            self.section_base[sec] = _U64(base & mask)
+            how[sec] = method
+            for _e, g, _v in by_section.get(sec, ()):
+                unplaced_copies[g] -= 1
+                changed_at[g] = clock[0]
+            claim(sec, base)
 
         for sec in by_section:
-            if self.section_how[sec] != UNPLACED:
-                place(sec, self.section_base[sec], int(self.section_how[sec]))
+            if how[sec] != UNPLACED:
+                claim(sec, int(self.section_base[sec]))
         changed = True
         while changed:
             changed = False
             candidates: dict[int, list] = {}
             for sec, entries in by_section.items():
-                if self.section_how[sec] != UNPLACED:
+                if how[sec] != UNPLACED:
                     continue
-                free = {e: [l for l in lines_of[int(entry_group[e])] if l not in matched]
-                        for e in entries}
+                if sec in looked_at and all(changed_at[g] <= looked_at[sec] for _e, g, _v in entries):
+                    if sec in last_candidates:
+                        candidates[sec] = last_candidates[sec]
+                    continue
+                looked_at[sec] = clock[0]
+                last_candidates.pop(sec, None)
                 # Elimination: the last unplaced copy of a name and its last line.
-                for e in entries:
-                    g = int(entry_group[e])
-                    start = int(self.group_start[g])
-                    copies = [c for c in range(start, start + int(self.group_count[g]))
-                              if self.section_how[sym["section"][c]] == UNPLACED]
-                    if len(copies) == 1 and len(free[e]) == 1:
-                        place(sec, address[free[e][0]] - value[e], BY_ELIMINATION)
+                for _e, g, v in entries:
+                    if unplaced_copies[g] == 1 and len(free_lines[g]) == 1:
+                        place(sec, address[next(iter(free_lines[g]))] - v, BY_ELIMINATION)
                         changed = True
                         break
-                if self.section_how[sec] != UNPLACED:
+                if how[sec] != UNPLACED:
                     continue
                 # Shape: try every free line of the rarest name as the anchor.
-                pivot = min(entries, key=lambda e: len(free[e]))
-                if not free[pivot]:
+                _pe, pivot_group, pivot_value = min(entries, key=lambda t: len(free_lines[t[1]]))
+                if not free_lines[pivot_group]:
                     continue
-                scores = []
-                for line in free[pivot]:
-                    base = address[line] - value[pivot]
-                    score = 0
-                    for e in entries:
-                        hit = line_at.get((int(entry_group[e]), int((base + value[e]) & mask)))
-                        if hit is not None and hit not in matched:
-                            score += 1
-                    scores.append((score, base))
-                scores.sort(key=lambda t: t[0], reverse=True)
-                best = scores[0][0]
-                if best >= 2 and (len(scores) == 1 or scores[1][0] < best):
-                    place(sec, scores[0][1], BY_ELIMINATION)
+                pivot_lines = group_lines[pivot_group]
+                bases = ks.address[pivot_lines[free[pivot_lines]]] - _U64(pivot_value)
+                score = np.zeros(len(bases), dtype=np.int64)
+                for _e, g, v in entries:
+                    score += free_hits(g, bases + _U64(v))
+                best = int(score.max())
+                if best >= 2 and (score == best).sum() == 1:
+                    place(sec, int(bases[int(score.argmax())]), BY_ELIMINATION)
                     changed = True
                 elif best >= 1:
-                    candidates[sec] = [b for score, b in scores if score == best]
+                    candidates[sec] = last_candidates[sec] = bases[score == best].tolist()
             if not changed:
                 for sec, base in self._forced_by_neighbours(candidates):
-                    place(sec, base, BY_NEIGHBOURS)
+                    place(sec, int(base), BY_NEIGHBOURS)
                     changed = True
 
     def _block_offsets(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:

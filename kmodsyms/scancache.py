@@ -1,8 +1,11 @@
 """Cache of object scans between builds, next to the output file.
 
 Keyed by the object's absolute path, size and mtime (nanoseconds), as make
-decides staleness.  Stored with msgpack; an unreadable or foreign cache is
-ignored (it is only a cache), and it is written atomically.
+decides staleness.  Stored with msgpack as two objects in a row: a small
+head (the fingerprint of every input of the last build and what it wrote),
+then the scans; a build whose inputs all match the head reuses the output
+without reading the rest.  An unreadable or foreign cache is ignored (it is
+only a cache), and it is written atomically.
 """
 
 from __future__ import annotations
@@ -22,16 +25,34 @@ class ScanCache:
     def __init__(self, path: str):
         self.path = path
         self.hits = 0
-        self._old: dict = {}
+        self.head: dict = {}
+        self._old: dict | None = None
         self._new: dict = {}
+        self._file = None
         try:
-            with open(path, "rb") as f:
-                blob = msgpack.unpackb(f.read(), raw=False, use_list=True,
-                                       strict_map_key=False)
-            if isinstance(blob, dict) and blob.get("version") == _VERSION:
-                self._old = blob["objects"]
+            self._file = open(path, "rb")
+            self._unpacker = msgpack.Unpacker(self._file, raw=False, use_list=True,
+                                              strict_map_key=False)
+            head = next(self._unpacker)
+            if isinstance(head, dict) and head.get("version") == _VERSION:
+                self.head = head
         except Exception:  # noqa: BLE001 - any damage just means a cold cache
+            self.head = {}
+
+    def _scans(self) -> dict:
+        """The cached scans, read on first use."""
+        if self._old is None:
             self._old = {}
+            if self.head:
+                try:
+                    objects = next(self._unpacker)
+                    if isinstance(objects, dict):
+                        self._old = objects
+                except Exception:  # noqa: BLE001
+                    pass
+            if self._file is not None:
+                self._file.close()
+        return self._old
 
     @staticmethod
     def _key(kbuild: str, obj: str) -> tuple[str, list[int]]:
@@ -44,7 +65,7 @@ class ScanCache:
             path, stamp = self._key(kbuild, obj)
         except OSError:
             return None
-        entry = self._old.get(path)
+        entry = self._scans().get(path)
         if not entry or entry[0] != stamp:
             return None
         try:
@@ -59,10 +80,13 @@ class ScanCache:
         path, stamp = self._key(kbuild, obj)
         self._new[path] = [stamp] + [getattr(scan, f) for f in _FIELDS]
 
-    def save(self) -> None:
+    def save(self, head: dict) -> None:
+        """Write the scans used by this build, after ``head`` (the build's
+        fingerprint and result)."""
         from .symsfile import write_atomic
         try:
-            write_atomic(self.path, msgpack.packb({"version": _VERSION, "objects": self._new},
-                                                  use_bin_type=True))
+            data = (msgpack.packb({"version": _VERSION, **head}, use_bin_type=True)
+                    + msgpack.packb(self._new, use_bin_type=True))
+            write_atomic(self.path, data)
         except Exception:  # noqa: BLE001 - a cache that cannot be written is no error
             pass

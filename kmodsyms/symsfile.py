@@ -98,6 +98,14 @@ class StringTable:
             self._size += len(s) + 1
         return off
 
+    def add_many(self, items: list[bytes]) -> list[int]:
+        """Offsets of many byte strings (each added once)."""
+        offsets = self._offsets
+        for s in dict.fromkeys(items):
+            if s not in offsets:
+                self.add(s)
+        return list(map(offsets.__getitem__, items))
+
     def data(self) -> bytes:
         return b"".join(self._chunks)
 

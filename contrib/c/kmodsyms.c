@@ -307,6 +307,7 @@ uint32_t kms_flags(const kms_file *f) { return f->flags; }
 const char *kms_kernel_release(const kms_file *f) { return str(f, f->header_str[0]); }
 const char *kms_build_id(const kms_file *f) { return str(f, f->header_str[1]); }
 const char *kms_tool_version(const kms_file *f) { return str(f, f->header_str[2]); }
+const char *kms_placement_stats(const kms_file *f) { return str(f, f->header_str[5]); }
 uint32_t kms_nsymbols(const kms_file *f) { return f->count[T_SYMBOLS]; }
 uint32_t kms_nmodules(const kms_file *f) { return f->count[T_MODULES]; }
 
@@ -375,3 +376,38 @@ uint64_t kms_sym_value(const kms_file *f, uint32_t i) { return le64(sym(f, i) + 
 uint64_t kms_sym_size(const kms_file *f, uint32_t i) { return le64(sym(f, i) + 24); }
 unsigned kms_sym_type(const kms_file *f, uint32_t i) { return sym(f, i)[32]; }
 unsigned kms_sym_binding(const kms_file *f, uint32_t i) { return sym(f, i)[33]; }
+
+/* ---- link layout ---- */
+static const unsigned char *sym_section(const kms_file *f, uint32_t i)
+{
+    return entry(f, T_SECTIONS, le32(sym(f, i) + 12));
+}
+
+uint64_t kms_sym_link_address(const kms_file *f, uint32_t i)
+{
+    uint64_t address = le64(sym_section(f, i) + 24);
+    if (address == KMS_NO_ADDRESS)
+        return KMS_NO_ADDRESS;
+    return address + kms_sym_value(f, i); /* unsigned: wraps like the kernel's */
+}
+
+unsigned kms_sym_placement(const kms_file *f, uint32_t i)
+{
+    const unsigned char *sec = sym_section(f, i);
+    return le64(sec + 24) == KMS_NO_ADDRESS ? KMS_PLACED_NONE : (unsigned)le32(sec + 32);
+}
+
+uint32_t kms_nsegments(const kms_file *f) { return f->count[T_SEGMENTS]; }
+
+void kms_segment(const kms_file *f, uint32_t s, uint64_t *start, uint64_t *end)
+{
+    const unsigned char *e = entry(f, T_SEGMENTS, s);
+    if (start)
+        *start = le64(e);
+    if (end)
+        *end = le64(e + 8);
+}
+
+uint32_t kms_nanchors(const kms_file *f) { return f->count[T_ANCHORS]; }
+uint32_t kms_anchor_symbol(const kms_file *f, uint32_t a) { return le32(entry(f, T_ANCHORS, a)); }
+uint32_t kms_anchor_segment(const kms_file *f, uint32_t a) { return le32(entry(f, T_ANCHORS, a) + 4); }

@@ -25,6 +25,13 @@ extern "C" {
 #define KMS_HEADER_SIZE 160u
 #define KMS_FLAG_MISSING_OBJECTS 1u /* header flags: some objects were missing */
 #define KMS_OBJECT_MISSING 1u       /* object flags: missing at build time */
+#define KMS_NO_ADDRESS UINT64_MAX   /* section link address: not placed at build time */
+
+/* Section placement methods (how kmodsyms build placed a section). */
+#define KMS_PLACED_NONE 0u        /* unplaced: no link address */
+#define KMS_PLACED_ANCHORS 1u     /* by anchors (names unique in both) */
+#define KMS_PLACED_ELIMINATION 2u /* by elimination or shape */
+#define KMS_PLACED_LINK_ORDER 3u  /* by link-order block or bracketing linker symbols */
 
 typedef struct kms_file kms_file;
 
@@ -44,6 +51,8 @@ uint32_t kms_flags(const kms_file *f);
 const char *kms_kernel_release(const kms_file *f);
 const char *kms_build_id(const kms_file *f);
 const char *kms_tool_version(const kms_file *f);
+/* Build-time placement statistics as a JSON object, or "" (no layout). */
+const char *kms_placement_stats(const kms_file *f);
 
 /* Number of symbol entries. */
 uint32_t kms_nsymbols(const kms_file *f);
@@ -66,6 +75,26 @@ uint64_t kms_sym_value(const kms_file *f, uint32_t i); /* offset within the obje
 uint64_t kms_sym_size(const kms_file *f, uint32_t i);
 unsigned kms_sym_type(const kms_file *f, uint32_t i);    /* ELF STT_* */
 unsigned kms_sym_binding(const kms_file *f, uint32_t i); /* ELF STB_* */
+
+/*
+ * Link layout (docs/format.md, "Placing symbols with the layout").  The
+ * symbol's link address in vmlinux, before KASLR: its section's address plus
+ * its value, or KMS_NO_ADDRESS when the section was not placed at build time
+ * (always so for a file without a layout, kms_nsegments() == 0).  The
+ * placement is one of KMS_PLACED_* (KMS_PLACED_NONE when unplaced).
+ */
+uint64_t kms_sym_link_address(const kms_file *f, uint32_t i);
+unsigned kms_sym_placement(const kms_file *f, uint32_t i);
+
+/* vmlinux's load segments, [*start, *end) each, S < kms_nsegments(f). */
+uint32_t kms_nsegments(const kms_file *f);
+void kms_segment(const kms_file *f, uint32_t s, uint64_t *start, uint64_t *end);
+
+/* Anchors, A < kms_nanchors(f): a symbol entry (< kms_nsymbols) and the
+ * segment (< kms_nsegments) whose KASLR shift it gives. */
+uint32_t kms_nanchors(const kms_file *f);
+uint32_t kms_anchor_symbol(const kms_file *f, uint32_t a);
+uint32_t kms_anchor_segment(const kms_file *f, uint32_t a);
 
 /* Table sizes, for walking the file. */
 uint32_t kms_nmodules(const kms_file *f);
