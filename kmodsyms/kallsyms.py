@@ -38,9 +38,10 @@ class Kallsyms:
     (int64 byte spans into ``text``).  Lines keep file order.
     """
 
-    def __init__(self, text: bytes, source: str = "kallsyms"):
+    def __init__(self, text: bytes, source: str = "kallsyms", zero_is_hidden: bool = True):
         self.source = source
         self.text = text
+        self.zero_is_hidden = zero_is_hidden
         self.module_names: list[str] = ["vmlinux"]
         self._parse()
 
@@ -86,8 +87,6 @@ class Kallsyms:
         address = np.zeros(n, dtype=np.uint64)
         for k in range(width):
             address = (address << np.uint64(4)) | digits[:, k].astype(np.uint64)
-        self.address = address
-        self.type = types
         name_start = starts + width + 3
         name_end = ends.copy()
         module = np.zeros(n, dtype=np.int32)
@@ -112,12 +111,20 @@ class Kallsyms:
         empty = np.flatnonzero(name_end <= name_start)
         if len(empty):
             raise self._error(int(empty[0]), "missing symbol name")
-        self.module = module
-        self.name_start, self.name_end = name_start, name_end
         if not address.any():
             raise KmodsymsError(
                 f"{self.source}: every address is 0: the kernel hides them from this user "
                 "(kernel.kptr_restrict); run as root, or set 'sysctl kernel.kptr_restrict=0'")
+        if self.zero_is_hidden:
+            # /proc/kallsyms prints a hidden address as 0; the only symbols
+            # really at 0 are per-cpu offsets, which it prints as 'A'.
+            shown = (address != 0) | (types == ord("A")) | (types == ord("a"))
+            if not shown.all():
+                address, types, module = address[shown], types[shown], module[shown]
+                name_start, name_end = name_start[shown], name_end[shown]
+                self._line_start, self._line_end = starts[shown], ends[shown]
+        self.address, self.type, self.module = address, types, module
+        self.name_start, self.name_end = name_start, name_end
 
     def name_bytes(self, i: int) -> bytes:
         return self.text[self.name_start[i]:self.name_end[i]]
@@ -135,11 +142,14 @@ class Kallsyms:
         return [i for i, m in enumerate(self.module_names) if i and is_pseudo_module(m)]
 
 
-def read_kallsyms(path: str = "/proc/kallsyms") -> Kallsyms:
-    """Read kallsyms (the live /proc/kallsyms, or a saved copy) in one read."""
+def read_kallsyms(path: str = "/proc/kallsyms", zero_is_hidden: bool = True) -> Kallsyms:
+    """Read kallsyms (the live /proc/kallsyms, or a saved copy) in one read.
+    A line at address 0 that is not a per-cpu 'A' line is a hidden address
+    and is left out; ``zero_is_hidden=False`` keeps it (System.map, where
+    per-cpu data at 0 has its ordinary letter)."""
     try:
         with open(path, "rb") as f:
             text = f.read()
     except OSError as e:
         raise KmodsymsError(f"cannot read {path}: {e.strerror}") from None
-    return Kallsyms(text, path)
+    return Kallsyms(text, path, zero_is_hidden)

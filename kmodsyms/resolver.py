@@ -126,6 +126,14 @@ class Resolver:
             nxt = np.searchsorted(self.sorted_address, ks.address[pad], side="right")
             ok = nxt < n
             pad, nxt = pad[ok], nxt[ok]
+            # ... if a symbol there is the function it prefixes (a hidden or
+            # missing function line must not stretch its padding over it).
+            prefixes = np.zeros(len(pad), dtype=bool)
+            for k in range(4):   # the few aliases at one address
+                at = np.minimum(nxt + k, n - 1)
+                same_address = self.sorted_address[at] == self.sorted_address[nxt]
+                prefixes |= same_address & _names_equal(ks, pad, 6, by_address[at])
+            pad, nxt = pad[prefixes], nxt[prefixes]
             size[pad] = (self.sorted_address[nxt] - ks.address[pad]).astype(np.int64)
         self.line_size = size
         # Region of every line: the placed section holding it, else a per-
@@ -352,6 +360,25 @@ def _names_start_with(ks: Kallsyms, lines: np.ndarray, prefixes: tuple[bytes, ..
             ok &= buf[np.minimum(ks.name_start[lines] + k, len(buf) - 1)] == byte
         hit |= ok
     return hit
+
+
+def _names_equal(ks: Kallsyms, lines: np.ndarray, skip: int, others: np.ndarray) -> np.ndarray:
+    """Whether the name of each of ``lines`` without its first ``skip`` bytes
+    equals the name of the matching line of ``others`` (vectorised)."""
+    start = ks.name_start[lines] + skip
+    length = ks.name_end[lines] - start
+    other_start = ks.name_start[others]
+    same = length == ks.name_end[others] - other_start
+    idx = np.flatnonzero(same & (length > 0))
+    if len(idx):
+        lengths = length[idx]
+        firsts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+        within = np.arange(int(lengths.sum())) - np.repeat(firsts, lengths)
+        buf = np.frombuffer(ks.text, dtype=np.uint8)
+        equal = buf[np.repeat(start[idx], lengths) + within] == \
+            buf[np.repeat(other_start[idx], lengths) + within]
+        same[idx] = np.logical_and.reduceat(equal, firsts)
+    return same
 
 
 def _binding_from_letter(letter: str) -> str:

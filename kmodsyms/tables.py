@@ -127,7 +127,7 @@ def record_layout(kbuild: str, meta: Meta, strings: StringTable, tables: dict) -
     if not (os.path.exists(vmlinux) and os.path.exists(system_map)):
         return False
     segments = load_segments(vmlinux)
-    sysmap = read_kallsyms(system_map)
+    sysmap = read_kallsyms(system_map, zero_is_hidden=False)
     try:
         placed = Placement(SymsFile(encode(meta, strings, tables), "dtrace_syms"), sysmap)
     except KmodsymsError as e:

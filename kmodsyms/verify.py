@@ -400,7 +400,7 @@ def verify(kbuild: str, syms_path: str | None = None) -> Report:
                             "vmlinux.map, vmlinux.o.map and vmlinux (CONFIG_VMLINUX_MAP builds write the maps)")
 
     syms = read_syms(syms_path)
-    ks = Kallsyms(_read_bytes(path("System.map")), path("System.map"))
+    ks = Kallsyms(_read_bytes(path("System.map")), path("System.map"), zero_is_hidden=False)
     resolver = Resolver(syms, ks)
     ours, our_objects, candidates = our_answers(resolver)
     n = len(ks)
