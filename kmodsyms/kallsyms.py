@@ -76,17 +76,18 @@ class Kallsyms:
         short = np.flatnonzero(lengths < width + 4)
         if len(short):
             raise self._error(int(short[0]), "line too short for 'ADDRESS TYPE NAME'")
-        cols = starts[:, None] + np.arange(width)
-        digits = _HEX[buf[cols]]
-        bad = (digits == 255).any(axis=1) | (buf[starts + width] != 32) | \
-              (buf[starts + width + 2] != 32)
+        # One column of hex digits at a time: no (lines x width) temporaries.
+        address = np.zeros(n, dtype=np.uint64)
+        bad = np.zeros(n, dtype=bool)
+        for k in range(width):
+            digit = _HEX[buf[starts + k]]
+            bad |= digit == 255
+            address = (address << np.uint64(4)) | digit.astype(np.uint64)
+        bad |= (buf[starts + width] != 32) | (buf[starts + width + 2] != 32)
         types = buf[starts + width + 1]
         bad |= ~(((types >= 65) & (types <= 90)) | ((types >= 97) & (types <= 122)) | (types == 63))
         if bad.any():
             raise self._error(int(np.flatnonzero(bad)[0]), "expected 'ADDRESS TYPE NAME'")
-        address = np.zeros(n, dtype=np.uint64)
-        for k in range(width):
-            address = (address << np.uint64(4)) | digits[:, k].astype(np.uint64)
         name_start = starts + width + 3
         name_end = ends.copy()
         module = np.zeros(n, dtype=np.int32)

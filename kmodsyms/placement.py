@@ -655,25 +655,32 @@ class LinkedPlacement:
 
 
 def _same_names(ks: Kallsyms, lines: np.ndarray, syms: SymsFile, entries: np.ndarray) -> np.ndarray:
-    """Whether each kallsyms line's name equals its entry's, compared as
-    bytes over whole arrays (no per-line Python work)."""
+    """Whether each kallsyms line's name equals its entry's (vectorised)."""
     if not len(lines):
         return np.zeros(0, dtype=bool)
     k_start = ks.name_start[lines]
-    k_len = ks.name_end[lines] - k_start
-    s_start = syms.symbols["name"][entries].astype(np.int64)
-    s_len = syms.name_lengths()[entries]
-    same = k_len == s_len
-    idx = np.flatnonzero(same & (k_len > 0))
-    if len(idx):
-        lengths = k_len[idx]
-        firsts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-        within = np.arange(int(lengths.sum())) - np.repeat(firsts, lengths)
-        kbuf = np.frombuffer(ks.text, dtype=np.uint8)
-        sbuf = np.frombuffer(syms.strings, dtype=np.uint8)
-        equal = kbuf[np.repeat(k_start[idx], lengths) + within] == \
-            sbuf[np.repeat(s_start[idx], lengths) + within]
-        same[idx] = np.logical_and.reduceat(equal, firsts)
+    return equal_spans(np.frombuffer(ks.text, dtype=np.uint8), k_start,
+                       np.frombuffer(syms.strings, dtype=np.uint8),
+                       syms.symbols["name"][entries].astype(np.int64),
+                       ks.name_end[lines] - k_start, syms.name_lengths()[entries])
+
+
+def equal_spans(buf_a: np.ndarray, start_a: np.ndarray, buf_b: np.ndarray,
+                start_b: np.ndarray, len_a: np.ndarray, len_b: np.ndarray,
+                chunk: int = 1 << 14) -> np.ndarray:
+    """Whether each byte span ``buf_a[start_a:+len_a]`` equals
+    ``buf_b[start_b:+len_b]``, compared a chunk of spans at a time so that
+    the temporary index arrays stay small."""
+    same = len_a == len_b
+    todo = np.flatnonzero(same & (len_a > 0))
+    for first in range(0, len(todo), chunk):
+        idx = todo[first:first + chunk]
+        lengths = len_a[idx]
+        offsets = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+        within = np.arange(int(lengths.sum())) - np.repeat(offsets, lengths)
+        equal = buf_a[np.repeat(start_a[idx], lengths) + within] == \
+            buf_b[np.repeat(start_b[idx], lengths) + within]
+        same[idx] = np.logical_and.reduceat(equal, offsets)
     return same
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from .errors import StaleError
 from .kallsyms import Kallsyms, is_pseudo_module, read_kallsyms
-from .placement import NO, place
+from .placement import NO, equal_spans, place
 from .symsfile import BINDING_NAMES, SymsFile, read_syms
 
 _U64 = np.uint64
@@ -365,20 +365,11 @@ def _names_start_with(ks: Kallsyms, lines: np.ndarray, prefixes: tuple[bytes, ..
 def _names_equal(ks: Kallsyms, lines: np.ndarray, skip: int, others: np.ndarray) -> np.ndarray:
     """Whether the name of each of ``lines`` without its first ``skip`` bytes
     equals the name of the matching line of ``others`` (vectorised)."""
+    buf = np.frombuffer(ks.text, dtype=np.uint8)
     start = ks.name_start[lines] + skip
-    length = ks.name_end[lines] - start
     other_start = ks.name_start[others]
-    same = length == ks.name_end[others] - other_start
-    idx = np.flatnonzero(same & (length > 0))
-    if len(idx):
-        lengths = length[idx]
-        firsts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-        within = np.arange(int(lengths.sum())) - np.repeat(firsts, lengths)
-        buf = np.frombuffer(ks.text, dtype=np.uint8)
-        equal = buf[np.repeat(start[idx], lengths) + within] == \
-            buf[np.repeat(other_start[idx], lengths) + within]
-        same[idx] = np.logical_and.reduceat(equal, firsts)
-    return same
+    return equal_spans(buf, start, buf, other_start, ks.name_end[lines] - start,
+                       ks.name_end[others] - other_start)
 
 
 def _binding_from_letter(letter: str) -> str:
