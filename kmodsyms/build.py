@@ -101,15 +101,18 @@ def build(kbuild: str, thick: ThickMap, thick_source: str, output: str, jobs: in
 
 def _fingerprint(kbuild: str, thick: ThickMap, present: list[str], missing: list[str],
                  layout: bool) -> str:
-    """A digest of every input of a build: the tool, the module map, and the
-    path, size and mtime of each object and of vmlinux, System.map and the
-    release file (as make judges staleness)."""
+    """A digest of every input of a build: the module map, and the path,
+    size and mtime of each object, of vmlinux, System.map and the release
+    file (as make judges staleness), and of kmodsyms' own modules."""
     import hashlib
     digest = hashlib.sha256(f"kmodsyms {__version__} layout={layout}\n".encode())
     digest.update(thick.format().encode())
     digest.update(("\0".join(missing) + "\n").encode())
     extras = ["vmlinux", "System.map", os.path.join("include", "config", "kernel.release")]
-    for rel in present + extras:
+    # The tool's own code is an input too (a changed kmodsyms must rebuild).
+    package = os.path.dirname(os.path.abspath(__file__))
+    tool = [os.path.join(package, f) for f in sorted(os.listdir(package)) if f.endswith(".py")]
+    for rel in present + extras + tool:
         try:
             st = os.stat(os.path.join(kbuild, rel))
             digest.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())

@@ -357,8 +357,8 @@ class Placement:
         block and the next symbol exactly at its end (else at its end rounded
         up to a page).  Lengths alone match chance gaps, so the start symbol
         must also carry the block's name, as the kernel's linker scripts
-        name them: a common run of at least 6 characters, longer than any
-        other candidate's (``.smp_locks``/``__smp_locks``,
+        name them: a common run of at least half the name (and 6
+        characters), longer than any other candidate's (``.smp_locks``/``__smp_locks``,
         ``__bug_table``/``__start___bug_table``).  ``.discard*`` blocks are
         never placed.  Returns whether anything was placed."""
         if self.syms.meta_object_source != "vmlinux.a" or not len(loose):
@@ -391,8 +391,9 @@ class Placement:
                 continue  # every kernel linker script discards these
             scored = sorted(((self._name_affinity(block, a), a) for a in points[ok].tolist()),
                             reverse=True)
+            wanted = max(6, (len(block.strip("._")) + 1) // 2)
             starts = [a for score, a in scored[:1]
-                      if score >= 6 and (len(scored) == 1 or scored[1][0] < score)]
+                      if score >= wanted and (len(scored) == 1 or scored[1][0] < score)]
             if len(starts) != 1:
                 continue
             for sec, off in zip(members.tolist(), offsets.tolist()):
