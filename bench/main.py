@@ -45,8 +45,17 @@ def _fmt(value, unit: str) -> str:
     if unit == "addr/s":
         return f"{value / 1e6:.2f} M/s"
     if unit == "bytes":
-        return f"{value / 2**20:.1f} MiB"
+        return f"{value / 2**20:.1f} MiB" if value >= 2**20 else f"{value / 1024:.1f} KiB"
     return f"{value:.4g} {unit}"
+
+
+def _spread(r: dict) -> str:
+    """(max - min) / median of our own samples, as a noise indicator."""
+    xs = r["samples"].get("ours") or r["samples"].get("seconds")
+    if not xs or not all(isinstance(x, (int, float)) for x in xs):
+        return "-"
+    m = sorted(xs)[len(xs) // 2]
+    return f"{(max(xs) - min(xs)) / m:.0%}" if m else "-"
 
 
 def table(header: dict, corpus_desc: str, runs: int, rows: list[dict]) -> str:
@@ -58,16 +67,17 @@ def table(header: dict, corpus_desc: str, runs: int, rows: list[dict]) -> str:
              f"{header['loadavg_end']:.2f} at end (includes the benchmark itself)"
              + ("  WARNING: the machine was busy at start; timings are noisy"
                 if header["loadavg_start"] > 0.5 * header["nproc"] else "")]
-    cols = ("row", "what", "ours", "baseline", "ratio", "target", "met?")
+    cols = ("row", "what", "ours", "spread", "baseline", "ratio", "target", "met?")
     body = []
     for r in rows:
         met = {True: "yes", False: "NO", None: "-"}[r["met"]]
         if r["status"] != "ok":
             met = r["status"]
-        body.append((r["id"], r["what"], _fmt(r["ours"], r["unit"]), _fmt(r["baseline"], r["unit"]),
+        body.append((r["id"], r["what"], _fmt(r["ours"], r["unit"]), _spread(r),
+                     _fmt(r["baseline"], r["unit"]),
                      "-" if r["ratio"] is None else f"{r['ratio']:.2f}x", r["target"], met))
     widths = [max(len(c), *(len(b[i]) for b in body)) if body else len(c) for i, c in enumerate(cols)]
-    fmt = "  ".join(f"{{:{'>' if i in (2, 3, 4) else '<'}{w}}}" for i, w in enumerate(widths))
+    fmt = "  ".join(f"{{:{'>' if i in (2, 3, 4, 5) else '<'}{w}}}" for i, w in enumerate(widths))
     lines += ["", fmt.format(*cols), fmt.format(*("-" * w for w in widths))]
     lines += [fmt.format(*b) for b in body]
     lines.append("")
