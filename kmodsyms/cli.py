@@ -317,6 +317,11 @@ def kallmodsyms(
 
 def main() -> None:
     """Console entry point: run the app, mapping bad input to exit 2."""
+    # Names are bytes (kallsyms, ELF symbol tables) decoded with
+    # surrogateescape: write them back as the same bytes in any locale,
+    # instead of dying with UnicodeEncodeError under a strict UTF-8 one.
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="surrogateescape")
     try:
         status = app(standalone_mode=False)
     except KmodsymsError as e:

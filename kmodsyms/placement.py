@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import KmodsymsError, StaleError
+from .errors import StaleError
 from .kallsyms import Kallsyms
 from .symsfile import SymsFile
 
@@ -75,6 +75,7 @@ class Placement:
     """
 
     def __init__(self, syms: SymsFile, ks: Kallsyms, check_anchors: bool = True):
+        syms.check_sorted()   # equal names must be neighbours
         self.syms = syms
         self.ks = ks
         self.stats = PlacementStats()
@@ -92,20 +93,22 @@ class Placement:
         n = len(name_off)
         change = np.ones(n, dtype=bool)
         change[1:] = name_off[1:] != name_off[:-1]
-        group_start = np.flatnonzero(change)
+        first = np.flatnonzero(change)
+        # Decode each run's name at its own offset, up to the next NUL: an
+        # offset may point into the middle of a stored string (format.md).
+        starts = name_off[first].astype(np.int64)
+        ends = starts + syms.name_lengths()[first]
+        strings = syms.strings
+        names = [strings[a:b] for a, b in zip(starts.tolist(), ends.tolist())]
+        # One name stored at two offsets is still one group.
+        same = np.zeros(len(first), dtype=bool)
+        same[1:] = [a == b for a, b in zip(names, names[1:])]
+        change[first[same]] = False
+        group_start = first[~same]
+        group_names = [nm for nm, dup in zip(names, same.tolist()) if not dup]
         self.group_start = group_start
         self.group_count = np.diff(np.append(group_start, n))
         self.entry_group = np.cumsum(change) - 1
-        # Decode every group's name once, from one split of the string table.
-        pieces = syms.strings.split(b"\0")
-        piece_off = np.zeros(len(pieces), dtype=np.int64)
-        np.cumsum([len(p) + 1 for p in pieces[:-1]], out=piece_off[1:])
-        which = np.searchsorted(piece_off, name_off[group_start].astype(np.int64))
-        group_names = [pieces[w] for w in which.tolist()]
-        # The file promises names sorted (bytewise); lookups bisect on it.
-        if any(a >= b for a, b in zip(group_names, group_names[1:])):
-            raise KmodsymsError(f"{syms.source}: symbol names are not sorted; "
-                                "rebuild it with 'kmodsyms build'")
         group_of_name = {name: g for g, name in enumerate(group_names)}
         self.core_lines = np.flatnonzero(ks.module == 0)
         names = ks.names_bytes(self.core_lines)
@@ -377,6 +380,8 @@ class Placement:
             if (self.section_how[members] != UNPLACED).any():
                 continue
             length = int(offsets[-1]) + int(sizes[int(members[-1])])
+            if length >= 1 << 64:
+                continue  # larger than the address space: not a real block
             first_align = max(int(aligns[members[0]]), 1)
             end = points + _U64(length)
             gap = nxt - end                      # wraps (huge) when next < end
@@ -397,7 +402,7 @@ class Placement:
             if len(starts) != 1:
                 continue
             for sec, off in zip(members.tolist(), offsets.tolist()):
-                self.section_base[sec] = _U64(starts[0] + off)
+                self.section_base[sec] = _U64((starts[0] + off) % (1 << 64))
                 self.section_how[sec] = BY_NEIGHBOURS
             placed_any = True
         return placed_any
@@ -511,6 +516,8 @@ class Placement:
     def extent_of(self, addresses) -> np.ndarray:
         """Object section (index) whose placed extent holds each address, or -1."""
         addresses = np.asarray(addresses, dtype=_U64)
+        if not len(self.extent_section):      # nothing placed (e.g. no symbols)
+            return np.full(addresses.shape, NO, dtype=np.int64)
         i = np.searchsorted(self.extent_start, addresses, side="right") - 1
         ok = i >= 0
         ok[ok] = addresses[ok] < self.extent_end[i[ok]]
@@ -567,8 +574,8 @@ class LinkedPlacement:
         for seg in range(n_segments):
             anchors = syms.anchors["symbol"][syms.anchors["segment"] == seg].tolist()
             names = [syms.raw_string(int(symbols["name"][e])) for e in anchors]
-            links = [int(sections["address"][symbols["section"][e]]) + int(symbols["value"][e])
-                     for e in anchors]
+            links = [(int(sections["address"][symbols["section"][e]]) + int(symbols["value"][e]))
+                     & 0xFFFFFFFFFFFFFFFF for e in anchors]  # link addresses wrap as the linker's do
             for name, link in zip(names, links):
                 line = self._find_core_line(name)
                 if line is not None:

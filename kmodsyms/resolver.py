@@ -193,7 +193,7 @@ class Resolver:
         out = np.full(len(q), NO, dtype=np.int64)
         live = j >= 0
         jj = j.copy()
-        for _ in range(64):  # walk out to the innermost interval still holding q
+        for _ in range(64 if len(self.iv_end) else 0):  # walk out to the innermost interval still holding q
             miss = live & (self.iv_end[np.maximum(jj, 0)] <= q)
             if not miss.any():
                 break

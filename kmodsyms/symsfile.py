@@ -285,9 +285,21 @@ class SymsFile:
     def symbol_name(self, index: int) -> str:
         return self.string(int(self.symbols["name"][index]))
 
+    def check_sorted(self) -> None:
+        """Refuse a file whose symbols are not in strcmp order of name
+        (docs/format.md): a search over it would give other names' entries.
+        Checked on first use by what relies on the order (find(), placement
+        by search), not on every load: the CRC already catches damage."""
+        if not getattr(self, "_sorted", False):
+            if not _names_sorted(np.frombuffer(self.strings, dtype=np.uint8),
+                                 self.symbols["name"].astype(np.int64), self.name_lengths()):
+                raise self._fail("symbol names are not sorted")
+            self._sorted = True
+
     def find(self, name: str) -> range:
         """Indices of every symbol entry called ``name`` (binary search over
         the name-sorted array)."""
+        self.check_sorted()
         key = name.encode("utf-8", "surrogateescape")
         names = _NameView(self)
         lo = bisect.bisect_left(names, key)
@@ -316,6 +328,29 @@ class SymsFile:
             for m in members:
                 counts[m] += int(per_modset[modset])
         return counts
+
+
+def _names_sorted(buf: np.ndarray, offsets: np.ndarray, lengths: np.ndarray) -> bool:
+    """Whether the NUL-free byte strings ``buf[offsets:+lengths]`` are in
+    non-decreasing strcmp order, compared 8 bytes at a time for all
+    neighbouring pairs at once."""
+    a = np.flatnonzero(offsets[1:] != offsets[:-1])   # equal offsets: equal names
+    b = a + 1
+    word = 0
+    while len(a):
+        values = []
+        within = 8 * word + np.arange(8)
+        for side in (a, b):
+            chunk = buf[np.minimum(offsets[side][:, None] + within, len(buf) - 1)]
+            chunk[lengths[side][:, None] <= within] = 0     # past the end: strcmp's NUL
+            values.append(np.ascontiguousarray(chunk).view(">u8").ravel())
+        if (values[0] > values[1]).any():
+            return False
+        # Pairs still equal so far and not both finished go on to the next word.
+        more = (values[0] == values[1]) & (np.maximum(lengths[a], lengths[b]) > 8 * (word + 1))
+        a, b = a[more], b[more]
+        word += 1
+    return True
 
 
 class _NameView:

@@ -35,6 +35,7 @@ from kmodsyms.resolver import Resolver
 from kmodsyms.symsfile import HEADER_SIZE, TABLES, SymsFile
 
 FIXTURE_KALLSYMS = os.path.join(FIXTURE, "kallsyms")
+N_TABLES = len(TABLES)  # directory at offset 56: N_TABLES x (u32 offset, u32 count)
 CASE_BUDGET = 5  # seconds per case; a hang is a bug
 
 _COMMON = dict(deadline=None, derandomize=True, database=None, print_blob=True,
@@ -67,16 +68,23 @@ def budget(seconds: int = CASE_BUDGET):
 
 
 # --------------------------------------------------------------- the inputs
+class Blob(bytes):
+    """Bytes that print short (hypothesis prints every argument of a failing case)."""
+
+    def __repr__(self):
+        return f"<{len(self)} bytes>"
+
+
 @pytest.fixture(scope="session")
 def syms_bytes(fixture_syms) -> bytes:
     with open(fixture_syms, "rb") as f:
-        return f.read()
+        return Blob(f.read())
 
 
 @pytest.fixture(scope="session")
 def kallsyms_bytes() -> bytes:
     with open(FIXTURE_KALLSYMS, "rb") as f:
-        return f.read()
+        return Blob(f.read())
 
 
 @pytest.fixture(scope="session")
@@ -91,7 +99,12 @@ def probes(kallsyms_bytes):
         names.add(fields[2])
     addrs.update({0, 1, (1 << 64) - 1, 0xFFFFFFFF81000000, 0xFFFFFFFFC0000000})
     addrs = np.array(sorted(addrs), dtype=np.uint64)
-    return addrs, sorted(names)
+    return Probes((addrs, sorted(names)))
+
+
+class Probes(tuple):
+    def __repr__(self):
+        return f"<{len(self[0])} addresses, {len(self[1])} names>"
 
 
 def fix_crc(img: bytes | bytearray) -> bytes:
@@ -110,14 +123,14 @@ def fix_size(img: bytes | bytearray) -> bytes:
 
 
 def directory(img: bytes) -> list[tuple[int, int]]:
-    d = struct.unpack_from("<16I", img, 56)
-    return [(d[2 * t], d[2 * t + 1]) for t in range(8)]
+    d = struct.unpack_from(f"<{2 * N_TABLES}I", img, 56)
+    return [(d[2 * t], d[2 * t + 1]) for t in range(N_TABLES)]
 
 
 def boundaries(img: bytes) -> list[int]:
     """Every structural boundary of an image: header end, each table's start
     and end, the middle of its first and last entry."""
-    out = {16, 56, 120, HEADER_SIZE}
+    out = {16, 56, 56 + 8 * N_TABLES, HEADER_SIZE}
     for (off, count), (_name, dtype) in zip(directory(img), TABLES):
         size = dtype.itemsize
         end = off + count * size
@@ -128,6 +141,14 @@ def boundaries(img: bytes) -> list[int]:
 
 
 # ------------------------------------------------------ dtrace_syms mutation
+def _without_layout(img: bytes) -> bytes:
+    """The image with no link layout (segments and anchors empty), as a build
+    without vmlinux writes it: the resolver then places by kallsyms alone."""
+    names = [name for name, _dtype in TABLES]
+    ops = [("dir", names.index(t), True, 0) for t in ("segments", "anchors") if t in names]
+    return mutate_syms(img, (ops, "crc")) if ops else img
+
+
 _U32_EDGES = [0, 1, 2, 7, 8, 127, 128, 129, 0xFF, 0x100, 0xFFFF, 1 << 28, (1 << 28) + 1,
               1 << 31, 0x7FFFFFFF, 0xFFFFFFFE, 0xFFFFFFFF]
 _U64_EDGES = _U32_EDGES + [1 << 32, 1 << 63, (1 << 64) - 1, (1 << 64) - 16]
@@ -141,19 +162,23 @@ _op = st.one_of(
     st.tuples(st.just("truncate"), pos),
     st.tuples(st.just("insert"), pos, st.binary(min_size=1, max_size=64)),
     st.tuples(st.just("delete"), pos, st.integers(1, 256)),
-    st.tuples(st.just("swap_tables"), st.integers(0, 7), st.integers(0, 7)),
-    st.tuples(st.just("dir"), st.integers(0, 7), st.booleans(),
+    st.tuples(st.just("swap_tables"), st.integers(0, N_TABLES - 1), st.integers(0, N_TABLES - 1)),
+    st.tuples(st.just("dir"), st.integers(0, N_TABLES - 1), st.booleans(),
               st.sampled_from(_U32_EDGES) | st.integers(0, 0x4000)),
     # One field of one entry of one table (index and offset validation).
-    st.tuples(st.just("field"), st.integers(1, 7), pos, st.integers(0, 9),
+    st.tuples(st.just("field"), st.integers(1, N_TABLES - 1), pos, st.integers(0, 9),
               st.sampled_from(_U64_EDGES) | st.integers(0, 0x4000)),
 )
+# (ops, repair, layout): layout False first drops the link layout (segments
+# and anchors), so that both placement paths are fuzzed.
 syms_mutation = st.tuples(st.lists(_op, min_size=1, max_size=4),
-                          st.sampled_from(["none", "crc", "crc+size"]))
+                          st.sampled_from(["none", "crc", "crc+size"]), st.booleans())
 
 
 def mutate_syms(base: bytes, mutation) -> bytes:
-    ops, repair = mutation
+    ops, repair, *layout = mutation
+    if layout and not layout[0]:
+        base = _without_layout(base)
     img = bytearray(base)
     for op in ops:
         kind = op[0]
@@ -217,10 +242,14 @@ def check_syms_image(img: bytes, ks_text: bytes, probes) -> str:
         for i in sorted({0, n // 2, n - 1}) if n else []:
             e = syms.entry(i)
             assert syms.symbol_name(i) == e["name"]
-        for name in names[::7] + [syms.symbol_name(i) for i in range(0, n, max(n // 8, 1))]:
-            for i in syms.find(name):
-                assert syms.symbol_name(i) == name, f"find({name!r}) returned entry {i} " \
-                                                     f"named {syms.symbol_name(i)!r}"
+        try:
+            # find() checks the name order on first use (SymsFile.check_sorted)
+            for name in names[::7] + [syms.symbol_name(i) for i in range(0, n, max(n // 8, 1))]:
+                for i in syms.find(name):
+                    assert syms.symbol_name(i) == name, f"find({name!r}) returned entry {i} " \
+                                                         f"named {syms.symbol_name(i)!r}"
+        except KmodsymsError:
+            return "refused"
         try:
             r = Resolver(syms, Kallsyms(ks_text), check_anchors=False)
         except KmodsymsError:
@@ -256,6 +285,78 @@ def test_fuzz_dtrace_syms_slow(syms_bytes, kallsyms_bytes, probes, mutation):
     _syms_property(syms_bytes, kallsyms_bytes, probes, mutation)
 
 
+# Failures the fuzzers found (slow run) or targeted probes did, kept in the
+# default run.  Each is a crc-valid file a reader must refuse or answer right.
+REPRODUCERS = {
+    # symbols count 0: Resolver -> IndexError in extent_of (no placed section)
+    "no-symbols": ([("dir", 7, True, 0)], "crc"),
+    # a bit flip in the string table unsorts two names: find() returns
+    # 'amd_uncose_ctx' for 'amd_uncore_event_init'
+    "string-bit-flip": ([("flip", 35752, 0)], "crc"),
+    # symbol 65's name offset 0 (""): find('isofs_dir_entries') returns it
+    "symbol-name-empty": ([("field", 7, 65, 0, 0)], "crc"),
+    # symbol 80's name now another's: find('max_pfn_mapped') -> 'mdio_bus_count'
+    "symbol-name-swapped": ([("field", 7, 80, 0, 0)], "crc"),
+    # section 17's size 2^64-1: OverflowError in Resolver._place_bare_blocks
+    "section-size-max": ([("field", 6, 17, 4, (1 << 64) - 1)], "crc"),
+    "section-size-2^63": ([("field", 6, 17, 4, 1 << 63)], "crc"),
+    # an anchor symbol's value near 2^64 (fixture symbol 47, the slow run's
+    # ('u32', 38566, 1)): LinkedPlacement._shift_segments -> OverflowError
+    # in _U64(link) since link = section address + value > 2^64
+    "anchor-value-2^32": ([("field", 7, 47, 4, (1 << 32) + 0x10)], "crc"),
+    "anchor-value-max": ([("field", 7, 47, 4, (1 << 64) - 1)], "crc"),
+}
+
+
+@pytest.mark.parametrize("layout", [True, False])
+@pytest.mark.parametrize("case", sorted(REPRODUCERS))
+def test_fuzz_reproducers(syms_bytes, kallsyms_bytes, probes, case, layout):
+    check_syms_image(mutate_syms(syms_bytes, REPRODUCERS[case] + (layout,)), kallsyms_bytes, probes)
+
+
+def _suffix_shared(syms_bytes: bytes) -> tuple[bytes, int]:
+    """The fixture image with every symbol name that is a proper suffix of
+    another stored string pointed into that string (as ld's tail-merged
+    .strtab does).  docs/format.md allows it: 'A reader must not assume
+    offsets point to the start of a stored string'."""
+    syms = SymsFile(syms_bytes)
+    pieces, starts, o = syms.strings.split(b"\0"), [], 0
+    for p in pieces:
+        starts.append(o)
+        o += len(p) + 1
+    img = bytearray(syms_bytes)
+    sym_off = directory(syms_bytes)[7][0]
+    moved = 0
+    for i in range(len(syms.symbols)):
+        name = syms.symbol_name(i).encode()
+        for p, start in zip(pieces, starts):
+            if len(p) > len(name) and p.endswith(name):
+                struct.pack_into("<I", img, sym_off + 40 * i, start + len(p) - len(name))
+                moved += 1
+                break
+    return fix_crc(img), moved
+
+
+@pytest.mark.parametrize("layout", [True, False])
+def test_suffix_shared_string_offsets_are_read_right(syms_bytes, kallsyms_bytes, probes, layout):
+    """Bug (placement.Placement._name_groups, the path for files without a
+    link layout): a name at offset X is decoded as the stored string starting
+    at or after X, so a spec-valid file with tail-shared names is refused
+    ('symbol names are not sorted') or misnamed."""
+    if not layout:
+        syms_bytes = _without_layout(syms_bytes)
+    img, moved = _suffix_shared(syms_bytes)
+    assert moved >= 5
+    shared, plain = SymsFile(img), SymsFile(syms_bytes)
+    assert [shared.symbol_name(i) for i in range(len(shared.symbols))] == \
+        [plain.symbol_name(i) for i in range(len(plain.symbols))]
+    addrs, _names = probes
+    want = Resolver(plain, Kallsyms(kallsyms_bytes))
+    got = Resolver(shared, Kallsyms(kallsyms_bytes))
+    for a in addrs.tolist():
+        assert str(got.resolve(a)) == str(want.resolve(a))
+
+
 def test_every_truncation_boundary(syms_bytes, kallsyms_bytes, probes):
     """Truncation at every structural boundary (+-1), with and without the
     size and CRC repaired: never anything but KmodsymsError."""
@@ -268,26 +369,39 @@ def test_every_truncation_boundary(syms_bytes, kallsyms_bytes, probes):
 
 
 def test_every_table_swap(syms_bytes, kallsyms_bytes, probes):
-    for i in range(8):
-        for j in range(i + 1, 8):
+    for i in range(N_TABLES):
+        for j in range(i + 1, N_TABLES):
             img = mutate_syms(syms_bytes, ([("swap_tables", i, j)], "crc"))
             check_syms_image(img, kallsyms_bytes, probes)
 
 
-@pytest.mark.parametrize("table", range(8))
-@pytest.mark.parametrize("count", [1 << 28, (1 << 28) + 1, 1 << 31, 0xFFFFFFFF])
-def test_huge_count_refused_before_allocating(table, count):
-    """A 200-byte file whose directory claims 2^31 entries: refused at once."""
+def _tiny_image(claim_table=None, count=0) -> bytes:
+    """A 200-byte file: header, a 1-byte string table, every other table
+    empty; optionally one table's count replaced by ``count``."""
     img = bytearray(200)
     img[:8] = b"KMODSYMS"
     struct.pack_into("<IIQI", img, 8, 1, 0, 200, HEADER_SIZE)
-    for t in range(8):
+    for t in range(N_TABLES):
         struct.pack_into("<II", img, 56 + 8 * t, HEADER_SIZE, 1 if t == 0 else 0)
-    struct.pack_into("<II", img, 56 + 8 * table, HEADER_SIZE, count)
-    img = fix_crc(img)
+    if claim_table is not None:
+        struct.pack_into("<II", img, 56 + 8 * claim_table, HEADER_SIZE, count)
+    return fix_crc(img)
+
+
+def test_tiny_image_is_valid():
+    """The base of the next test is accepted: its refusal is the count's doing."""
+    syms = SymsFile(_tiny_image())
+    assert len(syms.symbols) == 0 and syms.find("x") == range(0, 0)
+
+
+@pytest.mark.parametrize("table", range(N_TABLES))
+@pytest.mark.parametrize("count", [1 << 28, (1 << 28) + 1, 1 << 31, 0xFFFFFFFF])
+def test_huge_count_refused_before_allocating(table, count):
+    """A 200-byte file whose directory claims 2^31 entries: refused at once."""
+    img = _tiny_image(table, count)
     t0 = time.monotonic()
     with budget(2), pytest.raises(KmodsymsError, match="out of bounds"):
-        SymsFile(bytes(img))
+        SymsFile(img)
     assert time.monotonic() - t0 < 1
 
 
@@ -522,6 +636,7 @@ def _cli_property(tmp_path_factory, syms_bytes, kallsyms_bytes, mutation, kops, 
                  ["resolve", "--syms", str(syms_path), "--kallsyms", str(ks_path),
                   "0xffffffffab600400", "0xffffffffab600010", "0xffffffffc0a00010", "0x8"],
                  ["kallmodsyms", "--syms", str(syms_path), "--kallsyms", str(ks_path)],
+                 ["dump", str(syms_path)],
                  ["lookup", "--syms", str(syms_path), "--kallsyms", str(ks_path), "init_once",
                   "ext4`init_once", "no_such_symbol"]):
         proc = runner(args)
@@ -548,7 +663,7 @@ def test_fuzz_cli_slow(warm_cli, tmp_path_factory, syms_bytes, kallsyms_bytes, m
 
 
 @pytest.mark.parametrize("case", ["intact", "crc-valid-bad-index", "kallsyms-empty",
-                                  "kallsyms-high-byte-name"])
+                                  "kallsyms-high-byte-name", "syms-high-byte-module-name"])
 def test_cli_real_subprocess(warm_cli, tmp_path, syms_bytes, kallsyms_bytes, case):
     """The same checks through a real ``python -m kmodsyms.cli`` (anchors the
     forked runner above to the real thing)."""
@@ -563,11 +678,16 @@ def test_cli_real_subprocess(warm_cli, tmp_path, syms_bytes, kallsyms_bytes, cas
         syms = mutate_syms(syms_bytes, ([("dir", 7, True, 1 << 31)], "crc"))
     elif case == "kallsyms-empty":
         ks = b""
+    elif case == "syms-high-byte-module-name":  # 'ext4' -> 'e\xfft4' (crc-valid)
+        s = SymsFile(syms_bytes)
+        syms = mutate_syms(syms_bytes, ([("byte", directory(syms_bytes)[0][0] + int(s.modules["name"][2]) + 1,
+                                          0xFF)], "crc"))
     elif case == "kallsyms-high-byte-name":
         ks = ks.replace(b" rest_init\n", b" rest_\xffinit\n")
     (tmp_path / "s").write_bytes(bytes(syms))
     (tmp_path / "k").write_bytes(ks)
     for args in (["info", str(tmp_path / "s")],
+                 ["dump", str(tmp_path / "s")],
                  ["resolve", "--syms", str(tmp_path / "s"), "--kallsyms", str(tmp_path / "k"),
                   "0xffffffffab600010"]):
         real, forked = run_cli(args), run_cli_forked(args)
