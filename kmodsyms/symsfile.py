@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import bisect
 import os
+import stat
 import struct
 import tempfile
+import time
 import zlib
 from dataclasses import dataclass
 
@@ -133,13 +135,40 @@ def encode(meta: Meta, strings: StringTable, tables: dict[str, np.ndarray]) -> b
     return MAGIC + struct.pack("<II", FORMAT_VERSION, crc) + fixed + body
 
 
+TEMP_PREFIX = ".dtrace_syms."
+STALE_TEMP_SECONDS = 3600
+
+
+def _remove_stale_temps(directory: str) -> None:
+    """Remove our temp files that a killed writer left behind (SIGKILL gives
+    no chance to clean up).  Only our own, and only those older than an hour,
+    so that a writer running at the same time keeps its file."""
+    now = time.time()
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.name.startswith(TEMP_PREFIX):
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+            if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() \
+                    and now - st.st_mtime > STALE_TEMP_SECONDS:
+                os.unlink(entry.path)
+        except OSError:
+            pass
+
+
 def write_atomic(path: str, data: bytes, mode: int = 0o644) -> None:
     """Write ``data`` to ``path`` so that a reader sees the old file or the
     whole new one, never a part: temp file in the same directory, fsync,
-    rename.  A failure leaves no temp file behind."""
+    rename.  A failure leaves no temp file behind; temp files of writers
+    killed earlier are removed once stale."""
     directory = os.path.dirname(os.path.abspath(path))
+    _remove_stale_temps(directory)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".dtrace_syms.", dir=directory)
+        fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=directory)
     except OSError as e:
         raise KmodsymsError(f"cannot write in {directory}: {e.strerror}") from None
     try:
