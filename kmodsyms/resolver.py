@@ -324,14 +324,24 @@ class Resolver:
         return ["vmlinux"] + self.syms.module_names + self.ks.module_names[1:]
 
     def symbols(self, module: str) -> list[Symbolization]:
-        """Every kallsyms symbol of ``module``, in address order."""
+        """Every kallsyms symbol of ``module`` (built-in, loaded, or
+        ``vmlinux`` for core kernel), in address order."""
         module = module.replace("-", "_")
-        out = []
-        for line in self.by_address.tolist():
-            rec = self.record(int(self.ks.address[line]), line, bool(self.line_size[line] > 0))
-            if rec.modules and module in rec.modules:
-                out.append(rec)
-        return out
+        ks = self.ks
+        modsets = self.line_modsets()[self.by_address]
+        loaded = ks.module[self.by_address]
+        if module == "vmlinux":
+            keep = (modsets == 0) & (loaded == 0)
+        elif module in self.syms.module_names:
+            m = self.syms.module_names.index(module)
+            sets = [i for i, members in enumerate(self.syms.modset_modules) if m in members]
+            keep = np.isin(modsets, sets) & (loaded == 0)
+        elif module in ks.module_names[1:]:
+            keep = loaded == ks.module_names.index(module)
+        else:
+            return []
+        return [self.record(int(ks.address[line]), line, bool(self.line_size[line] > 0))
+                for line in self.by_address[keep].tolist()]
 
     def kallmodsyms_lines(self):
         """Lines as UEK's /proc/kallmodsyms printed them:

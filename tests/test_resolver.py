@@ -215,3 +215,27 @@ def test_cli_resolve_lookup_and_kallmodsyms(fixture_tree, fixture_syms):
     assert (target.start, target.size, "[isofs]") in found["init_once"]
     assert any(m == "[libphy] [fwnode_mdio]" for _a, _s, m in found["mdio_bus_read"])
     assert any(m == "" for _a, _s, m in found["init_once"])  # core copy: no suffix
+
+
+def test_symbols_of_a_module_against_the_linker_map(fixture_tree, fixture_resolver):
+    """symbols(M): exactly the kallsyms lines whose bytes the linker map puts
+    in an object of M (zero-size markers at a boundary aside)."""
+    objects = vmlinux_object_map(os.path.join(fixture_tree, "vmlinux.map"),
+                                 os.path.join(fixture_tree, "vmlinux.o.map"),
+                                 os.path.join(fixture_tree, "vmlinux"))
+    thick = read_thick(os.path.join(fixture_tree, "modules_thick.builtin"))
+    owners = thick.object_modules()
+    sized = {(name, addr) for name, addr, size, *_ in vmlinux_symbols(fixture_tree) if size}
+    for module in ("ext4", "isofs", "libphy", "fwnode_mdio", "amd_uncore", "msr"):
+        got = {(rec.symbol, rec.start) for rec in fixture_resolver.symbols(module)}
+        expected = set()
+        for name, addr in sized:
+            link = addr - FIXTURE_KASLR if addr >= 1 << 63 else addr
+            obj = objects.object_at(link)
+            if obj and module in [thick.modules[m] for m in owners.get(obj, ())]:
+                expected.add((name, addr))
+        assert expected and expected <= got, module
+        assert all(module in rec.modules for rec in fixture_resolver.symbols(module))
+    assert [rec.module for rec in fixture_resolver.symbols("fuse")] == \
+        ["fuse"] * len(fixture_resolver.symbols("fuse"))
+    assert fixture_resolver.symbols("no_such_module") == []
