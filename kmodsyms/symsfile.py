@@ -14,6 +14,7 @@ asked for.
 from __future__ import annotations
 
 import bisect
+import itertools
 import os
 import stat
 import struct
@@ -101,11 +102,19 @@ class StringTable:
         return off
 
     def add_many(self, items: list[bytes]) -> list[int]:
-        """Offsets of many byte strings (each added once)."""
+        """Offsets of many byte strings (each added once), in one append."""
         offsets = self._offsets
-        for s in dict.fromkeys(items):
-            if s not in offsets:
-                self.add(s)
+        new = [s for s in dict.fromkeys(items) if s not in offsets]
+        if new:
+            blob = b"\0".join(new) + b"\0"
+            if blob.count(b"\0") != len(new):
+                bad = next(s for s in new if b"\0" in s)
+                raise KmodsymsError(f"name {bad[:40]!r} contains a NUL byte")
+            starts = list(itertools.accumulate((len(s) + 1 for s in new[:-1]),
+                                               initial=self._size))
+            offsets.update(zip(new, starts))
+            self._chunks.append(blob)
+            self._size += len(blob)
         return list(map(offsets.__getitem__, items))
 
     def data(self) -> bytes:

@@ -5,15 +5,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import tarfile
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURE = os.path.join(ROOT, "fixtures", "kbuild")
-CORPUS_TARBALL = os.path.join(os.path.dirname(ROOT), "shared", "kernels",
-                              "linux-6.12-defconfig.tar.xz")
 # The fixture's kallsyms is the fixture vmlinux moved by this KASLR offset
 # (fixtures/kbuild/README.md).
 FIXTURE_KASLR = 0x2A600000
@@ -38,31 +34,14 @@ def fixture_syms(fixture_tree):
     return out
 
 
-def _corpus_cache_dir() -> str:
-    base = os.environ.get("KMODSYMS_CORPUS_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "kmodsyms-corpus")
-    return base
-
-
 @pytest.fixture(scope="session")
 def corpus():
     """The unpacked linux-6.12-defconfig corpus, unpacked once per machine
-    into a cache (keyed by the tarball's size and mtime)."""
-    if not os.path.exists(CORPUS_TARBALL):
+    into a cache (the benchmark harness' rule, shared with it)."""
+    from bench.corpus import cached_corpus
+    tree = cached_corpus(log=lambda *_: None)
+    if tree is None:
         pytest.skip("../shared/kernels/linux-6.12-defconfig.tar.xz is absent")
-    st = os.stat(CORPUS_TARBALL)
-    root = os.path.join(_corpus_cache_dir(), f"{st.st_size}-{int(st.st_mtime)}")
-    tree = os.path.join(root, "linux-6.12-defconfig")
-    stamp = os.path.join(root, ".complete")
-    if not os.path.exists(stamp):
-        shutil.rmtree(root, ignore_errors=True)
-        os.makedirs(root)
-        if shutil.which("tar"):
-            subprocess.run(["tar", "xJf", CORPUS_TARBALL, "-C", root], check=True)
-        else:
-            with tarfile.open(CORPUS_TARBALL) as tar:
-                tar.extractall(root)
-        open(stamp, "w").close()
     return tree
 
 

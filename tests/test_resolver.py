@@ -11,10 +11,9 @@ import pytest
 
 from conftest import FIXTURE_KASLR
 from kmodsyms.errors import KmodsymsError, StaleError
-from kmodsyms.kallsyms import Kallsyms, read_kallsyms
+from kmodsyms.kallsyms import Kallsyms
 from kmodsyms.linkmap import vmlinux_object_map
-from kmodsyms.resolver import Resolver, load
-from kmodsyms.symsfile import read_syms
+from kmodsyms.resolver import load
 from kmodsyms.thick import read_thick
 
 TYPE_RANK = {"STT_NOTYPE": 0}
