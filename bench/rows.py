@@ -337,7 +337,7 @@ def row_scaling(b: Bench) -> list[dict]:
         dest = os.path.join(b.workdir, "scale", f"x{k}")
         n = replicate_tree(c.root, c.thick, dest, k)
         trees[k] = (dest, n)
-    b.log(f"  scaling trees: " + ", ".join(f"x{k}={n} objects" for k, (_, n) in trees.items()))
+    b.log("  scaling trees: " + ", ".join(f"x{k}={n} objects" for k, (_, n) in trees.items()))
     cmds = {k: b.build_cmd(d, os.path.join(d, "modules_thick.builtin"),
                            b.path("scale", f"out{k}", "dtrace_syms"), cache=False)
             for k, (d, _) in trees.items()}
