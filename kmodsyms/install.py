@@ -20,15 +20,12 @@ SYMS_NAME = "dtrace_syms"
 
 
 def _tree_release(kbuild: str) -> str:
-    path = os.path.join(kbuild, "include", "config", "kernel.release")
-    try:
-        with open(path) as f:
-            release = f.read().strip()
-    except OSError as e:
-        raise KmodsymsError(f"cannot read {path}: {e.strerror}; give the kernel release with "
-                            "--release (or build the kernel first)") from None
+    from .build import kernel_release
+    release = kernel_release(kbuild)
     if not release:
-        raise KmodsymsError(f"{path} is empty; give the kernel release with --release")
+        path = os.path.join(kbuild, "include", "config", "kernel.release")
+        raise KmodsymsError(f"{path} is missing or empty; give the kernel release with "
+                            "--release (or build the kernel first)")
     return release
 
 
