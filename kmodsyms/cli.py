@@ -79,7 +79,8 @@ def build(
         _die(f"{kbuild}: not a directory (give the kernel build tree with --kbuild)")
     thick_map, thick_source = choose_module_map(kbuild, thick)
     output = output or os.path.join(kbuild, "dtrace_syms")
-    total = len(vmlinux_objects(kbuild)[0])
+    # The bar's length costs a second read of vmlinux.a: only on a terminal.
+    total = len(vmlinux_objects(kbuild)[0]) if sys.stderr.isatty() else 0
     with _Progress(total, "scanning objects") as bar:
         result = run_build(kbuild, thick_map, thick_source, output, jobs=jobs,
                            allow_missing=allow_missing, progress=bar.advance,
