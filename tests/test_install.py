@@ -277,3 +277,13 @@ def test_choose_module_map_order(tree, tmp_path):
     derived, source = choose_module_map(tree)
     assert source == DERIVED
     assert derived.modules == from_objs.modules
+
+
+@needs_make
+def test_make_never_remakes_the_kernel_products(tree):
+    """vmlinux.o newer than vmlinux (as a fresh checkout can leave them):
+    make's built-in '%: %.o' must not try to relink vmlinux with cc."""
+    later = os.path.getmtime(os.path.join(tree, "vmlinux")) + 10
+    os.utime(os.path.join(tree, "vmlinux.o"), (later, later))
+    proc = make(tree, "dtrace_syms")
+    assert " cc " not in proc.stdout and os.path.exists(os.path.join(tree, "dtrace_syms"))
