@@ -127,6 +127,14 @@ class Kallsyms:
         self.address, self.type, self.module = address, types, module
         self.name_start, self.name_end = name_start, name_end
 
+    def by_address(self) -> np.ndarray:
+        """Line indices sorted by address (stable), computed once: placement
+        and the resolver's index both need it."""
+        order = getattr(self, "_by_address", None)
+        if order is None:
+            order = self._by_address = np.argsort(self.address, kind="stable")
+        return order
+
     def name_bytes(self, i: int) -> bytes:
         return self.text[self.name_start[i]:self.name_end[i]]
 

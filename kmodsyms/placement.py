@@ -367,7 +367,7 @@ class Placement:
         if self.syms.meta_object_source != "vmlinux.a" or not len(loose):
             return False
         points = np.unique(loose)
-        all_sorted = self.sorted_lines_address()
+        all_sorted = self.ks.address[self.ks.by_address()]
         following = np.searchsorted(all_sorted, points, side="right")
         has_next = following < len(all_sorted)
         points, nxt = points[has_next], all_sorted[following[has_next]]
@@ -418,13 +418,6 @@ class Placement:
             m = SequenceMatcher(None, block, text).find_longest_match(0, len(block), 0, len(text))
             best = max(best, m.size)
         return best
-
-    def sorted_lines_address(self) -> np.ndarray:
-        """Every kallsyms address, sorted."""
-        cached = getattr(self, "_sorted_all", None)
-        if cached is None:
-            cached = self._sorted_all = np.sort(self.ks.address)
-        return cached
 
     def _check_consistency(self) -> None:
         """Refuse a dtrace_syms that is not for this kernel: anchors must be
@@ -564,9 +557,9 @@ class LinkedPlacement:
     def _shift_segments(self, check: bool) -> None:
         syms, ks = self.syms, self.ks
         sections, symbols = syms.sections, syms.symbols
-        core_address = ks.address[self.core_lines]
-        order = np.argsort(core_address, kind="stable")
-        sorted_address = core_address[order]
+        by_address = ks.by_address()
+        core_by_address = by_address[ks.module[by_address] == 0]
+        sorted_address = ks.address[core_by_address]
         n_segments = len(syms.segments)
         shift = np.zeros(n_segments, dtype=_U64)
         known = np.zeros(n_segments, dtype=bool)
@@ -589,7 +582,7 @@ class LinkedPlacement:
                 at = (_U64(link) + shift[seg]) & _U64(0xFFFFFFFFFFFFFFFF)
                 i = int(np.searchsorted(sorted_address, at))
                 while i < len(sorted_address) and sorted_address[i] == at:
-                    if ks.name_bytes(int(self.core_lines[order[i]])) == name:
+                    if ks.name_bytes(int(core_by_address[i])) == name:
                         verified += 1
                         break
                     i += 1

@@ -115,7 +115,7 @@ class Resolver:
         size = np.full(n, NO, dtype=np.int64)
         has_entry = self.line_entry >= 0
         size[has_entry] = sym["size"][self.line_entry[has_entry]].astype(np.int64)
-        by_address = np.argsort(ks.address, kind="stable")
+        by_address = ks.by_address()
         self.by_address = by_address
         self.sorted_address = ks.address[by_address]
         # Padding symbols: size is the distance to the function they prefix,
