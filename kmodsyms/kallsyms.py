@@ -17,12 +17,35 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import KmodsymsError
+from .spans import equal_spans, words
 
 _HEX = np.full(256, 255, dtype=np.uint8)
 for _i, _c in enumerate(b"0123456789abcdef"):
     _HEX[_c] = _i
 for _i, _c in enumerate(b"ABCDEF"):
     _HEX[_c] = 10 + _i
+
+
+def _hex_column(buf: np.ndarray, starts: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``width``-digit hex number at each of ``starts`` (uint64), and
+    whether any of its characters is not a hex digit.  The digits are
+    gathered eight at a time and decoded by ``bytes.fromhex`` in one call;
+    only when that fails is each digit checked, to find the bad line."""
+    text_words = words(buf)
+    raw = np.stack([text_words[starts + 8 * k] for k in range(width // 8)], axis=1)
+    digits = raw.view(np.uint8)
+    dtype = ">u8" if width == 16 else ">u4"
+    try:
+        packed = bytes.fromhex(digits.tobytes().decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        packed = b""
+    # fromhex skips whitespace, so a space among the digits shows as a short result.
+    if len(packed) == len(starts) * width // 2:
+        return np.frombuffer(packed, dtype=dtype).astype(np.uint64), np.zeros(len(starts), bool)
+    nibbles = _HEX[digits]
+    bad = (nibbles == 255).any(axis=1)
+    packed = np.ascontiguousarray((nibbles[:, 0::2] << 4) | nibbles[:, 1::2])
+    return packed.view(dtype)[:, 0].astype(np.uint64), bad
 
 
 def is_pseudo_module(name: str) -> bool:
@@ -76,13 +99,7 @@ class Kallsyms:
         short = np.flatnonzero(lengths < width + 4)
         if len(short):
             raise self._error(int(short[0]), "line too short for 'ADDRESS TYPE NAME'")
-        # One column of hex digits at a time: no (lines x width) temporaries.
-        address = np.zeros(n, dtype=np.uint64)
-        bad = np.zeros(n, dtype=bool)
-        for k in range(width):
-            digit = _HEX[buf[starts + k]]
-            bad |= digit == 255
-            address = (address << np.uint64(4)) | digit.astype(np.uint64)
+        address, bad = _hex_column(buf, starts, width)
         bad |= (buf[starts + width] != 32) | (buf[starts + width + 2] != 32)
         types = buf[starts + width + 1]
         bad |= ~(((types >= 65) & (types <= 90)) | ((types >= 97) & (types <= 122)) | (types == 63))
@@ -99,16 +116,7 @@ class Kallsyms:
             first_tab[1:] = line_of_tab[1:] != line_of_tab[:-1]
             tabs, line_of_tab = tabs[first_tab], line_of_tab[first_tab]
             name_end[line_of_tab] = tabs
-            ids: dict[bytes, int] = {}
-            for line, tab in zip(line_of_tab.tolist(), tabs.tolist()):
-                tag = text[tab + 1:ends[line]].strip()
-                if not (tag.startswith(b"[") and tag.endswith(b"]") and len(tag) > 2):
-                    raise self._error(line, "expected '\\t[MODULE]' after the name")
-                mid = ids.get(tag)
-                if mid is None:
-                    mid = ids[tag] = len(self.module_names)
-                    self.module_names.append(tag[1:-1].decode("utf-8", "surrogateescape"))
-                module[line] = mid
+            module[line_of_tab] = self._module_ids(tabs + 1, ends[line_of_tab], line_of_tab)
         empty = np.flatnonzero(name_end <= name_start)
         if len(empty):
             raise self._error(int(empty[0]), "missing symbol name")
@@ -126,6 +134,30 @@ class Kallsyms:
                 self._line_start, self._line_end = starts[shown], ends[shown]
         self.address, self.type, self.module = address, types, module
         self.name_start, self.name_end = name_start, name_end
+
+    def _module_ids(self, tag_start: np.ndarray, tag_end: np.ndarray,
+                    lines: np.ndarray) -> np.ndarray:
+        """Module id of each tagged line from its ``[MOD]`` text.  A module's
+        lines are consecutive in /proc/kallsyms, so only the first of each
+        run of equal tags is decoded."""
+        text = self.text
+        length = tag_end - tag_start
+        repeat = np.zeros(len(lines), dtype=bool)
+        repeat[1:] = equal_spans(text, tag_start[1:], text, tag_start[:-1],
+                                 length[1:], length[:-1])
+        ids: dict[bytes, int] = {}
+        firsts = np.flatnonzero(~repeat)
+        first_ids = []
+        for k in firsts.tolist():
+            tag = text[int(tag_start[k]):int(tag_end[k])].strip()
+            if not (tag.startswith(b"[") and tag.endswith(b"]") and len(tag) > 2):
+                raise self._error(int(lines[k]), "expected '\\t[MODULE]' after the name")
+            mid = ids.get(tag)
+            if mid is None:
+                mid = ids[tag] = len(self.module_names)
+                self.module_names.append(tag[1:-1].decode("utf-8", "surrogateescape"))
+            first_ids.append(mid)
+        return np.array(first_ids, dtype=np.int32)[np.cumsum(~repeat) - 1]
 
     def by_address(self) -> np.ndarray:
         """Line indices sorted by address (stable), computed once: placement

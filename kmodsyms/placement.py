@@ -35,6 +35,7 @@ import numpy as np
 
 from .errors import StaleError
 from .kallsyms import Kallsyms
+from .spans import equal_spans
 from .symsfile import SymsFile
 
 NO = -1
@@ -636,7 +637,14 @@ class LinkedPlacement:
             offset = ks.address[held] - self.section_base[sec]
             key = (sec.astype(_U64) << _U64(32)) | offset
             lo = np.searchsorted(sorted_key, key, side="left")
-            hi = np.searchsorted(sorted_key, key, side="right")
+            # Keys are nearly unique: count a run only where one starts.
+            last = len(by_key) - 1
+            at_key = sorted_key[np.minimum(lo, last)] == key
+            hi = lo + at_key
+            for k in np.flatnonzero(at_key & (sorted_key[np.minimum(lo + 1, last)] == key)
+                                    & (lo < last)).tolist():
+                while hi[k] <= last and sorted_key[hi[k]] == key[k]:
+                    hi[k] += 1
             single = (hi - lo) == 1
             cand = by_key[np.minimum(lo, len(by_key) - 1)]
             same = np.zeros(len(held), dtype=bool)
@@ -660,29 +668,9 @@ def _same_names(ks: Kallsyms, lines: np.ndarray, syms: SymsFile, entries: np.nda
     if not len(lines):
         return np.zeros(0, dtype=bool)
     k_start = ks.name_start[lines]
-    return equal_spans(np.frombuffer(ks.text, dtype=np.uint8), k_start,
-                       np.frombuffer(syms.strings, dtype=np.uint8),
+    return equal_spans(ks.text, k_start, syms.strings,
                        syms.symbols["name"][entries].astype(np.int64),
                        ks.name_end[lines] - k_start, syms.name_lengths()[entries])
-
-
-def equal_spans(buf_a: np.ndarray, start_a: np.ndarray, buf_b: np.ndarray,
-                start_b: np.ndarray, len_a: np.ndarray, len_b: np.ndarray,
-                chunk: int = 1 << 14) -> np.ndarray:
-    """Whether each byte span ``buf_a[start_a:+len_a]`` equals
-    ``buf_b[start_b:+len_b]``, compared a chunk of spans at a time so that
-    the temporary index arrays stay small."""
-    same = len_a == len_b
-    todo = np.flatnonzero(same & (len_a > 0))
-    for first in range(0, len(todo), chunk):
-        idx = todo[first:first + chunk]
-        lengths = len_a[idx]
-        offsets = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-        within = np.arange(int(lengths.sum())) - np.repeat(offsets, lengths)
-        equal = buf_a[np.repeat(start_a[idx], lengths) + within] == \
-            buf_b[np.repeat(start_b[idx], lengths) + within]
-        same[idx] = np.logical_and.reduceat(equal, offsets)
-    return same
 
 
 def _count(p) -> None:

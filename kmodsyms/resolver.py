@@ -23,7 +23,8 @@ import numpy as np
 
 from .errors import StaleError
 from .kallsyms import Kallsyms, is_pseudo_module, read_kallsyms
-from .placement import NO, equal_spans, place
+from .placement import NO, place
+from .spans import equal_spans
 from .symsfile import BINDING_NAMES, SymsFile, read_syms
 
 _U64 = np.uint64
@@ -130,9 +131,11 @@ class Resolver:
             # missing function line must not stretch its padding over it).
             prefixes = np.zeros(len(pad), dtype=bool)
             for k in range(4):   # the few aliases at one address
-                at = np.minimum(nxt + k, n - 1)
-                same_address = self.sorted_address[at] == self.sorted_address[nxt]
-                prefixes |= same_address & _names_equal(ks, pad, 6, by_address[at])
+                todo = np.flatnonzero(~prefixes)
+                at = np.minimum(nxt[todo] + k, n - 1)
+                todo = todo[self.sorted_address[at] == self.sorted_address[nxt[todo]]]
+                at = np.minimum(nxt[todo] + k, n - 1)
+                prefixes[todo] = _names_equal(ks, pad[todo], 6, by_address[at])
             pad, nxt = pad[prefixes], nxt[prefixes]
             size[pad] = (self.sorted_address[nxt] - ks.address[pad]).astype(np.int64)
         self.line_size = size
@@ -166,18 +169,21 @@ class Resolver:
         letters = ks.type[sized[~he]]
         binds[~he] = np.where((letters >= 65) & (letters <= 90), 2, 0)
         # Preferred last among equal starts: smaller size, typed, stronger
-        # binding, then the alphabetically first name (settled by hand for
-        # the few exact ties: aliases).
-        order = np.lexsort((binds, types, -(end - start).astype(np.int64), start))
-        key = np.stack([start[order], (end - start)[order], types[order].astype(_U64),
-                        binds[order].astype(_U64)])
-        tied = np.flatnonzero((key[:, 1:] == key[:, :-1]).all(axis=0))
+        # binding, then the alphabetically first name.  Lines are nearly in
+        # address order already, so sort by start alone and settle the few
+        # equal starts (aliases, nested labels) by hand.
+        order = np.argsort(start, kind="stable")
+        sorted_start = start[order]
+        tied = np.flatnonzero(sorted_start[1:] == sorted_start[:-1])
         if len(tied):
             runs = np.split(tied, np.flatnonzero(np.diff(tied) != 1) + 1)
+            length = (end - start).tolist()
+            types, binds = types.tolist(), binds.tolist()
             for run in runs:
                 span = slice(int(run[0]), int(run[-1]) + 2)
                 members = order[span].tolist()
                 members.sort(key=lambda i: ks.name_bytes(int(sized[i])), reverse=True)
+                members.sort(key=lambda i: (-length[i], types[i], binds[i]))
                 order[span] = members
         self.iv_line = sized[order]
         self.iv_start = start[order]
@@ -375,10 +381,9 @@ def _names_start_with(ks: Kallsyms, lines: np.ndarray, prefixes: tuple[bytes, ..
 def _names_equal(ks: Kallsyms, lines: np.ndarray, skip: int, others: np.ndarray) -> np.ndarray:
     """Whether the name of each of ``lines`` without its first ``skip`` bytes
     equals the name of the matching line of ``others`` (vectorised)."""
-    buf = np.frombuffer(ks.text, dtype=np.uint8)
     start = ks.name_start[lines] + skip
     other_start = ks.name_start[others]
-    return equal_spans(buf, start, buf, other_start, ks.name_end[lines] - start,
+    return equal_spans(ks.text, start, ks.text, other_start, ks.name_end[lines] - start,
                        ks.name_end[others] - other_start)
 
 
