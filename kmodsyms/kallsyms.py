@@ -48,6 +48,13 @@ def _hex_column(buf: np.ndarray, starts: np.ndarray, width: int) -> tuple[np.nda
     return packed.view(dtype)[:, 0].astype(np.uint64), bad
 
 
+def _positions(buf: np.ndarray, byte: int, chunk: int = 1 << 20) -> np.ndarray:
+    """Offsets of every ``byte`` in ``buf``, a chunk at a time so that the
+    temporary mask stays small (a whole-text mask is as big as the text)."""
+    found = [np.flatnonzero(buf[at:at + chunk] == byte) + at for at in range(0, len(buf), chunk)]
+    return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+
+
 def is_pseudo_module(name: str) -> bool:
     """True for the kernel's pseudo-modules: ``bpf``, ``__builtin__ftrace``..."""
     return name == "bpf" or name.startswith("__builtin__")
@@ -58,7 +65,8 @@ class Kallsyms:
 
     ``address`` (uint64), ``type`` (uint8 ASCII letter), ``module`` (int32:
     0 core, else index into ``module_names``), ``name_start``/``name_end``
-    (int64 byte spans into ``text``).  Lines keep file order.
+    (byte spans into ``text``: int32, or int64 for a text of 2 GiB
+    or more).  Lines keep file order.
     """
 
     def __init__(self, text: bytes, source: str = "kallsyms", zero_is_hidden: bool = True):
@@ -72,20 +80,20 @@ class Kallsyms:
         return len(self.address)
 
     def _error(self, line_index: int, what: str) -> KmodsymsError:
-        starts = self._line_start
-        line = self.text[starts[line_index]:self._line_end[line_index]]
+        # Only on the error path: find the line again rather than keep every
+        # line's span for the object's life.
+        line = [piece for piece in self.text.split(b"\n") if piece][line_index]
         return KmodsymsError(f"{self.source}:{line_index + 1}: {what}: {line[:80]!r}")
 
     def _parse(self) -> None:
         text = self.text.replace(b"\r\n", b"\n") if b"\r" in self.text else self.text
         self.text = text
         buf = np.frombuffer(text, dtype=np.uint8)
-        newlines = np.flatnonzero(buf == 10)
+        newlines = _positions(buf, 10)
         starts = np.concatenate(([0], newlines + 1))
         ends = np.concatenate((newlines, [len(buf)]))
         keep = ends > starts                       # blank lines (and the final "\n")
         starts, ends = starts[keep], ends[keep]
-        self._line_start, self._line_end = starts, ends
         n = len(starts)
         if n == 0:
             raise KmodsymsError(f"{self.source}: empty: no symbols (is this a kallsyms file?)")
@@ -108,7 +116,7 @@ class Kallsyms:
         name_start = starts + width + 3
         name_end = ends.copy()
         module = np.zeros(n, dtype=np.int32)
-        tabs = np.flatnonzero(buf == 9)
+        tabs = _positions(buf, 9)
         if len(tabs):
             # A tab ends the name; "[MOD]" follows.  Map each tab to its line.
             line_of_tab = np.searchsorted(starts, tabs, side="right") - 1
@@ -131,9 +139,9 @@ class Kallsyms:
             if not shown.all():
                 address, types, module = address[shown], types[shown], module[shown]
                 name_start, name_end = name_start[shown], name_end[shown]
-                self._line_start, self._line_end = starts[shown], ends[shown]
         self.address, self.type, self.module = address, types, module
-        self.name_start, self.name_end = name_start, name_end
+        span = np.int32 if len(text) < 1 << 31 else np.int64   # half the memory
+        self.name_start, self.name_end = name_start.astype(span), name_end.astype(span)
 
     def _module_ids(self, tag_start: np.ndarray, tag_end: np.ndarray,
                     lines: np.ndarray) -> np.ndarray:
@@ -164,7 +172,7 @@ class Kallsyms:
         and the resolver's index both need it."""
         order = getattr(self, "_by_address", None)
         if order is None:
-            order = self._by_address = np.argsort(self.address, kind="stable")
+            order = self._by_address = np.argsort(self.address, kind="stable").astype(np.int32)
         return order
 
     def name_bytes(self, i: int) -> bytes:

@@ -99,8 +99,8 @@ class Placement:
         # offset may point into the middle of a stored string (format.md).
         starts = name_off[first].astype(np.int64)
         ends = starts + syms.name_lengths()[first]
-        strings = syms.strings
-        names = [strings[a:b] for a, b in zip(starts.tolist(), ends.tolist())]
+        data, base = syms.data, syms.strings_offset
+        names = [data[base + a:base + b] for a, b in zip(starts.tolist(), ends.tolist())]
         # One name stored at two offsets is still one group.
         same = np.zeros(len(first), dtype=bool)
         same[1:] = [a == b for a, b in zip(names, names[1:])]
@@ -435,8 +435,8 @@ class Placement:
         syms, ks = self.syms, self.ks
         n = len(ks)
         sym = syms.symbols
-        self.line_entry = np.full(n, NO, dtype=np.int64)
-        self.line_section = np.full(n, NO, dtype=np.int64)
+        self.line_entry = np.full(n, NO, dtype=np.int32)
+        self.line_section = np.full(n, NO, dtype=np.int32)
         self.line_how = np.zeros(n, dtype=np.int8)
         placed_entry = self.section_how[sym["section"]] != UNPLACED
         entry_addr = self.section_base[sym["section"]] + sym["value"]
@@ -621,8 +621,8 @@ class LinkedPlacement:
         n = len(ks)
         sym = syms.symbols
         core = self.core_lines
-        self.line_entry = np.full(n, NO, dtype=np.int64)
-        self.line_section = np.full(n, NO, dtype=np.int64)
+        self.line_entry = np.full(n, NO, dtype=np.int32)
+        self.line_section = np.full(n, NO, dtype=np.int32)
         self.line_how = np.zeros(n, dtype=np.int8)
         inside = self.extent_of(ks.address[core])
         held = core[inside >= 0]

@@ -146,7 +146,7 @@ class Resolver:
         # ends at its highest symbol, as the kernel's is_ksym_addr() bounds
         # lookups; a module's (whose size kallsyms does not give) just
         # before the next symbol of anything else above it.
-        loose = -1 - (2 * ks.module.astype(np.int64) + (ks.type == ord("A")))
+        loose = -1 - (2 * ks.module + (ks.type == ord("A")))
         self.line_region = np.where(self.line_section >= 0, self.line_section, loose)
         region_end = np.zeros(int(-loose.min()) + 1, dtype=_U64)
         np.maximum.at(region_end, -1 - loose, ks.address)
@@ -185,7 +185,7 @@ class Resolver:
                 members.sort(key=lambda i: ks.name_bytes(int(sized[i])), reverse=True)
                 members.sort(key=lambda i: (-length[i], types[i], binds[i]))
                 order[span] = members
-        self.iv_line = sized[order]
+        self.iv_line = sized[order].astype(np.int32)
         self.iv_start = start[order]
         self.iv_end = end[order]
         self.iv_parent = _containers(self.iv_start, self.iv_end)
@@ -398,7 +398,7 @@ def _containers(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     index of the nearest earlier interval containing each one, or -1.  Only
     runs of overlapping intervals need the stack walk."""
     n = len(start)
-    parent = np.full(n, NO, dtype=np.int64)
+    parent = np.full(n, NO, dtype=np.int32)
     if n == 0:
         return parent
     reach = np.maximum.accumulate(end)

@@ -247,7 +247,9 @@ class SymsFile:
         strings = self.strings
         if len(strings) == 0 or strings[-1] != 0:
             raise self._fail("string table not NUL-terminated")
-        self.strings = data[directory[0]:directory[0] + directory[1]]
+        # A view, not a copy: the tables already keep ``data`` alive.
+        self.strings_offset = directory[0]
+        self.strings = memoryview(data)[directory[0]:directory[0] + directory[1]]
         n_str = len(self.strings)
 
         def check(array, bound: int, what: str):
@@ -288,8 +290,8 @@ class SymsFile:
         return self.raw_string(offset).decode("utf-8", "surrogateescape")
 
     def raw_string(self, offset: int) -> bytes:
-        end = self.strings.index(b"\0", offset)
-        return self.strings[offset:end]
+        start = self.strings_offset + offset
+        return self.data[start:self.data.index(b"\0", start)]
 
     @property
     def missing_objects(self) -> list[str]:
@@ -316,7 +318,7 @@ class SymsFile:
             buf = np.frombuffer(self.strings, dtype=np.uint8)
             nul = np.flatnonzero(buf == 0)
             offsets = self.symbols["name"].astype(np.int64)
-            lengths = nul[np.searchsorted(nul, offsets)] - offsets
+            lengths = (nul[np.searchsorted(nul, offsets)] - offsets).astype(np.int32)
             self._name_lengths = lengths
         return lengths
 

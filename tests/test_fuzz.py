@@ -320,7 +320,7 @@ def _suffix_shared(syms_bytes: bytes) -> tuple[bytes, int]:
     .strtab does).  docs/format.md allows it: 'A reader must not assume
     offsets point to the start of a stored string'."""
     syms = SymsFile(syms_bytes)
-    pieces, starts, o = syms.strings.split(b"\0"), [], 0
+    pieces, starts, o = bytes(syms.strings).split(b"\0"), [], 0
     for p in pieces:
         starts.append(o)
         o += len(p) + 1
