@@ -18,6 +18,17 @@ from .rows import ALIASES, ROWS, Bench, result
 DEFAULT_JSON = os.path.join(ROOT, "bench", "results", "latest.json")
 
 
+def _byte_compile(log) -> None:
+    """Byte-compile kmodsyms as pip does when it installs a package: an
+    editable install under PYTHONDONTWRITEBYTECODE would otherwise compile
+    every module from source in every timed process."""
+    import compileall
+    import kmodsyms
+    package = os.path.dirname(os.path.abspath(kmodsyms.__file__))
+    if not compileall.compile_dir(package, quiet=1):
+        log(f"bench: warning: could not byte-compile {package}")
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     p.add_argument("--quick", action="store_true", help="3 repetitions instead of 5 (or --runs)")
@@ -107,6 +118,7 @@ def main(argv=None) -> int:
     status = 0
     try:
         corpus = choose(args.corpus, args.synthetic, workdir, log)
+        _byte_compile(log)
         header = machine()
         header["loadavg_start"] = os.getloadavg()[0]
         log(f"bench: {corpus.description}; scratch {workdir}; rows {', '.join(selected)}")

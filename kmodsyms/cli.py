@@ -14,7 +14,9 @@ from typing import List, Optional
 
 import typer
 
+from .answer import parse_address
 from .errors import KmodsymsError
+from .live import LIVE_KALLSYMS, default_syms_path
 
 app = typer.Typer(
     help="Which built-in kernel module every kernel symbol belongs to: build a "
@@ -22,9 +24,6 @@ app = typer.Typer(
          "names against /proc/kallsyms in DTrace's mod`sym+off notation.",
     no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]})
-
-DEFAULT_KALLSYMS = "/proc/kallsyms"
-
 
 def _die(message: str, status: int = 2) -> None:
     typer.echo(f"kmodsyms: error: {message}", err=True)
@@ -226,19 +225,6 @@ def verify(
     raise typer.Exit(report.exit_status())
 
 
-def _parse_address(text: str) -> int:
-    t = text.strip().lower()
-    if t.startswith("0x"):
-        t = t[2:]
-    try:
-        value = int(t, 16)
-    except ValueError:
-        raise KmodsymsError(f"bad address {text!r}: give it in hex, e.g. 0xffffffff81000000") from None
-    if not 0 <= value < 1 << 64:
-        raise KmodsymsError(f"bad address {text!r}: more than 64 bits")
-    return value
-
-
 _SYMS_HELP = "dtrace_syms file (default: /lib/modules/$(uname -r)/kernel/dtrace_syms)."
 _KALLSYMS_HELP = "kallsyms file (default: /proc/kallsyms, checked against the running kernel)."
 _FORCE_HELP = "Use dtrace_syms even if it looks built for another kernel."
@@ -256,16 +242,23 @@ def resolve(
     kallsyms: Optional[str] = typer.Option(None, "--kallsyms", help=_KALLSYMS_HELP),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per address."),
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
+    no_cache: bool = typer.Option(False, "--no-cache",
+                                  help="Neither answer from nor save a snapshot of the loaded files "
+                                       "(kept in $XDG_CACHE_HOME/kmodsyms while they are unchanged)."),
 ):
     """Name the module, innermost symbol and offset of kernel addresses
     (DTrace's mod`sym+0xoff)."""
     for arg in addresses:
         if arg != "-":
-            _parse_address(arg)  # refuse bad input before loading anything
+            parse_address(arg)  # refuse bad input before loading anything
     resolver = _load(syms, kallsyms, force)
+    if not (no_cache or force):
+        # A later resolve of the same files answers from this (kmodsyms.snapshot).
+        from .snapshot import save
+        save(resolver, syms or default_syms_path(), kallsyms or LIVE_KALLSYMS)
 
     def emit(text: str) -> None:
-        rec = resolver.resolve(_parse_address(text))
+        rec = resolver.resolve(parse_address(text))
         sys.stdout.write((json.dumps(rec.to_json()) if as_json else str(rec)) + "\n")
 
     for arg in addresses:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .answer import is_pseudo_module
 from .errors import KmodsymsError
 from .spans import equal_spans, words
 
@@ -53,11 +54,6 @@ def _positions(buf: np.ndarray, byte: int, chunk: int = 1 << 20) -> np.ndarray:
     temporary mask stays small (a whole-text mask is as big as the text)."""
     found = [np.flatnonzero(buf[at:at + chunk] == byte) + at for at in range(0, len(buf), chunk)]
     return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
-
-
-def is_pseudo_module(name: str) -> bool:
-    """True for the kernel's pseudo-modules: ``bpf``, ``__builtin__ftrace``..."""
-    return name == "bpf" or name.startswith("__builtin__")
 
 
 class Kallsyms:

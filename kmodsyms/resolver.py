@@ -16,80 +16,22 @@ docs/resolver.md states the rules in full.
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field
-
 import numpy as np
 
-from .errors import StaleError
-from .kallsyms import Kallsyms, is_pseudo_module, read_kallsyms
+from .answer import Answers, Symbolization
+from .kallsyms import Kallsyms, read_kallsyms
+from .live import LIVE_KALLSYMS, check_live, default_syms_path
 from .placement import NO, place
 from .spans import equal_spans
-from .symsfile import BINDING_NAMES, SymsFile, read_syms
+from .symsfile import SymsFile, read_syms
 
 _U64 = np.uint64
 _PADDING_PREFIXES = (b"__pfx_", b"__cfi_")
 
-
-@dataclass
-class Symbolization:
-    """One answered address, modelled on perf's dlfilter address record.
-
-    ``module`` is the first module (``vmlinux`` for core kernel);
-    ``modules`` all of them in thick-file order; ``origin`` is ``builtin``,
-    ``core``, ``loadable`` or ``pseudo``; ``size`` is None when unknown and
-    ``sized`` says whether ``[start, start+size)`` holds the address;
-    ``object`` is the build-tree path of the object, None when the symbol
-    comes from no object.  ``candidates`` lists the possible module lists
-    when the object could not be placed uniquely (``ambiguous``).
-    An address in no symbol has ``symbol`` None.
-    """
-
-    address: int
-    module: str | None = None
-    modules: list[str] | None = None
-    origin: str | None = None
-    symbol: str | None = None
-    offset: int | None = None
-    start: int | None = None
-    size: int | None = None
-    sized: bool = False
-    type: str | None = None
-    binding: str | None = None
-    object: str | None = None
-    ambiguous: bool = False
-    candidates: list[list[str]] = field(default_factory=list)
-
-    def to_json(self) -> dict:
-        doc = dict(self.__dict__)
-        doc["address"] = f"{self.address:#x}"
-        doc["start"] = None if self.start is None else f"{self.start:#x}"
-        if not self.ambiguous:
-            del doc["candidates"]
-        return doc
-
-    def __str__(self) -> str:
-        """DTrace's notation: ``0xADDR mod`sym+0xoff (0xSIZE bytes, object)``."""
-        head = f"{self.address:#x}"
-        if self.symbol is None:
-            where = f" {self.module}`?" if self.module else " ?"
-            return head + where + (f" ({self.object})" if self.object else "")
-        text = f"{head} {self.module or '?'}`{self.symbol}"
-        if self.offset:
-            text += f"+{self.offset:#x}"
-        notes = []
-        if self.sized:
-            notes.append(f"{self.size:#x} bytes")
-        else:
-            notes.append("unsized")
-        if self.object:
-            notes.append(self.object)
-        if self.ambiguous:
-            notes.append("ambiguous: " + " | ".join(",".join(c) for c in self.candidates))
-        return f"{text} ({', '.join(notes)})"
+__all__ = ["Resolver", "Symbolization", "load"]
 
 
-class Resolver:
+class Resolver(Answers):
     """Answers for one kernel: built from a :class:`SymsFile` and a
     :class:`Kallsyms` of the same kernel (see :func:`load`)."""
 
@@ -139,6 +81,18 @@ class Resolver:
             pad, nxt = pad[prefixes], nxt[prefixes]
             size[pad] = (self.sorted_address[nxt] - ks.address[pad]).astype(np.int64)
         self.line_size = size
+        # What answers need per line (kmodsyms.answer.Answers).
+        self.line_address, self.line_type, self.line_module = ks.address, ks.type, ks.module
+        self.loaded_module_names = ks.module_names
+        self.line_object = np.full(n, NO, dtype=np.int32)
+        placed = self.line_section >= 0
+        self.line_object[placed] = syms.sections["object"][self.line_section[placed]]
+        # ELF binding: the symbol's own, else read off the type letter.
+        letters = ks.type
+        binding = np.where((letters >= 65) & (letters <= 90), 1, 0).astype(np.uint8)
+        binding[np.isin(letters, np.frombuffer(b"wWvV", dtype=np.uint8))] = 2
+        binding[has_entry] = sym["binding"][self.line_entry[has_entry]]
+        self.line_binding = binding
         # Region of every line: the placed section holding it, else a per-
         # module marker, so that the unsized fallback never crosses either.
         # Outside placed sections the region is the line's module, with the
@@ -199,7 +153,9 @@ class Resolver:
         out = np.full(len(q), NO, dtype=np.int64)
         live = j >= 0
         jj = j.copy()
-        for _ in range(64 if len(self.iv_end) else 0):  # walk out to the innermost interval still holding q
+        # Walk out through containers to the innermost interval still
+        # holding q (each step goes to an earlier interval, so it ends).
+        while len(self.iv_end):
             miss = live & (self.iv_end[np.maximum(jj, 0)] <= q)
             if not miss.any():
                 break
@@ -227,70 +183,33 @@ class Resolver:
         line, sized = self.resolve_many(np.array([address], dtype=_U64))
         return self.record(address, int(line[0]), bool(sized[0]))
 
-    def record(self, address: int, line: int, sized: bool) -> Symbolization:
-        """Build the answer record for ``address`` answered by ``line``."""
-        if line < 0:
-            result = Symbolization(address)
-            sec = int(self.extent_of(np.array([address], dtype=_U64))[0])
-            if sec >= 0:
-                self._fill_object(result, int(self.syms.sections["object"][sec]))
-            return result
-        ks = self.ks
-        start = int(ks.address[line])
-        size = int(self.line_size[line])
-        letter = chr(ks.type[line])
-        result = Symbolization(address, symbol=ks.name(line), offset=address - start,
-                               start=start, size=size if size >= 0 else None,
-                               sized=sized, type=letter)
-        entry = int(self.line_entry[line])
-        mod = int(ks.module[line])
-        if mod:
-            name = ks.module_names[mod]
-            result.module, result.modules = name, [name]
-            result.origin = "pseudo" if is_pseudo_module(name) else "loadable"
-        elif line in self.ambiguous:
-            cands = [self.syms.modset_names(int(self.syms.symbols["modset"][e])) or ["vmlinux"]
-                     for e in self.ambiguous[line]]
-            result.ambiguous = True
-            result.candidates = cands
-            if all(c == cands[0] for c in cands):   # same module(s): only the object is unknown
-                result.modules = cands[0]
-                result.module = cands[0][0]
-                result.origin = "core" if cands[0] == ["vmlinux"] else "builtin"
-        else:
-            sec = int(self.line_section[line])
-            if sec >= 0:
-                self._fill_object(result, int(self.syms.sections["object"][sec]))
-            else:
-                result.module, result.modules, result.origin = "vmlinux", ["vmlinux"], "core"
-        if entry >= 0:
-            result.binding = BINDING_NAMES.get(int(self.syms.symbols["binding"][entry]))
-        else:
-            result.binding = _binding_from_letter(letter)
-        return result
+    # Answers' hooks (see kmodsyms.answer): record() is shared with Snapshot.
+    def _line_name(self, line: int) -> str:
+        return self.ks.name(line)
 
-    def _fill_object(self, result: Symbolization, obj: int) -> None:
-        syms = self.syms
-        mods = syms.modset_names(int(syms.objects["modset"][obj]))
-        result.object = syms.object_path(obj)
-        result.modules = mods or ["vmlinux"]
-        result.module = result.modules[0]
-        result.origin = "builtin" if mods else "core"
+    def _candidates(self, line: int) -> list[list[str]] | None:
+        entries = self.ambiguous.get(line)
+        if entries is None:
+            return None
+        return [self.syms.modset_names(int(self.syms.symbols["modset"][e])) or ["vmlinux"]
+                for e in entries]
 
-    def line_objects(self) -> np.ndarray:
-        """Object index (into the dtrace_syms objects table) of every kallsyms
-        line; -1 when it comes from no object (or a loadable module)."""
-        objects = np.full(len(self.ks), NO, dtype=np.int64)
-        has = self.line_section >= 0
-        objects[has] = self.syms.sections["object"][self.line_section[has]]
-        return objects
+    def _object_at(self, address: int) -> int:
+        sec = int(self.extent_of(np.array([address], dtype=_U64))[0])
+        return int(self.syms.sections["object"][sec]) if sec >= 0 else -1
+
+    def _object_path(self, obj: int) -> str:
+        return self.syms.object_path(obj)
+
+    def _object_modules(self, obj: int) -> list[str]:
+        return self.syms.modset_names(int(self.syms.objects["modset"][obj]))
 
     def line_modsets(self) -> np.ndarray:
         """Module set of every kallsyms line: an index into the dtrace_syms
         module sets (0, the empty set, is core kernel, also for lines from no
         object), -1 for a loadable or pseudo-module line (see ``ks.module``),
         -2 where the candidates' modules differ (ambiguous)."""
-        objects = self.line_objects()
+        objects = self.line_object
         modsets = np.zeros(len(self.ks), dtype=np.int64)
         has = objects >= 0
         modsets[has] = self.syms.objects["modset"][objects[has]]
@@ -387,12 +306,6 @@ def _names_equal(ks: Kallsyms, lines: np.ndarray, skip: int, others: np.ndarray)
                        ks.name_end[others] - other_start)
 
 
-def _binding_from_letter(letter: str) -> str:
-    if letter in "wWvV":
-        return "weak"
-    return "global" if letter.isupper() else "local"
-
-
 def _containers(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """For intervals sorted by start (preferred last among equal starts), the
     index of the nearest earlier interval containing each one, or -1.  Only
@@ -415,33 +328,6 @@ def _containers(start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 
 # ------------------------------------------------------------------- loading
-def default_syms_path() -> str:
-    return f"/lib/modules/{os.uname().release}/kernel/dtrace_syms"
-
-
-def running_build_id() -> str:
-    """The running kernel's build-id from /sys/kernel/notes, or ""."""
-    from .elfnotes import parse_notes
-    try:
-        with open("/sys/kernel/notes", "rb") as f:
-            return parse_notes(f.read())
-    except OSError:
-        return ""
-
-
-def check_live(syms: SymsFile) -> None:
-    """Refuse a dtrace_syms built for another kernel than the running one."""
-    release = os.uname().release
-    if syms.meta_kernel_release and syms.meta_kernel_release != release:
-        raise StaleError(f"{syms.source} is for kernel {syms.meta_kernel_release}, but "
-                         f"{release} is running; use the file of the running kernel "
-                         "or pass --force")
-    live_id = running_build_id()
-    if syms.meta_build_id and live_id and syms.meta_build_id != live_id:
-        raise StaleError(f"{syms.source} is for vmlinux build-id {syms.meta_build_id}, but the "
-                         f"running kernel's is {live_id}; rebuild it or pass --force")
-
-
 def load(syms: str | SymsFile | None = None, kallsyms: str | Kallsyms | None = None,
          force: bool = False) -> Resolver:
     """Load dtrace_syms (default ``/lib/modules/$(uname -r)/kernel/dtrace_syms``)
@@ -455,9 +341,9 @@ def load(syms: str | SymsFile | None = None, kallsyms: str | Kallsyms | None = N
     """
     if not isinstance(syms, SymsFile):
         syms = read_syms(syms or default_syms_path())
-    live = kallsyms is None or kallsyms == "/proc/kallsyms"
+    live = kallsyms is None or kallsyms == LIVE_KALLSYMS
     if not isinstance(kallsyms, Kallsyms):
-        kallsyms = read_kallsyms(kallsyms or "/proc/kallsyms")
+        kallsyms = read_kallsyms(kallsyms or LIVE_KALLSYMS)
     if live and not force:
-        check_live(syms)
+        check_live(syms.source, syms.meta_kernel_release, syms.meta_build_id)
     return Resolver(syms, kallsyms, check_anchors=not force)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .answer import BINDING_NAMES
 from .errors import KmodsymsError
 
 MAGIC = b"KMODSYMS"
@@ -65,7 +66,6 @@ MAX_ENTRIES = 1 << 28
 HEADER_STRINGS = ("kernel_release", "build_id", "tool_version", "object_source",
                   "thick_source", "placement")
 TYPE_NAMES = {0: "notype", 1: "object", 2: "func", 6: "tls"}
-BINDING_NAMES = {0: "local", 1: "global", 2: "weak"}
 
 
 @dataclass

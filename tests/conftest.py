@@ -15,6 +15,20 @@ FIXTURE = os.path.join(ROOT, "fixtures", "kbuild")
 FIXTURE_KASLR = 0x2A600000
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_cache(tmp_path_factory):
+    """``kmodsyms resolve`` saves snapshots under $XDG_CACHE_HOME: keep the
+    suite's (and its subprocesses') out of the user's cache."""
+    path = str(tmp_path_factory.mktemp("xdg-cache"))
+    saved = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = path
+    yield path
+    if saved is None:
+        del os.environ["XDG_CACHE_HOME"]
+    else:
+        os.environ["XDG_CACHE_HOME"] = saved
+
+
 @pytest.fixture(scope="session")
 def fixture_tree(tmp_path_factory):
     """A private copy of fixtures/kbuild (builds write next to it)."""

@@ -540,9 +540,9 @@ STRICT_IO = "utf-8:strict"
 
 
 def run_cli(args, timeout=30):
-    """``python -m kmodsyms.cli ARGS`` as a real subprocess."""
+    """``python -m kmodsyms ARGS`` as a real subprocess."""
     env = dict(os.environ, PYTHONIOENCODING=STRICT_IO)
-    return subprocess.run([sys.executable, "-m", "kmodsyms.cli", *args], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "kmodsyms", *args], cwd=ROOT, env=env,
                           capture_output=True, timeout=timeout)
 
 
@@ -552,8 +552,8 @@ class Forked:
 
 
 def run_cli_forked(args, budget_seconds=20):
-    """``kmodsyms.cli.main()`` in a forked child, exactly as ``python -m
-    kmodsyms.cli`` runs it (fresh argv, stdout/stderr on new files, strict
+    """``kmodsyms.__main__.main()`` in a forked child, exactly as ``python -m
+    kmodsyms`` runs it (fresh argv, stdout/stderr on new files, strict
     UTF-8 stdout, an uncaught exception printed as a traceback with status
     1), without paying the interpreter and import start-up per case."""
     import io
@@ -573,7 +573,7 @@ def run_cli_forked(args, budget_seconds=20):
             sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
                                           errors="backslashreplace")
             sys.argv = ["kmodsyms", *args]
-            from kmodsyms.cli import main
+            from kmodsyms.__main__ import main
             try:
                 main()
                 code = 0
@@ -614,7 +614,7 @@ def warm_cli(fixture_syms):
     """Run main() once in this process so that forked children start with
     typer's and click's lazy imports done (~20 ms per case instead of ~250)."""
     import io
-    from kmodsyms.cli import main
+    from kmodsyms.__main__ import main
     saved = sys.argv, sys.stdout, sys.stderr
     for args in (["info", fixture_syms],
                  ["resolve", "--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS, "0x0"]):
@@ -665,7 +665,7 @@ def test_fuzz_cli_slow(warm_cli, tmp_path_factory, syms_bytes, kallsyms_bytes, m
 @pytest.mark.parametrize("case", ["intact", "crc-valid-bad-index", "kallsyms-empty",
                                   "kallsyms-high-byte-name", "syms-high-byte-module-name"])
 def test_cli_real_subprocess(warm_cli, tmp_path, syms_bytes, kallsyms_bytes, case):
-    """The same checks through a real ``python -m kmodsyms.cli`` (anchors the
+    """The same checks through a real ``python -m kmodsyms`` (anchors the
     forked runner above to the real thing)."""
     syms, ks = bytearray(syms_bytes), kallsyms_bytes
     if case == "bad-magic":

@@ -18,7 +18,7 @@ from kmodsyms.symsfile import read_syms
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FRAGMENT = os.path.join(ROOT, "contrib", "kbuild", "Makefile.dtrace_syms")
 RELEASE = "6.12.0-kmodsyms-fixture"
-KMODSYMS = f"{sys.executable} -m kmodsyms.cli"
+KMODSYMS = f"{sys.executable} -m kmodsyms"
 
 needs_make = pytest.mark.skipif(shutil.which("make") is None, reason="make is absent")
 
@@ -49,7 +49,7 @@ def make(tree, *args, check=True):
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "kmodsyms.cli", *args],
+    return subprocess.run([sys.executable, "-m", "kmodsyms", *args],
                           capture_output=True, text=True, env=_env())
 
 

@@ -42,7 +42,7 @@ def test_corpus_derivation_equals_reference(corpus):
 
 
 def test_corpus_thick_build_verify_end_to_end(corpus, tmp_path):
-    cli = [sys.executable, "-m", "kmodsyms.cli"]
+    cli = [sys.executable, "-m", "kmodsyms"]
     thick = tmp_path / "modules_thick.builtin"
     syms = tmp_path / "dtrace_syms"
     subprocess.run(cli + ["thick", "--kbuild", corpus, "-o", str(thick)], check=True)

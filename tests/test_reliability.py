@@ -38,7 +38,7 @@ def cli(*args, cwd=ROOT, umask=None, timeout=60):
     def pre():
         if umask is not None:
             os.umask(umask)
-    return subprocess.run([sys.executable, "-m", "kmodsyms.cli", *map(str, args)], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "kmodsyms", *map(str, args)], cwd=cwd,
                           env=STRICT_ENV, capture_output=True, timeout=timeout,
                           preexec_fn=pre if umask is not None else None)
 

@@ -158,7 +158,7 @@ def test_corpus_matches_linker_maps(corpus, corpus_syms):
             if not l.startswith("#")]
     core = r.core_lines
     assert len(core) == len(rows)
-    objects = r.line_objects()
+    objects = r.line_object
     modsets = r.line_modsets()
     checked = wrong = 0
     for line, (addr, _t, name, obj, mods, elf_size, flag) in zip(core.tolist(), rows):
@@ -179,7 +179,7 @@ def test_corpus_matches_linker_maps(corpus, corpus_syms):
 
 
 def test_cli_resolve_lookup_and_kallmodsyms(fixture_tree, fixture_syms):
-    base = [sys.executable, "-m", "kmodsyms.cli"]
+    base = [sys.executable, "-m", "kmodsyms"]
     ks = os.path.join(fixture_tree, "kallsyms")
     r = load(syms=fixture_syms, kallsyms=ks)
     target = r.lookup("init_once", "isofs")[0]

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from kmodsyms import resolver
+from kmodsyms import live
 from kmodsyms.elfnotes import parse_notes
 from kmodsyms.errors import StaleError
 from kmodsyms.symsfile import TEMP_PREFIX, read_syms, write_atomic
@@ -22,25 +22,25 @@ class _Uname:
 
 def test_other_release_is_refused(fixture_syms, monkeypatch):
     syms = read_syms(fixture_syms)
-    monkeypatch.setattr(resolver.os, "uname", lambda: _Uname("6.1.0-other"))
+    monkeypatch.setattr(live.os, "uname", lambda: _Uname("6.1.0-other"))
     with pytest.raises(StaleError, match="is for kernel 6.12.0-kmodsyms-fixture, but 6.1.0-other"):
-        resolver.check_live(syms)
+        live.check_live(syms.source, syms.meta_kernel_release, syms.meta_build_id)
 
 
 def test_other_build_id_is_refused(fixture_syms, monkeypatch):
     syms = read_syms(fixture_syms)
-    monkeypatch.setattr(resolver.os, "uname", lambda: _Uname(syms.meta_kernel_release))
-    monkeypatch.setattr(resolver, "running_build_id", lambda: "00" * 20)
+    monkeypatch.setattr(live.os, "uname", lambda: _Uname(syms.meta_kernel_release))
+    monkeypatch.setattr(live, "running_build_id", lambda: "00" * 20)
     with pytest.raises(StaleError, match=f"build-id {syms.meta_build_id}"):
-        resolver.check_live(syms)
-    monkeypatch.setattr(resolver, "running_build_id", lambda: syms.meta_build_id)
-    resolver.check_live(syms)  # the right kernel
+        live.check_live(syms.source, syms.meta_kernel_release, syms.meta_build_id)
+    monkeypatch.setattr(live, "running_build_id", lambda: syms.meta_build_id)
+    live.check_live(syms.source, syms.meta_kernel_release, syms.meta_build_id)  # the right kernel
 
 
 def test_cli_refuses_a_foreign_file_for_the_live_kernel(fixture_syms):
     if os.uname().release == read_syms(fixture_syms).meta_kernel_release:
         pytest.skip("this machine runs the fixture's release")
-    out = subprocess.run([sys.executable, "-m", "kmodsyms.cli", "resolve", "--syms", fixture_syms,
+    out = subprocess.run([sys.executable, "-m", "kmodsyms", "resolve", "--syms", fixture_syms,
                           "0xffffffff81000000"], capture_output=True, text=True)
     assert out.returncode == 2
     assert len(out.stderr.splitlines()) == 1 and "--force" in out.stderr

@@ -1,0 +1,322 @@
+"""Snapshots: a resolver's answer arrays saved so that a later
+``kmodsyms resolve`` answers in plain Python, without numpy or placement.
+
+``kmodsyms resolve`` is a whole process per question.  Loading and placing
+costs a few hundred milliseconds where reading kallsyms costs a few, so
+after a full load the CLI saves what answering needs (:func:`save`): per
+kallsyms line, in address order, its address, name span, letter, module,
+size, object, binding and region; the sized intervals; the placed extents;
+object paths and module lists.  The next
+``resolve`` of the same two files answers from it (:func:`quick_resolve`)
+by bisection over array views of the file.
+
+A snapshot is used only for the inputs it was made from: the same kallsyms
+text (length, CRC-32 and Adler-32; it changes at every boot under KASLR and
+at every module load or unload), dtrace_syms' path, size, mtime and CRC,
+and the same kmodsyms and Python.  Only a load that checked the anchors
+makes one, and the running kernel is checked again when one is used.  It
+lives in ``$XDG_CACHE_HOME/kmodsyms`` (default ``~/.cache/kmodsyms``), one
+per pair of file paths, written atomically and fsynced (mode 0600), and is
+then trusted as Python trusts its own .pyc files: a missing, stale,
+truncated or foreign one is not used; ``--no-cache`` bypasses it.  Byte
+order and the ``marshal`` head are the machine's own: it never leaves the
+machine that wrote it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import marshal
+import mmap
+import os
+import struct
+import sys
+import zlib
+
+from . import __version__
+from .answer import Answers, parse_address
+from .errors import KmodsymsError, StaleError
+from .live import LIVE_KALLSYMS, check_live, default_syms_path
+
+MAGIC = b"KMSNAP\0\3"
+_HEAD = struct.Struct("=8sQ")     # magic, length of the marshalled doc
+_ALIGN = 8
+
+# The saved arrays, per kallsyms line in address order unless named
+# otherwise, and their element types (array module codes; "i|q": int32
+# when every value fits, else int64).
+ARRAYS = (
+    ("line_address", "Q"), ("name_start", "i|q"), ("name_end", "i|q"), ("line_type", "B"),
+    ("line_module", "i|q"), ("line_size", "i|q"), ("line_object", "i|q"),
+    ("line_binding", "B"), ("line_region", "i|q"),
+    ("iv_start", "Q"), ("iv_end", "Q"), ("iv_line", "i|q"), ("iv_parent", "i|q"),
+    ("region_end", "Q"), ("extent_start", "Q"), ("extent_end", "Q"),
+    ("extent_section", "i|q"), ("section_object", "i|q"),
+)
+
+
+def cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "kmodsyms")
+
+
+def snapshot_path(syms_path: str, kallsyms_path: str) -> str:
+    """Where the snapshot of this pair of files lives.  The name only
+    spreads pairs over files; the key inside says which pair it holds."""
+    pair = f"{os.path.abspath(syms_path)}\0{os.path.abspath(kallsyms_path)}"
+    return os.path.join(cache_dir(), f"resolve-{zlib.crc32(pair.encode()):08x}")
+
+
+def _key(syms_path: str, kallsyms_path: str, syms_size: int, syms_crc: bytes,
+         kallsyms_text: bytes) -> dict:
+    """What a snapshot must match.  The kallsyms text is known by its length
+    and two checksums (64 bits in all): reading it is the one cost a
+    snapshot cannot avoid, and these cost a few milliseconds more, where a
+    cryptographic hash would cost as much again in imports."""
+    return {"kmodsyms": __version__, "python": sys.version, "syms": os.path.abspath(syms_path),
+            "kallsyms": os.path.abspath(kallsyms_path), "syms_size": syms_size,
+            "syms_crc": syms_crc, "syms_mtime_ns": os.stat(syms_path).st_mtime_ns,
+            "kallsyms_size": len(kallsyms_text), "kallsyms_crc32": zlib.crc32(kallsyms_text),
+            "kallsyms_adler32": zlib.adler32(kallsyms_text)}
+
+
+# ------------------------------------------------------------------ writing
+def save(resolver, syms_path: str, kallsyms_path: str) -> None:
+    """Save ``resolver`` (a full :class:`kmodsyms.resolver.Resolver`, loaded
+    from these two paths with its checks on) as their snapshot.  Failure to
+    write is no error: it is only a cache."""
+    import numpy as np
+    from .symsfile import write_atomic
+    syms, ks, placement = resolver.syms, resolver.ks, resolver.placement
+    # Lines in address order: the fallback search needs no index then.
+    order = resolver.by_address
+    position = np.empty(len(order), dtype=np.int64)
+    position[order] = np.arange(len(order))
+    arrays = {
+        "line_address": resolver.sorted_address, "name_start": ks.name_start[order],
+        "name_end": ks.name_end[order], "line_type": ks.type[order],
+        "line_module": ks.module[order], "line_size": resolver.line_size[order],
+        "line_object": resolver.line_object[order], "line_binding": resolver.line_binding[order],
+        "line_region": resolver.line_region[order], "iv_start": resolver.iv_start,
+        "iv_end": resolver.iv_end, "iv_line": position[resolver.iv_line],
+        "iv_parent": resolver.iv_parent, "region_end": resolver.region_end,
+        "extent_start": placement.extent_start, "extent_end": placement.extent_end,
+        "extent_section": placement.extent_section, "section_object": syms.sections["object"],
+    }
+    blobs, layout = [], []
+    for name, codes in ARRAYS:
+        values = arrays[name]
+        code = codes
+        if codes == "i|q":
+            fits = not len(values) or (int(values.min()) >= -2**31 and int(values.max()) < 2**31)
+            code = "i" if fits else "q"
+        blob = np.ascontiguousarray(values, dtype=np.dtype(code)).tobytes()
+        layout.append((name, code, len(values)))
+        blobs.append(blob + bytes(-len(blob) % _ALIGN))
+    modset_names = [syms.modset_names(i) for i in range(len(syms.modsets))]
+    doc = {
+        "key": _key(syms_path, kallsyms_path, len(syms.data), bytes(syms.data[12:16]), ks.text),
+        "meta": {"source": syms.source, "kernel_release": syms.meta_kernel_release,
+                 "build_id": syms.meta_build_id},
+        "arrays": layout,
+        "loaded_module_names": ks.module_names,
+        "object_paths": [syms.object_path(i) for i in range(len(syms.objects))],
+        "object_modset": syms.objects["modset"].tolist(),
+        "modsets": modset_names,
+        "ambiguous": {str(position[line]): resolver._candidates(line) for line in resolver.ambiguous},
+    }
+    packed = marshal.dumps(doc)
+    head = _HEAD.pack(MAGIC, len(packed))
+    body = packed + bytes(-(_HEAD.size + len(packed)) % _ALIGN) + b"".join(blobs)
+    try:
+        os.makedirs(cache_dir(), mode=0o700, exist_ok=True)
+        write_atomic(snapshot_path(syms_path, kallsyms_path), head + body, mode=0o600)
+    except (OSError, KmodsymsError):
+        pass
+
+
+# ------------------------------------------------------------------ reading
+class Snapshot(Answers):
+    """A saved resolver, answering :meth:`resolve` like the one it was saved
+    from.  Its lines are numbered in address order (kallsyms order in the
+    resolver)."""
+
+    def __init__(self, doc: dict, data: bytes, arrays_at: int, kallsyms_text: bytes):
+        self.text = kallsyms_text
+        self.loaded_module_names = doc["loaded_module_names"]
+        self.object_paths = doc["object_paths"]
+        self.object_modset = doc["object_modset"]
+        self.modsets = doc["modsets"]
+        self.ambiguous = {int(line): cands for line, cands in doc["ambiguous"].items()}
+        view = memoryview(data)
+        at = arrays_at + (-arrays_at % _ALIGN)
+        for (name, codes), (saved_name, code, count) in zip(ARRAYS, doc["arrays"]):
+            if name != saved_name or code not in codes.split("|"):
+                raise ValueError(f"array {saved_name} ({code}) where {name} was expected")
+            size = struct.calcsize(code) * count
+            setattr(self, name, view[at:at + size].cast(code))
+            at += size + (-size % _ALIGN)
+        if at != len(data):
+            raise ValueError("arrays do not fill the file")
+
+    def resolve(self, address: int):
+        """Answer one address (a :class:`kmodsyms.answer.Symbolization`)."""
+        return self.record(address, *self._answer(address))
+
+    def _answer(self, q: int) -> tuple[int, bool]:
+        """The line answering ``q`` and whether it is a sized hit: the same
+        rules as :meth:`kmodsyms.resolver.Resolver.resolve_many`, one address
+        at a time."""
+        j = bisect.bisect_right(self.iv_start, q) - 1
+        while j >= 0 and self.iv_end[j] <= q:
+            j = self.iv_parent[j]
+        if j >= 0:
+            return self.iv_line[j], True
+        line = bisect.bisect_right(self.line_address, q) - 1
+        if line < 0:
+            return -1, False
+        region, section = self.line_region[line], self._section_at(q)
+        if section >= 0:
+            ok = region == section
+        else:
+            ok = region < 0 and q <= self.region_end[-1 - region]
+        return (line if ok else -1), False
+
+    def _section_at(self, q: int) -> int:
+        i = bisect.bisect_right(self.extent_start, q) - 1
+        return self.extent_section[i] if i >= 0 and q < self.extent_end[i] else -1
+
+    # Answers' hooks
+    def _line_name(self, line: int) -> str:
+        return self.text[self.name_start[line]:self.name_end[line]].decode("utf-8", "surrogateescape")
+
+    def _candidates(self, line: int):
+        return self.ambiguous.get(line)
+
+    def _object_at(self, address: int) -> int:
+        section = self._section_at(address)
+        return self.section_object[section] if section >= 0 else -1
+
+    def _object_path(self, obj: int) -> str:
+        return self.object_paths[obj]
+
+    def _object_modules(self, obj: int) -> list[str]:
+        return self.modsets[self.object_modset[obj]]
+
+
+def open_snapshot(syms_path: str, kallsyms_path: str) -> tuple[Snapshot, dict] | None:
+    """The snapshot of these two files and its ``meta`` (the dtrace_syms
+    header fields the live check needs), or None when there is none that
+    matches them.  The file is mapped, not read: an answer touches a few
+    pages of it."""
+    try:
+        with open(snapshot_path(syms_path, kallsyms_path), "rb") as f:
+            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        with open(syms_path, "rb") as f:
+            syms_head = f.read(16)
+            syms_size = os.fstat(f.fileno()).st_size
+        with open(kallsyms_path, "rb") as f:
+            kallsyms_text = f.read()
+        magic, length = _HEAD.unpack_from(data)
+        if magic != MAGIC:
+            return None
+        doc = marshal.loads(data[_HEAD.size:_HEAD.size + length])
+        if doc["key"] != _key(syms_path, kallsyms_path, syms_size, syms_head[12:16], kallsyms_text):
+            return None
+        return Snapshot(doc, data, _HEAD.size + length, kallsyms_text), doc["meta"]
+    except (OSError, ValueError, KeyError, TypeError, EOFError, struct.error):
+        return None
+
+
+# ------------------------------------------------------------- quick resolve
+def quick_resolve(args: list[str]) -> int | None:
+    """Run ``kmodsyms resolve ARGS`` from a snapshot: the exit status, or
+    None when this path does not answer (arguments it does not parse, no
+    matching snapshot, a stale file), and the full CLI must run instead,
+    which also reports any error in its own words."""
+    options = _parse_resolve_args(args)
+    if options is None:
+        return None
+    syms_path = options["syms"] or default_syms_path()
+    kallsyms_path = options["kallsyms"] or LIVE_KALLSYMS
+    opened = open_snapshot(syms_path, kallsyms_path)
+    if opened is None:
+        return None
+    snapshot, meta = opened
+    if kallsyms_path == LIVE_KALLSYMS and not options["force"]:
+        try:
+            check_live(meta["source"], meta["kernel_release"], meta["build_id"])
+        except StaleError:
+            return None
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="surrogateescape")
+
+    def emit(text: str) -> None:
+        rec = snapshot.resolve(parse_address(text))
+        if options["json"]:
+            import json   # only here: a few ms of a run this short
+            sys.stdout.write(json.dumps(rec.to_json()) + "\n")
+        else:
+            sys.stdout.write(f"{rec}\n")
+
+    try:
+        for arg in options["addresses"]:
+            if arg == "-":
+                for line in sys.stdin:
+                    if line.strip():
+                        emit(line)
+                        sys.stdout.flush()
+            else:
+                emit(arg)
+        sys.stdout.flush()
+    except KmodsymsError as e:
+        print(f"kmodsyms: error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+_VALUE_OPTIONS = {"--syms": "syms", "-s": "syms", "--kallsyms": "kallsyms"}
+_FLAG_OPTIONS = {"--json": "json", "--force": "force", "--no-cache": "no_cache"}
+
+
+def _parse_resolve_args(args: list[str]) -> dict | None:
+    """``resolve``'s arguments as the typer command would take them, or None
+    for anything else (help, unknown or malformed options, bad addresses,
+    --no-cache): those go to the typer command."""
+    options = {"syms": None, "kallsyms": None, "json": False, "force": False,
+               "no_cache": False, "addresses": []}
+    i = 0
+    only_arguments = False
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if only_arguments or arg == "-" or not arg.startswith("-"):
+            options["addresses"].append(arg)
+        elif arg == "--":
+            only_arguments = True
+        elif arg in _FLAG_OPTIONS:
+            options[_FLAG_OPTIONS[arg]] = True
+        else:
+            name, eq, value = arg.partition("=")
+            if name not in _VALUE_OPTIONS or (eq and name == "-s"):   # click: -s=F is "=F"
+                return None
+            if not eq:
+                if i >= len(args):
+                    return None
+                value = args[i]
+                i += 1
+            options[_VALUE_OPTIONS[name]] = value
+    if options["no_cache"] or not options["addresses"]:
+        return None
+    try:
+        for arg in options["addresses"]:
+            if arg != "-":
+                parse_address(arg)
+    except KmodsymsError:
+        return None
+    return options
