@@ -35,7 +35,7 @@ import numpy as np
 
 from .errors import StaleError
 from .kallsyms import Kallsyms
-from .spans import equal_spans
+from .spans import equal_spans, hash_spans
 from .symsfile import SymsFile
 
 NO = -1
@@ -88,34 +88,31 @@ class Placement:
     def _name_groups(self):
         """Group dtrace_syms entries by name (they are sorted by name and
         names are deduplicated in the string table, so equal name offsets are
-        contiguous) and map each core kallsyms line to its group."""
+        contiguous) and map each core kallsyms line to its group, by a hash
+        of the bytes confirmed by comparing them."""
         syms, ks = self.syms, self.ks
         name_off = syms.symbols["name"]
         n = len(name_off)
         change = np.ones(n, dtype=bool)
         change[1:] = name_off[1:] != name_off[:-1]
         first = np.flatnonzero(change)
-        # Decode each run's name at its own offset, up to the next NUL: an
-        # offset may point into the middle of a stored string (format.md).
+        # An offset may point into the middle of a stored string (format.md),
+        # so one name may be stored at two offsets: still one group.
         starts = name_off[first].astype(np.int64)
-        ends = starts + syms.name_lengths()[first]
-        data, base = syms.data, syms.strings_offset
-        names = [data[base + a:base + b] for a, b in zip(starts.tolist(), ends.tolist())]
-        # One name stored at two offsets is still one group.
+        lengths = syms.name_lengths()[first]
         same = np.zeros(len(first), dtype=bool)
-        same[1:] = [a == b for a, b in zip(names, names[1:])]
+        same[1:] = equal_spans(syms.strings, starts[1:], syms.strings, starts[:-1],
+                               lengths[1:], lengths[:-1])
         change[first[same]] = False
         group_start = first[~same]
-        group_names = [nm for nm, dup in zip(names, same.tolist()) if not dup]
         self.group_start = group_start
         self.group_count = np.diff(np.append(group_start, n))
         self.entry_group = np.cumsum(change) - 1
-        group_of_name = {name: g for g, name in enumerate(group_names)}
         self.core_lines = np.flatnonzero(ks.module == 0)
-        names = ks.names_bytes(self.core_lines)
-        get = group_of_name.get
         self.line_group = np.full(len(ks), NO, dtype=np.int64)
-        self.line_group[self.core_lines] = [get(nm, NO) for nm in names]
+        self.line_group[self.core_lines] = _match_names(
+            ks.text, ks.name_start[self.core_lines], ks.name_end[self.core_lines],
+            syms.strings, starts[~same], lengths[~same])
 
     def _place(self) -> None:
         syms, ks = self.syms, self.ks
@@ -140,8 +137,13 @@ class Placement:
         self.stats.anchors = len(anchor_lines)
         if len(sections):
             # Majority vote per section over (section, base) pairs.
-            pairs = np.stack([sections.astype(_U64), bases])
-            uniq, votes = np.unique(pairs, axis=1, return_counts=True)
+            by_pair = np.lexsort((bases, sections))
+            sections, bases = sections[by_pair], bases[by_pair]
+            new_pair = np.ones(len(by_pair), dtype=bool)
+            new_pair[1:] = (sections[1:] != sections[:-1]) | (bases[1:] != bases[:-1])
+            firsts = np.flatnonzero(new_pair)
+            uniq = np.stack([sections[firsts].astype(_U64), bases[firsts]])
+            votes = np.diff(np.append(firsts, len(by_pair)))
             order = np.lexsort((votes, uniq[0]))          # by section, then votes
             uniq, votes = uniq[:, order], votes[order]
             last = np.ones(uniq.shape[1], dtype=bool)
@@ -448,26 +450,23 @@ class Placement:
         cand = self.group_start[groups[single]]
         hit = placed_entry[cand] & (entry_addr[cand] == ks.address[core[single]])
         self.line_entry[core[single][hit]] = cand[hit]
-        # Duplicated names: look among the group's placed copies by address.
+        # Duplicated names: the first placed copy at the line's address, else
+        # (no copy there) the unplaced copies are its candidates.
         multi = core[(groups >= 0) & ~single]
-        ambiguous_candidates: dict[int, list[int]] = {}
-        for line, g in zip(multi.tolist(), self.line_group[multi].tolist()):
-            start = int(self.group_start[g])
-            entries = range(start, start + int(self.group_count[g]))
-            addr = ks.address[line]
-            found = NO
-            unplaced = []
-            for e in entries:
-                if placed_entry[e]:
-                    if entry_addr[e] == addr:
-                        found = e
-                        break
-                else:
-                    unplaced.append(e)
-            if found != NO:
-                self.line_entry[line] = found
-            elif unplaced:
-                ambiguous_candidates[line] = unplaced
+        open_line = open_entry = np.zeros(0, dtype=np.int64)   # (line, unplaced copy) pairs
+        if len(multi):
+            count = self.group_count[self.line_group[multi]]
+            pair_line = np.repeat(np.arange(len(multi)), count)
+            pair_entry = np.repeat(self.group_start[self.line_group[multi]] - (np.cumsum(count) - count),
+                                   count) + np.arange(int(count.sum()))
+            placed = placed_entry[pair_entry]
+            match = np.flatnonzero(placed & (entry_addr[pair_entry] == ks.address[multi][pair_line]))
+            first = match[np.flatnonzero(np.diff(pair_line[match], prepend=-1) != 0)]
+            self.line_entry[multi[pair_line[first]]] = pair_entry[first]
+            found = np.zeros(len(multi), dtype=bool)
+            found[pair_line[first]] = True
+            open_pairs = np.flatnonzero(~placed & ~found[pair_line])
+            open_line, open_entry = multi[pair_line[open_pairs]], pair_entry[open_pairs]
         has_entry = self.line_entry >= 0
         self.line_section[has_entry] = sym["section"][self.line_entry[has_entry]]
         self.line_how[has_entry] = LINE_SYMBOL
@@ -488,14 +487,20 @@ class Placement:
             inside = self.extent_of(ks.address[rest])
         self.line_section[rest] = inside
         self.line_how[rest[inside >= 0]] = LINE_EXTENT
+        # A line left in no section with unplaced copies is ambiguous, unless
+        # every copy has size zero: a zero-size symbol owns no byte, so
+        # whichever copy it is, its object is the one whose bytes are at its
+        # address (none, here).
         self.ambiguous: dict[int, list[int]] = {}
-        sizes = sym["size"]
-        for line, entries in ambiguous_candidates.items():
-            # A zero-size symbol owns no byte: whichever copy it is, its object
-            # is the one whose bytes are at its address (none, here).
-            if self.line_section[line] == NO and any(sizes[e] for e in entries):
-                self.ambiguous[line] = entries
-                self.line_how[line] = LINE_AMBIGUOUS
+        keep = self.line_section[open_line] == NO
+        open_line, open_entry = open_line[keep], open_entry[keep]
+        sized_lines = np.unique(open_line[sym["size"][open_entry] > 0])
+        keep = np.isin(open_line, sized_lines)
+        open_line, open_entry = open_line[keep], open_entry[keep]
+        for run in np.split(np.arange(len(open_line)), np.flatnonzero(np.diff(open_line)) + 1):
+            if len(run):
+                self.ambiguous[int(open_line[run[0]])] = open_entry[run].tolist()
+        self.line_how[sized_lines] = LINE_AMBIGUOUS
         _count(self)
 
     def _build_extents(self) -> None:
@@ -661,6 +666,38 @@ class LinkedPlacement:
 
     _build_extents = Placement._build_extents
     extent_of = Placement.extent_of
+
+
+def _match_names(text, name_start: np.ndarray, name_end: np.ndarray, strings,
+                 group_start: np.ndarray, group_length: np.ndarray) -> np.ndarray:
+    """For each name ``text[name_start:name_end]``, the index of the equal one
+    among the distinct names ``strings[group_start:+group_length]``, or -1."""
+    length = (name_end - name_start).astype(np.int64)
+    group_hash = hash_spans(strings, group_start, group_length)
+    order = np.argsort(group_hash, kind="stable")
+    sorted_hash = group_hash[order]
+    name_hash = hash_spans(text, name_start, length)
+    at = np.minimum(np.searchsorted(sorted_hash, name_hash), max(len(order) - 1, 0))
+    result = np.full(len(length), NO, dtype=np.int64)
+    if not len(order):
+        return result
+    cand = order[at]
+    hit = sorted_hash[at] == name_hash
+    hit[hit] = equal_spans(text, name_start[hit], strings, group_start[cand[hit]],
+                           length[hit], group_length[cand[hit]])
+    result[hit] = cand[hit]
+    # Two distinct names with one hash: try the others of that hash.
+    collided = np.flatnonzero(~hit & (sorted_hash[at] == name_hash))
+    for k in collided.tolist():
+        j = int(at[k]) + 1
+        while j < len(order) and sorted_hash[j] == name_hash[k]:
+            g = int(order[j])
+            if equal_spans(text, name_start[k:k + 1], strings, group_start[g:g + 1],
+                           length[k:k + 1], group_length[g:g + 1])[0]:
+                result[k] = g
+                break
+            j += 1
+    return result
 
 
 def _same_names(ks: Kallsyms, lines: np.ndarray, syms: SymsFile, entries: np.ndarray) -> np.ndarray:

@@ -27,6 +27,7 @@ import numpy as np
 
 from .answer import BINDING_NAMES
 from .errors import KmodsymsError
+from .spans import spans_in_order
 
 MAGIC = b"KMODSYMS"
 FORMAT_VERSION = 1
@@ -101,21 +102,27 @@ class StringTable:
             self._size += len(s) + 1
         return off
 
-    def add_many(self, items: list[bytes]) -> list[int]:
-        """Offsets of many byte strings (each added once), in one append."""
+    def add_sorted(self, items: list[bytes], first: np.ndarray) -> np.ndarray:
+        """Offsets of ``items``, in which equal strings are neighbours and
+        ``first`` marks the first of each run: the new ones are added with
+        one append, and only one string per run is looked up."""
         offsets = self._offsets
-        new = [s for s in dict.fromkeys(items) if s not in offsets]
+        runs = [items[i] for i in np.flatnonzero(first).tolist()]
+        known = [offsets.get(s, -1) for s in runs]
+        new = [s for s, off in zip(runs, known) if off < 0]
         if new:
             blob = b"\0".join(new) + b"\0"
             if blob.count(b"\0") != len(new):
                 bad = next(s for s in new if b"\0" in s)
                 raise KmodsymsError(f"name {bad[:40]!r} contains a NUL byte")
-            starts = list(itertools.accumulate((len(s) + 1 for s in new[:-1]),
-                                               initial=self._size))
+            lengths = np.fromiter(map(len, new), dtype=np.int64, count=len(new)) + 1
+            starts = (self._size + np.cumsum(lengths) - lengths).tolist()
             offsets.update(zip(new, starts))
             self._chunks.append(blob)
             self._size += len(blob)
-        return list(map(offsets.__getitem__, items))
+            starts = iter(starts)
+            known = [off if off >= 0 else next(starts) for off in known]
+        return np.asarray(known, dtype=np.int64)[np.cumsum(first) - 1]
 
     def data(self) -> bytes:
         return b"".join(self._chunks)
@@ -331,7 +338,7 @@ class SymsFile:
         Checked on first use by what relies on the order (find(), placement
         by search), not on every load: the CRC already catches damage."""
         if not getattr(self, "_sorted", False):
-            if not _names_sorted(np.frombuffer(self.strings, dtype=np.uint8),
+            if not spans_in_order(self.strings,
                                  self.symbols["name"].astype(np.int64), self.name_lengths()):
                 raise self._fail("symbol names are not sorted")
             self._sorted = True
@@ -368,29 +375,6 @@ class SymsFile:
             for m in members:
                 counts[m] += int(per_modset[modset])
         return counts
-
-
-def _names_sorted(buf: np.ndarray, offsets: np.ndarray, lengths: np.ndarray) -> bool:
-    """Whether the NUL-free byte strings ``buf[offsets:+lengths]`` are in
-    non-decreasing strcmp order, compared 8 bytes at a time for all
-    neighbouring pairs at once."""
-    a = np.flatnonzero(offsets[1:] != offsets[:-1])   # equal offsets: equal names
-    b = a + 1
-    word = 0
-    while len(a):
-        values = []
-        within = 8 * word + np.arange(8)
-        for side in (a, b):
-            chunk = buf[np.minimum(offsets[side][:, None] + within, len(buf) - 1)]
-            chunk[lengths[side][:, None] <= within] = 0     # past the end: strcmp's NUL
-            values.append(np.ascontiguousarray(chunk).view(">u8").ravel())
-        if (values[0] > values[1]).any():
-            return False
-        # Pairs still equal so far and not both finished go on to the next word.
-        more = (values[0] == values[1]) & (np.maximum(lengths[a], lengths[b]) > 8 * (word + 1))
-        a, b = a[more], b[more]
-        word += 1
-    return True
 
 
 class _NameView:

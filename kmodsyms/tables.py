@@ -6,6 +6,7 @@ needs numpy)."""
 
 from __future__ import annotations
 
+import itertools
 import os
 
 import numpy as np
@@ -33,47 +34,54 @@ def assemble(thick: ThickMap, owners: dict[str, tuple[int, ...]], objects: list[
     obj_table["modset"] = [modsets[owners.get(o, ())] for o in all_objects]
     obj_table["flags"][len(objects):] = OBJECT_MISSING
 
+    chain = itertools.chain.from_iterable
     secname_index: dict[str, int] = {}
-    sec_rows = []
-    sec_base = []
-    for obj_index, scan in enumerate(scans):
-        sec_base.append(len(sec_rows))
-        for name, flags, align, size in zip(scan.sec_name, scan.sec_flags,
-                                            scan.sec_align, scan.sec_size):
-            sec_rows.append((obj_index, secname_index.setdefault(name, len(secname_index)),
-                             flags & 0xFFFFFFFF, min(align, 0xFFFFFFFF), size))
-    sections = np.zeros(len(sec_rows), dtype=TABLES[6][1])
-    if sec_rows:
-        for field_index, field_name in enumerate(("object", "name", "flags", "align", "size")):
-            sections[field_name] = [row[field_index] for row in sec_rows]
+    sec_counts = [len(scan.sec_name) for scan in scans]
+    sec_base = np.concatenate(([0], np.cumsum(sec_counts)[:-1])).astype(np.uint32)
+    n_sec = sum(sec_counts)
+    sections = np.zeros(n_sec, dtype=TABLES[6][1])
+    sections["object"] = np.repeat(np.arange(len(scans), dtype=np.uint32), sec_counts)
+    sections["name"] = [secname_index.setdefault(name, len(secname_index))
+                        for name in chain(scan.sec_name for scan in scans)]
+    sections["flags"] = np.fromiter(chain(scan.sec_flags for scan in scans), np.uint64, n_sec) & 0xFFFFFFFF
+    sections["align"] = np.minimum(np.fromiter(chain(scan.sec_align for scan in scans), np.uint64, n_sec),
+                                   0xFFFFFFFF)
+    sections["size"] = np.fromiter(chain(scan.sec_size for scan in scans), np.uint64, n_sec)
     sections["address"] = NO_ADDRESS
     secnames = np.array([strings.add(n) for n in secname_index], dtype=TABLES[5][1])
 
-    n = sum(len(s.sym_name) for s in scans)
-    names: list[bytes] = []
-    obj_col = np.empty(n, dtype=np.uint32)
-    sec_col = np.empty(n, dtype=np.uint32)
-    pos = 0
-    for obj_index, scan in enumerate(scans):
-        k = len(scan.sym_name)
-        names += scan.sym_name
-        obj_col[pos:pos + k] = obj_index
-        sec_col[pos:pos + k] = np.asarray(scan.sym_section, dtype=np.uint32) + sec_base[obj_index]
-        pos += k
-    value = np.fromiter((v for s in scans for v in s.sym_value), dtype=np.uint64, count=n)
-    size = np.fromiter((v for s in scans for v in s.sym_size), dtype=np.uint64, count=n)
-    info = np.fromiter((v for s in scans for v in s.sym_info), dtype=np.uint8, count=n)
+    counts = [len(scan.sym_name) for scan in scans]
+    n = sum(counts)
+    names = list(chain(scan.sym_name for scan in scans))
+    obj_col = np.repeat(np.arange(len(scans), dtype=np.uint32), counts)
+    sec_col = np.fromiter(chain(scan.sym_section for scan in scans), np.uint32, n) + \
+        np.repeat(sec_base, counts)
+    value = np.fromiter(chain(scan.sym_value for scan in scans), np.uint64, n)
+    size = np.fromiter(chain(scan.sym_size for scan in scans), np.uint64, n)
+    info = np.fromiter(chain(scan.sym_info for scan in scans), np.uint8, n)
     modset_col = obj_table["modset"][obj_col] if n else np.zeros(0, np.uint32)
 
     # Sort by name, then module names, then object path (docs/format.md).
-    # Every key compares as bytes, as a C reader's strcmp/memcmp does.
+    # Every key compares as bytes, as a C reader's strcmp/memcmp does.  One
+    # sort by name; the runs of equal names (few) are then ordered by the
+    # rank of their (module names, object path).
     module_key = [tuple(thick.modules[m].encode() for m in ms) for ms in modset_list]
-    object_key = [o.encode("utf-8", "surrogateescape") for o in all_objects]
-    keys = list(zip(names, map(module_key.__getitem__, modset_col.tolist()),
-                    map(object_key.__getitem__, obj_col.tolist())))
-    order = sorted(range(n), key=keys.__getitem__)
+    object_key = [(module_key[modsets[owners.get(o, ())]], o.encode("utf-8", "surrogateescape"))
+                  for o in all_objects]
+    object_rank = np.empty(len(all_objects), dtype=np.int64)
+    object_rank[sorted(range(len(all_objects)), key=object_key.__getitem__)] = np.arange(len(all_objects))
+    order = sorted(range(n), key=names.__getitem__)
+    sorted_names = [names[i] for i in order]
+    first = np.ones(n, dtype=bool)
+    first[1:] = list(map(bytes.__ne__, sorted_names[1:], sorted_names[:-1]))
+    tie = np.flatnonzero(~first[1:])      # name i equals name i + 1
+    if len(tie):
+        rank = object_rank[obj_col].tolist()
+        for run in np.split(tie, np.flatnonzero(np.diff(tie) != 1) + 1):
+            span = slice(int(run[0]), int(run[-1]) + 2)
+            order[span] = sorted(order[span], key=rank.__getitem__)
     symbols = np.zeros(n, dtype=TABLES[7][1])
-    symbols["name"] = strings.add_many([names[i] for i in order])
+    symbols["name"] = strings.add_sorted(sorted_names, first)
     order = np.asarray(order, dtype=np.int64)
     symbols["modset"] = modset_col[order]
     symbols["object"] = obj_col[order]
