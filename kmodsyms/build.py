@@ -42,13 +42,6 @@ def kernel_release(kbuild: str) -> str:
         return ""
 
 
-def vmlinux_build_id(kbuild: str) -> str:
-    """The GNU build-id of ``DIR/vmlinux`` in hex, or "" when there is none."""
-    from .elfnotes import elf_build_id
-    path = os.path.join(kbuild, "vmlinux")
-    return elf_build_id(path) if os.path.exists(path) else ""
-
-
 def build(kbuild: str, thick: ThickMap, thick_source: str, output: str, jobs: int = 0,
           allow_missing: bool = False, progress=None, use_cache: bool = True,
           layout: bool = True) -> BuildResult:
@@ -81,14 +74,17 @@ def build(kbuild: str, thick: ThickMap, thick_source: str, output: str, jobs: in
                            time.monotonic() - start, object_source, thick_source, missing,
                            len(present))
     scans = scan_all(kbuild, present, jobs, progress, cache)
+    from .elfimage import read_image
     from .symsfile import FLAG_MISSING_OBJECTS, Meta, encode, write_atomic
     from .tables import assemble, record_layout
-    meta = Meta(kernel_release=kernel_release(kbuild), build_id=vmlinux_build_id(kbuild),
+    vmlinux = os.path.join(kbuild, "vmlinux")
+    segments, build_id = read_image(vmlinux) if os.path.exists(vmlinux) else ([], "")
+    meta = Meta(kernel_release=kernel_release(kbuild), build_id=build_id,
                 tool_version=f"kmodsyms {__version__}", object_source=object_source,
                 thick_source=_tree_relative(kbuild, thick_source), flags=FLAG_MISSING_OBJECTS if missing else 0)
     strings, tables = assemble(thick, owners, present, scans, missing)
     if layout:
-        record_layout(kbuild, meta, strings, tables)
+        record_layout(kbuild, segments, meta, strings, tables)
     image = encode(meta, strings, tables)
     write_atomic(output, image)
     n_symbols = len(tables["symbols"])

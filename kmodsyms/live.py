@@ -17,7 +17,7 @@ def default_syms_path() -> str:
 
 def running_build_id() -> str:
     """The running kernel's build-id from /sys/kernel/notes, or ""."""
-    from .elfnotes import parse_notes
+    from .elfimage import parse_notes
     try:
         with open("/sys/kernel/notes", "rb") as f:
             return parse_notes(f.read())

@@ -105,27 +105,15 @@ def assemble(thick: ThickMap, owners: dict[str, tuple[int, ...]], objects: list[
 ANCHORS_PER_SEGMENT = 16
 
 
-def load_segments(vmlinux: str) -> list[tuple[int, int]]:
-    """[start, end) of vmlinux's PT_LOAD segments: the pieces KASLR moves
-    (or, like x86_64's per-cpu segment at 0, leaves) as a whole."""
-    from elftools.common.exceptions import ELFError
-    from elftools.elf.elffile import ELFFile
-    try:
-        with open(vmlinux, "rb") as f:
-            return [(seg["p_vaddr"], seg["p_vaddr"] + seg["p_memsz"])
-                    for seg in ELFFile(f).iter_segments()
-                    if seg["p_type"] == "PT_LOAD" and seg["p_memsz"]]
-    except (OSError, ELFError) as e:
-        raise KmodsymsError(f"cannot read program headers of {vmlinux}: {e}") from None
-
-
-def record_layout(kbuild: str, meta: Meta, strings: StringTable, tables: dict) -> bool:
+def record_layout(kbuild: str, segments: list[tuple[int, int]], meta: Meta,
+                  strings: StringTable, tables: dict) -> bool:
     """Place every object section in vmlinux at build time, by the same
     search the loader would otherwise do, against ``System.map`` (kallsyms
     before KASLR), and record its link address, vmlinux's load segments and a
     few anchor symbols per segment by which the loader finds each segment's
-    KASLR shift.  Needs ``vmlinux`` and ``System.map``; returns whether it
-    recorded anything."""
+    KASLR shift.  ``segments`` are vmlinux's PT_LOAD segments
+    (:func:`kmodsyms.elfimage.read_image`).  Needs ``vmlinux`` and
+    ``System.map``; returns whether it recorded anything."""
     import json
     from .kallsyms import read_kallsyms
     from .placement import Placement
@@ -134,7 +122,6 @@ def record_layout(kbuild: str, meta: Meta, strings: StringTable, tables: dict) -
     system_map = os.path.join(kbuild, "System.map")
     if not (os.path.exists(vmlinux) and os.path.exists(system_map)):
         return False
-    segments = load_segments(vmlinux)
     sysmap = read_kallsyms(system_map, zero_is_hidden=False)
     try:
         placed = Placement(SymsFile(encode(meta, strings, tables), "dtrace_syms"), sysmap)

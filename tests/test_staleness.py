@@ -10,7 +10,7 @@ import time
 import pytest
 
 from kmodsyms import live
-from kmodsyms.elfnotes import parse_notes
+from kmodsyms.elfimage import parse_notes
 from kmodsyms.errors import StaleError
 from kmodsyms.symsfile import TEMP_PREFIX, read_syms, write_atomic
 

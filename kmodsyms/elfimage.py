@@ -1,0 +1,93 @@
+"""A linked ELF image (vmlinux): its loadable segments and its GNU build-id.
+
+Read with ``struct`` from the ELF and program headers (class and byte order
+from ``e_ident``), then the notes: a few reads of a file that is tens of
+megabytes, without importing pyelftools (which the tests hold this to).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from .errors import KmodsymsError
+
+NT_GNU_BUILD_ID = 3
+PT_LOAD = 1
+PT_NOTE = 4
+SHT_NOTE = 7
+PN_XNUM = 0xFFFF
+
+
+def parse_notes(data: bytes, byteorder: str = "<") -> str:
+    """The GNU build-id (hex) in a buffer of ELF notes, or ""."""
+    pos = 0
+    while pos + 12 <= len(data):
+        namesz, descsz, ntype = struct.unpack_from(byteorder + "III", data, pos)
+        name_at = pos + 12
+        desc_at = name_at + (namesz + 3) // 4 * 4
+        name = data[name_at:name_at + namesz].rstrip(b"\0")
+        if name == b"GNU" and ntype == NT_GNU_BUILD_ID:
+            return data[desc_at:desc_at + descsz].hex()
+        pos = desc_at + (descsz + 3) // 4 * 4
+    return ""
+
+
+def read_image(path: str) -> tuple[list[tuple[int, int]], str]:
+    """``([start, end) of each PT_LOAD segment with memory, build-id hex or
+    "")`` of the ELF image at ``path``.  The build-id comes from the PT_NOTE
+    segments, else from SHT_NOTE sections."""
+    try:
+        with open(path, "rb") as f:
+            return _read_image(f)
+    except OSError as e:
+        raise KmodsymsError(f"cannot read {path}: {e.strerror}") from None
+    except (struct.error, ValueError):
+        raise KmodsymsError(f"{path}: truncated or corrupt ELF image") from None
+
+
+def _read_image(f) -> tuple[list[tuple[int, int]], str]:
+    ident = f.read(64)
+    if ident[:4] != b"\x7fELF" or ident[4] not in (1, 2) or ident[5] not in (1, 2):
+        raise ValueError("not ELF")
+    end = "<" if ident[5] == 1 else ">"
+    if ident[4] == 2:
+        phoff, shoff = struct.unpack_from(end + "QQ", ident, 0x20)
+        phentsize, phnum, shentsize, shnum = struct.unpack_from(end + "HHHH", ident, 0x36)
+        ph = struct.Struct(end + "IIQQQQQQ")   # type flags offset vaddr paddr filesz memsz align
+        sh = struct.Struct(end + "IIQQQQIIQQ")
+        pick = (0, 2, 3, 5, 6)                  # type offset vaddr filesz memsz
+    else:
+        phoff, shoff = struct.unpack_from(end + "II", ident, 0x1C)
+        phentsize, phnum, shentsize, shnum = struct.unpack_from(end + "HHHH", ident, 0x2A)
+        ph = struct.Struct(end + "IIIIIIII")   # type offset vaddr paddr filesz memsz flags align
+        sh = struct.Struct(end + "IIIIIIIIII")
+        pick = (0, 1, 2, 4, 5)
+
+    def read(offset: int, size: int) -> bytes:
+        f.seek(offset)
+        data = f.read(size)
+        if len(data) != size:
+            raise ValueError("past the end")
+        return data
+
+    if (phnum == PN_XNUM or shnum == 0) and shoff:
+        first = sh.unpack(read(shoff, sh.size))      # extended numbering lives in section 0
+        phnum = first[7] if phnum == PN_XNUM else phnum
+        shnum = shnum or first[5]
+    segments, build_id = [], ""
+    if phoff and phnum:
+        table = read(phoff, phnum * phentsize)
+        for i in range(phnum):
+            header = ph.unpack_from(table, i * phentsize)
+            p_type, offset, vaddr, filesz, memsz = (header[k] for k in pick)
+            if p_type == PT_LOAD and memsz:
+                segments.append((vaddr, vaddr + memsz))
+            elif p_type == PT_NOTE and not build_id and filesz:
+                build_id = parse_notes(read(offset, filesz), end)
+    if not build_id and shoff and shnum:
+        table = read(shoff, shnum * shentsize)
+        for i in range(shnum):
+            h = sh.unpack_from(table, i * shentsize)
+            if h[1] == SHT_NOTE and h[5] and not build_id:
+                build_id = parse_notes(read(h[4], h[5]), end)
+    return segments, build_id
