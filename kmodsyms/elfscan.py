@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 import struct
+from array import array
 from dataclasses import dataclass, field
 
 from .errors import KmodsymsError
@@ -43,18 +44,25 @@ _MAPPING_SYMBOL = re.compile(rb"\$[adtx](\..*)?\Z")
 
 @dataclass
 class ObjectScan:
-    """What one object contributes.  Symbols are parallel lists in symbol
-    table order; ``sym_section`` indexes ``sec_name``/``sec_size``/..."""
+    """What one object contributes, as compact arrays (cheap to send back
+    from a scanner process and to cache).  Symbols are in symbol-table order:
+    ``sym_names`` holds each name followed by a NUL; ``sym_section`` indexes
+    ``sec_name``/``sec_size``/...; ``sym_info`` is ``st_info`` (bind << 4 |
+    type) per symbol."""
 
     sec_name: list[str] = field(default_factory=list)
-    sec_flags: list[int] = field(default_factory=list)
-    sec_align: list[int] = field(default_factory=list)
-    sec_size: list[int] = field(default_factory=list)
-    sym_name: list[bytes] = field(default_factory=list)
-    sym_value: list[int] = field(default_factory=list)
-    sym_size: list[int] = field(default_factory=list)
-    sym_info: list[int] = field(default_factory=list)   # st_info: bind << 4 | type
-    sym_section: list[int] = field(default_factory=list)
+    sec_flags: array = field(default_factory=lambda: array("Q"))
+    sec_align: array = field(default_factory=lambda: array("Q"))
+    sec_size: array = field(default_factory=lambda: array("Q"))
+    sym_names: bytes = b""
+    sym_value: array = field(default_factory=lambda: array("Q"))
+    sym_size: array = field(default_factory=lambda: array("Q"))
+    sym_info: bytes = b""
+    sym_section: array = field(default_factory=lambda: array("I"))
+
+    @property
+    def sym_name(self) -> list[bytes]:
+        return self.sym_names.split(b"\0")[:-1]
 
     def rows(self):
         """(name, section name, value, size, type, binding) per symbol: the
@@ -77,27 +85,25 @@ def _keep_symbol(name: bytes, info: int, shndx: int) -> bool:
     return True
 
 
-def _finish(scan: ObjectScan, sections, kept_syms) -> ObjectScan:
+def _finish(sections, kept_syms) -> ObjectScan:
     """Shared tail of both readers.  ``sections`` is a list of
     (name, type, flags, align, size) by ELF section index; ``kept_syms`` is a
     list of (name, value, size, info, ELF section index)."""
     used = {s[4] for s in kept_syms}
     local = {}
+    kept_sections = []
     for index, (name, _type, flags, align, size) in enumerate(sections):
-        if index == 0:
-            continue
-        if (flags & SHF_ALLOC and size) or index in used:
-            local[index] = len(scan.sec_name)
-            scan.sec_name.append(name)
-            scan.sec_flags.append(flags)
-            scan.sec_align.append(align)
-            scan.sec_size.append(size)
-    for name, value, size, info, shndx in kept_syms:
-        scan.sym_name.append(name)
-        scan.sym_value.append(value)
-        scan.sym_size.append(size)
-        scan.sym_info.append(info)
-        scan.sym_section.append(local[shndx])
+        if index and ((flags & SHF_ALLOC and size) or index in used):
+            local[index] = len(kept_sections)
+            kept_sections.append((name, flags, align, size))
+    names, flags, aligns, sizes = zip(*kept_sections) if kept_sections else ((),) * 4
+    scan = ObjectScan(list(names), array("Q", flags), array("Q", aligns), array("Q", sizes))
+    if kept_syms:
+        sym_names, values, sym_sizes, infos, shndx = zip(*kept_syms)
+        scan.sym_names = b"\0".join(sym_names) + b"\0"
+        scan.sym_value, scan.sym_size = array("Q", values), array("Q", sym_sizes)
+        scan.sym_info = bytes(infos)
+        scan.sym_section = array("I", map(local.__getitem__, shndx))
     return scan
 
 
@@ -175,7 +181,7 @@ def _scan_bytes(path: str, data: bytes) -> ObjectScan:
                 for h in headers]
     symtab = next((i for i, h in enumerate(headers) if h[1] == SHT_SYMTAB), None)
     if symtab is None:
-        return _finish(ObjectScan(), sections, [])
+        return _finish(sections, [])
     sym_header = headers[symtab]
     symdata = contents(sym_header)
     strtab = contents(headers[sym_header[6]]) if sym_header[6] < e_shnum else b""
@@ -212,7 +218,7 @@ def _scan_bytes(path: str, data: bytes) -> ObjectScan:
             name = cstr(strtab, st_name)
         if _keep_symbol(name, info, shndx):
             kept.append((name, value, size, info, shndx))
-    return _finish(ObjectScan(), sections, kept)
+    return _finish(sections, kept)
 
 
 def scan_object_pyelftools(path: str) -> ObjectScan:
@@ -249,7 +255,7 @@ def scan_object_pyelftools(path: str) -> ObjectScan:
                     kept.append((name, sym["st_value"], sym["st_size"], info, shndx))
     except ELFError as e:
         raise KmodsymsError(f"{path}: corrupt ELF object ({e})") from None
-    return _finish(ObjectScan(), sections, kept)
+    return _finish(sections, kept)
 
 
 _SHT = {"SHT_NOBITS": SHT_NOBITS, "SHT_SYMTAB": SHT_SYMTAB}

@@ -11,14 +11,19 @@ only a cache), and it is written atomically.
 from __future__ import annotations
 
 import os
+from array import array
 
 import msgpack
 
 from .elfscan import ObjectScan
 
-_FIELDS = ("sec_name", "sec_flags", "sec_align", "sec_size", "sym_name", "sym_value",
+# ObjectScan's fields, stored as msgpack values: arrays as their bytes (in
+# this machine's byte order: the cache never leaves it).
+_FIELDS = ("sec_name", "sec_flags", "sec_align", "sec_size", "sym_names", "sym_value",
            "sym_size", "sym_info", "sym_section")
-_VERSION = 1
+_ARRAYS = {"sec_flags": "Q", "sec_align": "Q", "sec_size": "Q", "sym_value": "Q",
+           "sym_size": "Q", "sym_section": "I"}
+_VERSION = 2
 
 
 class ScanCache:
@@ -69,8 +74,11 @@ class ScanCache:
         if not entry or entry[0] != stamp:
             return None
         try:
-            scan = ObjectScan(*entry[1:])
-        except TypeError:
+            fields = dict(zip(_FIELDS, entry[1:]))
+            for name, code in _ARRAYS.items():
+                fields[name] = array(code, fields[name])
+            scan = ObjectScan(**fields)
+        except (TypeError, ValueError):
             return None
         self._new[path] = entry
         self.hits += 1
@@ -78,7 +86,8 @@ class ScanCache:
 
     def put(self, kbuild: str, obj: str, scan: ObjectScan) -> None:
         path, stamp = self._key(kbuild, obj)
-        self._new[path] = [stamp] + [getattr(scan, f) for f in _FIELDS]
+        self._new[path] = [stamp] + [getattr(scan, f).tobytes() if f in _ARRAYS else getattr(scan, f)
+                                     for f in _FIELDS]
 
     def save(self, head: dict) -> None:
         """Write the scans used by this build, after ``head`` (the build's

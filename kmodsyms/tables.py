@@ -38,27 +38,24 @@ def assemble(thick: ThickMap, owners: dict[str, tuple[int, ...]], objects: list[
     secname_index: dict[str, int] = {}
     sec_counts = [len(scan.sec_name) for scan in scans]
     sec_base = np.concatenate(([0], np.cumsum(sec_counts)[:-1])).astype(np.uint32)
-    n_sec = sum(sec_counts)
-    sections = np.zeros(n_sec, dtype=TABLES[6][1])
+    sections = np.zeros(sum(sec_counts), dtype=TABLES[6][1])
     sections["object"] = np.repeat(np.arange(len(scans), dtype=np.uint32), sec_counts)
     sections["name"] = [secname_index.setdefault(name, len(secname_index))
                         for name in chain(scan.sec_name for scan in scans)]
-    sections["flags"] = np.fromiter(chain(scan.sec_flags for scan in scans), np.uint64, n_sec) & 0xFFFFFFFF
-    sections["align"] = np.minimum(np.fromiter(chain(scan.sec_align for scan in scans), np.uint64, n_sec),
-                                   0xFFFFFFFF)
-    sections["size"] = np.fromiter(chain(scan.sec_size for scan in scans), np.uint64, n_sec)
+    sections["flags"] = _column(scans, "sec_flags", np.uint64) & 0xFFFFFFFF
+    sections["align"] = np.minimum(_column(scans, "sec_align", np.uint64), 0xFFFFFFFF)
+    sections["size"] = _column(scans, "sec_size", np.uint64)
     sections["address"] = NO_ADDRESS
     secnames = np.array([strings.add(n) for n in secname_index], dtype=TABLES[5][1])
 
-    counts = [len(scan.sym_name) for scan in scans]
+    counts = [len(scan.sym_info) for scan in scans]
     n = sum(counts)
-    names = list(chain(scan.sym_name for scan in scans))
+    names = b"".join(scan.sym_names for scan in scans).split(b"\0")[:-1]
     obj_col = np.repeat(np.arange(len(scans), dtype=np.uint32), counts)
-    sec_col = np.fromiter(chain(scan.sym_section for scan in scans), np.uint32, n) + \
-        np.repeat(sec_base, counts)
-    value = np.fromiter(chain(scan.sym_value for scan in scans), np.uint64, n)
-    size = np.fromiter(chain(scan.sym_size for scan in scans), np.uint64, n)
-    info = np.fromiter(chain(scan.sym_info for scan in scans), np.uint8, n)
+    sec_col = _column(scans, "sym_section", np.uint32) + np.repeat(sec_base, counts)
+    value = _column(scans, "sym_value", np.uint64)
+    size = _column(scans, "sym_size", np.uint64)
+    info = _column(scans, "sym_info", np.uint8)
     modset_col = obj_table["modset"][obj_col] if n else np.zeros(0, np.uint32)
 
     # Sort by name, then module names, then object path (docs/format.md).
@@ -100,6 +97,11 @@ def assemble(thick: ThickMap, owners: dict[str, tuple[int, ...]], objects: list[
               "sections": sections, "symbols": symbols,
               "segments": np.zeros(0, TABLES[8][1]), "anchors": np.zeros(0, TABLES[9][1])}
     return strings, tables
+
+
+def _column(scans: list[ObjectScan], field: str, dtype) -> np.ndarray:
+    """One field of every scan, end to end, as one array."""
+    return np.frombuffer(b"".join(getattr(scan, field) for scan in scans), dtype=dtype).copy()
 
 
 ANCHORS_PER_SEGMENT = 16
