@@ -8,10 +8,15 @@ The pipeline, one module per stage:
 * :mod:`kmodsyms.archive` lists vmlinux's objects; :mod:`kmodsyms.elfscan`
   scans each; :mod:`kmodsyms.build` writes them as one dtrace_syms file,
   whose layout :mod:`kmodsyms.symsfile` implements and docs/format.md
-  specifies.
-* :mod:`kmodsyms.kallsyms` reads /proc/kallsyms; :mod:`kmodsyms.resolver`
-  places every object of the file in the running kernel and answers
-  address -> ``mod`sym+off`` and ``mod`name`` -> address.
+  specifies (with vmlinux's segments and build-id from
+  :mod:`kmodsyms.elfimage`).
+* :mod:`kmodsyms.kallsyms` reads /proc/kallsyms; :mod:`kmodsyms.placement`
+  places every object of the file in the running kernel;
+  :mod:`kmodsyms.resolver` answers address -> ``mod`sym+off`` and
+  ``mod`name`` -> address, as :mod:`kmodsyms.answer` records.
+* :mod:`kmodsyms.snapshot` saves a loaded resolver's answer arrays so that
+  the next ``kmodsyms resolve`` answers without numpy (entry point:
+  :mod:`kmodsyms.__main__`; CLI: :mod:`kmodsyms.cli`).
 
 :func:`load` is the entry point a tracer's start-up code calls.
 """

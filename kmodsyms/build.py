@@ -55,16 +55,16 @@ def build(kbuild: str, thick: ThickMap, thick_source: str, output: str, jobs: in
     owners = thick.object_modules()
     listed = set(objects)
     objects += [o for o in owners if o not in listed]
-    present, missing = [], []
-    for obj in objects:
-        (present if os.path.exists(os.path.join(kbuild, obj)) else missing).append(obj)
+    stamps = {obj: _stamp(os.path.join(kbuild, obj)) for obj in objects}
+    present = [obj for obj in objects if stamps[obj] is not None]
+    missing = [obj for obj in objects if stamps[obj] is None]
     if missing and not allow_missing:
         raise KmodsymsError(
             f"{os.path.join(kbuild, missing[0])}: object does not exist"
             f"{f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''}; "
             "finish the kernel build, or pass --allow-missing")
     cache = ScanCache(output + ".cache") if use_cache else None
-    fingerprint = _fingerprint(kbuild, thick, present, missing, layout)
+    fingerprint = _fingerprint(kbuild, thick, {o: stamps[o] for o in present}, missing, layout)
     if cache is not None and cache.head.get("fingerprint") == fingerprint \
             and _output_crc(output) == cache.head.get("crc"):
         # Nothing changed since the last build: its output stands.
@@ -95,11 +95,20 @@ def build(kbuild: str, thick: ThickMap, thick_source: str, output: str, jobs: in
                        cache.hits if cache is not None else 0)
 
 
-def _fingerprint(kbuild: str, thick: ThickMap, present: list[str], missing: list[str],
-                 layout: bool) -> str:
-    """A digest of every input of a build: the module map, and the path,
-    size and mtime of each object, of vmlinux, System.map and the release
-    file (as make judges staleness), and of kmodsyms' own modules."""
+def _stamp(path: str) -> tuple[int, int] | None:
+    """(size, mtime in ns) of ``path``, as make judges staleness; None if absent."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
+
+
+def _fingerprint(kbuild: str, thick: ThickMap, objects: dict[str, tuple[int, int]],
+                 missing: list[str], layout: bool) -> str:
+    """A digest of every input of a build: the module map, the stamp of
+    each object (``objects``), of vmlinux, System.map and the release file,
+    and of kmodsyms' own modules."""
     import hashlib
     digest = hashlib.sha256(f"kmodsyms {__version__} layout={layout}\n".encode())
     digest.update(thick.format().encode())
@@ -108,12 +117,9 @@ def _fingerprint(kbuild: str, thick: ThickMap, present: list[str], missing: list
     # The tool's own code is an input too (a changed kmodsyms must rebuild).
     package = os.path.dirname(os.path.abspath(__file__))
     tool = [os.path.join(package, f) for f in sorted(os.listdir(package)) if f.endswith(".py")]
-    for rel in present + extras + tool:
-        try:
-            st = os.stat(os.path.join(kbuild, rel))
-            digest.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-        except OSError:
-            digest.update(f"{rel}\0-\n".encode())
+    stamps = list(objects.items()) + [(rel, _stamp(os.path.join(kbuild, rel))) for rel in extras + tool]
+    digest.update("".join(f"{rel}\0{stamp[0]}\0{stamp[1]}\n" if stamp else f"{rel}\0-\n"
+                          for rel, stamp in stamps).encode())
     return digest.hexdigest()
 
 
