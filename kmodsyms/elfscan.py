@@ -177,11 +177,17 @@ def _scan_bytes(path: str, data: bytes) -> ObjectScan:
         stop = table.find(b"\0", off)
         return table[off:stop if stop >= 0 else len(table)]
 
-    sections = [(cstr(shstr, h[0]).decode("utf-8", "surrogateescape"), h[1], h[2], h[8], h[5])
-                for h in headers]
+    def sections(used: set[int]) -> list:
+        """(name, type, flags, align, size) by section index, the name
+        decoded only where _finish keeps the section (allocated with bytes,
+        or holding a kept symbol): relocation sections are most of them."""
+        return [(cstr(shstr, h[0]).decode("utf-8", "surrogateescape")
+                 if (h[2] & SHF_ALLOC and h[5]) or i in used else "", h[1], h[2], h[8], h[5])
+                for i, h in enumerate(headers)]
+
     symtab = next((i for i, h in enumerate(headers) if h[1] == SHT_SYMTAB), None)
     if symtab is None:
-        return _finish(sections, [])
+        return _finish(sections(set()), [])
     sym_header = headers[symtab]
     symdata = contents(sym_header)
     strtab = contents(headers[sym_header[6]]) if sym_header[6] < e_shnum else b""
@@ -218,7 +224,7 @@ def _scan_bytes(path: str, data: bytes) -> ObjectScan:
             name = cstr(strtab, st_name)
         if _keep_symbol(name, info, shndx):
             kept.append((name, value, size, info, shndx))
-    return _finish(sections, kept)
+    return _finish(sections({k[4] for k in kept}), kept)
 
 
 def scan_object_pyelftools(path: str) -> ObjectScan:
