@@ -13,7 +13,7 @@ import numpy as np
 
 from .elfscan import ObjectScan
 from .errors import KmodsymsError
-from .symsfile import NO_ADDRESS, OBJECT_MISSING, TABLES, Meta, StringTable, encode
+from .symsfile import NO_ADDRESS, OBJECT_MISSING, TABLES, Meta, StringTable, encode, pick
 from .thick import ThickMap
 
 
@@ -68,9 +68,9 @@ def assemble(thick: ThickMap, owners: dict[str, tuple[int, ...]], objects: list[
     object_rank = np.empty(len(all_objects), dtype=np.int64)
     object_rank[sorted(range(len(all_objects)), key=object_key.__getitem__)] = np.arange(len(all_objects))
     order = sorted(range(n), key=names.__getitem__)
-    sorted_names = [names[i] for i in order]
+    sorted_names = pick(names, order)
     first = np.ones(n, dtype=bool)
-    first[1:] = list(map(bytes.__ne__, sorted_names[1:], sorted_names[:-1]))
+    first[1:] = np.fromiter(map(bytes.__ne__, sorted_names[1:], sorted_names[:-1]), bool, n - 1 if n else 0)
     tie = np.flatnonzero(~first[1:])      # name i equals name i + 1
     if len(tie):
         rank = object_rank[obj_col].tolist()
