@@ -115,6 +115,8 @@ def main(argv=None) -> int:
         print(msg, file=sys.stderr, flush=True)
 
     workdir = tempfile.mkdtemp(prefix="kmodsyms-bench-")
+    # Snapshots (kmodsyms.snapshot) go to the run's scratch, not the user's cache.
+    os.environ["XDG_CACHE_HOME"] = os.path.join(workdir, "xdg-cache")
     status = 0
     try:
         corpus = choose(args.corpus, args.synthetic, workdir, log)

@@ -24,8 +24,8 @@ The pipeline, one module per stage:
 __version__ = "0.1.0"
 
 
-def load(syms=None, kallsyms=None, force=False):
+def load(syms=None, kallsyms=None, force=False, cache=True):
     """Load ``dtrace_syms`` and kallsyms and return a ready
     :class:`kmodsyms.resolver.Resolver`.  See its docstring for the contract."""
     from .resolver import load as _load
-    return _load(syms=syms, kallsyms=kallsyms, force=force)
+    return _load(syms=syms, kallsyms=kallsyms, force=force, cache=cache)

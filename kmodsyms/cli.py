@@ -16,7 +16,6 @@ import typer
 
 from .answer import parse_address
 from .errors import KmodsymsError
-from .live import LIVE_KALLSYMS, default_syms_path
 
 app = typer.Typer(
     help="Which built-in kernel module every kernel symbol belongs to: build a "
@@ -228,11 +227,13 @@ def verify(
 _SYMS_HELP = "dtrace_syms file (default: /lib/modules/$(uname -r)/kernel/dtrace_syms)."
 _KALLSYMS_HELP = "kallsyms file (default: /proc/kallsyms, checked against the running kernel)."
 _FORCE_HELP = "Use dtrace_syms even if it looks built for another kernel."
+_NO_CACHE_HELP = ("Neither restore nor save a snapshot of the loaded files (kept in "
+                  "$XDG_CACHE_HOME/kmodsyms while both are unchanged).")
 
 
-def _load(syms: Optional[str], kallsyms: Optional[str], force: bool):
+def _load(syms: Optional[str], kallsyms: Optional[str], force: bool, no_cache: bool):
     from .resolver import load
-    return load(syms=syms, kallsyms=kallsyms, force=force)
+    return load(syms=syms, kallsyms=kallsyms, force=force, cache=not no_cache)
 
 
 @app.command()
@@ -242,20 +243,14 @@ def resolve(
     kallsyms: Optional[str] = typer.Option(None, "--kallsyms", help=_KALLSYMS_HELP),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per address."),
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
-    no_cache: bool = typer.Option(False, "--no-cache",
-                                  help="Neither answer from nor save a snapshot of the loaded files "
-                                       "(kept in $XDG_CACHE_HOME/kmodsyms while they are unchanged)."),
+    no_cache: bool = typer.Option(False, "--no-cache", help=_NO_CACHE_HELP),
 ):
     """Name the module, innermost symbol and offset of kernel addresses
     (DTrace's mod`sym+0xoff)."""
     for arg in addresses:
         if arg != "-":
             parse_address(arg)  # refuse bad input before loading anything
-    resolver = _load(syms, kallsyms, force)
-    if not (no_cache or force):
-        # A later resolve of the same files answers from this (kmodsyms.snapshot).
-        from .snapshot import save
-        save(resolver, syms or default_syms_path(), kallsyms or LIVE_KALLSYMS)
+    resolver = _load(syms, kallsyms, force, no_cache)
 
     def emit(text: str) -> None:
         rec = resolver.resolve(parse_address(text))
@@ -278,10 +273,11 @@ def lookup(
     kallsyms: Optional[str] = typer.Option(None, "--kallsyms", help=_KALLSYMS_HELP),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per match."),
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
+    no_cache: bool = typer.Option(False, "--no-cache", help=_NO_CACHE_HELP),
 ):
     """Find the address of MOD`NAME (every match of a bare NAME, with its module).
     Exit status 1 when a name has no match."""
-    resolver = _load(syms, kallsyms, force)
+    resolver = _load(syms, kallsyms, force, no_cache)
     missing = 0
     for spec in names:
         module, tick, name = spec.rpartition("`")
@@ -300,10 +296,11 @@ def kallmodsyms(
     syms: Optional[str] = typer.Option(None, "--syms", "-s", help=_SYMS_HELP),
     kallsyms: Optional[str] = typer.Option(None, "--kallsyms", help=_KALLSYMS_HELP),
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
+    no_cache: bool = typer.Option(False, "--no-cache", help=_NO_CACHE_HELP),
 ):
     """Print what UEK's /proc/kallmodsyms printed ('%016x %x %c %s' then
     '\\t[mod]'), for consumers that parse it."""
-    resolver = _load(syms, kallsyms, force)
+    resolver = _load(syms, kallsyms, force, no_cache)
     out = sys.stdout
     for text in resolver.kallmodsyms_lines():
         out.write(text + "\n")

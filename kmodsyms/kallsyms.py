@@ -72,6 +72,17 @@ class Kallsyms:
         self.module_names: list[str] = ["vmlinux"]
         self._parse()
 
+    @classmethod
+    def from_columns(cls, text: bytes, source: str, module_names: list[str], address,
+                     type, module, name_start, name_end, by_address) -> "Kallsyms":
+        """Kallsyms parsed before (a snapshot's columns, see
+        :mod:`kmodsyms.snapshot`) over the same ``text``."""
+        ks = cls.__new__(cls)
+        ks.text, ks.source, ks.zero_is_hidden, ks.module_names = text, source, True, module_names
+        ks.address, ks.type, ks.module = address, type, module
+        ks.name_start, ks.name_end, ks._by_address = name_start, name_end, by_address
+        return ks
+
     def __len__(self) -> int:
         return len(self.address)
 

@@ -700,6 +700,18 @@ def _match_names(text, name_start: np.ndarray, name_end: np.ndarray, strings,
     return result
 
 
+class SavedPlacement:
+    """A placement read back from a snapshot (:mod:`kmodsyms.snapshot`):
+    its stats and placed extents, with :meth:`extent_of`."""
+
+    def __init__(self, stats: dict, extent_start, extent_end, extent_section):
+        self.stats = PlacementStats(**stats)
+        self.extent_start, self.extent_end = extent_start, extent_end
+        self.extent_section = extent_section
+
+    extent_of = Placement.extent_of
+
+
 def _same_names(ks: Kallsyms, lines: np.ndarray, syms: SymsFile, entries: np.ndarray) -> np.ndarray:
     """Whether each kallsyms line's name equals its entry's (vectorised)."""
     if not len(lines):

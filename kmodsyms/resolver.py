@@ -21,7 +21,7 @@ import numpy as np
 from .answer import Answers, Symbolization
 from .kallsyms import Kallsyms, read_kallsyms
 from .live import LIVE_KALLSYMS, check_live, default_syms_path
-from .placement import NO, place
+from .placement import NO, SavedPlacement, place
 from .spans import equal_spans
 from .symsfile import SymsFile, read_syms
 
@@ -39,14 +39,38 @@ class Resolver(Answers):
         self.syms = syms
         self.ks = ks
         placed = place(syms, ks, check_anchors)
+        self._placed(placed, placed.line_entry, placed.line_section, placed.ambiguous)
+        self._build_index()
+
+    def _placed(self, placed, line_entry, line_section, ambiguous) -> None:
         self.placement = placed
         self.stats = placed.stats
-        self.core_lines = placed.core_lines
-        self.line_entry = placed.line_entry
-        self.line_section = placed.line_section
-        self.ambiguous = placed.ambiguous
         self.extent_of = placed.extent_of
-        self._build_index()
+        self.core_lines = np.flatnonzero(self.ks.module == 0)
+        self.line_entry, self.line_section, self.ambiguous = line_entry, line_section, ambiguous
+
+    @classmethod
+    def restore(cls, syms: SymsFile, saved) -> "Resolver":
+        """The resolver a :mod:`kmodsyms.snapshot` holds (``saved``, checked
+        to match ``syms`` and its kallsyms): its arrays are views of the
+        mapped snapshot, nothing is placed or indexed again."""
+        doc, a = saved.doc, saved.numpy_arrays()
+        self = cls.__new__(cls)
+        self.syms = syms
+        self.ks = ks = Kallsyms.from_columns(
+            saved.kallsyms_text, doc["meta"]["kallsyms_source"], doc["loaded_module_names"],
+            a["line_address"],
+            a["line_type"], a["line_module"], a["name_start"], a["name_end"], a["by_address"])
+        self._placed(SavedPlacement(doc["stats"], a["extent_start"], a["extent_end"], a["extent_section"]),
+                     a["line_entry"], a["line_section"],
+                     {line: entries for line, (entries, _cands) in doc["ambiguous"].items()})
+        self.by_address, self.sorted_address = a["by_address"], a["sorted_address"]
+        self.line_address, self.line_type, self.line_module = ks.address, ks.type, ks.module
+        self.loaded_module_names = ks.module_names
+        for name in ("line_size", "line_object", "line_binding", "line_region", "region_end",
+                     "iv_start", "iv_end", "iv_line", "iv_parent"):
+            setattr(self, name, a[name])
+        return self
 
     def _build_index(self) -> None:
         """Arrays for answering addresses: every line's size and module set,
@@ -329,7 +353,7 @@ def _containers(start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 # ------------------------------------------------------------------- loading
 def load(syms: str | SymsFile | None = None, kallsyms: str | Kallsyms | None = None,
-         force: bool = False) -> Resolver:
+         force: bool = False, cache: bool = True) -> Resolver:
     """Load dtrace_syms (default ``/lib/modules/$(uname -r)/kernel/dtrace_syms``)
     and kallsyms (default ``/proc/kallsyms``) and place every object.
 
@@ -338,12 +362,35 @@ def load(syms: str | SymsFile | None = None, kallsyms: str | Kallsyms | None = N
     anchor check guards instead.  ``force`` skips both checks.  Raises
     :class:`KmodsymsError` (or its :class:`StaleError`) with a one-line
     message on bad or mismatched input.
+
+    With ``cache`` (and both given as paths), the loaded resolver is saved
+    as a snapshot (:mod:`kmodsyms.snapshot`, not under ``force``), and a
+    later load of the very same files restores it instead of placing again.
     """
+    syms_path = None if isinstance(syms, SymsFile) else syms or default_syms_path()
+    kallsyms_path = None if isinstance(kallsyms, Kallsyms) else kallsyms or LIVE_KALLSYMS
+    live = kallsyms_path == LIVE_KALLSYMS
+    snapshots = cache and syms_path is not None and kallsyms_path is not None
+    if snapshots:
+        from .snapshot import open_saved
+        saved = open_saved(syms_path, kallsyms_path)
+        if saved is not None:
+            meta = saved.doc["meta"]
+            if live and not force:
+                check_live(meta["source"], meta["kernel_release"], meta["build_id"])
+            restored = read_syms(syms_path, verify=False)
+            # The file read must be the one the snapshot was checked against.
+            key = saved.doc["key"]
+            if (len(restored.data), bytes(restored.data[12:16])) == (key["syms_size"], key["syms_crc"]):
+                return Resolver.restore(restored, saved)
     if not isinstance(syms, SymsFile):
-        syms = read_syms(syms or default_syms_path())
-    live = kallsyms is None or kallsyms == LIVE_KALLSYMS
+        syms = read_syms(syms_path)
     if not isinstance(kallsyms, Kallsyms):
-        kallsyms = read_kallsyms(kallsyms or LIVE_KALLSYMS)
+        kallsyms = read_kallsyms(kallsyms_path)
     if live and not force:
         check_live(syms.source, syms.meta_kernel_release, syms.meta_build_id)
-    return Resolver(syms, kallsyms, check_anchors=not force)
+    resolver = Resolver(syms, kallsyms, check_anchors=not force)
+    if snapshots and not force:
+        from .snapshot import save
+        save(resolver, syms_path, kallsyms_path)
+    return resolver

@@ -38,17 +38,19 @@ from .answer import Answers, parse_address
 from .errors import KmodsymsError, StaleError
 from .live import LIVE_KALLSYMS, check_live, default_syms_path
 
-MAGIC = b"KMSNAP\0\3"
+MAGIC = b"KMSNAP\0\4"
 _HEAD = struct.Struct("=8sQ")     # magic, length of the marshalled doc
 _ALIGN = 8
 
-# The saved arrays, per kallsyms line in address order unless named
-# otherwise, and their element types (array module codes; "i|q": int32
-# when every value fits, else int64).
+# The saved arrays and their element types (array module codes; "i|q":
+# int32 when every value fits, else int64).  Per kallsyms line, in kallsyms
+# order: line_* and name_*; sorted_address/by_address are the lines in
+# address order; iv_* the sized intervals; extent_* the placed sections.
 ARRAYS = (
     ("line_address", "Q"), ("name_start", "i|q"), ("name_end", "i|q"), ("line_type", "B"),
     ("line_module", "i|q"), ("line_size", "i|q"), ("line_object", "i|q"),
-    ("line_binding", "B"), ("line_region", "i|q"),
+    ("line_binding", "B"), ("line_region", "i|q"), ("line_entry", "i|q"),
+    ("line_section", "i|q"), ("sorted_address", "Q"), ("by_address", "i|q"),
     ("iv_start", "Q"), ("iv_end", "Q"), ("iv_line", "i|q"), ("iv_parent", "i|q"),
     ("region_end", "Q"), ("extent_start", "Q"), ("extent_end", "Q"),
     ("extent_section", "i|q"), ("section_object", "i|q"),
@@ -88,20 +90,17 @@ def save(resolver, syms_path: str, kallsyms_path: str) -> None:
     import numpy as np
     from .symsfile import write_atomic
     syms, ks, placement = resolver.syms, resolver.ks, resolver.placement
-    # Lines in address order: the fallback search needs no index then.
-    order = resolver.by_address
-    position = np.empty(len(order), dtype=np.int64)
-    position[order] = np.arange(len(order))
     arrays = {
-        "line_address": resolver.sorted_address, "name_start": ks.name_start[order],
-        "name_end": ks.name_end[order], "line_type": ks.type[order],
-        "line_module": ks.module[order], "line_size": resolver.line_size[order],
-        "line_object": resolver.line_object[order], "line_binding": resolver.line_binding[order],
-        "line_region": resolver.line_region[order], "iv_start": resolver.iv_start,
-        "iv_end": resolver.iv_end, "iv_line": position[resolver.iv_line],
-        "iv_parent": resolver.iv_parent, "region_end": resolver.region_end,
-        "extent_start": placement.extent_start, "extent_end": placement.extent_end,
-        "extent_section": placement.extent_section, "section_object": syms.sections["object"],
+        "line_address": ks.address, "name_start": ks.name_start, "name_end": ks.name_end,
+        "line_type": ks.type, "line_module": ks.module, "line_size": resolver.line_size,
+        "line_object": resolver.line_object, "line_binding": resolver.line_binding,
+        "line_region": resolver.line_region, "line_entry": resolver.line_entry,
+        "line_section": resolver.line_section, "sorted_address": resolver.sorted_address,
+        "by_address": resolver.by_address, "iv_start": resolver.iv_start,
+        "iv_end": resolver.iv_end, "iv_line": resolver.iv_line, "iv_parent": resolver.iv_parent,
+        "region_end": resolver.region_end, "extent_start": placement.extent_start,
+        "extent_end": placement.extent_end, "extent_section": placement.extent_section,
+        "section_object": syms.sections["object"],
     }
     blobs, layout = [], []
     for name, codes in ARRAYS:
@@ -117,13 +116,15 @@ def save(resolver, syms_path: str, kallsyms_path: str) -> None:
     doc = {
         "key": _key(syms_path, kallsyms_path, len(syms.data), bytes(syms.data[12:16]), ks.text),
         "meta": {"source": syms.source, "kernel_release": syms.meta_kernel_release,
-                 "build_id": syms.meta_build_id},
+                 "build_id": syms.meta_build_id, "kallsyms_source": ks.source},
         "arrays": layout,
         "loaded_module_names": ks.module_names,
         "object_paths": [syms.object_path(i) for i in range(len(syms.objects))],
         "object_modset": syms.objects["modset"].tolist(),
         "modsets": modset_names,
-        "ambiguous": {str(position[line]): resolver._candidates(line) for line in resolver.ambiguous},
+        "ambiguous": {line: (entries, resolver._candidates(line))
+                      for line, entries in resolver.ambiguous.items()},
+        "stats": dict(resolver.stats.__dict__),
     }
     packed = marshal.dumps(doc)
     head = _HEAD.pack(MAGIC, len(packed))
@@ -138,26 +139,18 @@ def save(resolver, syms_path: str, kallsyms_path: str) -> None:
 # ------------------------------------------------------------------ reading
 class Snapshot(Answers):
     """A saved resolver, answering :meth:`resolve` like the one it was saved
-    from.  Its lines are numbered in address order (kallsyms order in the
-    resolver)."""
+    from, over array views of the mapped file."""
 
-    def __init__(self, doc: dict, data: bytes, arrays_at: int, kallsyms_text: bytes):
-        self.text = kallsyms_text
+    def __init__(self, saved: "Saved"):
+        doc = saved.doc
+        self.text = saved.kallsyms_text
         self.loaded_module_names = doc["loaded_module_names"]
         self.object_paths = doc["object_paths"]
         self.object_modset = doc["object_modset"]
         self.modsets = doc["modsets"]
-        self.ambiguous = {int(line): cands for line, cands in doc["ambiguous"].items()}
-        view = memoryview(data)
-        at = arrays_at + (-arrays_at % _ALIGN)
-        for (name, codes), (saved_name, code, count) in zip(ARRAYS, doc["arrays"]):
-            if name != saved_name or code not in codes.split("|"):
-                raise ValueError(f"array {saved_name} ({code}) where {name} was expected")
-            size = struct.calcsize(code) * count
-            setattr(self, name, view[at:at + size].cast(code))
-            at += size + (-size % _ALIGN)
-        if at != len(data):
-            raise ValueError("arrays do not fill the file")
+        self.ambiguous = {line: cands for line, (_entries, cands) in doc["ambiguous"].items()}
+        for name, (start, code, count) in saved.arrays.items():
+            setattr(self, name, saved.view[start:start + struct.calcsize(code) * count].cast(code))
 
     def resolve(self, address: int):
         """Answer one address (a :class:`kmodsyms.answer.Symbolization`)."""
@@ -172,9 +165,10 @@ class Snapshot(Answers):
             j = self.iv_parent[j]
         if j >= 0:
             return self.iv_line[j], True
-        line = bisect.bisect_right(self.line_address, q) - 1
-        if line < 0:
+        k = bisect.bisect_right(self.sorted_address, q) - 1
+        if k < 0:
             return -1, False
+        line = self.by_address[k]
         region, section = self.line_region[line], self._section_at(q)
         if section >= 0:
             ok = region == section
@@ -204,11 +198,25 @@ class Snapshot(Answers):
         return self.modsets[self.object_modset[obj]]
 
 
-def open_snapshot(syms_path: str, kallsyms_path: str) -> tuple[Snapshot, dict] | None:
-    """The snapshot of these two files and its ``meta`` (the dtrace_syms
-    header fields the live check needs), or None when there is none that
-    matches them.  The file is mapped, not read: an answer touches a few
-    pages of it."""
+class Saved:
+    """A snapshot file that matches its inputs: the mapped file (``view``),
+    its ``doc``, where each array lies (``arrays``: name -> (offset, code,
+    count)) and the kallsyms text it was checked against."""
+
+    def __init__(self, view, doc: dict, arrays: dict, kallsyms_text: bytes):
+        self.view, self.doc, self.arrays, self.kallsyms_text = view, doc, arrays, kallsyms_text
+
+    def numpy_arrays(self) -> dict:
+        """The arrays as numpy views of the mapping (no copy)."""
+        import numpy as np
+        return {name: np.frombuffer(self.view, dtype=np.dtype(code), count=count, offset=start)
+                for name, (start, code, count) in self.arrays.items()}
+
+
+def open_saved(syms_path: str, kallsyms_path: str) -> Saved | None:
+    """The snapshot of these two files, or None when there is none that
+    matches them.  The file is mapped, not read: what is not used is never
+    paged in."""
     try:
         with open(snapshot_path(syms_path, kallsyms_path), "rb") as f:
             data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
@@ -223,7 +231,18 @@ def open_snapshot(syms_path: str, kallsyms_path: str) -> tuple[Snapshot, dict] |
         doc = marshal.loads(data[_HEAD.size:_HEAD.size + length])
         if doc["key"] != _key(syms_path, kallsyms_path, syms_size, syms_head[12:16], kallsyms_text):
             return None
-        return Snapshot(doc, data, _HEAD.size + length, kallsyms_text), doc["meta"]
+        arrays = {}
+        at = _HEAD.size + length
+        at += -at % _ALIGN
+        for (name, codes), (saved_name, code, count) in zip(ARRAYS, doc["arrays"]):
+            if name != saved_name or code not in codes.split("|"):
+                return None
+            arrays[name] = (at, code, count)
+            at += struct.calcsize(code) * count
+            at += -at % _ALIGN
+        if at != len(data) or len(arrays) != len(ARRAYS):
+            return None
+        return Saved(memoryview(data), doc, arrays, kallsyms_text)
     except (OSError, ValueError, KeyError, TypeError, EOFError, struct.error):
         return None
 
@@ -239,10 +258,10 @@ def quick_resolve(args: list[str]) -> int | None:
         return None
     syms_path = options["syms"] or default_syms_path()
     kallsyms_path = options["kallsyms"] or LIVE_KALLSYMS
-    opened = open_snapshot(syms_path, kallsyms_path)
-    if opened is None:
+    saved = open_saved(syms_path, kallsyms_path)
+    if saved is None:
         return None
-    snapshot, meta = opened
+    snapshot, meta = Snapshot(saved), saved.doc["meta"]
     if kallsyms_path == LIVE_KALLSYMS and not options["force"]:
         try:
             check_live(meta["source"], meta["kernel_release"], meta["build_id"])

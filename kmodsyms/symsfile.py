@@ -14,6 +14,7 @@ asked for.
 from __future__ import annotations
 
 import bisect
+import mmap
 import operator
 import os
 import stat
@@ -241,9 +242,14 @@ class SymsFile:
     ``sections``, ``symbols`` (sorted by name, then modules, then object).
     """
 
-    def __init__(self, data: bytes, source: str = "dtrace_syms"):
+    def __init__(self, data: bytes, source: str = "dtrace_syms", verify: bool = True):
+        """``data``: the file's bytes (or a read-only mapping of them).
+        ``verify=False`` skips the CRC and the cross-table range checks, for
+        a file already verified as it is now (a snapshot's, see
+        :func:`read_syms`): they read every page of it."""
         self.source = source
         self.data = data
+        self._verify = verify
         self._validate_header()
         self._load_tables()
 
@@ -267,7 +273,7 @@ class SymsFile:
             raise self._fail(f"truncated or padded: header says {file_size} bytes, file has {len(data)}")
         if header_size != HEADER_SIZE:
             raise self._fail(f"bad header size {header_size}")
-        if zlib.crc32(memoryview(data)[16:]) != crc:
+        if self._verify and zlib.crc32(memoryview(data)[16:]) != crc:
             raise self._fail("checksum mismatch (corrupt file)")
         self._header_strings = strs
 
@@ -289,7 +295,7 @@ class SymsFile:
         n_str = len(self.strings)
 
         def check(array, bound: int, what: str):
-            if len(array) and int(array.max()) >= bound:
+            if self._verify and len(array) and int(array.max()) >= bound:
                 raise self._fail(f"{what} out of range")
 
         check(np.asarray(self._header_strings, dtype=np.uint64), n_str, "header string")
@@ -307,8 +313,8 @@ class SymsFile:
         check(symbols["modset"], len(self.modsets), "symbol module set")
         check(symbols["object"], len(self.objects), "symbol object")
         check(symbols["section"], len(self.sections), "symbol section")
-        if len(symbols) and not np.array_equal(self.sections["object"][symbols["section"]],
-                                               symbols["object"]):
+        if self._verify and len(symbols) and \
+                not np.array_equal(self.sections["object"][symbols["section"]], symbols["object"]):
             raise self._fail("symbol section belongs to another object")
         (self.meta_kernel_release, self.meta_build_id, self.meta_tool_version,
          self.meta_object_source, self.meta_thick_source,
@@ -327,7 +333,7 @@ class SymsFile:
 
     def raw_string(self, offset: int) -> bytes:
         start = self.strings_offset + offset
-        return self.data[start:self.data.index(b"\0", start)]
+        return self.data[start:self.data.find(b"\0", start)]   # the table ends in a NUL
 
     @property
     def missing_objects(self) -> list[str]:
@@ -420,11 +426,16 @@ class _NameView:
         return self._raw(int(self._offsets[i]))
 
 
-def read_syms(path: str) -> SymsFile:
-    """Read and validate a dtrace_syms file in one read."""
+def read_syms(path: str, verify: bool = True) -> SymsFile:
+    """Read and validate a dtrace_syms file in one read.  ``verify=False``
+    maps it instead and skips the checks that read all of it: only for a
+    file known to be, byte for byte, one that was verified (a snapshot
+    checks path, size, mtime and the header's CRC), so that what is not
+    used is never paged in."""
     try:
         with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise KmodsymsError(f"cannot read {path}: {e.strerror}; build it with 'kmodsyms build'") from None
-    return SymsFile(data, path)
+            data = f.read() if verify else mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError) as e:   # ValueError: mmap of an empty file
+        raise KmodsymsError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}; "
+                            "build it with 'kmodsyms build'") from None
+    return SymsFile(data, path, verify)

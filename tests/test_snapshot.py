@@ -1,5 +1,6 @@
 """Snapshots (kmodsyms.snapshot): a saved resolver answers exactly as the
-full one, is used only for the very inputs it was made from, and
+full one (restored in process, or read in plain Python by ``kmodsyms
+resolve``), is used only for the very inputs it was made from, and
 ``kmodsyms resolve`` then runs without numpy or typer."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import pytest
 
 from conftest import FIXTURE
 from kmodsyms import load
-from kmodsyms.snapshot import _parse_resolve_args, open_snapshot, save, snapshot_path
+from kmodsyms.snapshot import Snapshot, _parse_resolve_args, open_saved, save, snapshot_path
 
 FIXTURE_KALLSYMS = os.path.join(FIXTURE, "kallsyms")
 
@@ -41,14 +42,29 @@ def _probe_addresses(resolver, count: int, seed: int) -> list[int]:
 
 
 def _assert_same_answers(syms_path, kallsyms_path, count, seed):
-    resolver = load(syms_path, kallsyms_path)
+    resolver = load(syms_path, kallsyms_path, cache=False)
     save(resolver, syms_path, kallsyms_path)
-    snapshot, meta = open_snapshot(syms_path, kallsyms_path)
-    assert meta["kernel_release"] == resolver.syms.meta_kernel_release
+    saved = open_saved(syms_path, kallsyms_path)
+    assert saved.doc["meta"]["kernel_release"] == resolver.syms.meta_kernel_release
+    snapshot = Snapshot(saved)
+    restored = load(syms_path, kallsyms_path)
+    assert type(restored.placement).__name__ == "SavedPlacement"
     probes = _probe_addresses(resolver, count, seed)
     lines, sized = resolver.resolve_many(probes)
+    again = restored.resolve_many(probes)
+    assert (again[0].tolist(), again[1].tolist()) == (lines.tolist(), sized.tolist())
     for address, line, hit in zip(probes, lines.tolist(), sized.tolist()):
-        assert snapshot.resolve(address) == resolver.record(address, line, hit), hex(address)
+        want = resolver.record(address, line, hit)
+        assert snapshot.resolve(address) == want, hex(address)
+        assert restored.record(address, line, hit) == want, hex(address)
+    # The rest of the API, restored.
+    assert list(restored.kallmodsyms_lines()) == list(resolver.kallmodsyms_lines())
+    assert restored.stats == resolver.stats and restored.modules() == resolver.modules()
+    for module in resolver.modules()[:4] + resolver.modules()[-2:]:
+        assert restored.symbols(module) == resolver.symbols(module), module
+    names = sorted({resolver.ks.name(i) for i in range(0, len(resolver.ks), max(1, count // 50))})
+    for name in names:
+        assert restored.lookup(name) == resolver.lookup(name), name
     return len(probes)
 
 
@@ -117,12 +133,12 @@ def test_snapshot_is_used_only_for_its_inputs(fixture_tree, fixture_syms, tmp_pa
         _damage(snap, size // 2, "truncate")
     else:
         _damage(snap, 0, "truncate")
-    assert open_snapshot(str(syms), str(ks)) is None
+    assert open_saved(str(syms), str(ks)) is None
     fresh = _resolve(["--no-cache"] + args)
     again = _resolve(args)
     assert fresh.returncode == 0, fresh.stderr
     assert (again.returncode, again.stdout, again.stderr) == (0, fresh.stdout, fresh.stderr)
-    assert open_snapshot(str(syms), str(ks)) is not None
+    assert open_saved(str(syms), str(ks)) is not None
 
 
 @pytest.mark.parametrize("form", [
@@ -160,3 +176,17 @@ def test_quick_path_options():
     assert _parse_resolve_args(["-s", "S", "1", "--kallsyms=K", "--json", "-", "--", "2"]) == {
         "syms": "S", "kallsyms": "K", "json": True, "force": False, "no_cache": False,
         "addresses": ["1", "-", "2"]}
+
+
+def test_load_saves_only_when_asked_and_checked(fixture_syms, tmp_path):
+    ks = tmp_path / "kallsyms"
+    ks.write_bytes(open(FIXTURE_KALLSYMS, "rb").read())
+    path = snapshot_path(fixture_syms, str(ks))
+    load(fixture_syms, str(ks), cache=False)
+    load(fixture_syms, str(ks), force=True)     # checks skipped: nothing saved
+    assert not os.path.exists(path)
+    first = load(fixture_syms, str(ks))
+    assert os.path.exists(path) and type(first.placement).__name__ != "SavedPlacement"
+    again = load(fixture_syms, str(ks))
+    assert type(again.placement).__name__ == "SavedPlacement"
+    assert again.resolve(0xffffffffab600400) == first.resolve(0xffffffffab600400)
