@@ -19,14 +19,18 @@ FIXTURE_KASLR = 0x2A600000
 def private_cache(tmp_path_factory):
     """``kmodsyms resolve`` saves snapshots under $XDG_CACHE_HOME: keep the
     suite's (and its subprocesses') out of the user's cache."""
+    from bench.corpus import _corpus_cache_dir
     path = str(tmp_path_factory.mktemp("xdg-cache"))
-    saved = os.environ.get("XDG_CACHE_HOME")
+    saved = {name: os.environ.get(name) for name in ("XDG_CACHE_HOME", "KMODSYMS_CORPUS_CACHE")}
+    # The unpacked corpus stays where it is cached between sessions.
+    os.environ["KMODSYMS_CORPUS_CACHE"] = _corpus_cache_dir()
     os.environ["XDG_CACHE_HOME"] = path
     yield path
-    if saved is None:
-        del os.environ["XDG_CACHE_HOME"]
-    else:
-        os.environ["XDG_CACHE_HOME"] = saved
+    for name, value in saved.items():
+        if value is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(scope="session")
