@@ -12,6 +12,10 @@ ties: smaller size, FUNC/OBJECT over NOTYPE, GLOBAL over WEAK over LOCAL,
 then name), else the nearest symbol below it, marked unsized, but never
 across a module boundary or out of the placed section holding the address.
 docs/resolver.md states the rules in full.
+
+:func:`load` saves what it built as a snapshot (:mod:`kmodsyms.snapshot`)
+and restores it, without placing or indexing, while kallsyms and
+dtrace_syms stay the same.
 """
 
 from __future__ import annotations
@@ -59,11 +63,11 @@ class Resolver(Answers):
         self.syms = syms
         self.ks = ks = Kallsyms.from_columns(
             saved.kallsyms_text, doc["meta"]["kallsyms_source"], doc["loaded_module_names"],
-            a["line_address"],
-            a["line_type"], a["line_module"], a["name_start"], a["name_end"], a["by_address"])
-        self._placed(SavedPlacement(doc["stats"], a["extent_start"], a["extent_end"], a["extent_section"]),
-                     a["line_entry"], a["line_section"],
-                     {line: entries for line, (entries, _cands) in doc["ambiguous"].items()})
+            a["line_address"], a["line_type"], a["line_module"], a["name_start"], a["name_end"],
+            a["by_address"])
+        placed = SavedPlacement(doc["stats"], a["extent_start"], a["extent_end"], a["extent_section"])
+        ambiguous = {line: entries for line, (entries, _names) in doc["ambiguous"].items()}
+        self._placed(placed, a["line_entry"], a["line_section"], ambiguous)
         self.by_address, self.sorted_address = a["by_address"], a["sorted_address"]
         self.line_address, self.line_type, self.line_module = ks.address, ks.type, ks.module
         self.loaded_module_names = ks.module_names

@@ -127,13 +127,13 @@ def save(resolver, syms_path: str, kallsyms_path: str) -> None:
         "stats": dict(resolver.stats.__dict__),
     }
     packed = marshal.dumps(doc)
-    head = _HEAD.pack(MAGIC, len(packed))
     body = packed + bytes(-(_HEAD.size + len(packed)) % _ALIGN) + b"".join(blobs)
     try:
         os.makedirs(cache_dir(), mode=0o700, exist_ok=True)
-        write_atomic(snapshot_path(syms_path, kallsyms_path), head + body, mode=0o600)
+        write_atomic(snapshot_path(syms_path, kallsyms_path),
+                     _HEAD.pack(MAGIC, len(packed)) + body, mode=0o600)
     except (OSError, KmodsymsError):
-        pass
+        pass   # an unwritable cache (read-only home, full disk) only costs speed
 
 
 # ------------------------------------------------------------------ reading
