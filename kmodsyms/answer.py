@@ -6,6 +6,8 @@ two give the same record by construction."""
 
 from __future__ import annotations
 
+import sys
+
 from .errors import KmodsymsError
 
 BINDING_NAMES = {0: "local", 1: "global", 2: "weak"}   # ELF STB_*
@@ -23,6 +25,28 @@ def parse_address(text: str) -> int:
     if not 0 <= value < 1 << 64:
         raise KmodsymsError(f"bad address {text!r}: more than 64 bits")
     return value
+
+
+def write_answers(resolve, addresses: list[str], as_json: bool) -> None:
+    """``kmodsyms resolve``'s output: each of ``addresses`` (``-``: one per
+    line of stdin, flushed line by line) answered by ``resolve(address) ->
+    Symbolization``, one line on stdout in DTrace's notation or as JSON."""
+    def emit(text: str) -> None:
+        rec = resolve(parse_address(text))
+        if as_json:
+            import json   # here: its import is a few ms of a run from a snapshot
+            sys.stdout.write(json.dumps(rec.to_json()) + "\n")
+        else:
+            sys.stdout.write(f"{rec}\n")
+
+    for arg in addresses:
+        if arg == "-":
+            for line in sys.stdin:
+                if line.strip():
+                    emit(line)
+                    sys.stdout.flush()
+        else:
+            emit(arg)
 
 
 def is_pseudo_module(name: str) -> bool:

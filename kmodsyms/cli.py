@@ -14,7 +14,7 @@ from typing import List, Optional
 
 import typer
 
-from .answer import parse_address
+from .answer import parse_address, write_answers
 from .errors import KmodsymsError
 
 app = typer.Typer(
@@ -251,19 +251,7 @@ def resolve(
         if arg != "-":
             parse_address(arg)  # refuse bad input before loading anything
     resolver = _load(syms, kallsyms, force, no_cache)
-
-    def emit(text: str) -> None:
-        rec = resolver.resolve(parse_address(text))
-        sys.stdout.write((json.dumps(rec.to_json()) if as_json else str(rec)) + "\n")
-
-    for arg in addresses:
-        if arg == "-":
-            for line in sys.stdin:
-                if line.strip():
-                    emit(line)
-                    sys.stdout.flush()
-        else:
-            emit(arg)
+    write_answers(resolver.resolve, addresses, as_json)
 
 
 @app.command()

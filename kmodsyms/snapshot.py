@@ -34,7 +34,7 @@ import sys
 import zlib
 
 from . import __version__
-from .answer import Answers, parse_address
+from .answer import Answers, parse_address, write_answers
 from .errors import KmodsymsError, StaleError
 from .live import LIVE_KALLSYMS, check_live, default_syms_path
 
@@ -270,23 +270,8 @@ def quick_resolve(args: list[str]) -> int | None:
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(errors="surrogateescape")
 
-    def emit(text: str) -> None:
-        rec = snapshot.resolve(parse_address(text))
-        if options["json"]:
-            import json   # only here: a few ms of a run this short
-            sys.stdout.write(json.dumps(rec.to_json()) + "\n")
-        else:
-            sys.stdout.write(f"{rec}\n")
-
     try:
-        for arg in options["addresses"]:
-            if arg == "-":
-                for line in sys.stdin:
-                    if line.strip():
-                        emit(line)
-                        sys.stdout.flush()
-            else:
-                emit(arg)
+        write_answers(snapshot.resolve, options["addresses"], options["json"])
         sys.stdout.flush()
     except KmodsymsError as e:
         print(f"kmodsyms: error: {e}", file=sys.stderr)
