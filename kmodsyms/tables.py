@@ -126,7 +126,8 @@ def record_layout(kbuild: str, segments: list[tuple[int, int]], meta: Meta,
         return False
     sysmap = read_kallsyms(system_map, zero_is_hidden=False)
     try:
-        placed = Placement(SymsFile(encode(meta, strings, tables), "dtrace_syms"), sysmap)
+        # Just encoded here: no need to verify the CRC and ranges again.
+        placed = Placement(SymsFile(encode(meta, strings, tables), "dtrace_syms", verify=False), sysmap)
     except KmodsymsError as e:
         raise KmodsymsError(f"{system_map} does not match the objects of {kbuild} ({e}); "
                             "rebuild the kernel, or pass --no-layout") from None
