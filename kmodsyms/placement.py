@@ -642,14 +642,7 @@ class LinkedPlacement:
             offset = ks.address[held] - self.section_base[sec]
             key = (sec.astype(_U64) << _U64(32)) | offset
             lo = np.searchsorted(sorted_key, key, side="left")
-            # Keys are nearly unique: count a run only where one starts.
-            last = len(by_key) - 1
-            at_key = sorted_key[np.minimum(lo, last)] == key
-            hi = lo + at_key
-            for k in np.flatnonzero(at_key & (sorted_key[np.minimum(lo + 1, last)] == key)
-                                    & (lo < last)).tolist():
-                while hi[k] <= last and sorted_key[hi[k]] == key[k]:
-                    hi[k] += 1
+            hi = np.searchsorted(sorted_key, key, side="right")
             single = (hi - lo) == 1
             cand = by_key[np.minimum(lo, len(by_key) - 1)]
             same = np.zeros(len(held), dtype=bool)

@@ -43,14 +43,15 @@ class Resolver(Answers):
         self.syms = syms
         self.ks = ks
         placed = place(syms, ks, check_anchors)
-        self._placed(placed, placed.line_entry, placed.line_section, placed.ambiguous)
+        self._placed(placed, placed.core_lines, placed.line_entry, placed.line_section,
+                     placed.ambiguous)
         self._build_index()
 
-    def _placed(self, placed, line_entry, line_section, ambiguous) -> None:
+    def _placed(self, placed, core_lines, line_entry, line_section, ambiguous) -> None:
         self.placement = placed
         self.stats = placed.stats
         self.extent_of = placed.extent_of
-        self.core_lines = np.flatnonzero(self.ks.module == 0)
+        self.core_lines = core_lines
         self.line_entry, self.line_section, self.ambiguous = line_entry, line_section, ambiguous
 
     @classmethod
@@ -67,7 +68,8 @@ class Resolver(Answers):
             a["by_address"])
         placed = SavedPlacement(doc["stats"], a["extent_start"], a["extent_end"], a["extent_section"])
         ambiguous = {line: entries for line, (entries, _names) in doc["ambiguous"].items()}
-        self._placed(placed, a["line_entry"], a["line_section"], ambiguous)
+        self._placed(placed, np.flatnonzero(ks.module == 0), a["line_entry"], a["line_section"],
+                     ambiguous)
         self.by_address, self.sorted_address = a["by_address"], a["sorted_address"]
         self.line_address, self.line_type, self.line_module = ks.address, ks.type, ks.module
         self.loaded_module_names = ks.module_names
