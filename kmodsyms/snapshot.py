@@ -270,9 +270,29 @@ def quick_resolve(args: list[str]) -> int | None:
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(errors="surrogateescape")
 
+    answered = 0
+
+    def resolve(address: int):
+        nonlocal answered
+        record = snapshot.resolve(address)
+        answered += 1
+        return record
+
     try:
-        write_answers(snapshot.resolve, options["addresses"], options["json"])
+        write_answers(resolve, options["addresses"], options["json"])
         sys.stdout.flush()
+    except (IndexError, KeyError, TypeError, OverflowError) as e:
+        # A damaged snapshot (its arrays are trusted, not checked): drop it;
+        # before any answer the full CLI takes over (and saves a new one).
+        try:
+            os.unlink(snapshot_path(syms_path, kallsyms_path))
+        except OSError:
+            pass
+        if not answered:
+            return None
+        print(f"kmodsyms: error: damaged snapshot ({type(e).__name__}), now removed; "
+              "run the command again", file=sys.stderr)
+        return 2
     except KmodsymsError as e:
         print(f"kmodsyms: error: {e}", file=sys.stderr)
         return 2

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import random
+import struct
 import subprocess
 import sys
 
@@ -190,3 +191,25 @@ def test_load_saves_only_when_asked_and_checked(fixture_syms, tmp_path):
     again = load(fixture_syms, str(ks))
     assert type(again.placement).__name__ == "SavedPlacement"
     assert again.resolve(0xffffffffab600400) == first.resolve(0xffffffffab600400)
+
+
+def test_damaged_snapshot_arrays_give_the_full_answer(fixture_syms, tmp_path):
+    """Arrays are trusted, not checked, when read: an index gone out of range
+    must not end in a traceback; the snapshot is dropped and the full CLI
+    answers (and saves a new one)."""
+    ks = tmp_path / "kallsyms"
+    ks.write_bytes(open(FIXTURE_KALLSYMS, "rb").read())
+    args = ["--syms", fixture_syms, "--kallsyms", str(ks), "0xffffffffab600400"]
+    full = _resolve(["--no-cache"] + args)
+    assert _resolve(args).returncode == 0
+    saved = open_saved(fixture_syms, str(ks))
+    at, code, count = saved.arrays["iv_line"]
+    path = snapshot_path(fixture_syms, str(ks))
+    del saved
+    data = bytearray(open(path, "rb").read())
+    size = struct.calcsize(code) * count
+    data[at:at + size] = b"\x7f" * size    # every interval's line far out of range
+    open(path, "wb").write(bytes(data))
+    damaged = _resolve(args)
+    assert (damaged.returncode, damaged.stdout, damaged.stderr) == (0, full.stdout, full.stderr)
+    assert open_saved(fixture_syms, str(ks)).arrays["iv_line"] is not None
