@@ -73,7 +73,7 @@ def build(kbuild: str, thick: ThickMap, thick_source: str, output: str, jobs: in
         return BuildResult(output, len(present), cache.head["symbols"], len(thick.modules),
                            time.monotonic() - start, object_source, thick_source, missing,
                            len(present))
-    scans = scan_all(kbuild, present, jobs, progress, cache)
+    scans = scan_all(kbuild, present, stamps, jobs, progress, cache)
     from .elfimage import read_image
     from .symsfile import FLAG_MISSING_OBJECTS, Meta, encode, write_atomic
     from .tables import assemble, record_layout
@@ -142,12 +142,14 @@ def _tree_relative(kbuild: str, path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-def scan_all(kbuild: str, objects: list[str], jobs: int, progress, cache) -> list[ObjectScan]:
-    """Scan ``objects`` (paths relative to ``kbuild``), in order."""
+def scan_all(kbuild: str, objects: list[str], stamps: dict[str, tuple[int, int]], jobs: int,
+             progress, cache) -> list[ObjectScan]:
+    """Scan ``objects`` (paths relative to ``kbuild``, each with its
+    ``stamps`` entry for the cache), in order."""
     results: list[ObjectScan | None] = [None] * len(objects)
     todo = []
     for i, obj in enumerate(objects):
-        hit = cache.get(kbuild, obj) if cache is not None else None
+        hit = cache.get(kbuild, obj, stamps[obj]) if cache is not None else None
         if hit is not None:
             results[i] = hit
         else:
@@ -175,7 +177,7 @@ def scan_all(kbuild: str, objects: list[str], jobs: int, progress, cache) -> lis
                 progress(1)
     if cache is not None:
         for i in todo:
-            cache.put(kbuild, objects[i], results[i])
+            cache.put(kbuild, objects[i], stamps[objects[i]], results[i])
     return results  # type: ignore[return-value]
 
 

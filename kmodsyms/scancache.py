@@ -59,19 +59,12 @@ class ScanCache:
                 self._file.close()
         return self._old
 
-    @staticmethod
-    def _key(kbuild: str, obj: str) -> tuple[str, list[int]]:
+    def get(self, kbuild: str, obj: str, stamp: tuple[int, int]) -> ObjectScan | None:
+        """The cached scan of ``obj`` if it was made at this ``stamp``
+        (size, mtime in ns, as the build took it)."""
         path = os.path.abspath(os.path.join(kbuild, obj))
-        st = os.stat(path)
-        return path, [st.st_size, st.st_mtime_ns]
-
-    def get(self, kbuild: str, obj: str) -> ObjectScan | None:
-        try:
-            path, stamp = self._key(kbuild, obj)
-        except OSError:
-            return None
         entry = self._scans().get(path)
-        if not entry or entry[0] != stamp:
+        if not entry or entry[0] != list(stamp):
             return None
         try:
             fields = dict(zip(_FIELDS, entry[1:]))
@@ -84,10 +77,12 @@ class ScanCache:
         self.hits += 1
         return scan
 
-    def put(self, kbuild: str, obj: str, scan: ObjectScan) -> None:
-        path, stamp = self._key(kbuild, obj)
-        self._new[path] = [stamp] + [getattr(scan, f).tobytes() if f in _ARRAYS else getattr(scan, f)
-                                     for f in _FIELDS]
+    def put(self, kbuild: str, obj: str, stamp: tuple[int, int], scan: ObjectScan) -> None:
+        """Keep the scan of ``obj`` made at ``stamp``, taken before it was
+        read: an object rewritten meanwhile is rescanned next time."""
+        path = os.path.abspath(os.path.join(kbuild, obj))
+        self._new[path] = [list(stamp)] + [getattr(scan, f).tobytes() if f in _ARRAYS
+                                           else getattr(scan, f) for f in _FIELDS]
 
     def save(self, head: dict) -> None:
         """Write the scans used by this build, after ``head`` (the build's
