@@ -203,9 +203,13 @@ def read_kallsyms(path: str = "/proc/kallsyms", zero_is_hidden: bool = True) -> 
     A line at address 0 that is not a per-cpu 'A' line is a hidden address
     and is left out; ``zero_is_hidden=False`` keeps it (System.map, where
     per-cpu data at 0 has its ordinary letter)."""
+    return Kallsyms(read_text(path), path, zero_is_hidden)
+
+
+def read_text(path: str) -> bytes:
+    """The bytes of a kallsyms file, in one read."""
     try:
         with open(path, "rb") as f:
-            text = f.read()
+            return f.read()
     except OSError as e:
         raise KmodsymsError(f"cannot read {path}: {e.strerror}") from None
-    return Kallsyms(text, path, zero_is_hidden)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from .answer import Answers, Symbolization
-from .kallsyms import Kallsyms, read_kallsyms
+from .kallsyms import Kallsyms, read_kallsyms, read_text
 from .live import LIVE_KALLSYMS, check_live, default_syms_path
 from .placement import NO, SavedPlacement, place
 from .spans import equal_spans
@@ -377,9 +377,11 @@ def load(syms: str | SymsFile | None = None, kallsyms: str | Kallsyms | None = N
     kallsyms_path = None if isinstance(kallsyms, Kallsyms) else kallsyms or LIVE_KALLSYMS
     live = kallsyms_path == LIVE_KALLSYMS
     snapshots = cache and syms_path is not None and kallsyms_path is not None
+    text = None   # kallsyms read once: to match a snapshot, and to load if none does
     if snapshots:
         from .snapshot import open_saved
-        saved = open_saved(syms_path, kallsyms_path)
+        text = read_text(kallsyms_path)
+        saved = open_saved(syms_path, kallsyms_path, text)
         if saved is not None:
             meta = saved.doc["meta"]
             if live and not force:
@@ -392,7 +394,7 @@ def load(syms: str | SymsFile | None = None, kallsyms: str | Kallsyms | None = N
     if not isinstance(syms, SymsFile):
         syms = read_syms(syms_path)
     if not isinstance(kallsyms, Kallsyms):
-        kallsyms = read_kallsyms(kallsyms_path)
+        kallsyms = Kallsyms(text, kallsyms_path) if text is not None else read_kallsyms(kallsyms_path)
     if live and not force:
         check_live(syms.source, syms.meta_kernel_release, syms.meta_build_id)
     resolver = Resolver(syms, kallsyms, check_anchors=not force)

@@ -213,18 +213,21 @@ class Saved:
                 for name, (start, code, count) in self.arrays.items()}
 
 
-def open_saved(syms_path: str, kallsyms_path: str) -> Saved | None:
+def open_saved(syms_path: str, kallsyms_path: str,
+               kallsyms_text: bytes | None = None) -> Saved | None:
     """The snapshot of these two files, or None when there is none that
-    matches them.  The file is mapped, not read: what is not used is never
-    paged in."""
+    matches them (``kallsyms_text``: the kallsyms file's bytes, if the
+    caller has read them already).  The file is mapped, not read: what is
+    not used is never paged in."""
     try:
         with open(snapshot_path(syms_path, kallsyms_path), "rb") as f:
             data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         with open(syms_path, "rb") as f:
             syms_head = f.read(16)
             syms_size = os.fstat(f.fileno()).st_size
-        with open(kallsyms_path, "rb") as f:
-            kallsyms_text = f.read()
+        if kallsyms_text is None:
+            with open(kallsyms_path, "rb") as f:
+                kallsyms_text = f.read()
         magic, length = _HEAD.unpack_from(data)
         if magic != MAGIC:
             return None
