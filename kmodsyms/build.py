@@ -74,17 +74,17 @@ def build(kbuild: str, thick: ThickMap, thick_source: str, output: str, jobs: in
                            time.monotonic() - start, object_source, thick_source, missing,
                            len(present))
     scans = scan_all(kbuild, present, stamps, jobs, progress, cache)
-    from .elfimage import read_image
+    from .elfimage import Image, read_image
     from .symsfile import FLAG_MISSING_OBJECTS, Meta, encode, write_atomic
     from .tables import assemble, record_layout
     vmlinux = os.path.join(kbuild, "vmlinux")
-    segments, build_id = read_image(vmlinux) if os.path.exists(vmlinux) else ([], "")
-    meta = Meta(kernel_release=kernel_release(kbuild), build_id=build_id,
+    image = read_image(vmlinux) if os.path.exists(vmlinux) else Image()
+    meta = Meta(kernel_release=kernel_release(kbuild), build_id=image.build_id,
                 tool_version=f"kmodsyms {__version__}", object_source=object_source,
                 thick_source=_tree_relative(kbuild, thick_source), flags=FLAG_MISSING_OBJECTS if missing else 0)
     strings, tables = assemble(thick, owners, present, scans, missing)
     if layout:
-        record_layout(kbuild, segments, meta, strings, tables)
+        record_layout(kbuild, image, meta, strings, tables)
     image = encode(meta, strings, tables)
     write_atomic(output, image)
     n_symbols = len(tables["symbols"])

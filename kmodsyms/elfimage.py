@@ -1,4 +1,5 @@
-"""A linked ELF image (vmlinux): its loadable segments and its GNU build-id.
+"""A linked ELF image (vmlinux): its loadable segments, its allocated output
+sections and its GNU build-id.
 
 Read with ``struct`` from the ELF and program headers (class and byte order
 from ``e_ident``), then the notes: a few reads of a file that is tens of
@@ -8,7 +9,9 @@ megabytes, without importing pyelftools (which the tests hold this to).
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass, field
 
+from .elfdefs import SHF_ALLOC
 from .errors import KmodsymsError
 
 NT_GNU_BUILD_ID = 3
@@ -32,10 +35,20 @@ def parse_notes(data: bytes, byteorder: str = "<") -> str:
     return ""
 
 
-def read_image(path: str) -> tuple[list[tuple[int, int]], str]:
-    """``([start, end) of each PT_LOAD segment with memory, build-id hex or
-    "")`` of the ELF image at ``path``.  The build-id comes from the PT_NOTE
-    segments, else from SHT_NOTE sections."""
+@dataclass
+class Image:
+    """What the build records of vmlinux."""
+
+    segments: list[tuple[int, int]] = field(default_factory=list)   # [start, end) of each PT_LOAD with memory
+    build_id: str = ""                                              # hex, or ""
+    # [start, end) of each SHF_ALLOC output section with a size, by start:
+    # the linker's placement rules hold within one output section.
+    sections: list[tuple[int, int]] = field(default_factory=list)
+
+
+def read_image(path: str) -> Image:
+    """The :class:`Image` of the ELF file at ``path``.  The build-id comes
+    from the PT_NOTE segments, else from SHT_NOTE sections."""
     try:
         with open(path, "rb") as f:
             return _read_image(f)
@@ -45,7 +58,7 @@ def read_image(path: str) -> tuple[list[tuple[int, int]], str]:
         raise KmodsymsError(f"{path}: truncated or corrupt ELF image") from None
 
 
-def _read_image(f) -> tuple[list[tuple[int, int]], str]:
+def _read_image(f) -> Image:
     ident = f.read(64)
     if ident[:4] != b"\x7fELF" or ident[4] not in (1, 2) or ident[5] not in (1, 2):
         raise ValueError("not ELF")
@@ -84,10 +97,13 @@ def _read_image(f) -> tuple[list[tuple[int, int]], str]:
                 segments.append((vaddr, vaddr + memsz))
             elif p_type == PT_NOTE and not build_id and filesz:
                 build_id = parse_notes(read(offset, filesz), end)
-    if not build_id and shoff and shnum:
+    sections = []
+    if shoff and shnum:
         table = read(shoff, shnum * shentsize)
         for i in range(shnum):
-            h = sh.unpack_from(table, i * shentsize)
+            h = sh.unpack_from(table, i * shentsize)   # name type flags addr offset size ...
             if h[1] == SHT_NOTE and h[5] and not build_id:
                 build_id = parse_notes(read(h[4], h[5]), end)
-    return segments, build_id
+            if h[2] & SHF_ALLOC and h[5]:
+                sections.append((h[3], h[3] + h[5]))
+    return Image(segments, build_id, sorted(sections))

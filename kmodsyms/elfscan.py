@@ -27,17 +27,9 @@ import struct
 from array import array
 from dataclasses import dataclass, field
 
+from .elfdefs import (SHF_ALLOC, SHN_LORESERVE, SHN_UNDEF, SHN_XINDEX, SHT_NOBITS, SHT_SYMTAB,
+                      SHT_SYMTAB_SHNDX, STT_FILE, STT_SECTION)
 from .errors import KmodsymsError
-
-SHT_NOBITS = 8
-SHT_SYMTAB = 2
-SHT_SYMTAB_SHNDX = 18
-SHF_ALLOC = 0x2
-SHN_UNDEF = 0
-SHN_LORESERVE = 0xFF00
-SHN_XINDEX = 0xFFFF
-STT_SECTION = 3
-STT_FILE = 4
 
 _MAPPING_SYMBOL = re.compile(rb"\$[adtx](\..*)?\Z")
 

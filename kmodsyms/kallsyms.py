@@ -20,6 +20,10 @@ from .answer import is_pseudo_module
 from .errors import KmodsymsError
 from .spans import equal_spans, words
 
+# Bounds of the address ranges that scripts/kallsyms.c keeps when it is not
+# given --all-symbols (CONFIG_KALLSYMS_ALL=n): text and init text.
+TEXT_RANGES = ((b"_stext", b"_etext"), (b"_sinittext", b"_einittext"))
+
 _HEX = np.full(256, 255, dtype=np.uint8)
 for _i, _c in enumerate(b"0123456789abcdef"):
     _HEX[_c] = _i
@@ -193,6 +197,24 @@ class Kallsyms:
         text = self.text
         return [text[s:e] for s, e in zip(self.name_start[indices].tolist(),
                                           self.name_end[indices].tolist())]
+
+    def text_ranges(self) -> list[tuple[int, int]]:
+        """The ranges every kallsyms lists, ``_stext``..``_etext`` and
+        ``_sinittext``..``_einittext`` (the ends excluded), as far as this
+        list names their bounds: ``scripts/kallsyms.c`` keeps only these
+        without ``CONFIG_KALLSYMS_ALL``."""
+        ranges = []
+        for start_name, end_name in TEXT_RANGES:
+            bounds = []
+            for name in (start_name, end_name):
+                at = self.text.find(b" " + name + b"\n")
+                if at < 0:
+                    break
+                line = int(np.searchsorted(self.name_start, at + 1))
+                bounds.append(int(self.address[line]))
+            if len(bounds) == 2 and bounds[0] < bounds[1]:
+                ranges.append((bounds[0], bounds[1]))
+        return ranges
 
     def pseudo_module_ids(self) -> list[int]:
         return [i for i, m in enumerate(self.module_names) if i and is_pseudo_module(m)]

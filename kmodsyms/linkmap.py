@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .elfdefs import SHF_ALLOC
 from .errors import KmodsymsError
 
 _FULL = re.compile(r"^ (\S+)\s+0x([0-9a-fA-F]+)\s+0x([0-9a-fA-F]+)\s+(\S.*)$")
@@ -95,7 +96,7 @@ def alloc_sections(elf_path: str) -> set[str]:
     from elftools.elf.elffile import ELFFile
     try:
         with open(elf_path, "rb") as f:
-            return {s.name for s in ELFFile(f).iter_sections() if s["sh_flags"] & 0x2}
+            return {s.name for s in ELFFile(f).iter_sections() if s["sh_flags"] & SHF_ALLOC}
     except (OSError, ELFError) as e:
         raise KmodsymsError(f"cannot read sections of {elf_path}: {e}") from None
 

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import StaleError
+from .elfdefs import SHF_LINK_ORDER, STT_FUNC
+from .errors import KmodsymsError, StaleError
 from .kallsyms import Kallsyms
 from .spans import equal_spans, hash_spans
 from .symsfile import SymsFile
@@ -44,7 +45,6 @@ _U64 = np.uint64
 UNPLACED, BY_ANCHOR, BY_ELIMINATION, BY_NEIGHBOURS = 0, 1, 2, 3
 # How a kallsyms line got its object.
 LINE_NONE, LINE_SYMBOL, LINE_EXTENT, LINE_AMBIGUOUS = 0, 1, 2, 3
-SHF_LINK_ORDER = 0x80
 
 
 @dataclass
@@ -66,6 +66,116 @@ class PlacementStats:
     lines_ambiguous: int = 0
 
 
+# ------------------------------------------------------- staleness rules
+# Search placement (no layout): the unique names that match must be this
+# many at least, and at most this share of them may disagree on their
+# section's base.
+MIN_SEARCH_ANCHORS = 16
+
+
+def conflicting_votes_allowed(anchors: int) -> int:
+    return max(8, anchors // 20)
+
+
+# Linked placement: of the anchors that kallsyms shows, at most this many may
+# be elsewhere than the file's link addresses put them (a kernel rebuilt from
+# other sources moves nearly all of them).
+def misplaced_anchors_allowed(present: int) -> int:
+    return max(2, present // 10)
+
+
+@dataclass
+class AnchorCheck:
+    """Tally of a linked placement's anchors, and the judgement on it.
+
+    An anchor is *placed* (a core kallsyms line of its name at its link
+    address plus its segment's shift), *misplaced* (lines of its name, none
+    there) or *absent* (no line of its name).  Absent is no evidence against
+    the file: a kernel without ``CONFIG_KALLSYMS_ALL`` lists only the text
+    ranges, so its data anchors are absent.  But ``kmodsyms build`` takes
+    function anchors only inside the text ranges, which every kallsyms
+    lists (``scripts/kallsyms.c``), so an absent function anchor means
+    kallsyms lacks lines it must have."""
+
+    syms_source: str
+    kallsyms_source: str
+    verified: int = 0
+    misplaced: int = 0
+    absent: int = 0
+    absent_functions: int = 0
+    example_absent_function: str = ""
+
+    def count(self, name: bytes, is_function: bool, present: bool, placed: bool) -> None:
+        if placed:
+            self.verified += 1
+        elif present:
+            self.misplaced += 1
+        else:
+            self.absent += 1
+            if is_function:
+                self.absent_functions += 1
+                self.example_absent_function = self.example_absent_function or \
+                    name.decode("utf-8", "backslashreplace")
+
+    def judge(self) -> None:
+        """Raise when the two files are not of one kernel: blame the file
+        the evidence points at, in one line."""
+        present = self.verified + self.misplaced
+        if self.verified == 0 or self.misplaced > misplaced_anchors_allowed(present):
+            raise StaleError(
+                f"{self.syms_source} does not match {self.kallsyms_source}: of its "
+                f"{present + self.absent} anchor symbols, {self.verified} are where its link "
+                f"addresses say, {self.misplaced} elsewhere and {self.absent} absent; they are "
+                "of different kernels: use the dtrace_syms built for the kernel whose kallsyms "
+                "this is (or rebuild it)")
+        if self.absent_functions:
+            raise KmodsymsError(
+                f"{self.kallsyms_source} lacks {self.absent_functions} function symbols that every "
+                f"kallsyms of this kernel lists (such as {self.example_absent_function}), though the "
+                f"{self.verified} it has are where {self.syms_source} says: it is truncated or "
+                "filtered; read /proc/kallsyms again, whole and as root")
+
+
+def _shift_between(starts: np.ndarray, shift: np.ndarray, known: np.ndarray) -> None:
+    """A segment none of whose anchors kallsyms shows (the data of a
+    text-only kernel) moves with the segments around it when the nearest
+    below and above moved alike: KASLR moves the kernel image as one piece,
+    and only a segment apart from it (x86's per-cpu data at 0) stays put, so
+    a segment lying between two that moved by one amount moved by it too."""
+    order = np.argsort(starts, kind="stable").tolist()
+    for rank, seg in enumerate(order):
+        if known[seg]:
+            continue
+        below = [s for s in order[:rank] if known[s]]
+        above = [s for s in order[rank + 1:] if known[s]]
+        if below and above and shift[below[-1]] == shift[above[0]]:
+            shift[seg], known[seg] = shift[below[-1]], True
+
+
+def _core_lines_named(ks: Kallsyms, names: list[bytes]) -> list[list[int]]:
+    """The core kallsyms lines called each of ``names`` (few names, many
+    lines): only lines of a length some name has are hashed."""
+    core = np.flatnonzero(ks.module == 0)
+    length = (ks.name_end[core] - ks.name_start[core]).astype(np.int64)
+    core = core[np.isin(length, [len(n) for n in names])]
+    found: list[list[int]] = [[] for _ in names]
+    if not len(core) or not names:
+        return found
+    line_hash = hash_spans(ks.text, ks.name_start[core], (ks.name_end[core] - ks.name_start[core]).astype(np.int64))
+    joined = b"".join(names)
+    starts = np.cumsum([0] + [len(n) for n in names[:-1]]).astype(np.int64)
+    name_hash = hash_spans(joined, starts, np.array([len(n) for n in names], dtype=np.int64))
+    wanted = {}
+    for k, h in enumerate(name_hash.tolist()):
+        wanted.setdefault(h, []).append(k)
+    for line, h in zip(core[np.isin(line_hash, name_hash)].tolist(),
+                       line_hash[np.isin(line_hash, name_hash)].tolist()):
+        for k in wanted[h]:
+            if ks.name_bytes(line) == names[k]:
+                found[k].append(line)
+    return found
+
+
 class Placement:
     """Search placement of ``syms`` against ``ks`` (see the module doc).
 
@@ -75,10 +185,14 @@ class Placement:
     ``ambiguous`` (line -> candidate entries); ``stats``; ``core_lines``.
     """
 
-    def __init__(self, syms: SymsFile, ks: Kallsyms, check_anchors: bool = True):
+    def __init__(self, syms: SymsFile, ks: Kallsyms, check_anchors: bool = True,
+                 output_sections: list[tuple[int, int]] = ()):
         syms.check_sorted()   # equal names must be neighbours
         self.syms = syms
         self.ks = ks
+        # vmlinux's output sections [start, end), when known (at build time):
+        # the link-order rule holds within one.
+        self.output_sections = list(output_sections)
         self.stats = PlacementStats()
         self._place()
         if check_anchors:
@@ -198,6 +312,10 @@ class Placement:
                                 self.entry_group[dup_entries].tolist(),
                                 sym["value"][dup_entries].tolist()):
             by_section.setdefault(sec, []).append((e, g, v))
+        group_copies: dict[int, list[tuple[int, int, int]]] = {}   # (entry, section, value)
+        for sec, entries in by_section.items():
+            for e, g, v in entries:
+                group_copies.setdefault(g, []).append((e, sec, v))
         how = self.section_how
         unplaced_copies = dict.fromkeys(dup.tolist(), 0)
         for sec, entries in by_section.items():
@@ -273,6 +391,65 @@ class Placement:
                 for sec, base in self._forced_by_neighbours(candidates):
                     place(sec, int(base), BY_NEIGHBOURS)
                     changed = True
+            if not changed:
+                copies = {g: [(e, sec, v) for e, sec, v in group_copies[g] if how[sec] == UNPLACED]
+                          for g in dup.tolist() if unplaced_copies[g] > 1}
+                for sec, base in self._by_link_order(copies, free_lines, address, by_section,
+                                                     line_at, group_lines):
+                    if how[sec] == UNPLACED:
+                        place(sec, base, BY_NEIGHBOURS)
+                        changed = True
+
+    def _by_link_order(self, copies: dict, free_lines: dict, address: list, by_section: dict,
+                       line_at: dict, group_lines: dict) -> list[tuple[int, int]]:
+        """Sections placed by link order (docs/resolver.md §2).
+
+        ld lays out the input sections that one output-section statement
+        gathers in the order of its input files, vmlinux.a's order (the
+        objects table's), whether into vmlinux.o's same-named section first
+        or straight into vmlinux.  So when a name's n unplaced copies sit in
+        sections of one name, each of another object, and its n unmatched
+        lines lie in one output section of vmlinux, the k-th line by address
+        is the copy of the k-th object.  A section so placed must also have
+        every other symbol on a free line of its name, where kallsyms shows
+        that name.  Needs vmlinux's output sections (known at build time)
+        and objects in link order."""
+        if self.syms.meta_object_source != "vmlinux.a" or not self.output_sections:
+            return []
+        import bisect
+        starts = [start for start, _end in self.output_sections]
+        mask = (1 << 64) - 1
+
+        def output_section(addr: int) -> int:
+            i = bisect.bisect_right(starts, addr) - 1
+            return i if i >= 0 and addr < self.output_sections[i][1] else NO
+
+        sections = self.syms.sections
+        proposals: dict[int, int] = {}
+        refused: set[int] = set()
+        for g, mine in copies.items():
+            lines = sorted(free_lines[g], key=lambda line: address[line])
+            if len(lines) != len(mine) or len(lines) < 2:
+                continue
+            secs = [sec for _e, sec, _v in mine]
+            objects = [int(sections["object"][sec]) for sec in secs]
+            if len({int(sections["name"][sec]) for sec in secs}) != 1 or len(set(objects)) != len(objects):
+                continue
+            if len({output_section(address[line]) for line in lines} | {NO}) != 2:
+                continue
+            by_link = sorted(zip(objects, mine))
+            for line, (_obj, (_e, sec, v)) in zip(lines, by_link):
+                base = (address[line] - v) & mask
+                if proposals.setdefault(sec, base) != base:
+                    refused.add(sec)
+        forced = []
+        for sec, base in proposals.items():
+            if sec in refused:
+                continue
+            if all((base + v) & mask in [address[line] for line in free_lines[g]]
+                   for _e, g, v in by_section.get(sec, ()) if g in group_lines):
+                forced.append((sec, base))
+        return forced
 
     def _block_offsets(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
         """For each section name: its sections in link order and their offsets
@@ -426,7 +603,7 @@ class Placement:
         """Refuse a dtrace_syms that is not for this kernel: anchors must be
         plentiful and agree."""
         s = self.stats
-        if s.anchors < 16 or s.conflicting_anchors > max(8, s.anchors // 20):
+        if s.anchors < MIN_SEARCH_ANCHORS or s.conflicting_anchors > conflicting_votes_allowed(s.anchors):
             raise StaleError(
                 f"{self.syms.source} does not match {self.ks.source}: "
                 f"{s.anchors} unique names match, {s.conflicting_anchors} of them disagree "
@@ -487,6 +664,11 @@ class Placement:
             inside = self.extent_of(ks.address[rest])
         self.line_section[rest] = inside
         self.line_how[rest[inside >= 0]] = LINE_EXTENT
+        # A zero-size symbol at the end of its (non-empty) section, where no
+        # other object's bytes are: still its own object's (docs/resolver.md).
+        own = rest[(inside < 0) & has_entry[rest]]
+        own = own[self.syms.sections["size"][sym["section"][self.line_entry[own]]] > 0]
+        self.line_section[own] = sym["section"][self.line_entry[own]]
         # A line left in no section with unplaced copies is ambiguous, unless
         # every copy has size zero: a zero-size symbol owns no byte, so
         # whichever copy it is, its object is the one whose bytes are at its
@@ -561,43 +743,41 @@ class LinkedPlacement:
         self._attribute_lines()
 
     def _shift_segments(self, check: bool) -> None:
+        """One KASLR shift per load segment, from its anchors (see
+        :class:`AnchorCheck` for which files are refused)."""
         syms, ks = self.syms, self.ks
         sections, symbols = syms.sections, syms.symbols
-        by_address = ks.by_address()
-        core_by_address = by_address[ks.module[by_address] == 0]
-        sorted_address = ks.address[core_by_address]
+        anchors = syms.anchors
+        entry = anchors["symbol"].astype(np.int64)
+        link = sections["address"][symbols["section"][entry]] + symbols["value"][entry]  # wraps as ld's do
+        names = [syms.raw_string(int(symbols["name"][e])) for e in entry.tolist()]
+        lines_named = _core_lines_named(ks, names)
         n_segments = len(syms.segments)
         shift = np.zeros(n_segments, dtype=_U64)
         known = np.zeros(n_segments, dtype=bool)
-        verified = total = 0
+        check_result = AnchorCheck(syms.source, ks.source)
         for seg in range(n_segments):
-            anchors = syms.anchors["symbol"][syms.anchors["segment"] == seg].tolist()
-            names = [syms.raw_string(int(symbols["name"][e])) for e in anchors]
-            links = [(int(sections["address"][symbols["section"][e]]) + int(symbols["value"][e]))
-                     & 0xFFFFFFFFFFFFFFFF for e in anchors]  # link addresses wrap as the linker's do
-            for name, link in zip(names, links):
-                line = self._find_core_line(name)
-                if line is not None:
-                    shift[seg] = ks.address[line] - _U64(link)
-                    known[seg] = True
-                    break
-            total += len(anchors)
-            if not known[seg]:
-                continue
-            for name, link in zip(names, links):
-                at = (_U64(link) + shift[seg]) & _U64(0xFFFFFFFFFFFFFFFF)
-                i = int(np.searchsorted(sorted_address, at))
-                while i < len(sorted_address) and sorted_address[i] == at:
-                    if ks.name_bytes(int(core_by_address[i])) == name:
-                        verified += 1
-                        break
-                    i += 1
-        self.stats.anchors = verified
-        self.stats.conflicting_anchors = total - verified
-        if check and (not known.any() or total - verified > max(2, total // 10)):
-            raise StaleError(
-                f"{syms.source} does not match {ks.source}: {verified} of its {total} anchor "
-                "symbols are where its link addresses say; rebuild dtrace_syms for this kernel")
+            mine = np.flatnonzero(anchors["segment"] == seg).tolist()
+            # Each present anchor votes for the shifts its lines imply; the
+            # shift most anchors agree on is the segment's.
+            votes: dict[int, int] = {}
+            for k in mine:
+                for s in {int(ks.address[line] - link[k]) for line in lines_named[k]}:
+                    votes[s] = votes.get(s, 0) + 1
+            if votes:
+                best = max(votes.items(), key=lambda kv: (kv[1], -kv[0]))[0]
+                shift[seg], known[seg] = _U64(best), True
+            for k in mine:
+                at = link[k] + shift[seg]
+                check_result.count(names[k], int(symbols["type"][entry[k]]) == STT_FUNC,
+                                   present=bool(lines_named[k]),
+                                   placed=known[seg] and any(ks.address[line] == at
+                                                             for line in lines_named[k]))
+        _shift_between(syms.segments["start"], shift, known)
+        self.stats.anchors = check_result.verified
+        self.stats.conflicting_anchors = check_result.misplaced
+        if check:
+            check_result.judge()
         # Each section moves with the segment holding its link address.
         address = sections["address"]
         has = address != _U64(0xFFFFFFFFFFFFFFFF)
@@ -608,23 +788,9 @@ class LinkedPlacement:
         self.section_how = np.where(seg_of >= 0, sections["placement"], UNPLACED).astype(np.int8)
         self.section_base = np.where(seg_of >= 0, address + shift[np.maximum(seg_of, 0)], _U64(0))
 
-    def _find_core_line(self, name: bytes) -> int | None:
-        """The core kallsyms line called ``name`` (its first), by one search
-        of the text: core lines end right after the name."""
-        ks = self.ks
-        text = ks.text
-        pos = text.find(b" " + name + b"\n")
-        while pos >= 0:
-            i = int(np.searchsorted(ks.name_start, pos + 1))
-            if i < len(ks) and ks.name_start[i] == pos + 1 and ks.module[i] == 0:
-                return i
-            pos = text.find(b" " + name + b"\n", pos + 1)
-        return None
-
     def _attribute_lines(self) -> None:
         syms, ks = self.syms, self.ks
         n = len(ks)
-        sym = syms.symbols
         core = self.core_lines
         self.line_entry = np.full(n, NO, dtype=np.int32)
         self.line_section = np.full(n, NO, dtype=np.int32)
@@ -635,27 +801,63 @@ class LinkedPlacement:
         self.line_section[held] = sec
         self.line_how[held] = LINE_EXTENT
         # The entry at (section, offset) with the line's name is the symbol.
-        if len(sym) and int(sym["value"].max()) < 1 << 32:
-            entry_key = (sym["section"].astype(_U64) << _U64(32)) | sym["value"]
-            by_key = np.argsort(entry_key, kind="stable")
-            sorted_key = entry_key[by_key]
-            offset = ks.address[held] - self.section_base[sec]
-            key = (sec.astype(_U64) << _U64(32)) | offset
-            lo = np.searchsorted(sorted_key, key, side="left")
-            hi = np.searchsorted(sorted_key, key, side="right")
-            single = (hi - lo) == 1
-            cand = by_key[np.minimum(lo, len(by_key) - 1)]
-            same = np.zeros(len(held), dtype=bool)
-            same[single] = _same_names(ks, held[single], syms, cand[single])
-            self.line_entry[held[same]] = cand[same]
-            for k in np.flatnonzero((hi - lo) > 1).tolist():   # aliases at one address
-                name = ks.name_bytes(int(held[k]))
-                for j in by_key[lo[k]:hi[k]].tolist():
-                    if syms.raw_string(int(sym["name"][j])) == name:
-                        self.line_entry[held[k]] = j
-                        break
+        self._match_entries(held, sec)
+        # A zero-size symbol at the very end of its (non-empty) section holds
+        # no byte of it; where no other object's bytes are either, it is
+        # still its own object's symbol (docs/resolver.md).
+        loose = core[inside < 0]
+        sections = syms.sections
+        placed = np.flatnonzero((self.section_how != UNPLACED) & (sections["size"] > 0))
+        end = self.section_base[placed] + sections["size"][placed]
+        order = np.argsort(end, kind="stable")
+        placed, end = placed[order], end[order]
+        lo = np.searchsorted(end, ks.address[loose], side="left")
+        hi = np.searchsorted(end, ks.address[loose], side="right")
+        ending = np.flatnonzero(hi > lo)
+        pairs = [(int(loose[k]), int(placed[j])) for k in ending.tolist()
+                 for j in range(int(lo[k]), int(hi[k]))]
+        if pairs:
+            lines, secs = (np.array(column, dtype=np.int64) for column in zip(*pairs))
+            self._match_entries(lines, secs)
+            found = self.line_entry[loose] >= 0
+            self.line_section[loose[found]] = syms.symbols["section"][self.line_entry[loose[found]]]
         self.line_how[self.line_entry >= 0] = LINE_SYMBOL
         _count(self)
+
+    def _match_entries(self, lines: np.ndarray, secs: np.ndarray) -> None:
+        """For each line (not yet matched) and a placed section that may hold
+        it, the entry of that section at the line's offset with its name."""
+        syms, ks = self.syms, self.ks
+        sym = syms.symbols
+        if not len(sym) or not len(lines) or int(sym["value"].max()) >= 1 << 32:
+            return
+        sorted_key, by_key = self._entry_keys()
+        offset = ks.address[lines] - self.section_base[secs]
+        key = (secs.astype(_U64) << _U64(32)) | offset
+        lo = np.searchsorted(sorted_key, key, side="left")
+        hi = np.searchsorted(sorted_key, key, side="right")
+        todo = self.line_entry[lines] < 0
+        single = todo & ((hi - lo) == 1)
+        cand = by_key[np.minimum(lo, len(by_key) - 1)]
+        same = np.zeros(len(lines), dtype=bool)
+        same[single] = _same_names(ks, lines[single], syms, cand[single])
+        self.line_entry[lines[same]] = cand[same]
+        for k in np.flatnonzero(todo & ((hi - lo) > 1)).tolist():   # aliases at one address
+            name = ks.name_bytes(int(lines[k]))
+            for j in by_key[lo[k]:hi[k]].tolist():
+                if syms.raw_string(int(sym["name"][j])) == name:
+                    self.line_entry[lines[k]] = j
+                    break
+
+    def _entry_keys(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every entry's (section << 32 | value), sorted, and the order."""
+        keys = getattr(self, "_keys", None)
+        if keys is None:
+            sym = self.syms.symbols
+            entry_key = (sym["section"].astype(_U64) << _U64(32)) | sym["value"]
+            by_key = np.argsort(entry_key, kind="stable")
+            keys = self._keys = (entry_key[by_key], by_key)
+        return keys
 
     _build_extents = Placement._build_extents
     extent_of = Placement.extent_of

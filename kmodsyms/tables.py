@@ -11,6 +11,8 @@ import os
 
 import numpy as np
 
+from .elfdefs import STT_FUNC
+from .elfimage import Image
 from .elfscan import ObjectScan
 from .errors import KmodsymsError
 from .symsfile import NO_ADDRESS, OBJECT_MISSING, TABLES, Meta, StringTable, encode, pick
@@ -107,14 +109,15 @@ def _column(scans: list[ObjectScan], field: str, dtype) -> np.ndarray:
 ANCHORS_PER_SEGMENT = 16
 
 
-def record_layout(kbuild: str, segments: list[tuple[int, int]], meta: Meta,
+def record_layout(kbuild: str, image: Image, meta: Meta,
                   strings: StringTable, tables: dict) -> bool:
     """Place every object section in vmlinux at build time, by the same
     search the loader would otherwise do, against ``System.map`` (kallsyms
     before KASLR), and record its link address, vmlinux's load segments and a
     few anchor symbols per segment by which the loader finds each segment's
-    KASLR shift.  ``segments`` are vmlinux's PT_LOAD segments
-    (:func:`kmodsyms.elfimage.read_image`).  Needs ``vmlinux`` and
+    KASLR shift.  ``image`` is vmlinux's (:func:`kmodsyms.elfimage.read_image`):
+    its PT_LOAD segments, and its output sections, within which the linker
+    lays out same-named input sections in link order.  Needs ``vmlinux`` and
     ``System.map``; returns whether it recorded anything."""
     import json
     from .kallsyms import read_kallsyms
@@ -127,7 +130,8 @@ def record_layout(kbuild: str, segments: list[tuple[int, int]], meta: Meta,
     sysmap = read_kallsyms(system_map, zero_is_hidden=False)
     try:
         # Just encoded here: no need to verify the CRC and ranges again.
-        placed = Placement(SymsFile(encode(meta, strings, tables), "dtrace_syms", verify=False), sysmap)
+        placed = Placement(SymsFile(encode(meta, strings, tables), "dtrace_syms", verify=False), sysmap,
+                           output_sections=image.sections)
     except KmodsymsError as e:
         raise KmodsymsError(f"{system_map} does not match the objects of {kbuild} ({e}); "
                             "rebuild the kernel, or pass --no-layout") from None
@@ -142,13 +146,27 @@ def record_layout(kbuild: str, segments: list[tuple[int, int]], meta: Meta,
     lines = np.flatnonzero(unique)
     lines = lines[placed.lines_per_group[placed.entry_group[entry[lines]]] == 1]
     lines = lines[np.argsort(sysmap.address[lines], kind="stable")]
+    # Every kallsyms lists the text ranges, and a CONFIG_KALLSYMS_ALL=n one
+    # nothing else of the core kernel: anchors are taken in the text ranges
+    # and outside them, and functions only in them, so that a loader can
+    # tell a kallsyms missing lines (an absent function anchor) from one of
+    # a text-only kernel (absent data anchors).
+    address = sysmap.address[lines]
+    in_text = np.zeros(len(lines), dtype=bool)
+    for start, end in sysmap.text_ranges():
+        in_text |= (address >= start) & (address < end)
+    is_function = tables["symbols"]["type"][entry[lines]] == STT_FUNC
     anchors = []
-    for index, (start, end) in enumerate(segments):
-        inside = lines[(sysmap.address[lines] >= start) & (sysmap.address[lines] < end)]
-        if len(inside):
-            pick = inside[np.linspace(0, len(inside) - 1, min(ANCHORS_PER_SEGMENT, len(inside))).astype(int)]
-            anchors += [(int(entry[line]), index) for line in dict.fromkeys(pick.tolist())]
-    tables["segments"] = np.array(segments, dtype=TABLES[8][1])
+    for index, (start, end) in enumerate(image.segments):
+        in_segment = (address >= start) & (address < end)
+        picked = []
+        for kind in (in_text, ~in_text & ~is_function):
+            inside = np.flatnonzero(in_segment & kind)     # in address order
+            if len(inside):
+                picked += inside[np.linspace(0, len(inside) - 1,
+                                             min(ANCHORS_PER_SEGMENT, len(inside))).astype(int)].tolist()
+        anchors += [(int(entry[lines[k]]), index) for k in sorted(set(picked))]
+    tables["segments"] = np.array(image.segments, dtype=TABLES[8][1])
     tables["anchors"] = np.array(anchors, dtype=TABLES[9][1])
     meta.placement = json.dumps(placed.stats.__dict__)
     return True

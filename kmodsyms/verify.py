@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .elfdefs import SHF_ALLOC
 from .errors import KmodsymsError
 
 VMLINUX = "vmlinux"
@@ -194,7 +195,7 @@ def read_elf_info(path: str) -> ElfInfo:
             secs = []
             symtab = strtab = None
             for s in elf.iter_sections():
-                if s["sh_flags"] & 0x2 and s["sh_size"]:
+                if s["sh_flags"] & SHF_ALLOC and s["sh_size"]:
                     secs.append((s["sh_addr"], s["sh_addr"] + s["sh_size"], s.name))
                 if s["sh_type"] == "SHT_SYMTAB":
                     symtab = (s["sh_offset"], s["sh_size"])

@@ -24,16 +24,25 @@ def _reference(path_or_bytes):
     return segments, build_ids[0] if build_ids else ""
 
 
+def _reference_sections(path):
+    with open(path, "rb") as f:
+        return sorted((s["sh_addr"], s["sh_addr"] + s["sh_size"]) for s in ELFFile(f).iter_sections()
+                      if s["sh_flags"] & 0x2 and s["sh_size"])
+
+
 def test_fixture_vmlinux():
     path = os.path.join(FIXTURE, "vmlinux")
-    segments, build_id = read_image(path)
-    assert (segments, build_id) == _reference(path)
-    assert len(build_id) == 40 and len(segments) >= 2
+    image = read_image(path)
+    assert (image.segments, image.build_id) == _reference(path)
+    assert len(image.build_id) == 40 and len(image.segments) >= 2
+    assert image.sections == _reference_sections(path)
 
 
 def test_corpus_vmlinux(corpus):
     path = os.path.join(corpus, "vmlinux")
-    assert read_image(path) == _reference(path)
+    image = read_image(path)
+    assert (image.segments, image.build_id) == _reference(path)
+    assert image.sections == _reference_sections(path)
 
 
 def _image(is64: bool, end: str, build_id: bytes) -> bytes:
@@ -63,6 +72,7 @@ def test_every_class_and_byte_order(tmp_path, is64, end):
     data = _image(is64, end, bytes(range(1, 21)))
     path = tmp_path / "vmlinux"
     path.write_bytes(data)
-    segments, build_id = read_image(str(path))
+    image = read_image(str(path))
+    segments, build_id = image.segments, image.build_id
     assert (segments, build_id) == _reference(data)
     assert build_id == bytes(range(1, 21)).hex() and len(segments) == 2

@@ -1,0 +1,18 @@
+"""ELF constants (the System V gABI's names and values), in one place for
+every reader of ELF files here."""
+
+SHT_SYMTAB = 2
+SHT_NOBITS = 8
+SHT_SYMTAB_SHNDX = 18
+
+SHF_ALLOC = 0x2
+SHF_EXECINSTR = 0x4
+SHF_LINK_ORDER = 0x80
+
+SHN_UNDEF = 0
+SHN_LORESERVE = 0xFF00
+SHN_XINDEX = 0xFFFF
+
+STB_LOCAL, STB_GLOBAL, STB_WEAK = 0, 1, 2
+
+STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_SECTION, STT_FILE = 0, 1, 2, 3, 4
