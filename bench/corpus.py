@@ -21,8 +21,11 @@ from typing import Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURE = os.path.join(ROOT, "fixtures", "kbuild")
-CORPUS_NAME = "linux-6.12-defconfig"
-CORPUS_TARBALL = os.path.join(os.path.dirname(ROOT), "shared", "kernels", CORPUS_NAME + ".tar.xz")
+KERNELS = os.path.join(os.path.dirname(ROOT), "shared", "kernels")
+CORPUS_NAME = "linux-6.12-defconfig"            # x86_64, the benchmark's
+ARM64_CORPUS_NAME = "linux-6.12-arm64"
+CORPUS_NAMES = (CORPUS_NAME, ARM64_CORPUS_NAME)
+CORPUS_TARBALL = os.path.join(KERNELS, CORPUS_NAME + ".tar.xz")
 DEFAULT_REPLICAS = 128      # 128 x 22 fixture objects ~ the corpus's 2936
 
 
@@ -50,24 +53,25 @@ def _corpus_cache_dir() -> str:
         os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "kmodsyms-corpus")
 
 
-def cached_corpus(log=print) -> Optional[str]:
-    """The unpacked shared corpus (unpacking it into the cache the first
-    time, exactly as the tests' ``corpus`` fixture does), or None when the
-    tarball is absent."""
-    if not os.path.exists(CORPUS_TARBALL):
+def cached_corpus(log=print, name: str = CORPUS_NAME) -> Optional[str]:
+    """The unpacked shared corpus ``name`` (unpacking it into the cache the
+    first time, exactly as the tests' ``corpus`` fixture does), or None when
+    its tarball is absent."""
+    tarball = os.path.join(KERNELS, name + ".tar.xz")
+    if not os.path.exists(tarball):
         return None
-    st = os.stat(CORPUS_TARBALL)
+    st = os.stat(tarball)
     root = os.path.join(_corpus_cache_dir(), f"{st.st_size}-{int(st.st_mtime)}")
-    tree = os.path.join(root, CORPUS_NAME)
+    tree = os.path.join(root, name)
     stamp = os.path.join(root, ".complete")
     if not os.path.exists(stamp):
-        log(f"unpacking {CORPUS_TARBALL} into {root} (once per machine)")
+        log(f"unpacking {tarball} into {root} (once per machine)")
         shutil.rmtree(root, ignore_errors=True)
         os.makedirs(root)
         if shutil.which("tar"):
-            subprocess.run(["tar", "xJf", CORPUS_TARBALL, "-C", root], check=True)
+            subprocess.run(["tar", "xJf", tarball, "-C", root], check=True)
         else:
-            with tarfile.open(CORPUS_TARBALL) as tar:
+            with tarfile.open(tarball) as tar:
                 tar.extractall(root)
         open(stamp, "w").close()
     return tree

@@ -41,6 +41,7 @@ from .symsfile import SymsFile
 
 NO = -1
 _U64 = np.uint64
+_MASK = (1 << 64) - 1      # addresses are modulo 2^64, as the linker's
 # Placement methods, per object section (stored in dtrace_syms too).
 UNPLACED, BY_ANCHOR, BY_ELIMINATION, BY_NEIGHBOURS = 0, 1, 2, 3
 # How a kallsyms line got its object.
@@ -762,16 +763,16 @@ class LinkedPlacement:
             # shift most anchors agree on is the segment's.
             votes: dict[int, int] = {}
             for k in mine:
-                for s in {int(ks.address[line] - link[k]) for line in lines_named[k]}:
+                for s in {(int(ks.address[line]) - int(link[k])) & _MASK for line in lines_named[k]}:
                     votes[s] = votes.get(s, 0) + 1
             if votes:
                 best = max(votes.items(), key=lambda kv: (kv[1], -kv[0]))[0]
                 shift[seg], known[seg] = _U64(best), True
             for k in mine:
-                at = link[k] + shift[seg]
+                at = (int(link[k]) + int(shift[seg])) & _MASK
                 check_result.count(names[k], int(symbols["type"][entry[k]]) == STT_FUNC,
                                    present=bool(lines_named[k]),
-                                   placed=known[seg] and any(ks.address[line] == at
+                                   placed=known[seg] and any(int(ks.address[line]) == at
                                                              for line in lines_named[k]))
         _shift_between(syms.segments["start"], shift, known)
         self.stats.anchors = check_result.verified

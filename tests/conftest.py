@@ -72,3 +72,29 @@ def corpus_syms(corpus, tmp_path_factory):
     thick = os.path.join(corpus, "modules_thick.builtin.reference")
     build(corpus, read_thick(thick), thick, out, use_cache=False)
     return out
+
+
+@pytest.fixture(scope="session", params=["linux-6.12-defconfig", "linux-6.12-arm64"])
+def any_corpus(request):
+    """Each unpacked corpus of ../shared/kernels in turn (x86_64, arm64)."""
+    from bench.corpus import cached_corpus
+    tree = cached_corpus(log=lambda *_: None, name=request.param)
+    if tree is None:
+        pytest.skip(f"../shared/kernels/{request.param}.tar.xz is absent")
+    return tree
+
+
+_built: dict = {}
+
+
+@pytest.fixture(scope="session")
+def any_corpus_syms(any_corpus, tmp_path_factory):
+    """dtrace_syms of ``any_corpus`` (default build: with its link layout)."""
+    from kmodsyms.build import build
+    from kmodsyms.thick import read_thick
+    if any_corpus not in _built:
+        out = str(tmp_path_factory.mktemp("corpus") / "dtrace_syms")
+        thick = os.path.join(any_corpus, "modules_thick.builtin.reference")
+        build(any_corpus, read_thick(thick), thick, out, use_cache=False)
+        _built[any_corpus] = out
+    return _built[any_corpus]

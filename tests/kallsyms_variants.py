@@ -1,0 +1,35 @@
+"""kallsyms texts of other configurations, derived from a build's own
+System.map and kallsyms by the kernel's rules (test helpers)."""
+
+from __future__ import annotations
+
+TEXT_RANGES = (("_stext", "_etext"), ("_sinittext", "_einittext"))
+
+
+def text_only(system_map: str, kallsyms: bytes) -> bytes:
+    """What ``/proc/kallsyms`` of the same kernel built with
+    ``CONFIG_KALLSYMS_ALL=n`` lists: ``scripts/kallsyms.c`` without
+    ``--all-symbols`` keeps ``__start_*``/``__stop_*`` and what lies in
+    ``[_stext, _etext]`` or ``[_sinittext, _einittext]``, except, at a
+    range's end, anything but the end symbol itself; module lines stay."""
+    link = {}
+    for line in open(system_map):
+        address, _letter, name = line.split()
+        link.setdefault(name, int(address, 16))
+    lines = kallsyms.splitlines(keepends=True)
+    shift = next(int(l.split()[0], 16) - link["_stext"] for l in lines
+                 if l.split()[2:] == [b"_stext"])
+    ranges = [(link[s] + shift, link[e] + shift, e.encode()) for s, e in TEXT_RANGES]
+    kept = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 3:
+            kept.append(line)
+            continue
+        address, name = int(fields[0], 16), fields[2]
+        if name.startswith((b"__start_", b"__stop_")):
+            kept.append(line)
+        elif any(start <= address <= end for start, end, _ in ranges) and \
+                not any(address == end and name != end_name for _, end, end_name in ranges):
+            kept.append(line)
+    return b"".join(kept)

@@ -1,0 +1,97 @@
+"""Every corpus of ../shared/kernels (x86_64 and arm64), with the default
+build: each built-in kallsyms line gets the object and module(s) the linker
+maps give it (truth.tsv, `ok` rows), with the full kallsyms and with the
+text-only one a CONFIG_KALLSYMS_ALL=n kernel would show; files of other
+kernels and damaged kallsyms are refused, each blaming the right file."""
+
+import os
+
+import pytest
+
+from kallsyms_variants import text_only
+from kmodsyms.errors import KmodsymsError, StaleError
+from kmodsyms.kallsyms import Kallsyms
+from kmodsyms.resolver import load
+
+
+def truth_rows(tree):
+    rows = {}
+    for line in open(os.path.join(tree, "truth.tsv")):
+        if not line.startswith("#"):
+            addr, _t, name, obj, mods, elf_size, flag = line.rstrip("\n").split("\t")
+            rows[(int(addr, 16), name)] = (obj, mods, int(elf_size), flag)
+    return rows
+
+
+def wrong_rows(resolver, tree):
+    """(checked, wrong): the truth rows flagged ok among the resolver's core
+    lines, and those whose object, modules or known size differ."""
+    truth = truth_rows(tree)
+    modsets = resolver.line_modsets()
+    checked, wrong = 0, []
+    for line in resolver.core_lines.tolist():
+        row = truth.get((int(resolver.ks.address[line]), resolver.ks.name(line)))
+        if row is None or row[3] != "ok":
+            continue
+        checked += 1
+        obj = int(resolver.line_object[line])
+        ours_obj = resolver.syms.object_path(obj) if obj >= 0 else "-"
+        modset = int(modsets[line])
+        ours_mods = "ambiguous" if modset == -2 else ",".join(resolver.syms.modset_names(modset)) or "vmlinux"
+        size = int(resolver.line_size[line])
+        if (ours_obj, ours_mods) != row[:2] or (size >= 0 and size != row[2]):
+            wrong.append((resolver.ks.name(line), hex(int(resolver.ks.address[line])), ours_obj, ours_mods, row))
+    return checked, wrong
+
+
+def test_every_ok_row(any_corpus, any_corpus_syms):
+    r = load(syms=any_corpus_syms, kallsyms=os.path.join(any_corpus, "kallsyms"), cache=False)
+    checked, wrong = wrong_rows(r, any_corpus)
+    assert checked == sum(1 for row in truth_rows(any_corpus).values() if row[3] == "ok")
+    assert wrong == []
+    assert r.stats.lines_ambiguous == 0
+
+
+def _text_only(tree):
+    return text_only(os.path.join(tree, "System.map"), open(os.path.join(tree, "kallsyms"), "rb").read())
+
+
+def test_text_only_kallsyms(any_corpus, any_corpus_syms):
+    """CONFIG_KALLSYMS_ALL=n: the data anchors are absent, not misplaced;
+    every line there is gets the linker's answer."""
+    text = _text_only(any_corpus)
+    full = open(os.path.join(any_corpus, "kallsyms"), "rb").read()
+    assert 0.3 * len(full) < len(text) < 0.9 * len(full)
+    r = load(syms=any_corpus_syms, kallsyms=Kallsyms(text, "kallsyms.text-only"), cache=False)
+    checked, wrong = wrong_rows(r, any_corpus)
+    assert checked > 25_000 and wrong == []
+
+
+def test_text_only_kallsyms_of_another_build_is_refused(any_corpus, any_corpus_syms):
+    """The same text-only kernel rebuilt with one function grown: everything
+    above it moves, so the anchors there are misplaced."""
+    lines = _text_only(any_corpus).splitlines(keepends=True)
+    core = [i for i, l in enumerate(lines) if len(l.split()) == 3]
+    grown = core[len(core) // 4]
+    moved = []
+    for i, line in enumerate(lines):
+        fields = line.split()
+        if i > grown and len(fields) == 3 and not fields[2].startswith((b"__start_", b"__stop_")):
+            line = b"%016x" % (int(fields[0], 16) + 0x40) + line[16:]
+        moved.append(line)
+    with pytest.raises(StaleError, match=r"dtrace_syms does not match kallsyms.rebuilt: .*different kernels"):
+        load(syms=any_corpus_syms, kallsyms=Kallsyms(b"".join(moved), "kallsyms.rebuilt"), cache=False)
+
+
+def test_truncated_kallsyms_blames_kallsyms(any_corpus, any_corpus_syms):
+    for text in (open(os.path.join(any_corpus, "kallsyms"), "rb").read(), _text_only(any_corpus)):
+        lines = text.splitlines(keepends=True)
+        cut = b"".join(lines[:len(lines) * 2 // 3])
+        with pytest.raises(KmodsymsError, match=r"^kallsyms.cut lacks .* truncated or filtered") as e:
+            load(syms=any_corpus_syms, kallsyms=Kallsyms(cut, "kallsyms.cut"), cache=False)
+        assert not isinstance(e.value, StaleError)
+
+
+def test_other_kernels_file_is_refused(fixture_syms, any_corpus):
+    with pytest.raises(StaleError, match="does not match"):
+        load(syms=fixture_syms, kallsyms=Kallsyms(_text_only(any_corpus), "kallsyms"), cache=False)
