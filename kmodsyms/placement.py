@@ -823,7 +823,28 @@ class LinkedPlacement:
             found = self.line_entry[loose] >= 0
             self.line_section[loose[found]] = syms.symbols["section"][self.line_entry[loose[found]]]
         self.line_how[self.line_entry >= 0] = LINE_SYMBOL
+        self._find_ambiguous()
         _count(self)
+
+    def _find_ambiguous(self) -> None:
+        """A core line in no placed section, whose name only unplaced copies
+        of some size carry, is one of them, but which one the file cannot
+        say: ambiguous, with those copies as candidates (as in
+        :class:`Placement`).  It is never quietly core kernel."""
+        syms, ks = self.syms, self.ks
+        sym = syms.symbols
+        candidates = np.flatnonzero((self.section_how[sym["section"]] == UNPLACED) & (sym["size"] > 0))
+        if not len(candidates):
+            return
+        by_name: dict[bytes, list[int]] = {}
+        for e in candidates.tolist():
+            by_name.setdefault(syms.raw_string(int(sym["name"][e])), []).append(e)
+        loose = self.core_lines[self.line_section[self.core_lines] < 0]
+        for line, name in zip(loose.tolist(), ks.names_bytes(loose)):
+            entries = by_name.get(name)
+            if entries:
+                self.ambiguous[line] = entries
+                self.line_how[line] = LINE_AMBIGUOUS
 
     def _match_entries(self, lines: np.ndarray, secs: np.ndarray) -> None:
         """For each line (not yet matched) and a placed section that may hold

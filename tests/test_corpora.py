@@ -95,3 +95,39 @@ def test_truncated_kallsyms_blames_kallsyms(any_corpus, any_corpus_syms):
 def test_other_kernels_file_is_refused(fixture_syms, any_corpus):
     with pytest.raises(StaleError, match="does not match"):
         load(syms=fixture_syms, kallsyms=Kallsyms(_text_only(any_corpus), "kallsyms"), cache=False)
+
+
+def _unplace_sections_of(syms_path, name, out):
+    """A copy of a dtrace_syms whose sections holding ``name`` are unplaced
+    (as a build leaves sections it cannot place), its CRC recomputed."""
+    import struct
+    import zlib
+    import numpy as np
+    from kmodsyms.symsfile import NO_ADDRESS, SECTION_DTYPE, read_syms
+    syms = read_syms(syms_path)
+    entries = [e for e in range(len(syms.symbols))
+               if syms.raw_string(int(syms.symbols["name"][e])) == name.encode()]
+    data = bytearray(open(syms_path, "rb").read())
+    table_at = syms.sections.__array_interface__["data"][0] - np.frombuffer(syms.data, np.uint8).__array_interface__["data"][0]
+    for e in entries:
+        at = table_at + int(syms.symbols["section"][e]) * SECTION_DTYPE.itemsize
+        struct.pack_into("<Q", data, at + SECTION_DTYPE.fields["address"][1], NO_ADDRESS)
+        struct.pack_into("<I", data, at + SECTION_DTYPE.fields["placement"][1], 0)
+    struct.pack_into("<I", data, 12, zlib.crc32(bytes(data[16:])))
+    open(out, "wb").write(bytes(data))
+    return len(entries)
+
+
+def test_unplaced_copies_are_ambiguous_not_core(fixture_tree, fixture_syms, tmp_path):
+    """A line whose copies the file could not place is reported with its
+    candidates, never silently as core kernel."""
+    out = str(tmp_path / "dtrace_syms")
+    assert _unplace_sections_of(fixture_syms, "init_once", out) == 3
+    r = load(syms=out, kallsyms=os.path.join(fixture_tree, "kallsyms"), cache=False)
+    recs = [rec for rec in r.lookup("init_once") if rec.module != "fuse"]
+    assert len(recs) == 3
+    for rec in recs:
+        assert rec.ambiguous and rec.object is None
+        assert sorted(map(sorted, rec.candidates)) == [["ext4"], ["isofs"], ["vmlinux"]]
+    # (the other symbols of those three sections are left undecided too)
+    assert r.stats.lines_ambiguous >= 3 and r.stats.lines_core_unknown < 30
