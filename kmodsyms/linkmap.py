@@ -1,11 +1,11 @@
 """Read GNU ld link maps (``-Map``): where each input section was placed.
 
 A kernel build with CONFIG_VMLINUX_MAP writes ``vmlinux.map`` (the final
-link, whose only input is ``vmlinux.o``) and ``vmlinux.o.map`` (the
-``ld -r`` that made vmlinux.o from vmlinux.a's objects).  Composing the two
-says, for every object section, its address in vmlinux: the linker's own
-answer, independent of kmodsyms' placement, which ``kmodsyms verify`` and
-the tests compare against.
+link) and, where vmlinux is linked from ``vmlinux.o``, ``vmlinux.o.map``
+(the ``ld -r`` that made vmlinux.o from vmlinux.a's objects).  They say,
+for every object section, its address in vmlinux: the linker's own answer,
+independent of kmodsyms' placement, which ``kmodsyms verify`` and the tests
+compare against.
 """
 
 from __future__ import annotations
@@ -101,20 +101,33 @@ def alloc_sections(elf_path: str) -> set[str]:
         raise KmodsymsError(f"cannot read sections of {elf_path}: {e}") from None
 
 
-def vmlinux_object_map(vmlinux_map: str, vmlinux_o_map: str, vmlinux: str) -> ObjectMap:
-    """Compose the two maps: each object section's range in vmlinux (only
-    sections that vmlinux loads, per its section headers)."""
+def vmlinux_object_map(vmlinux_map: str, vmlinux_o_map: str | None, vmlinux: str) -> ObjectMap:
+    """Each object section's range in vmlinux (only sections that vmlinux
+    loads, per its section headers), in either shape of link:
+
+    * linked from ``vmlinux.o`` (x86 with objtool, ...): ``vmlinux.map``
+      names only vmlinux.o, and ``vmlinux.o.map`` says where each object's
+      sections lie in it, so the two maps are composed;
+    * linked straight from vmlinux.a's objects (arm64, ...): ``vmlinux.map``
+      names the objects itself (``vmlinux.o.map`` may still exist, from a
+      vmlinux.o made only for modpost, and is then not needed).
+    """
     loaded = alloc_sections(vmlinux)
-    final = [s for s in parse_map(vmlinux_map)
-             if s.file.endswith("vmlinux.o") and s.output in loaded]
-    # vmlinux.o's section name -> its address in vmlinux.  ld -r keeps one
-    # output section per name, so the name identifies it.
-    placed = {s.name: s.address for s in final}
-    ranges = []
-    for s in parse_map(vmlinux_o_map):
-        if s.file.endswith((".o", ".o)")) and s.name in placed and s.size:
-            ranges.append((placed[s.name] + s.address, placed[s.name] + s.address + s.size,
-                           _object_path(s.file)))
+    final = [s for s in parse_map(vmlinux_map) if s.output in loaded and s.size]
+    ranges = [(s.address, s.address + s.size, _object_path(s.file)) for s in final
+              if s.file.endswith((".o", ".o)")) and not s.file.endswith("vmlinux.o")]
+    via_vmlinux_o = [s for s in final if s.file.endswith("vmlinux.o")]
+    if via_vmlinux_o:
+        if vmlinux_o_map is None:
+            raise KmodsymsError(f"{vmlinux_map} links vmlinux.o, whose map vmlinux.o.map is missing: "
+                                "build the kernel with CONFIG_VMLINUX_MAP")
+        # vmlinux.o's section name -> its address in vmlinux.  ld -r keeps
+        # one output section per name, so the name identifies it.
+        placed = {s.name: s.address for s in via_vmlinux_o}
+        for s in parse_map(vmlinux_o_map):
+            if s.file.endswith((".o", ".o)")) and s.name in placed and s.size:
+                ranges.append((placed[s.name] + s.address, placed[s.name] + s.address + s.size,
+                               _object_path(s.file)))
     return ObjectMap(ranges)
 
 

@@ -390,15 +390,17 @@ def verify(kbuild: str, syms_path: str | None = None) -> Report:
     have_ranges = os.path.isfile(path("modules.builtin.ranges"))
     map_files = [path(n) for n in ("vmlinux.map", "vmlinux.o.map", "vmlinux")]
     present = [os.path.isfile(p) for p in map_files]
-    if not have_ranges and not any(present[:2]):
-        raise KmodsymsError(f"{kbuild} has neither modules.builtin.ranges nor vmlinux.map + vmlinux.o.map: "
+    if not have_ranges and not present[0]:
+        raise KmodsymsError(f"{kbuild} has neither modules.builtin.ranges nor vmlinux.map: "
                             "build the kernel with CONFIG_BUILTIN_MODULE_RANGES or CONFIG_VMLINUX_MAP")
-    # vmlinux alone (section headers, symbol sizes) only helps the ranges check.
-    have_maps = any(present[:2])
-    if have_maps and not all(present):
-        missing = [os.path.basename(p) for p, ok in zip(map_files, present) if not ok]
-        raise KmodsymsError(f"{kbuild} lacks {' and '.join(missing)}: the linker-map check needs "
-                            "vmlinux.map, vmlinux.o.map and vmlinux (CONFIG_VMLINUX_MAP builds write the maps)")
+    # vmlinux alone (section headers, symbol sizes) only helps the ranges
+    # check; vmlinux.o.map is needed only when vmlinux.map links vmlinux.o.
+    have_maps = present[0]
+    if have_maps and not present[2]:
+        raise KmodsymsError(f"{kbuild} lacks vmlinux: the linker-map check needs vmlinux.map and "
+                            "vmlinux (CONFIG_VMLINUX_MAP builds write the map)")
+    if not present[1]:
+        map_files[1] = None
 
     syms = read_syms(syms_path)
     ks = Kallsyms(_read_bytes(path("System.map")), path("System.map"), zero_is_hidden=False)
@@ -461,7 +463,7 @@ def verify(kbuild: str, syms_path: str | None = None) -> Report:
         edge = [sizes[i] in (0, None) and a in enders and their_objects[i] not in enders[a]
                 for i, a in enumerate(addresses.tolist())]
         object_edge = edge
-        comp = compare("linker_maps", "linker maps (vmlinux.map + vmlinux.o.map)", theirs, their_objects, edge)
+        comp = compare("linker_maps", "linker maps (vmlinux.map" + (" + vmlinux.o.map)" if map_files[1] else ")"), theirs, their_objects, edge)
         comp.notes["objects_without_module_entry"] = sorted(
             {o for o in their_objects if o and o not in module_of})[:EXAMPLES]
 

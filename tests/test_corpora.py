@@ -131,3 +131,17 @@ def test_unplaced_copies_are_ambiguous_not_core(fixture_tree, fixture_syms, tmp_
         assert sorted(map(sorted, rec.candidates)) == [["ext4"], ["isofs"], ["vmlinux"]]
     # (the other symbols of those three sections are left undecided too)
     assert r.stats.lines_ambiguous >= 3 and r.stats.lines_core_unknown < 30
+
+
+def test_verify_reads_either_shape_of_linker_map(any_corpus, any_corpus_syms):
+    """x86_64 links vmlinux from vmlinux.o (two maps to compose); arm64
+    links it from vmlinux.a's objects (vmlinux.map names them itself)."""
+    import json
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-m", "kmodsyms", "verify", "--kbuild", any_corpus,
+                          "--syms", any_corpus_syms, "--json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    maps = json.loads(out.stdout)["comparisons"]["linker_maps"]
+    assert maps["counts"]["only_ours"] == 0 and maps["counts"]["only_theirs"] == 0
+    assert maps["disagreements"] == 0 and maps["compared"] > 45_000
