@@ -31,6 +31,7 @@ class BuildResult:
     thick_source: str
     missing: list[str] = field(default_factory=list)
     cached: int = 0
+    layout: str = ""          # whether the link layout was recorded, and if not why
 
 
 def kernel_release(kbuild: str) -> str:
@@ -72,27 +73,41 @@ def build(kbuild: str, thick: ThickMap, thick_source: str, output: str, jobs: in
             progress(len(present))
         return BuildResult(output, len(present), cache.head["symbols"], len(thick.modules),
                            time.monotonic() - start, object_source, thick_source, missing,
-                           len(present))
+                           len(present), cache.head.get("layout", ""))
     scans = scan_all(kbuild, present, stamps, jobs, progress, cache)
     from .elfimage import Image, read_image
     from .symsfile import FLAG_MISSING_OBJECTS, Meta, encode, write_atomic
     from .tables import assemble, record_layout
     vmlinux = os.path.join(kbuild, "vmlinux")
-    image = read_image(vmlinux) if os.path.exists(vmlinux) else Image()
-    meta = Meta(kernel_release=kernel_release(kbuild), build_id=image.build_id,
+    vmlinux_image = read_image(vmlinux) if os.path.exists(vmlinux) else Image()
+    meta = Meta(kernel_release=kernel_release(kbuild), build_id=vmlinux_image.build_id,
                 tool_version=f"kmodsyms {__version__}", object_source=object_source,
                 thick_source=_tree_relative(kbuild, thick_source), flags=FLAG_MISSING_OBJECTS if missing else 0)
-    strings, tables = assemble(thick, owners, present, scans, missing)
-    if layout:
-        record_layout(kbuild, image, meta, strings, tables)
+    system_map = os.path.join(kbuild, "System.map")
+    sysmap = None
+    if not layout:
+        layout_note = "no link layout (--no-layout): loading searches kallsyms"
+    elif not vmlinux_image.segments:
+        layout_note = "no link layout: the tree has no vmlinux; loading searches kallsyms"
+    elif not os.path.exists(system_map):
+        layout_note = "no link layout: the tree has no System.map; loading searches kallsyms"
+    else:
+        from .kallsyms import read_kallsyms
+        sysmap = read_kallsyms(system_map, zero_is_hidden=False)
+        layout_note = "link layout recorded"
+    strings, tables = assemble(thick, owners, present, scans, missing,
+                               set(sysmap.names_bytes(slice(None))) if sysmap is not None else None)
+    if sysmap is not None:
+        record_layout(kbuild, vmlinux_image, sysmap, meta, strings, tables)
     image = encode(meta, strings, tables)
     write_atomic(output, image)
     n_symbols = len(tables["symbols"])
     if cache is not None:
-        cache.save({"fingerprint": fingerprint, "crc": image[12:16], "symbols": n_symbols})
+        cache.save({"fingerprint": fingerprint, "crc": image[12:16], "symbols": n_symbols,
+                    "layout": layout_note})
     return BuildResult(output, len(present), n_symbols, len(thick.modules),
                        time.monotonic() - start, object_source, thick_source, missing,
-                       cache.hits if cache is not None else 0)
+                       cache.hits if cache is not None else 0, layout_note)
 
 
 def _stamp(path: str) -> tuple[int, int] | None:

@@ -87,7 +87,7 @@ def build(
         typer.echo(f"kmodsyms: warning: missing object {path} (recorded in the header)", err=True)
     typer.echo(f"{result.output}: {result.objects} objects (from {result.object_source}), "
                f"{result.symbols} symbols, {result.modules} built-in modules "
-               f"(module map: {result.thick_source}), {result.seconds:.2f}s")
+               f"(module map: {result.thick_source}), {result.layout}, {result.seconds:.2f}s")
 
 
 @app.command()

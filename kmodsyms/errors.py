@@ -12,4 +12,10 @@ class KmodsymsError(Exception):
 
 
 class StaleError(KmodsymsError):
-    """dtrace_syms does not belong to the kernel it is being used with."""
+    """dtrace_syms does not belong to the kernel it is being used with.
+    ``evidence`` says what showed it, for a caller that words the message
+    for another file at fault (a stale System.map at build time)."""
+
+    def __init__(self, message: str, evidence: str = ""):
+        super().__init__(message)
+        self.evidence = evidence

@@ -605,10 +605,10 @@ class Placement:
         plentiful and agree."""
         s = self.stats
         if s.anchors < MIN_SEARCH_ANCHORS or s.conflicting_anchors > conflicting_votes_allowed(s.anchors):
-            raise StaleError(
-                f"{self.syms.source} does not match {self.ks.source}: "
-                f"{s.anchors} unique names match, {s.conflicting_anchors} of them disagree "
-                "about where their object was loaded; rebuild dtrace_syms for this kernel")
+            evidence = (f"{s.anchors} unique names match, {s.conflicting_anchors} of them disagree "
+                        "about where their object was loaded")
+            raise StaleError(f"{self.syms.source} does not match {self.ks.source}: {evidence}; "
+                             "rebuild dtrace_syms for this kernel", evidence)
 
     # -------------------------------------------------------------- attribute
     def _attribute_lines(self) -> None:

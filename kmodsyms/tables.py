@@ -14,14 +14,20 @@ import numpy as np
 from .elfdefs import STT_FUNC
 from .elfimage import Image
 from .elfscan import ObjectScan
-from .errors import KmodsymsError
+from .errors import KmodsymsError, StaleError
+from .kallsyms import Kallsyms
 from .symsfile import NO_ADDRESS, OBJECT_MISSING, TABLES, Meta, StringTable, encode, pick
 from .thick import ThickMap
 
 
 def assemble(thick: ThickMap, owners: dict[str, tuple[int, ...]], objects: list[str],
-             scans: list[ObjectScan], missing: list[str]) -> tuple[StringTable, dict]:
-    """Turn scans into the file's string table and tables (no layout yet)."""
+             scans: list[ObjectScan], missing: list[str],
+             shown_names: set[bytes] | None = None) -> tuple[StringTable, dict]:
+    """Turn scans into the file's string table and tables (no layout yet).
+    With ``shown_names`` (the names of the build's System.map, of which
+    kallsyms lists a part) symbols of other names are left out: no kallsyms
+    line can ever be one of them (an ``EXPORT_SYMBOL``'s ``__export_symbol_*``,
+    ``.modinfo``'s ``__UNIQUE_ID_*``, what ``/DISCARD/`` drops)."""
     strings = StringTable()
     modsets: dict[tuple[int, ...], int] = {(): 0}
     for obj in objects + missing:
@@ -58,6 +64,11 @@ def assemble(thick: ThickMap, owners: dict[str, tuple[int, ...]], objects: list[
     value = _column(scans, "sym_value", np.uint64)
     size = _column(scans, "sym_size", np.uint64)
     info = _column(scans, "sym_info", np.uint8)
+    if shown_names is not None and n:
+        shown = np.fromiter(map(shown_names.__contains__, names), bool, n)
+        names = pick(names, np.flatnonzero(shown))
+        obj_col, sec_col, value, size, info = (column[shown] for column in (obj_col, sec_col, value, size, info))
+        n = len(names)
     modset_col = obj_table["modset"][obj_col] if n else np.zeros(0, np.uint32)
 
     # Sort by name, then module names, then object path (docs/format.md).
@@ -109,32 +120,27 @@ def _column(scans: list[ObjectScan], field: str, dtype) -> np.ndarray:
 ANCHORS_PER_SEGMENT = 16
 
 
-def record_layout(kbuild: str, image: Image, meta: Meta,
-                  strings: StringTable, tables: dict) -> bool:
+def record_layout(kbuild: str, image: Image, sysmap: Kallsyms, meta: Meta,
+                  strings: StringTable, tables: dict) -> None:
     """Place every object section in vmlinux at build time, by the same
-    search the loader would otherwise do, against ``System.map`` (kallsyms
-    before KASLR), and record its link address, vmlinux's load segments and a
-    few anchor symbols per segment by which the loader finds each segment's
-    KASLR shift.  ``image`` is vmlinux's (:func:`kmodsyms.elfimage.read_image`):
-    its PT_LOAD segments, and its output sections, within which the linker
-    lays out same-named input sections in link order.  Needs ``vmlinux`` and
-    ``System.map``; returns whether it recorded anything."""
+    search the loader would otherwise do, against ``sysmap`` (System.map:
+    kallsyms before KASLR), and record its link address, vmlinux's load
+    segments and a few anchor symbols per segment by which the loader finds
+    each segment's KASLR shift.  ``image`` is vmlinux's
+    (:func:`kmodsyms.elfimage.read_image`): its PT_LOAD segments, and its
+    output sections, within which the linker lays out same-named input
+    sections in link order."""
     import json
-    from .kallsyms import read_kallsyms
     from .placement import Placement
     from .symsfile import SymsFile
-    vmlinux = os.path.join(kbuild, "vmlinux")
-    system_map = os.path.join(kbuild, "System.map")
-    if not (os.path.exists(vmlinux) and os.path.exists(system_map)):
-        return False
-    sysmap = read_kallsyms(system_map, zero_is_hidden=False)
     try:
         # Just encoded here: no need to verify the CRC and ranges again.
         placed = Placement(SymsFile(encode(meta, strings, tables), "dtrace_syms", verify=False), sysmap,
                            output_sections=image.sections)
-    except KmodsymsError as e:
-        raise KmodsymsError(f"{system_map} does not match the objects of {kbuild} ({e}); "
-                            "rebuild the kernel, or pass --no-layout") from None
+    except StaleError as e:
+        raise KmodsymsError(f"{sysmap.source} does not match the objects of {kbuild} "
+                            f"({e.evidence}): it is stale; run make in the tree again, "
+                            "or pass --no-layout") from None
     sections = tables["sections"]
     is_placed = placed.section_how != 0
     sections["address"] = np.where(is_placed, placed.section_base, NO_ADDRESS)
@@ -169,4 +175,3 @@ def record_layout(kbuild: str, image: Image, meta: Meta,
     tables["segments"] = np.array(image.segments, dtype=TABLES[8][1])
     tables["anchors"] = np.array(anchors, dtype=TABLES[9][1])
     meta.placement = json.dumps(placed.stats.__dict__)
-    return True

@@ -126,7 +126,7 @@ def test_corpus_sample(c_lookup, corpus_syms):
     repeated = sorted({a for a, b in zip(names, names[1:]) if a == b})
     distinct = sorted(set(names))
     sample = sorted(set(distinct[::200]) | set(repeated[::8]))
-    assert len(sample) > 800
+    assert len(sample) > 700
     check_names(c_lookup, corpus_syms, syms, sample)
     assert run(c_lookup, corpus_syms, "no_such_symbol_anywhere").returncode == 1
 
