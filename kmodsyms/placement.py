@@ -37,7 +37,7 @@ from .elfdefs import SHF_LINK_ORDER, STT_FUNC
 from .errors import KmodsymsError, StaleError
 from .kallsyms import Kallsyms
 from .spans import equal_spans, hash_spans
-from .symsfile import SymsFile
+from .symsfile import NO_ADDRESS, SymsFile
 
 NO = -1
 _U64 = np.uint64
@@ -78,11 +78,14 @@ def conflicting_votes_allowed(anchors: int) -> int:
     return max(8, anchors // 20)
 
 
-# Linked placement: of the anchors that kallsyms shows, at most this many may
-# be elsewhere than the file's link addresses put them (a kernel rebuilt from
-# other sources moves nearly all of them).
-def misplaced_anchors_allowed(present: int) -> int:
-    return max(2, present // 10)
+# Linked placement: in a kallsyms of the kernel the file was built for, every
+# anchor it shows is exactly at its link address plus its segment's shift,
+# and KASLR shifts by whole pages (in practice by more: 2 MiB on x86_64,
+# 64 KiB on arm64).  So one anchor elsewhere, or a shift that is not a
+# multiple of the smallest page, means another kernel: a rebuild that grew
+# one function moves everything after it by a few bytes.
+MISPLACED_ANCHORS_ALLOWED = 0
+SHIFT_ALIGNMENT = 4096
 
 
 @dataclass
@@ -122,7 +125,7 @@ class AnchorCheck:
         """Raise when the two files are not of one kernel: blame the file
         the evidence points at, in one line."""
         present = self.verified + self.misplaced
-        if self.verified == 0 or self.misplaced > misplaced_anchors_allowed(present):
+        if self.verified == 0 or self.misplaced > MISPLACED_ANCHORS_ALLOWED:
             raise StaleError(
                 f"{self.syms_source} does not match {self.kallsyms_source}: of its "
                 f"{present + self.absent} anchor symbols, {self.verified} are where its link "
@@ -749,6 +752,8 @@ class LinkedPlacement:
         syms, ks = self.syms, self.ks
         sections, symbols = syms.sections, syms.symbols
         anchors = syms.anchors
+        # An anchor in a section without a link address locates nothing.
+        anchors = anchors[sections["address"][symbols["section"][anchors["symbol"]]] != _U64(NO_ADDRESS)]
         entry = anchors["symbol"].astype(np.int64)
         link = sections["address"][symbols["section"][entry]] + symbols["value"][entry]  # wraps as ld's do
         names = [syms.raw_string(int(symbols["name"][e])) for e in entry.tolist()]
@@ -767,7 +772,10 @@ class LinkedPlacement:
                     votes[s] = votes.get(s, 0) + 1
             if votes:
                 best = max(votes.items(), key=lambda kv: (kv[1], -kv[0]))[0]
-                shift[seg], known[seg] = _U64(best), True
+                # A shift by part of a page is no KASLR: every anchor of
+                # the segment then counts as misplaced.
+                if best % SHIFT_ALIGNMENT == 0:
+                    shift[seg], known[seg] = _U64(best), True
             for k in mine:
                 at = (int(link[k]) + int(shift[seg])) & _MASK
                 check_result.count(names[k], int(symbols["type"][entry[k]]) == STT_FUNC,

@@ -1,0 +1,64 @@
+"""A CONFIG_KALLSYMS_ALL=n kernel (x86_64 defconfig's default): its
+kallsyms lists only the text ranges, so the file's data anchors are absent.
+The bundled case: fixtures/kbuild/kallsyms.text-only, the fixture kernel's
+kallsyms as scripts/kallsyms.c would have written it without --all-symbols
+(the corpora's text-only variants are in tests/test_corpora.py)."""
+
+import os
+
+import pytest
+
+from conftest import FIXTURE
+from kallsyms_variants import text_only
+from kmodsyms.errors import KmodsymsError, StaleError
+from kmodsyms.kallsyms import Kallsyms
+from kmodsyms.resolver import load
+
+TEXT_ONLY = os.path.join(FIXTURE, "kallsyms.text-only")
+
+
+def test_bundled_text_only_kallsyms_is_the_kernels_rule():
+    """The committed file is what the rule derives (it cannot drift)."""
+    derived = text_only(os.path.join(FIXTURE, "System.map"),
+                        open(os.path.join(FIXTURE, "kallsyms"), "rb").read())
+    assert open(TEXT_ONLY, "rb").read() == derived
+    letters = {line.split()[1] for line in derived.splitlines() if len(line.split()) == 3
+               and not line.split()[2].startswith((b"__start_", b"__stop_"))}
+    assert letters <= {b"t", b"T", b"w", b"W"}      # no data, no per-cpu 'A'
+
+
+def test_text_only_answers_as_the_full_kallsyms(fixture_syms):
+    """Every line of the text-only kallsyms gets what the full kallsyms
+    gives the same line: the absent data anchors do not refuse the file."""
+    full = load(syms=fixture_syms, kallsyms=os.path.join(FIXTURE, "kallsyms"), cache=False)
+    text = load(syms=fixture_syms, kallsyms=TEXT_ONLY, cache=False)
+    assert len(text.ks) < len(full.ks)
+    for line in range(len(text.ks)):
+        address = int(text.ks.address[line])
+        name = text.ks.name(line)
+        ours = [rec for rec in text.lookup(name) if rec.start == address]
+        theirs = [rec for rec in full.lookup(name) if rec.start == address]
+        if all(r.size is None for r in theirs):
+            # a linker-made symbol: on the first byte of an object's section
+            # in a segment text-only kallsyms cannot place, it is core
+            assert all(r.size is None for r in ours), name
+            continue
+        assert [(r.modules, r.object, r.size) for r in ours] == \
+            [(r.modules, r.object, r.size) for r in theirs], name
+        got = text.resolve(address + 1)
+        assert got.symbol == full.resolve(address + 1).symbol or not got.sized
+
+
+def test_text_only_kallsyms_of_another_kernel_is_refused(fixture_syms, tmp_path):
+    """Every text symbol moved by 0x40 past the first tenth: a rebuilt kernel."""
+    lines = open(TEXT_ONLY, "rb").read().splitlines(keepends=True)
+    moved = [b"%016x" % (int(l[:16], 16) + 0x40) + l[16:] if i > len(lines) // 10 and l.count(b" ") == 2
+             and b"\t" not in l else l for i, l in enumerate(lines)]
+    with pytest.raises(StaleError, match="does not match .*different kernels"):
+        load(syms=fixture_syms, kallsyms=Kallsyms(b"".join(moved), "moved"), cache=False)
+
+
+def test_truncated_text_only_kallsyms_blames_kallsyms(fixture_syms):
+    lines = open(TEXT_ONLY, "rb").read().splitlines(keepends=True)
+    with pytest.raises(KmodsymsError, match="^cut lacks .*truncated"):
+        load(syms=fixture_syms, kallsyms=Kallsyms(b"".join(lines[:len(lines) // 2]), "cut"), cache=False)
