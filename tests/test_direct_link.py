@@ -125,7 +125,10 @@ def test_text_only_kallsyms(direct_tree, direct_syms):
 
 
 def test_duplicate_only_sections(direct_tree, direct_syms):
-    """HARD CASES 1 and 2 of the README, as the linker map places them."""
+    """HARD CASES 1 and 2 of the README, as the linker map places them:
+    set_root, alone in .data.rel.local in a core object and two built-in
+    modules; err_text, alone in .data.rel.ro.local in two core objects,
+    where the ld -r block model would swap them."""
     r = load(syms=direct_syms, kallsyms=os.path.join(direct_tree, "kallsyms"), cache=False)
     set_root = {rec.object: (rec.modules, rec.size) for rec in r.lookup("set_root")}
     assert set_root == {"kernel/ucount.o": (["vmlinux"], 24), "ipc/ipc_sysctl.o": (["ipc_sysctl"], 24),
