@@ -130,6 +130,10 @@ def test_duplicate_only_sections(direct_tree, direct_syms):
     modules; err_text, alone in .data.rel.ro.local in two core objects,
     where the ld -r block model would swap them."""
     r = load(syms=direct_syms, kallsyms=os.path.join(direct_tree, "kallsyms"), cache=False)
+    objects = vmlinux_object_map(os.path.join(direct_tree, "vmlinux.map"), None,
+                                 os.path.join(direct_tree, "vmlinux"))
+    for rec in r.lookup("set_root") + r.lookup("err_text"):
+        assert rec.object == objects.object_at(rec.start - DIRECT_KASLR), rec
     set_root = {rec.object: (rec.modules, rec.size) for rec in r.lookup("set_root")}
     assert set_root == {"kernel/ucount.o": (["vmlinux"], 24), "ipc/ipc_sysctl.o": (["ipc_sysctl"], 24),
                         "ipc/mq_sysctl.o": (["mq_sysctl"], 24)}
