@@ -211,7 +211,8 @@ def install(
 @app.command()
 def verify(
     kbuild: str = typer.Option(..., "--kbuild", "-k", help="Kernel build tree with System.map, and "
-                                                           "modules.builtin.ranges and/or vmlinux.map + vmlinux.o.map."),
+                                                           "modules.builtin.ranges and/or vmlinux.map (+ vmlinux.o.map when "
+                                                           "vmlinux is linked from vmlinux.o)."),
     syms: Optional[str] = typer.Option(None, "--syms", "-s", help="dtrace_syms to check (default: DIR/dtrace_syms)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ):

@@ -1,11 +1,19 @@
 """Read GNU ld link maps (``-Map``): where each input section was placed.
 
-A kernel build with CONFIG_VMLINUX_MAP writes ``vmlinux.map`` (the final
-link) and, where vmlinux is linked from ``vmlinux.o``, ``vmlinux.o.map``
-(the ``ld -r`` that made vmlinux.o from vmlinux.a's objects).  They say,
-for every object section, its address in vmlinux: the linker's own answer,
-independent of kmodsyms' placement, which ``kmodsyms verify`` and the tests
-compare against.
+A kernel build with CONFIG_VMLINUX_MAP writes ``vmlinux.map``, the map of
+the final link, in one of two shapes:
+
+* the final link's only input is ``vmlinux.o`` (x86_64 with IBT, LTO): then
+  ``vmlinux.o.map`` (the ``ld -r`` that made vmlinux.o from vmlinux.a's
+  objects) says where each object section lies in vmlinux.o, and composing
+  the two maps says where it lies in vmlinux;
+* vmlinux is linked straight from vmlinux.a (arm64 and most others): the
+  map names each object as an input file, at its address in vmlinux; a
+  ``vmlinux.o.map`` beside it (modpost's ``ld -r``) says nothing about
+  vmlinux and is not read.
+
+Either way it is the linker's own answer, independent of kmodsyms'
+placement, which ``kmodsyms verify`` and the tests compare against.
 """
 
 from __future__ import annotations
@@ -75,7 +83,8 @@ def parse_map(path: str) -> list[InputSection]:
 class ObjectMap:
     """Address ranges of vmlinux that came from each object, sorted."""
 
-    def __init__(self, ranges: list[tuple[int, int, str]]):
+    def __init__(self, ranges: list[tuple[int, int, str]], source: str):
+        self.source = source    # the maps it was read from, for reports
         ranges = sorted(r for r in ranges if r[1] > r[0])
         self.start = np.array([r[0] for r in ranges], dtype=np.uint64)
         self.end = np.array([r[1] for r in ranges], dtype=np.uint64)
@@ -101,34 +110,33 @@ def alloc_sections(elf_path: str) -> set[str]:
         raise KmodsymsError(f"cannot read sections of {elf_path}: {e}") from None
 
 
+def links_vmlinux_o(vmlinux_map: str) -> bool:
+    """Whether the final link's map takes its objects from ``vmlinux.o``
+    (else it names them itself)."""
+    return any(s.file.endswith("vmlinux.o") for s in parse_map(vmlinux_map))
+
+
 def vmlinux_object_map(vmlinux_map: str, vmlinux_o_map: str | None, vmlinux: str) -> ObjectMap:
     """Each object section's range in vmlinux (only sections that vmlinux
-    loads, per its section headers), in either shape of link:
-
-    * linked from ``vmlinux.o`` (x86 with objtool, ...): ``vmlinux.map``
-      names only vmlinux.o, and ``vmlinux.o.map`` says where each object's
-      sections lie in it, so the two maps are composed;
-    * linked straight from vmlinux.a's objects (arm64, ...): ``vmlinux.map``
-      names the objects itself (``vmlinux.o.map`` may still exist, from a
-      vmlinux.o made only for modpost, and is then not needed).
-    """
+    loads, per its section headers): from ``vmlinux_map`` alone when it
+    names the objects, else composed with ``vmlinux_o_map``."""
     loaded = alloc_sections(vmlinux)
-    final = [s for s in parse_map(vmlinux_map) if s.output in loaded and s.size]
-    ranges = [(s.address, s.address + s.size, _object_path(s.file)) for s in final
-              if s.file.endswith((".o", ".o)")) and not s.file.endswith("vmlinux.o")]
-    via_vmlinux_o = [s for s in final if s.file.endswith("vmlinux.o")]
-    if via_vmlinux_o:
-        if vmlinux_o_map is None:
-            raise KmodsymsError(f"{vmlinux_map} links vmlinux.o, whose map vmlinux.o.map is missing: "
-                                "build the kernel with CONFIG_VMLINUX_MAP")
-        # vmlinux.o's section name -> its address in vmlinux.  ld -r keeps
-        # one output section per name, so the name identifies it.
-        placed = {s.name: s.address for s in via_vmlinux_o}
-        for s in parse_map(vmlinux_o_map):
-            if s.file.endswith((".o", ".o)")) and s.name in placed and s.size:
-                ranges.append((placed[s.name] + s.address, placed[s.name] + s.address + s.size,
-                               _object_path(s.file)))
-    return ObjectMap(ranges)
+    inputs = [s for s in parse_map(vmlinux_map) if s.output in loaded]
+    final = [s for s in inputs if s.file.endswith("vmlinux.o")]
+    if not final:
+        return ObjectMap([(s.address, s.address + s.size, _object_path(s.file))
+                          for s in inputs if s.file.endswith((".o", ".o)")) and s.size], "vmlinux.map")
+    if vmlinux_o_map is None:
+        raise KmodsymsError(f"{vmlinux_map} links vmlinux.o: its objects are in vmlinux.o.map, which is missing")
+    # vmlinux.o's section name -> its address in vmlinux.  ld -r keeps one
+    # output section per name, so the name identifies it.
+    placed = {s.name: s.address for s in final}
+    ranges = []
+    for s in parse_map(vmlinux_o_map):
+        if s.file.endswith((".o", ".o)")) and s.name in placed and s.size:
+            ranges.append((placed[s.name] + s.address, placed[s.name] + s.address + s.size,
+                           _object_path(s.file)))
+    return ObjectMap(ranges, "vmlinux.map + vmlinux.o.map")
 
 
 def _object_path(file: str) -> str:

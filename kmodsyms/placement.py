@@ -498,11 +498,22 @@ class Placement:
         of its sections imply exactly one start.  A section whose candidate
         positions do not include its place in the block is left alone.
         Only used when the object order is vmlinux.a's link order.
+
+        When vmlinux was linked straight from the objects (no vmlinux.o), an
+        output-section statement such as ``*(.data .data.[0-9a-zA-Z_]*)``
+        takes each object's sections of several names together, so a block
+        is not contiguous; some block whose sections placed by anchors or
+        elimination disagree on its start shows it (:meth:`_interleaved`).
+        Then a section is placed only between two placed sections of its
+        block that agree: ld puts it between them (link order), and the
+        block's sections between them fill the distance exactly, leaving
+        room for nothing else.
         """
         if self.syms.meta_object_source != "vmlinux.a":
             return []
         forced = []
         wrap = 1 << 64
+        interleaved = self._interleaved()
         for members, offsets in self._block_offsets().values():
             how = self.section_how[members]
             todo = np.flatnonzero(how == UNPLACED)
@@ -513,6 +524,10 @@ class Placement:
                 starts = {(int(self.section_base[members[k]]) - offsets[k]) % wrap for k in placed.tolist()}
                 if len(starts) != 1:
                     continue  # the block is not laid out as modelled: trust nothing
+                if interleaved:
+                    todo = todo[(todo > placed[0]) & (todo < placed[-1])]
+            elif interleaved:
+                continue
             else:
                 implied = None
                 for k in todo.tolist():
@@ -531,6 +546,19 @@ class Placement:
                     continue
                 forced.append((sec, _U64(pos)))
         return forced
+
+    def _interleaved(self) -> bool:
+        """Whether some block's sections placed by anchors or elimination
+        imply different block starts: the final link then gathered input
+        sections object by object, not the blocks of vmlinux.o (``ld -r``
+        keeps each block contiguous, so there they always agree)."""
+        wrap = 1 << 64
+        for members, offsets in self._block_offsets().values():
+            how = self.section_how[members]
+            known = np.flatnonzero((how == BY_ANCHOR) | (how == BY_ELIMINATION)).tolist()
+            if len({(int(self.section_base[members[k]]) - offsets[k]) % wrap for k in known}) > 1:
+                return True
+        return False
 
     def _place_bare_blocks(self, loose: np.ndarray) -> bool:
         """Place blocks that hold no symbol at all (``__bug_table``,

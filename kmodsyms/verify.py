@@ -1,8 +1,9 @@
 """``kmodsyms verify``: check our module attribution of every System.map
 symbol against two independent answers from the build tree.
 
-* **linker maps** (``vmlinux.map`` + ``vmlinux.o.map`` + ``vmlinux``): the
-  object whose bytes lie at each address (:func:`kmodsyms.linkmap.vmlinux_object_map`),
+* **linker maps** (``vmlinux.map`` + ``vmlinux`` and, when vmlinux was
+  linked from vmlinux.o, ``vmlinux.o.map``): the object whose bytes lie at
+  each address (:func:`kmodsyms.linkmap.vmlinux_object_map`),
   mapped to its module(s) through the dtrace_syms objects table.  This is
   the reference: any disagreement fails verification.
 * **modules.builtin.ranges** (CONFIG_BUILTIN_MODULE_RANGES, written by
@@ -390,17 +391,20 @@ def verify(kbuild: str, syms_path: str | None = None) -> Report:
     have_ranges = os.path.isfile(path("modules.builtin.ranges"))
     map_files = [path(n) for n in ("vmlinux.map", "vmlinux.o.map", "vmlinux")]
     present = [os.path.isfile(p) for p in map_files]
-    if not have_ranges and not present[0]:
-        raise KmodsymsError(f"{kbuild} has neither modules.builtin.ranges nor vmlinux.map: "
+    if not have_ranges and not any(present[:2]):
+        raise KmodsymsError(f"{kbuild} has neither modules.builtin.ranges nor vmlinux.map + vmlinux.o.map: "
                             "build the kernel with CONFIG_BUILTIN_MODULE_RANGES or CONFIG_VMLINUX_MAP")
-    # vmlinux alone (section headers, symbol sizes) only helps the ranges
-    # check; vmlinux.o.map is needed only when vmlinux.map links vmlinux.o.
-    have_maps = present[0]
-    if have_maps and not present[2]:
-        raise KmodsymsError(f"{kbuild} lacks vmlinux: the linker-map check needs vmlinux.map and "
-                            "vmlinux (CONFIG_VMLINUX_MAP builds write the map)")
-    if not present[1]:
-        map_files[1] = None
+    # vmlinux alone (section headers, symbol sizes) only helps the ranges check.
+    have_maps = any(present[:2])
+    if have_maps:
+        from .linkmap import links_vmlinux_o
+        # vmlinux.o.map only matters when the final link took vmlinux.o.
+        needed = [True, present[1] or not present[0] or links_vmlinux_o(map_files[0]), True]
+        missing = [os.path.basename(p) for p, ok, need in zip(map_files, present, needed) if need and not ok]
+        if missing:
+            raise KmodsymsError(f"{kbuild} lacks {' and '.join(missing)}: the linker-map check needs "
+                                "vmlinux.map and vmlinux, and vmlinux.o.map when vmlinux is linked from "
+                                "vmlinux.o (CONFIG_VMLINUX_MAP builds write the maps)")
 
     syms = read_syms(syms_path)
     ks = Kallsyms(_read_bytes(path("System.map")), path("System.map"), zero_is_hidden=False)
@@ -450,7 +454,7 @@ def verify(kbuild: str, syms_path: str | None = None) -> Report:
     object_edge = None
     if have_maps:
         from .linkmap import vmlinux_object_map
-        om = vmlinux_object_map(*map_files)
+        om = vmlinux_object_map(map_files[0], map_files[1] if present[1] else None, map_files[2])
         module_of = {syms.object_path(i): _modules_key(syms.modset_names(int(m)))
                      for i, m in enumerate(syms.objects["modset"].tolist())}
         their_objects = [om.object_at(a) for a in addresses.tolist()]
@@ -463,7 +467,7 @@ def verify(kbuild: str, syms_path: str | None = None) -> Report:
         edge = [sizes[i] in (0, None) and a in enders and their_objects[i] not in enders[a]
                 for i, a in enumerate(addresses.tolist())]
         object_edge = edge
-        comp = compare("linker_maps", "linker maps (vmlinux.map" + (" + vmlinux.o.map)" if map_files[1] else ")"), theirs, their_objects, edge)
+        comp = compare("linker_maps", f"linker maps ({om.source})", theirs, their_objects, edge)
         comp.notes["objects_without_module_entry"] = sorted(
             {o for o in their_objects if o and o not in module_of})[:EXAMPLES]
 
