@@ -11,10 +11,10 @@ ELF class (32/64-bit) and byte order come from ``e_ident``, so objects of
 every architecture a kernel is built for read the same way.
 
 Kept symbols: defined (not ``SHN_UNDEF``), in a real section (not ``SHN_ABS``
-or ``SHN_COMMON``), not ``STT_FILE``/``STT_SECTION``, and not named as
-``scripts/mksysmap`` deletes from System.map and so from kallsyms
-(:data:`IGNORED_PREFIXES` and the rest: mapping symbols ``$x``/``$d``,
-``.L`` labels, ``__efistub_*``, ``__kvm_nvhe_$*``, thunks, ``__crc_*``...).
+or ``SHN_COMMON``), not ``STT_FILE``/``STT_SECTION``, not mapping symbols
+(``$x``, ``$d``...) and not ``.L`` labels, which kallsyms never shows (the
+rest of ``scripts/mksysmap``'s rules are applied to the whole table:
+:func:`kmodsyms.kallsyms.never_listed`).
 
 Kept sections: every ``SHF_ALLOC`` section of nonzero size, and every section
 holding a kept symbol; each is recorded with its name, flags, alignment and
@@ -31,18 +31,6 @@ from .elfdefs import (SHF_ALLOC, SHN_LORESERVE, SHN_UNDEF, SHN_XINDEX, SHT_NOBIT
                       SHT_SYMTAB_SHNDX, STT_FILE, STT_SECTION)
 from .errors import KmodsymsError
 
-# Names that never reach System.map or kallsyms: scripts/mksysmap deletes
-# them (kallsyms is made from the same list).  Mapping symbols ($x, $d...),
-# local labels, the arm64 EFI stub's and the PIE/nVHE objects' copies of
-# those, linker thunks, CFI type ids, modversions CRCs and export tables.
-IGNORED_PREFIXES = (b"$", b".L", b"__efistub_", b"__pi_$", b"__pi_.L", b"__kvm_nvhe_$",
-                    b"__kvm_nvhe_.L", b"__AArch64ADRPThunk_", b"__ARMV5PILongThunk_",
-                    b"__ARMV7PILongThunk_", b"__ThumbV7PILongThunk_", b"__LA25Thunk_",
-                    b"__microLA25Thunk_", b"__kcfi_typeid_", b"__kvm_nvhe___kcfi_typeid_",
-                    b"__pi___kcfi_typeid_", b"__crc_", b"__kstrtab_", b"__kstrtabns_")
-IGNORED_SUFFIXES = (b"_from_arm", b"_from_thumb", b"_veneer")
-IGNORED_NAMES = frozenset((b"L0", b"_SDA_BASE_", b"_SDA2_BASE_"))
-IGNORED_SUBSTRINGS = (b".long_branch.", b".plt_branch.")      # ppc stubs
 
 
 @dataclass
@@ -83,8 +71,10 @@ def _keep_symbol(name: bytes, info: int, shndx: int) -> bool:
     typ = info & 0xF
     if typ in (STT_SECTION, STT_FILE):
         return False
-    return not (name.startswith(IGNORED_PREFIXES) or name.endswith(IGNORED_SUFFIXES)
-                or name in IGNORED_NAMES or any(part in name for part in IGNORED_SUBSTRINGS))
+    # Mapping symbols ($x, $d...) and local labels: most of what kallsyms
+    # never shows, dropped here at little cost; the rest of mksysmap's rules
+    # apply when the tables are assembled (kmodsyms.kallsyms.never_listed).
+    return name[:1] != b"$" and not name.startswith(b".L")
 
 
 def _finish(sections, kept_syms) -> ObjectScan:

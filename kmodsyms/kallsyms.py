@@ -24,6 +24,26 @@ from .spans import equal_spans, words
 # given --all-symbols (CONFIG_KALLSYMS_ALL=n): text and init text.
 TEXT_RANGES = ((b"_stext", b"_etext"), (b"_sinittext", b"_einittext"))
 
+# Names that never reach System.map or kallsyms: scripts/mksysmap deletes
+# them (kallsyms is made from the same list).  Mapping symbols ($x, $d...),
+# local labels, the arm64 EFI stub's and the PIE/nVHE objects' copies of
+# those, linker thunks, CFI type ids, modversions CRCs and export tables.
+NEVER_LISTED_PREFIXES = (b"$", b".L", b"__efistub_", b"__pi_$", b"__pi_.L", b"__kvm_nvhe_$",
+                         b"__kvm_nvhe_.L", b"__AArch64ADRPThunk_", b"__ARMV5PILongThunk_",
+                         b"__ARMV7PILongThunk_", b"__ThumbV7PILongThunk_", b"__LA25Thunk_",
+                         b"__microLA25Thunk_", b"__kcfi_typeid_", b"__kvm_nvhe___kcfi_typeid_",
+                         b"__pi___kcfi_typeid_", b"__crc_", b"__kstrtab_", b"__kstrtabns_")
+NEVER_LISTED_SUFFIXES = (b"_from_arm", b"_from_thumb", b"_veneer")
+NEVER_LISTED_NAMES = frozenset((b"L0", b"_SDA_BASE_", b"_SDA2_BASE_"))
+NEVER_LISTED_PARTS = (b".long_branch.", b".plt_branch.")      # ppc stubs
+
+
+def never_listed(name: bytes) -> bool:
+    """Whether scripts/mksysmap deletes ``name`` (so no kallsyms lists it)."""
+    return (name.startswith(NEVER_LISTED_PREFIXES) or name.endswith(NEVER_LISTED_SUFFIXES)
+            or name in NEVER_LISTED_NAMES or any(part in name for part in NEVER_LISTED_PARTS))
+
+
 _HEX = np.full(256, 255, dtype=np.uint8)
 for _i, _c in enumerate(b"0123456789abcdef"):
     _HEX[_c] = _i

@@ -15,7 +15,7 @@ from .elfdefs import STT_FUNC
 from .elfimage import Image
 from .elfscan import ObjectScan
 from .errors import KmodsymsError, StaleError
-from .kallsyms import Kallsyms
+from .kallsyms import Kallsyms, never_listed
 from .symsfile import NO_ADDRESS, OBJECT_MISSING, TABLES, Meta, StringTable, encode, pick
 from .thick import ThickMap
 
@@ -24,10 +24,11 @@ def assemble(thick: ThickMap, owners: dict[str, tuple[int, ...]], objects: list[
              scans: list[ObjectScan], missing: list[str],
              shown_names: set[bytes] | None = None) -> tuple[StringTable, dict]:
     """Turn scans into the file's string table and tables (no layout yet).
-    With ``shown_names`` (the names of the build's System.map, of which
-    kallsyms lists a part) symbols of other names are left out: no kallsyms
-    line can ever be one of them (an ``EXPORT_SYMBOL``'s ``__export_symbol_*``,
-    ``.modinfo``'s ``__UNIQUE_ID_*``, what ``/DISCARD/`` drops)."""
+    Symbols no kallsyms line can ever be are left out: with ``shown_names``
+    (the names of the build's System.map, of which kallsyms lists a part)
+    those of other names (an ``EXPORT_SYMBOL``'s ``__export_symbol_*``,
+    ``.modinfo``'s ``__UNIQUE_ID_*``, what ``/DISCARD/`` drops), else those
+    ``scripts/mksysmap`` deletes (:func:`kmodsyms.kallsyms.never_listed`)."""
     strings = StringTable()
     modsets: dict[tuple[int, ...], int] = {(): 0}
     for obj in objects + missing:
@@ -64,8 +65,11 @@ def assemble(thick: ThickMap, owners: dict[str, tuple[int, ...]], objects: list[
     value = _column(scans, "sym_value", np.uint64)
     size = _column(scans, "sym_size", np.uint64)
     info = _column(scans, "sym_info", np.uint8)
-    if shown_names is not None and n:
-        shown = np.fromiter(map(shown_names.__contains__, names), bool, n)
+    if n:
+        # Only what kallsyms may show: System.map's names when known, else
+        # whatever scripts/mksysmap would not delete.
+        shown = np.fromiter(map(shown_names.__contains__, names), bool, n) if shown_names is not None \
+            else ~np.fromiter(map(never_listed, names), bool, n)
         names = pick(names, np.flatnonzero(shown))
         obj_col, sec_col, value, size, info = (column[shown] for column in (obj_col, sec_col, value, size, info))
         n = len(names)
