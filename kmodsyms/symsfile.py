@@ -237,10 +237,32 @@ def write_atomic(path: str, data: bytes, mode: int = 0o644) -> None:
 class SymsFile:
     """A validated dtrace_syms image.
 
-    Tables are numpy arrays viewing the file's bytes: ``modules``,
-    ``modset_members``, ``modsets``, ``objects``, ``section_names``,
-    ``sections``, ``symbols`` (sorted by name, then modules, then object).
+    Tables are numpy arrays viewing the file's bytes (docs/format.md), the
+    symbols sorted by name, then modules, then object.
     """
+
+    source: str
+    data: bytes            # the image (or, from_tables, the string table alone)
+    strings_offset: int    # where the string table starts in ``data``
+    strings: memoryview
+    flags: int
+    modules: np.ndarray
+    modset_members: np.ndarray
+    modsets: np.ndarray
+    objects: np.ndarray
+    section_names: np.ndarray
+    sections: np.ndarray
+    symbols: np.ndarray
+    segments: np.ndarray
+    anchors: np.ndarray
+    meta_kernel_release: str
+    meta_build_id: str
+    meta_tool_version: str
+    meta_object_source: str
+    meta_thick_source: str
+    meta_placement: str
+    module_names: list[str]
+    modset_modules: list[tuple[int, ...]]
 
     def __init__(self, data: bytes, source: str = "dtrace_syms", verify: bool = True):
         """``data``: the file's bytes (or a read-only mapping of them).
@@ -252,6 +274,36 @@ class SymsFile:
         self._verify = verify
         self._validate_header()
         self._load_tables()
+
+    @classmethod
+    def from_tables(cls, meta: Meta, strings: StringTable, tables: dict[str, np.ndarray],
+                    source: str = "dtrace_syms") -> "SymsFile":
+        """The file that ``encode(meta, strings, tables)`` would write, read
+        straight from the tables (the build places its sections before
+        encoding it, once)."""
+        self = cls.__new__(cls)
+        self.source, self._verify = source, False
+        self.data = strings.data()
+        self.strings_offset = 0
+        self.strings = memoryview(self.data)
+        self.flags = meta.flags
+        self._set_tables(tables)
+        (self.meta_kernel_release, self.meta_build_id, self.meta_tool_version,
+         self.meta_object_source, self.meta_thick_source, self.meta_placement) = \
+            (getattr(meta, f) for f in HEADER_STRINGS)
+        self._index_modules()
+        return self
+
+    def _set_tables(self, t: dict[str, np.ndarray]) -> None:
+        self.modules, self.modset_members, self.modsets = t["modules"], t["modset_members"], t["modsets"]
+        self.objects, self.section_names, self.sections = t["objects"], t["section_names"], t["sections"]
+        self.symbols, self.segments, self.anchors = t["symbols"], t["segments"], t["anchors"]
+
+    def _index_modules(self) -> None:
+        self.module_names = [self.string(int(o)) for o in self.modules["name"]]
+        self.modset_modules = [
+            tuple(int(m) for m in self.modset_members[f:f + c])
+            for f, c in zip(self.modsets["first"].tolist(), self.modsets["count"].tolist())]
 
     # -- validation ---------------------------------------------------------
     def _fail(self, what: str) -> KmodsymsError:
@@ -280,13 +332,15 @@ class SymsFile:
     def _load_tables(self) -> None:
         data = self.data
         directory = _DIRECTORY.unpack_from(data, _DIRECTORY_AT)
+        tables = {}
         for i, (name, dtype) in enumerate(TABLES):
             off, count = directory[2 * i], directory[2 * i + 1]
             if count > MAX_ENTRIES or off % 8 or off < HEADER_SIZE or \
                     off + count * dtype.itemsize > len(data):
                 raise self._fail(f"table {name} out of bounds (offset {off}, {count} entries)")
-            setattr(self, name, np.frombuffer(data, dtype=dtype, count=count, offset=off))
-        strings = self.strings
+            tables[name] = np.frombuffer(data, dtype=dtype, count=count, offset=off)
+        self._set_tables(tables)
+        strings = tables["strings"]
         if len(strings) == 0 or strings[-1] != 0:
             raise self._fail("string table not NUL-terminated")
         # A view, not a copy: the tables already keep ``data`` alive.
@@ -321,10 +375,7 @@ class SymsFile:
          self.meta_placement) = (self.string(o) for o in self._header_strings)
         check(self.anchors["symbol"], len(symbols), "anchor symbol")
         check(self.anchors["segment"], len(self.segments), "anchor segment")
-        self.module_names = [self.string(int(o)) for o in self.modules["name"]]
-        self.modset_modules = [
-            tuple(int(m) for m in self.modset_members[f:f + c])
-            for f, c in zip(self.modsets["first"].tolist(), self.modsets["count"].tolist())]
+        self._index_modules()
 
     # -- decoding -------------------------------------------------------------
     def string(self, offset: int) -> str:

@@ -16,7 +16,8 @@ from .elfimage import Image
 from .elfscan import ObjectScan
 from .errors import KmodsymsError, StaleError
 from .kallsyms import Kallsyms, never_listed
-from .symsfile import NO_ADDRESS, OBJECT_MISSING, TABLES, Meta, StringTable, encode, pick
+from .symsfile import (ANCHOR_DTYPE, MODSET_DTYPE, MODULE_DTYPE, NO_ADDRESS, OBJECT_DTYPE, OBJECT_MISSING,
+                       SECNAME_DTYPE, SECTION_DTYPE, SEGMENT_DTYPE, SYMBOL_DTYPE, Meta, StringTable, pick)
 from .thick import ThickMap
 
 
@@ -38,7 +39,7 @@ def assemble(thick: ThickMap, owners: dict[str, tuple[int, ...]], objects: list[
     firsts = np.cumsum([0] + [len(ms) for ms in modset_list[:-1]], dtype=np.uint64)
 
     all_objects = objects + missing
-    obj_table = np.zeros(len(all_objects), dtype=TABLES[4][1])
+    obj_table = np.zeros(len(all_objects), dtype=OBJECT_DTYPE)
     obj_table["path"] = [strings.add(o) for o in all_objects]
     obj_table["modset"] = [modsets[owners.get(o, ())] for o in all_objects]
     obj_table["flags"][len(objects):] = OBJECT_MISSING
@@ -47,7 +48,7 @@ def assemble(thick: ThickMap, owners: dict[str, tuple[int, ...]], objects: list[
     secname_index: dict[str, int] = {}
     sec_counts = [len(scan.sec_name) for scan in scans]
     sec_base = np.concatenate(([0], np.cumsum(sec_counts)[:-1])).astype(np.uint32)
-    sections = np.zeros(sum(sec_counts), dtype=TABLES[6][1])
+    sections = np.zeros(sum(sec_counts), dtype=SECTION_DTYPE)
     sections["object"] = np.repeat(np.arange(len(scans), dtype=np.uint32), sec_counts)
     sections["name"] = [secname_index.setdefault(name, len(secname_index))
                         for name in chain(scan.sec_name for scan in scans)]
@@ -55,7 +56,7 @@ def assemble(thick: ThickMap, owners: dict[str, tuple[int, ...]], objects: list[
     sections["align"] = np.minimum(_column(scans, "sec_align", np.uint64), 0xFFFFFFFF)
     sections["size"] = _column(scans, "sec_size", np.uint64)
     sections["address"] = NO_ADDRESS
-    secnames = np.array([strings.add(n) for n in secname_index], dtype=TABLES[5][1])
+    secnames = np.array([strings.add(n) for n in secname_index], dtype=SECNAME_DTYPE)
 
     counts = [len(scan.sym_info) for scan in scans]
     n = sum(counts)
@@ -94,7 +95,7 @@ def assemble(thick: ThickMap, owners: dict[str, tuple[int, ...]], objects: list[
         for run in np.split(tie, np.flatnonzero(np.diff(tie) != 1) + 1):
             span = slice(int(run[0]), int(run[-1]) + 2)
             order[span] = sorted(order[span], key=rank.__getitem__)
-    symbols = np.zeros(n, dtype=TABLES[7][1])
+    symbols = np.zeros(n, dtype=SYMBOL_DTYPE)
     symbols["name"] = strings.add_sorted(sorted_names, first)
     order = np.asarray(order, dtype=np.int64)
     symbols["modset"] = modset_col[order]
@@ -105,14 +106,14 @@ def assemble(thick: ThickMap, owners: dict[str, tuple[int, ...]], objects: list[
     symbols["type"] = info[order] & 0xF
     symbols["binding"] = info[order] >> 4
 
-    modules = np.array([strings.add(m) for m in thick.modules], dtype=TABLES[1][1])
-    modset_table = np.zeros(len(modset_list), dtype=TABLES[3][1])
+    modules = np.array([strings.add(m) for m in thick.modules], dtype=MODULE_DTYPE)
+    modset_table = np.zeros(len(modset_list), dtype=MODSET_DTYPE)
     modset_table["first"] = firsts
     modset_table["count"] = [len(ms) for ms in modset_list]
     tables = {"modules": modules, "modset_members": np.array(members, dtype=np.uint32),
               "modsets": modset_table, "objects": obj_table, "section_names": secnames,
               "sections": sections, "symbols": symbols,
-              "segments": np.zeros(0, TABLES[8][1]), "anchors": np.zeros(0, TABLES[9][1])}
+              "segments": np.zeros(0, SEGMENT_DTYPE), "anchors": np.zeros(0, ANCHOR_DTYPE)}
     return strings, tables
 
 
@@ -138,8 +139,7 @@ def record_layout(kbuild: str, image: Image, sysmap: Kallsyms, meta: Meta,
     from .placement import Placement
     from .symsfile import SymsFile
     try:
-        # Just encoded here: no need to verify the CRC and ranges again.
-        placed = Placement(SymsFile(encode(meta, strings, tables), "dtrace_syms", verify=False), sysmap,
+        placed = Placement(SymsFile.from_tables(meta, strings, tables), sysmap,
                            output_sections=image.sections)
     except StaleError as e:
         raise KmodsymsError(f"{sysmap.source} does not match the objects of {kbuild} "
@@ -176,6 +176,6 @@ def record_layout(kbuild: str, image: Image, sysmap: Kallsyms, meta: Meta,
                 picked += inside[np.linspace(0, len(inside) - 1,
                                              min(ANCHORS_PER_SEGMENT, len(inside))).astype(int)].tolist()
         anchors += [(int(entry[lines[k]]), index) for k in sorted(set(picked))]
-    tables["segments"] = np.array(image.segments, dtype=TABLES[8][1])
-    tables["anchors"] = np.array(anchors, dtype=TABLES[9][1])
+    tables["segments"] = np.array(image.segments, dtype=SEGMENT_DTYPE)
+    tables["anchors"] = np.array(anchors, dtype=ANCHOR_DTYPE)
     meta.placement = json.dumps(placed.stats.__dict__)
