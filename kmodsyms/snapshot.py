@@ -34,11 +34,13 @@ import sys
 import zlib
 
 from . import __version__
-from .answer import Answers, parse_address, write_answers
+from .answer import Answers, check_address
 from .errors import KmodsymsError, StaleError
+from .frontend import (byte_exact_stdout, check_addresses, forced_warning, guarded,
+                       output_format, parse_args, parse_name, run_lookup, run_resolve, warn)
 from .live import LIVE_KALLSYMS, check_live, default_syms_path
 
-MAGIC = b"KMSNAP\0\4"
+MAGIC = b"KMSNAP\0\5"
 _HEAD = struct.Struct("=8sQ")     # magic, length of the marshalled doc
 _ALIGN = 8
 
@@ -53,7 +55,8 @@ ARRAYS = (
     ("line_section", "i|q"), ("sorted_address", "Q"), ("by_address", "i|q"),
     ("iv_start", "Q"), ("iv_end", "Q"), ("iv_line", "i|q"), ("iv_parent", "i|q"),
     ("region_end", "Q"), ("extent_start", "Q"), ("extent_end", "Q"),
-    ("extent_section", "i|q"), ("section_object", "i|q"),
+    ("extent_section", "i|q"), ("section_object", "i|q"), ("name_hash", "Q"),
+    ("name_order", "i|q"),
 )
 
 
@@ -102,6 +105,7 @@ def save(resolver, syms_path: str, kallsyms_path: str) -> None:
         "extent_end": placement.extent_end, "extent_section": placement.extent_section,
         "section_object": syms.sections["object"],
     }
+    arrays["name_hash"], arrays["name_order"] = resolver._name_index()
     blobs, layout = [], []
     for name, codes in ARRAYS:
         values = arrays[name]
@@ -119,6 +123,7 @@ def save(resolver, syms_path: str, kallsyms_path: str) -> None:
                  "build_id": syms.meta_build_id, "kallsyms_source": ks.source},
         "arrays": layout,
         "loaded_module_names": ks.module_names,
+        "builtin_module_names": syms.module_names,
         "object_paths": [syms.object_path(i) for i in range(len(syms.objects))],
         "object_modset": syms.objects["modset"].tolist(),
         "modsets": modset_names,
@@ -145,6 +150,8 @@ class Snapshot(Answers):
         doc = saved.doc
         self.text = saved.kallsyms_text
         self.loaded_module_names = doc["loaded_module_names"]
+        self.builtin_module_names = doc["builtin_module_names"]
+        self.answered = 0   # a damaged snapshot is dropped silently only before any answer
         self.object_paths = doc["object_paths"]
         self.object_modset = doc["object_modset"]
         self.modsets = doc["modsets"]
@@ -154,7 +161,13 @@ class Snapshot(Answers):
 
     def resolve(self, address: int):
         """Answer one address (a :class:`kmodsyms.answer.Symbolization`)."""
+        address = check_address(address)
         return self.record(address, *self._answer(address))
+
+    def record(self, address: int, line: int, sized: bool):
+        answer = super().record(address, line, sized)
+        self.answered += 1
+        return answer
 
     def _answer(self, q: int) -> tuple[int, bool]:
         """The line answering ``q`` and whether it is a sized hit: the same
@@ -181,6 +194,9 @@ class Snapshot(Answers):
         return self.extent_section[i] if i >= 0 and q < self.extent_end[i] else -1
 
     # Answers' hooks
+    def _name_index(self):
+        return self.name_hash, self.name_order
+
     def _line_name(self, line: int) -> str:
         return self.text[self.name_start[line]:self.name_end[line]].decode("utf-8", "surrogateescape")
 
@@ -250,14 +266,30 @@ def open_saved(syms_path: str, kallsyms_path: str,
         return None
 
 
-# ------------------------------------------------------------- quick resolve
-def quick_resolve(args: list[str]) -> int | None:
-    """Run ``kmodsyms resolve ARGS`` from a snapshot: the exit status, or
-    None when this path does not answer (arguments it does not parse, no
-    matching snapshot, a stale file), and the full CLI must run instead,
-    which also reports any error in its own words."""
-    options = _parse_resolve_args(args)
-    if options is None:
+# ------------------------------------------------------------- quick answers
+RUNNERS = {"resolve": run_resolve, "lookup": run_lookup}
+
+
+class _Declined(Exception):
+    """The quick path hands over to the typer CLI."""
+
+
+def quick_run(command: str, args: list[str]) -> int | None:
+    """Run ``kmodsyms COMMAND ARGS`` (``resolve`` or ``lookup``) from a
+    snapshot: the exit status, or None when this path does not answer
+    (arguments it does not read, no matching snapshot, a stale file), and
+    the full CLI must run instead, which also words any error."""
+    options = parse_args(command, args)
+    if options is None or options["no_cache"]:
+        return None
+    arguments = options["arguments"]
+    try:
+        if command == "resolve":
+            check_addresses(arguments)
+        else:
+            for spec in arguments:
+                parse_name(spec)
+    except KmodsymsError:
         return None
     syms_path = options["syms"] or default_syms_path()
     kallsyms_path = options["kallsyms"] or LIVE_KALLSYMS
@@ -265,85 +297,31 @@ def quick_resolve(args: list[str]) -> int | None:
     if saved is None:
         return None
     snapshot, meta = Snapshot(saved), saved.doc["meta"]
-    if kallsyms_path == LIVE_KALLSYMS and not options["force"]:
+    if kallsyms_path == LIVE_KALLSYMS:
         try:
             check_live(meta["source"], meta["kernel_release"], meta["build_id"])
-        except StaleError:
-            return None
-    if hasattr(sys.stdout, "reconfigure"):
-        sys.stdout.reconfigure(errors="surrogateescape")
-
-    answered = 0
-
-    def resolve(address: int):
-        nonlocal answered
-        record = snapshot.resolve(address)
-        answered += 1
-        return record
-
-    try:
-        write_answers(resolve, options["addresses"], options["json"])
-        sys.stdout.flush()
-    except (IndexError, KeyError, TypeError, OverflowError) as e:
-        # A damaged snapshot (its arrays are trusted, not checked): drop it;
-        # before any answer the full CLI takes over (and saves a new one).
-        try:
-            os.unlink(snapshot_path(syms_path, kallsyms_path))
-        except OSError:
-            pass
-        if not answered:
-            return None
-        print(f"kmodsyms: error: damaged snapshot ({type(e).__name__}), now removed; "
-              "run the command again", file=sys.stderr)
-        return 2
-    except KmodsymsError as e:
-        print(f"kmodsyms: error: {e}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    return 0
-
-
-_VALUE_OPTIONS = {"--syms": "syms", "-s": "syms", "--kallsyms": "kallsyms"}
-_FLAG_OPTIONS = {"--json": "json", "--force": "force", "--no-cache": "no_cache"}
-
-
-def _parse_resolve_args(args: list[str]) -> dict | None:
-    """``resolve``'s arguments as the typer command would take them, or None
-    for anything else (help, unknown or malformed options, bad addresses,
-    --no-cache): those go to the typer command."""
-    options = {"syms": None, "kallsyms": None, "json": False, "force": False,
-               "no_cache": False, "addresses": []}
-    i = 0
-    only_arguments = False
-    while i < len(args):
-        arg = args[i]
-        i += 1
-        if only_arguments or arg == "-" or not arg.startswith("-"):
-            options["addresses"].append(arg)
-        elif arg == "--":
-            only_arguments = True
-        elif arg in _FLAG_OPTIONS:
-            options[_FLAG_OPTIONS[arg]] = True
-        else:
-            name, eq, value = arg.partition("=")
-            if name not in _VALUE_OPTIONS or (eq and name == "-s"):   # click: -s=F is "=F"
+        except StaleError as e:
+            if not options["force"]:
                 return None
-            if not eq:
-                if i >= len(args):
-                    return None
-                value = args[i]
-                i += 1
-            options[_VALUE_OPTIONS[name]] = value
-    if options["no_cache"] or not options["addresses"]:
-        return None
+            warn(forced_warning(e))
+    byte_exact_stdout()
+
+    def run() -> int:
+        try:
+            return RUNNERS[command](snapshot, arguments, output_format(options))
+        except (IndexError, KeyError, TypeError, OverflowError) as e:
+            # A damaged snapshot (its arrays are trusted, not checked): drop
+            # it; before any answer the full CLI takes over (and saves a new one).
+            try:
+                os.unlink(snapshot_path(syms_path, kallsyms_path))
+            except OSError:
+                pass
+            if not snapshot.answered:
+                raise _Declined from None
+            raise KmodsymsError(f"damaged snapshot ({type(e).__name__}), now removed; "
+                                "run the command again") from None
+
     try:
-        for arg in options["addresses"]:
-            if arg != "-":
-                parse_address(arg)
-    except KmodsymsError:
+        return guarded(run)
+    except _Declined:
         return None
-    return options
