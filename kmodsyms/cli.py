@@ -15,6 +15,7 @@ from typing import List, Optional
 import typer
 
 from . import __version__
+from .errors import KmodsymsError
 from .frontend import (OPTIONS, byte_exact_stdout, check_addresses, guarded, output_format,
                        parse_name, run_lookup, run_resolve, warn)
 
@@ -318,6 +319,39 @@ def kallmodsyms(
     out = sys.stdout
     for text in resolver.kallmodsyms_lines():
         out.write(text + "\n")
+
+
+@app.command()
+def annotate(
+    files: Optional[List[str]] = typer.Argument(None, help="Text to annotate (default, or '-': "
+                                                           "stdin)."),
+    folded: bool = typer.Option(False, "--folded", help="Read folded stacks ('a;b;c N', as "
+                                                        "flame graphs take them): prefix every "
+                                                        "kernel frame with mod`."),
+    syms: Optional[str] = _option("syms"),
+    kallsyms: Optional[str] = _option("kallsyms"),
+    strict: bool = _option("strict"),
+    force: bool = _option("force"),
+    no_cache: bool = _option("no_cache"),
+):
+    """Copy text to stdout with its kernel frames module-qualified: 'perf
+    script' frames of [kernel.kallsyms] name their built-in module ([ext4]);
+    oops and dmesg traces get ' [mod]' after 'sym+0xoff/0xsize' and
+    'sym+0xoff/0xsize [mod]' after a bare '[<address>]'; with --folded,
+    folded stacks get 'mod`' before each kernel frame.  Everything else is
+    left as it was."""
+    from .annotate import annotate as run_annotate
+    readers = []
+    for path in files or ["-"]:
+        try:
+            readers.append(sys.stdin.buffer if path == "-" else open(path, "rb"))
+        except OSError as e:
+            raise KmodsymsError(f"cannot read {path}: {e.strerror}") from None
+    resolver = _load(syms, kallsyms, strict, force, no_cache)
+    out = sys.stdout.buffer
+    lines = (raw.decode("utf-8", "surrogateescape") for reader in readers for raw in reader)
+    run_annotate(resolver, lines, lambda text: out.write(text.encode("utf-8", "surrogateescape")),
+                 folded=folded)
 
 
 def _run_app() -> int:
