@@ -382,13 +382,15 @@ def load(syms: str | SymsFile | None = None, kallsyms: str | Kallsyms | None = N
                 return restored
         if not isinstance(syms, SymsFile):
             syms = read_syms(syms_path)
-        if live:
-            _check_live(syms.source, syms.meta_kernel_release, syms.meta_build_id, force, warn)
+        warned = live and not _check_live(syms.source, syms.meta_kernel_release,
+                                          syms.meta_build_id, force, warn)
     except KmodsymsError as e:
         if not may_fall_back:
             raise
         return _kallsyms_only(_kallsyms(kallsyms, text, kallsyms_path), str(e), warn)
     ks = _kallsyms(kallsyms, text, kallsyms_path)
+    if warned:   # forced over another kernel's file: one warning is enough
+        return Resolver(syms, ks, check_anchors=False)
     try:
         resolver = Resolver(syms, ks, check_anchors=True)
     except StaleError as e:
@@ -413,15 +415,17 @@ def _kallsyms(kallsyms, text: bytes | None, path: str | None) -> Kallsyms:
     return kallsyms if isinstance(kallsyms, Kallsyms) else Kallsyms(text, path)
 
 
-def _check_live(source: str, release: str, build_id: str, force: bool, warn) -> None:
-    """The file must be the running kernel's; under ``force`` a mismatch is
-    a warning, on every load."""
+def _check_live(source: str, release: str, build_id: str, force: bool, warn) -> bool:
+    """Whether the file is the running kernel's.  If not, raise, but under
+    ``force`` warn instead (on every load)."""
     try:
         check_live(source, release, build_id)
+        return True
     except StaleError as e:
         if not force:
             raise
         warn(forced_warning(e))
+        return False
 
 
 def _restore(syms_path: str, kallsyms_path: str, text: bytes, live: bool, force: bool,
