@@ -354,6 +354,40 @@ def annotate(
                  folded=folded)
 
 
+@app.command()
+def cache(
+    list_: bool = typer.Option(False, "--list", help="List the snapshots, most recently used "
+                                                     "first."),
+    clear: bool = typer.Option(False, "--clear", help="Delete every snapshot."),
+    as_json: bool = typer.Option(False, "--json", help="--list as one JSON object."),
+):
+    """Show or clear the snapshot cache: where it is, what it holds.  A
+    snapshot of a loaded pair of files lets 'resolve' and 'lookup' answer
+    in milliseconds until kallsyms changes; the cache keeps the most
+    recently used few, and drops those of earlier boots."""
+    from . import snapshot
+    directory = snapshot.cache_dir()
+    if clear:
+        typer.echo(f"{directory}: {snapshot.clear()} snapshots deleted")
+        return
+    snaps = snapshot.cached_snapshots()
+    if as_json:
+        typer.echo(json.dumps({"directory": directory, "max_snapshots": snapshot.MAX_SNAPSHOTS,
+                               "max_bytes": snapshot.MAX_CACHE_BYTES,
+                               "snapshots": [snap.to_json() for snap in snaps]}, indent=2))
+        return
+    total = sum(snap.size for snap in snaps)
+    typer.echo(f"{directory or '(no cache: no home directory)'}: {len(snaps)} snapshots, "
+               f"{total / (1 << 20):.1f} MiB (keeps at most {snapshot.MAX_SNAPSHOTS}, "
+               f"{snapshot.MAX_CACHE_BYTES >> 20} MiB)")
+    if list_:
+        import time
+        for snap in snaps:
+            used = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snap.last_used))
+            typer.echo(f"  {os.path.basename(snap.path)}  {snap.size / (1 << 20):6.1f} MiB  "
+                       f"used {used}  {snap.syms} + {snap.kallsyms}")
+
+
 def _run_app() -> int:
     """The typer app's exit status: usage errors print themselves (exit 2)."""
     try:

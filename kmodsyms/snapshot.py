@@ -14,13 +14,16 @@ A snapshot is used only for the inputs it was made from: the same kallsyms
 text (length, CRC-32 and Adler-32; it changes at every boot under KASLR and
 at every module load or unload), dtrace_syms' path, size, mtime and CRC,
 and the same kmodsyms and Python.  Only a load that checked the anchors
-makes one, and the running kernel is checked again when one is used.  It
-lives in ``$XDG_CACHE_HOME/kmodsyms`` (default ``~/.cache/kmodsyms``), one
-per pair of file paths, written atomically and fsynced (mode 0600), and is
-then trusted as Python trusts its own .pyc files: a missing, stale,
-truncated or foreign one is not used; ``--no-cache`` bypasses it.  Byte
-order and the ``marshal`` head are the machine's own: it never leaves the
-machine that wrote it.
+makes one, and the running kernel is checked again when one is used.  The
+cache (:func:`cache_dir`) follows the XDG rules: ``$XDG_CACHE_HOME/kmodsyms``,
+for root ``/var/cache/kmodsyms``, else ``~/.cache/kmodsyms`` (never creating
+the home).  One file per pair of file paths and boot, written atomically and
+fsynced (mode 0600); at most :data:`MAX_SNAPSHOTS` files and
+:data:`MAX_CACHE_BYTES`, least recently used out first; a snapshot of another
+boot is deleted when seen.  It is then trusted as Python trusts its own .pyc
+files: a missing, stale, truncated or foreign one is not used; ``--no-cache``
+bypasses it.  Byte order and the ``marshal`` head are the machine's own: it
+never leaves the machine that wrote it.
 """
 
 from __future__ import annotations
@@ -60,16 +63,143 @@ ARRAYS = (
 )
 
 
-def cache_dir() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "kmodsyms")
+# The cache's bound: least recently used snapshots go first once there are
+# more than this many, or they take more than this many bytes (a snapshot
+# of a distribution kernel is ~15 MB).
+MAX_SNAPSHOTS = 8
+MAX_CACHE_BYTES = 256 << 20
+SNAPSHOT_PREFIX = "resolve-"
+SYSTEM_CACHE = "/var/cache/kmodsyms"
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
 
-def snapshot_path(syms_path: str, kallsyms_path: str) -> str:
-    """Where the snapshot of this pair of files lives.  The name only
-    spreads pairs over files; the key inside says which pair it holds."""
+def cache_dir() -> str | None:
+    """Where snapshots live, by the XDG base directory rules:
+    ``$XDG_CACHE_HOME/kmodsyms`` (an absolute path; a relative one is
+    ignored), else for root the system cache ``/var/cache/kmodsyms``, else
+    ``$HOME/.cache/kmodsyms``; None (no cache) when there is no home."""
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if os.path.isabs(xdg):
+        return os.path.join(xdg, "kmodsyms")
+    if os.geteuid() == 0:
+        return SYSTEM_CACHE
+    home = os.environ.get("HOME", "")
+    return os.path.join(home, ".cache", "kmodsyms") if os.path.isabs(home) else None
+
+
+def _make_cache_dir(path: str) -> None:
+    """Create the cache directory (0700) and, missing, its parent (the XDG
+    cache or ~/.cache) -- never more: a missing home stays missing, and
+    then there is no cache (OSError)."""
+    parent = os.path.dirname(path)
+    for directory in (parent, path):
+        try:
+            os.mkdir(directory, 0o700)
+        except FileExistsError:
+            pass
+
+
+def boot_id() -> str:
+    """The running boot's id (a snapshot's name carries it), or "noboot"."""
+    try:
+        with open(BOOT_ID) as f:
+            return f.read().strip().replace("-", "")[:16] or "noboot"
+    except OSError:
+        return "noboot"
+
+
+def snapshot_path(syms_path: str, kallsyms_path: str) -> str | None:
+    """Where the snapshot of this pair of files lives (None: no cache).
+    The name spreads pairs over files and says the boot that made it; the
+    key inside says which pair it holds."""
+    directory = cache_dir()
+    if directory is None:
+        return None
     pair = f"{os.path.abspath(syms_path)}\0{os.path.abspath(kallsyms_path)}"
-    return os.path.join(cache_dir(), f"resolve-{zlib.crc32(pair.encode()):08x}")
+    return os.path.join(directory,
+                        f"{SNAPSHOT_PREFIX}{boot_id()}-{zlib.crc32(pair.encode()):08x}")
+
+
+class CachedSnapshot:
+    """One snapshot file in the cache, as ``kmodsyms cache --list`` shows it."""
+
+    def __init__(self, path: str, size: int, last_used: float, syms: str | None,
+                 kallsyms: str | None):
+        self.path, self.size, self.last_used = path, size, last_used
+        self.syms, self.kallsyms = syms, kallsyms
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+def cached_snapshots() -> list[CachedSnapshot]:
+    """The cache's snapshots, most recently used first.  Snapshots of
+    another boot are deleted as they are seen: their kallsyms is gone."""
+    directory = cache_dir()
+    try:
+        entries = list(os.scandir(directory)) if directory else []
+    except OSError:
+        return []
+    this_boot = f"{SNAPSHOT_PREFIX}{boot_id()}-"
+    found = []
+    for entry in entries:
+        if not entry.name.startswith(SNAPSHOT_PREFIX):
+            continue
+        try:
+            if not entry.name.startswith(this_boot):
+                os.unlink(entry.path)
+                continue
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        key = _read_key(entry.path)
+        found.append(CachedSnapshot(entry.path, st.st_size, st.st_mtime,
+                                    key.get("syms"), key.get("kallsyms")))
+    return sorted(found, key=lambda snap: -snap.last_used)
+
+
+def _read_key(path: str) -> dict:
+    """A snapshot's key (which pair of files it holds), or {} if unreadable."""
+    try:
+        with open(path, "rb") as f:
+            magic, length = _HEAD.unpack(f.read(_HEAD.size))
+            if magic != MAGIC:
+                return {}
+            return marshal.loads(f.read(length))["key"]
+    except (OSError, ValueError, KeyError, TypeError, EOFError, struct.error):
+        return {}
+
+
+def evict() -> None:
+    """Keep the cache within :data:`MAX_SNAPSHOTS` and :data:`MAX_CACHE_BYTES`,
+    least recently used out first (a snapshot is touched when used)."""
+    total = 0
+    for rank, snap in enumerate(cached_snapshots()):
+        total += snap.size
+        if rank >= MAX_SNAPSHOTS or (rank and total > MAX_CACHE_BYTES):
+            try:
+                os.unlink(snap.path)
+            except OSError:
+                pass
+
+
+def clear() -> int:
+    """Delete every snapshot (and temp file of a killed writer); how many."""
+    from .symsfile import TEMP_PREFIX
+    directory = cache_dir()
+    try:
+        entries = list(os.scandir(directory)) if directory else []
+    except OSError:
+        return 0
+    removed = 0
+    for entry in entries:
+        if entry.name.startswith((SNAPSHOT_PREFIX, TEMP_PREFIX)):
+            try:
+                os.unlink(entry.path)
+                removed += entry.name.startswith(SNAPSHOT_PREFIX)
+            except OSError:
+                pass
+    return removed
 
 
 def _key(syms_path: str, kallsyms_path: str, syms_size: int, syms_crc: bytes,
@@ -133,12 +263,15 @@ def save(resolver, syms_path: str, kallsyms_path: str) -> None:
     }
     packed = marshal.dumps(doc)
     body = packed + bytes(-(_HEAD.size + len(packed)) % _ALIGN) + b"".join(blobs)
+    path = snapshot_path(syms_path, kallsyms_path)
+    if path is None:
+        return
     try:
-        os.makedirs(cache_dir(), mode=0o700, exist_ok=True)
-        write_atomic(snapshot_path(syms_path, kallsyms_path),
-                     _HEAD.pack(MAGIC, len(packed)) + body, mode=0o600)
+        _make_cache_dir(os.path.dirname(path))
+        write_atomic(path, _HEAD.pack(MAGIC, len(packed)) + body, mode=0o600)
     except (OSError, KmodsymsError):
-        pass   # an unwritable cache (read-only home, full disk) only costs speed
+        return   # an unwritable cache (read-only home, full disk) only costs speed
+    evict()
 
 
 # ------------------------------------------------------------------ reading
@@ -235,8 +368,11 @@ def open_saved(syms_path: str, kallsyms_path: str,
     matches them (``kallsyms_text``: the kallsyms file's bytes, if the
     caller has read them already).  The file is mapped, not read: what is
     not used is never paged in."""
+    path = snapshot_path(syms_path, kallsyms_path)
+    if path is None:
+        return None
     try:
-        with open(snapshot_path(syms_path, kallsyms_path), "rb") as f:
+        with open(path, "rb") as f:
             data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         with open(syms_path, "rb") as f:
             syms_head = f.read(16)
@@ -261,9 +397,19 @@ def open_saved(syms_path: str, kallsyms_path: str,
             at += -at % _ALIGN
         if at != len(data) or len(arrays) != len(ARRAYS):
             return None
+        _touch(path)
         return Saved(memoryview(data), doc, arrays, kallsyms_text)
     except (OSError, ValueError, KeyError, TypeError, EOFError, struct.error):
         return None
+
+
+def _touch(path: str) -> None:
+    """Mark a snapshot used now: the cache evicts by last use, and atime
+    is not to be trusted (noatime, relatime)."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
 
 
 # ------------------------------------------------------------- quick answers
@@ -314,7 +460,7 @@ def quick_run(command: str, args: list[str]) -> int | None:
             # it; before any answer the full CLI takes over (and saves a new one).
             try:
                 os.unlink(snapshot_path(syms_path, kallsyms_path))
-            except OSError:
+            except (OSError, TypeError):
                 pass
             if not snapshot.answered:
                 raise _Declined from None
