@@ -7,6 +7,7 @@ two give the same record by construction."""
 from __future__ import annotations
 
 import bisect
+import operator
 
 from .errors import KmodsymsError
 from .namehash import name_hash
@@ -19,8 +20,8 @@ def check_address(address) -> int:
     :class:`KmodsymsError` a user's bad input gets (not numpy's
     OverflowError)."""
     try:
-        value = int(address)
-    except (TypeError, ValueError):
+        value = operator.index(address)   # ints and numpy integers; no floats or strings
+    except TypeError:
         raise KmodsymsError(f"bad address {address!r}: not an integer") from None
     if value < 0:
         raise KmodsymsError(f"bad address {value:#x}: negative")
