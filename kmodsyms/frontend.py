@@ -57,12 +57,11 @@ OPTIONS = {
                        "files (see 'kmodsyms cache')."),
 }
 
-# Which options each command takes, in --help order.
+# The options of the commands the quick path answers, in --help order
+# (tests/test_frontend.py holds the typer commands to them).
 COMMAND_OPTIONS = {
     "resolve": ("syms", "kallsyms", "format", "json", "strict", "force", "no_cache"),
     "lookup": ("syms", "kallsyms", "format", "json", "strict", "force", "no_cache"),
-    "kallmodsyms": ("syms", "kallsyms", "strict", "force", "no_cache"),
-    "annotate": ("syms", "kallsyms", "strict", "force", "no_cache"),
 }
 
 

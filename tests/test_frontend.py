@@ -169,3 +169,16 @@ def test_version_and_help():
                           env={**os.environ, "PYTHONPATH": ROOT, "FORCE_COLOR": "1",
                                "COLUMNS": "200", "TERM": "xterm"})
     assert "'\\t[mod]'" in rich.stdout
+
+
+@pytest.mark.parametrize("command", ["resolve", "lookup"])
+def test_typer_and_the_quick_path_read_one_table(command):
+    """Every option of the typer command is in the table the quick path
+    parses with, with the same flags, and nothing else is."""
+    from typer.main import get_command
+    from kmodsyms.cli import app
+    from kmodsyms.frontend import COMMAND_OPTIONS, OPTIONS
+    params = get_command(app).commands[command].params
+    typer_flags = {tuple(p.opts) for p in params if p.opts[0].startswith("-")} - {("-h", "--help")}
+    table_flags = {OPTIONS[name].flags for name in COMMAND_OPTIONS[command]}
+    assert {tuple(sorted(f)) for f in typer_flags} == {tuple(sorted(f)) for f in table_flags}
