@@ -123,6 +123,11 @@ def forced_warning(stale: KmodsymsError) -> str:
     return f"used anyway (--force), answers may be wrong: {stale}"
 
 
+def degraded_warning(kallsyms_source: str, why: str) -> str:
+    """The line every answer from kallsyms alone prints, once per run."""
+    return f"answering from {kallsyms_source} alone, built-in modules show as vmlinux: {why}"
+
+
 def guarded(run) -> int:
     """Call ``run()`` (returning an exit status) and turn what a user can
     cause into one line on stderr: a :class:`KmodsymsError` exits 2, a

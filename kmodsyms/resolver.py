@@ -20,11 +20,13 @@ dtrace_syms stay the same.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from .answer import Answers, Symbolization, check_address
 from .errors import KmodsymsError, StaleError
-from .frontend import forced_warning
+from .frontend import degraded_warning, forced_warning
 from .kallsyms import Kallsyms, read_text
 from .live import LIVE_KALLSYMS, check_live, default_syms_path
 from .placement import NO, SavedPlacement, place
@@ -377,7 +379,7 @@ def load(syms: str | SymsFile | None = None, kallsyms: str | Kallsyms | None = N
     text = read_text(kallsyms_path) if kallsyms_path is not None else None
     try:
         if snapshots:
-            restored = _restore(syms_path, kallsyms_path, text, live, force, warn)
+            restored = _restore(syms_path, kallsyms_path, text, live, force, warn, may_fall_back)
             if restored is not None:
                 return restored
         if not isinstance(syms, SymsFile):
@@ -387,7 +389,12 @@ def load(syms: str | SymsFile | None = None, kallsyms: str | Kallsyms | None = N
     except KmodsymsError as e:
         if not may_fall_back:
             raise
-        return _kallsyms_only(_kallsyms(kallsyms, text, kallsyms_path), str(e), warn)
+        resolver = _kallsyms_only(_kallsyms(kallsyms, text, kallsyms_path), str(e), warn)
+        if snapshots and not os.path.exists(syms_path):
+            # Missing, not stale: the answer holds until the file appears.
+            from .snapshot import save
+            save(resolver, syms_path, kallsyms_path)
+        return resolver
     ks = _kallsyms(kallsyms, text, kallsyms_path)
     if warned:   # forced over another kernel's file: one warning is enough
         return Resolver(syms, ks, check_anchors=False)
@@ -429,19 +436,23 @@ def _check_live(source: str, release: str, build_id: str, force: bool, warn) -> 
 
 
 def _restore(syms_path: str, kallsyms_path: str, text: bytes, live: bool, force: bool,
-             warn) -> Resolver | None:
+             warn, may_fall_back: bool) -> Resolver | None:
     """The resolver a matching snapshot holds, or None."""
     from .snapshot import open_saved
     saved = open_saved(syms_path, kallsyms_path, text)
     if saved is None:
         return None
-    meta = saved.doc["meta"]
+    meta, stats = saved.doc["meta"], saved.doc["stats"]
+    if not stats["builtin_modules_known"]:   # made from kallsyms alone, the file missing
+        if not may_fall_back:
+            return None
+        warn(degraded_warning(meta["kallsyms_source"], stats["degraded"]))
+        return _degrade(Resolver.restore(_no_syms(), saved))
     if live:
         _check_live(meta["source"], meta["kernel_release"], meta["build_id"], force, warn)
     restored = read_syms(syms_path, verify=False)
     # The file read must be the one the snapshot was checked against.
-    key = saved.doc["key"]
-    if (len(restored.data), bytes(restored.data[12:16])) != (key["syms_size"], key["syms_crc"]):
+    if (len(restored.data), bytes(restored.data[12:16])) != saved.doc["key"]["syms_state"][:2]:
         return None
     return Resolver.restore(restored, saved)
 
@@ -449,11 +460,16 @@ def _restore(syms_path: str, kallsyms_path: str, text: bytes, live: bool, force:
 def _kallsyms_only(ks: Kallsyms, why: str, warn) -> Resolver:
     """The degraded resolver: kallsyms alone (core symbols, loaded and
     pseudo-modules), every other symbol ``vmlinux``, unsized."""
-    warn(f"answering from {ks.source} alone, built-in modules show as vmlinux: {why}")
+    warn(degraded_warning(ks.source, why))
     resolver = Resolver(_no_syms(), ks, check_anchors=False)
-    resolver.builtin_modules_known = False
     resolver.stats.builtin_modules_known = False
     resolver.stats.degraded = why
+    return _degrade(resolver)
+
+
+def _degrade(resolver: Resolver) -> Resolver:
+    """Mark the records of a resolver of kallsyms alone (its stats say so)."""
+    resolver.builtin_modules_known = False
     return resolver
 
 

@@ -39,8 +39,9 @@ import zlib
 from . import __version__
 from .answer import Answers, check_address
 from .errors import KmodsymsError, StaleError
-from .frontend import (byte_exact_stdout, check_addresses, forced_warning, guarded,
-                       output_format, parse_args, parse_name, run_lookup, run_resolve, warn)
+from .frontend import (byte_exact_stdout, check_addresses, degraded_warning, forced_warning,
+                       guarded, output_format, parse_args, parse_name, run_lookup, run_resolve,
+                       warn)
 from .live import LIVE_KALLSYMS, check_live, default_syms_path
 
 MAGIC = b"KMSNAP\0\5"
@@ -202,23 +203,38 @@ def clear() -> int:
     return removed
 
 
-def _key(syms_path: str, kallsyms_path: str, syms_size: int, syms_crc: bytes,
+def _key(syms_path: str, kallsyms_path: str, syms_state: tuple | None,
          kallsyms_text: bytes) -> dict:
-    """What a snapshot must match.  The kallsyms text is known by its length
-    and two checksums (64 bits in all): reading it is the one cost a
-    snapshot cannot avoid, and these cost a few milliseconds more, where a
-    cryptographic hash would cost as much again in imports."""
+    """What a snapshot must match: ``syms_state`` is the dtrace_syms file's
+    (size, header CRC, mtime), None for a load without it (the default file
+    missing: its snapshot holds until the file appears).  The kallsyms text
+    is known by its length and two checksums (64 bits in all): reading it
+    is the one cost a snapshot cannot avoid, and these cost a few
+    milliseconds more, where a cryptographic hash would cost as much again
+    in imports."""
     return {"kmodsyms": __version__, "python": sys.version, "syms": os.path.abspath(syms_path),
-            "kallsyms": os.path.abspath(kallsyms_path), "syms_size": syms_size,
-            "syms_crc": syms_crc, "syms_mtime_ns": os.stat(syms_path).st_mtime_ns,
+            "kallsyms": os.path.abspath(kallsyms_path), "syms_state": syms_state,
             "kallsyms_size": len(kallsyms_text), "kallsyms_crc32": zlib.crc32(kallsyms_text),
             "kallsyms_adler32": zlib.adler32(kallsyms_text)}
+
+
+def _syms_state(syms_path: str) -> tuple | None:
+    """(size, header CRC, mtime) of the file at ``syms_path``; None when
+    there is none (other failures to read it raise OSError)."""
+    try:
+        with open(syms_path, "rb") as f:
+            head = f.read(16)
+            st = os.fstat(f.fileno())
+    except FileNotFoundError:
+        return None
+    return st.st_size, head[12:16], st.st_mtime_ns
 
 
 # ------------------------------------------------------------------ writing
 def save(resolver, syms_path: str, kallsyms_path: str) -> None:
     """Save ``resolver`` (a full :class:`kmodsyms.resolver.Resolver`, loaded
-    from these two paths with its checks on) as their snapshot.  Failure to
+    from these two paths with its checks on, or from kallsyms alone because
+    the file at ``syms_path`` is missing) as their snapshot.  Failure to
     write is no error: it is only a cache."""
     import numpy as np
     from .symsfile import write_atomic
@@ -248,7 +264,9 @@ def save(resolver, syms_path: str, kallsyms_path: str) -> None:
         blobs.append(blob + bytes(-len(blob) % _ALIGN))
     modset_names = [syms.modset_names(i) for i in range(len(syms.modsets))]
     doc = {
-        "key": _key(syms_path, kallsyms_path, len(syms.data), bytes(syms.data[12:16]), ks.text),
+        "key": _key(syms_path, kallsyms_path,
+                    (len(syms.data), bytes(syms.data[12:16]), os.stat(syms_path).st_mtime_ns)
+                    if resolver.builtin_modules_known else None, ks.text),
         "meta": {"source": syms.source, "kernel_release": syms.meta_kernel_release,
                  "build_id": syms.meta_build_id, "kallsyms_source": ks.source},
         "arrays": layout,
@@ -284,6 +302,7 @@ class Snapshot(Answers):
         self.text = saved.kallsyms_text
         self.loaded_module_names = doc["loaded_module_names"]
         self.builtin_module_names = doc["builtin_module_names"]
+        self.builtin_modules_known = doc["stats"]["builtin_modules_known"]
         self.answered = 0   # a damaged snapshot is dropped silently only before any answer
         self.object_paths = doc["object_paths"]
         self.object_modset = doc["object_modset"]
@@ -374,9 +393,7 @@ def open_saved(syms_path: str, kallsyms_path: str,
     try:
         with open(path, "rb") as f:
             data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        with open(syms_path, "rb") as f:
-            syms_head = f.read(16)
-            syms_size = os.fstat(f.fileno()).st_size
+        syms_state = _syms_state(syms_path)
         if kallsyms_text is None:
             with open(kallsyms_path, "rb") as f:
                 kallsyms_text = f.read()
@@ -384,7 +401,7 @@ def open_saved(syms_path: str, kallsyms_path: str,
         if magic != MAGIC:
             return None
         doc = marshal.loads(data[_HEAD.size:_HEAD.size + length])
-        if doc["key"] != _key(syms_path, kallsyms_path, syms_size, syms_head[12:16], kallsyms_text):
+        if doc["key"] != _key(syms_path, kallsyms_path, syms_state, kallsyms_text):
             return None
         arrays = {}
         at = _HEAD.size + length
@@ -443,7 +460,13 @@ def quick_run(command: str, args: list[str]) -> int | None:
     if saved is None:
         return None
     snapshot, meta = Snapshot(saved), saved.doc["meta"]
-    if kallsyms_path == LIVE_KALLSYMS:
+    if not snapshot.builtin_modules_known:
+        # Made from kallsyms alone, the default file missing: as the full
+        # CLI, answer so with its warning, unless told not to.
+        if options["strict"] or options["syms"]:
+            return None
+        warn(degraded_warning(meta["kallsyms_source"], saved.doc["stats"]["degraded"]))
+    elif kallsyms_path == LIVE_KALLSYMS:
         try:
             check_live(meta["source"], meta["kernel_release"], meta["build_id"])
         except StaleError as e:

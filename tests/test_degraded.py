@@ -126,3 +126,30 @@ def test_force_over_another_kernels_file_warns_every_run(fixture_syms):
     warnings = []
     load(fixture_syms, force=True, warn=warnings.append)
     assert len(warnings) == 1
+
+
+def test_degraded_answers_come_from_a_snapshot_too():
+    """With the default file missing, the first run saves a snapshot of
+    kallsyms alone; later runs answer from it without numpy, with the same
+    words; --strict and a named file still refuse."""
+    rows = _live_kallsyms()
+    picks = [f"{a + 2:#x}" for a, _ in _unique_core_functions(rows, 5)]
+    first = _run("resolve", "--json", *picks)
+    full = _run("resolve", "--no-cache", "--json", *picks)
+    quick = subprocess.run([sys.executable, "-X", "importtime", "-m", "kmodsyms", "resolve",
+                            "--json", *picks], capture_output=True, text=True, cwd=ROOT,
+                           env={**os.environ, "PYTHONPATH": ROOT})
+    assert first.returncode == full.returncode == quick.returncode == 0
+    assert first.stdout == full.stdout == quick.stdout
+    warning = [line for line in quick.stderr.splitlines() if line.startswith("kmodsyms:")]
+    assert warning == full.stderr.splitlines()
+    imported = {line.rsplit("|", 1)[-1].strip() for line in quick.stderr.splitlines()}
+    assert "numpy" not in imported
+    assert _run("resolve", "--strict", *picks).returncode == 2
+    assert _run("resolve", "--syms", default_syms_path(), *picks).returncode == 2
+    warnings = []
+    restored = load(fallback=True, warn=warnings.append)
+    assert type(restored.placement).__name__ == "SavedPlacement"
+    assert restored.stats.builtin_modules_known is False and len(warnings) == 1
+    cold = load(fallback=True, cache=False, warn=warnings.append)
+    assert [restored.resolve(int(p, 16)) for p in picks] == [cold.resolve(int(p, 16)) for p in picks]
