@@ -283,6 +283,33 @@ def row_resolve_cli(b: Bench) -> list[dict]:
                    f"{cli_imports / 1000:.1f} ms; answer: {out.stdout.strip()}")]
 
 
+def row_lookup_cli(b: Bench) -> list[dict]:
+    """Whole ``kmodsyms lookup NAME`` processes against ``kmodsyms resolve
+    ADDR`` of the same symbol, both answered from the snapshot the first
+    run saved (kmodsyms.snapshot: the name is found by bisection in the
+    saved name-hash order)."""
+    syms, ks = b.syms(), b.corpus.kallsyms
+    _, _, addr = b.core_range()
+    files = ["--syms", syms, "--kallsyms", ks]
+    resolve = b.kmodsyms + ["resolve", *files, "--json", f"{addr:#x}"]
+    out = subprocess.run(resolve, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"kmodsyms resolve exited {out.returncode}: {out.stderr.strip()}")
+    name = json.loads(out.stdout)["symbol"]
+    lookup = b.kmodsyms + ["lookup", *files, name]
+    found = subprocess.run(lookup, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if found.returncode != 0:
+        raise RuntimeError(f"kmodsyms lookup exited {found.returncode}: {found.stderr.strip()}")
+    ours, base, cold = interleaved([lambda: wall(lookup), lambda: wall(resolve),
+                                    lambda: wall(lookup + ["--no-cache"])], b.runs)
+    o, r = median(ours), median(base)
+    return [result("lookup_cli", "kmodsyms lookup NAME (process wall)", "s", o, r, o / r,
+                   "<= 1.1x", o / r <= 1.1, {"ours": ours, "baseline": base, "no_cache": cold},
+                   f"baseline: kmodsyms resolve --json of the same symbol's address, from the "
+                   f"snapshot; lookup --no-cache (a full load and the name index) takes "
+                   f"{median(cold):.3f}s; answer: {found.stdout.strip()[:120]}")]
+
+
 # -- 6. loader memory ------------------------------------------------------------
 _MEM_SCRIPT = r"""
 import gc, json, os, resource, sys
@@ -401,9 +428,10 @@ ROWS = {
     "load": row_load,
     "resolve_many": row_resolve_many,
     "resolve_cli": row_resolve_cli,
+    "lookup_cli": row_lookup_cli,
     "memory": row_memory,
     "scaling": row_scaling,
 }
 ALIASES = {"1": "build", "2": "rebuild", "3": "load", "4": "resolve_many", "5": "resolve_cli",
            "6": "memory", "7": "scaling", "resolve": "resolve_cli", "mem": "memory",
-           "scan_scaling": "scaling"}
+           "scan_scaling": "scaling", "lookup": "lookup_cli"}

@@ -45,8 +45,16 @@ Conventions shared by every command:
   `dtrace_syms` built for another kernel) print one line,
   `kmodsyms: error: ...`, on stderr and exit with status **2**.  Usage errors
   (unknown option, missing argument) also exit 2.
-* `lookup` exits **1** when some name has no match; `verify` exits **1** when
+* `lookup` exits **1** when some name has no match or names an unknown
+  module; `resolve -` exits **1** when some line of stdin was not an address
+  (each bad line is answered in place: `LINE N: ...` on stderr, or
+  `{"input": ..., "error": ...}` with `--json`); `verify` exits **1** when
   our attribution disagrees with the linker maps.
+* Without a usable `dtrace_syms` for the running kernel (missing, or another
+  kernel's), `resolve`, `lookup`, `kallmodsyms` and `annotate` answer from
+  kallsyms alone with one `kmodsyms: warning: ...` line; `--strict`, or a
+  file named with `--syms`, makes that an error
+  ([pipelines.md](pipelines.md#a-host-without-dtrace_syms)).
 * `-h` is the same as `--help`.  On a terminal, typer renders the help with
   rich; the text below is the plain rendering of the same help.
 * `resolve`, `lookup` and `kallmodsyms` read the running kernel's

@@ -24,8 +24,9 @@ The pipeline, one module per stage:
 __version__ = "0.1.0"
 
 
-def load(syms=None, kallsyms=None, force=False, cache=True):
+def load(syms=None, kallsyms=None, force=False, cache=True, fallback=False, warn=None):
     """Load ``dtrace_syms`` and kallsyms and return a ready
     :class:`kmodsyms.resolver.Resolver`.  See its docstring for the contract."""
     from .resolver import load as _load
-    return _load(syms=syms, kallsyms=kallsyms, force=force, cache=cache)
+    return _load(syms=syms, kallsyms=kallsyms, force=force, cache=cache, fallback=fallback,
+                 warn=warn)

@@ -1,9 +1,10 @@
 """Console entry point (``kmodsyms``, ``python -m kmodsyms``).
 
-``kmodsyms resolve`` is first offered to :func:`kmodsyms.snapshot.quick_resolve`,
-which answers from a saved snapshot without importing typer or numpy (~0.15 s
-of imports, where the whole answer then takes ~70 ms); everything else, and
-any ``resolve`` it declines, runs the typer CLI in :mod:`kmodsyms.cli`.
+``kmodsyms resolve`` and ``kmodsyms lookup`` are first offered to
+:func:`kmodsyms.snapshot.quick_run`, which answers from a saved snapshot
+without importing typer or numpy (~0.15 s of imports, where the whole
+answer then takes ~70 ms); everything else, and whatever it declines, runs
+the typer CLI in :mod:`kmodsyms.cli`.
 """
 
 import sys
@@ -11,9 +12,9 @@ import sys
 
 def main() -> None:
     args = sys.argv[1:]
-    if args[:1] == ["resolve"]:
-        from .snapshot import quick_resolve
-        status = quick_resolve(args[1:])
+    if args[:1] in (["resolve"], ["lookup"]):
+        from .snapshot import quick_run
+        status = quick_run(args[0], args[1:])
         if status is not None:
             sys.exit(status)
     from .cli import main as cli_main

@@ -6,47 +6,28 @@ two give the same record by construction."""
 
 from __future__ import annotations
 
-import sys
+import bisect
+import operator
 
 from .errors import KmodsymsError
+from .namehash import name_hash
 
 BINDING_NAMES = {0: "local", 1: "global", 2: "weak"}   # ELF STB_*
 
 
-def parse_address(text: str) -> int:
-    """A kernel address as a user writes it: hex, ``0x`` optional."""
-    t = text.strip().lower()
-    if t.startswith("0x"):
-        t = t[2:]
+def check_address(address) -> int:
+    """``address`` as an int, if it can be a 64-bit address; else the
+    :class:`KmodsymsError` a user's bad input gets (not numpy's
+    OverflowError)."""
     try:
-        value = int(t, 16)
-    except ValueError:
-        raise KmodsymsError(f"bad address {text!r}: give it in hex, e.g. 0xffffffff81000000") from None
-    if not 0 <= value < 1 << 64:
-        raise KmodsymsError(f"bad address {text!r}: more than 64 bits")
+        value = operator.index(address)   # ints and numpy integers; no floats or strings
+    except TypeError:
+        raise KmodsymsError(f"bad address {address!r}: not an integer") from None
+    if value < 0:
+        raise KmodsymsError(f"bad address {value:#x}: negative")
+    if value >= 1 << 64:
+        raise KmodsymsError(f"bad address {value:#x}: more than 64 bits")
     return value
-
-
-def write_answers(resolve, addresses: list[str], as_json: bool) -> None:
-    """``kmodsyms resolve``'s output: each of ``addresses`` (``-``: one per
-    line of stdin, flushed line by line) answered by ``resolve(address) ->
-    Symbolization``, one line on stdout in DTrace's notation or as JSON."""
-    def emit(text: str) -> None:
-        rec = resolve(parse_address(text))
-        if as_json:
-            import json   # here: its import is a few ms of a run from a snapshot
-            sys.stdout.write(json.dumps(rec.to_json()) + "\n")
-        else:
-            sys.stdout.write(f"{rec}\n")
-
-    for arg in addresses:
-        if arg == "-":
-            for line in sys.stdin:
-                if line.strip():
-                    emit(line)
-                    sys.stdout.flush()
-        else:
-            emit(arg)
 
 
 def is_pseudo_module(name: str) -> bool:
@@ -64,14 +45,17 @@ class Symbolization:
     ``object`` is the build-tree path of the object, None when the symbol
     comes from no object.  ``candidates`` lists the possible module lists
     when the object could not be placed uniquely (``ambiguous``).
-    An address in no symbol has ``symbol`` None.
+    An address in no symbol has ``symbol`` None.  ``builtin_modules_known``
+    is False when answered from kallsyms alone (no usable dtrace_syms):
+    then a built-in module's symbol shows as ``vmlinux``.
 
     (A plain class rather than a dataclass: importing dataclasses costs
     ``kmodsyms resolve`` ~7 ms, a tenth of its run from a snapshot.)
     """
 
     FIELDS = ("address", "module", "modules", "origin", "symbol", "offset", "start", "size",
-              "sized", "type", "binding", "object", "ambiguous", "candidates")
+              "sized", "type", "binding", "object", "ambiguous", "candidates",
+              "builtin_modules_known")
 
     def __init__(self, address: int, module: str | None = None,
                  modules: list[str] | None = None, origin: str | None = None,
@@ -79,11 +63,13 @@ class Symbolization:
                  start: int | None = None, size: int | None = None, sized: bool = False,
                  type: str | None = None, binding: str | None = None,
                  object: str | None = None, ambiguous: bool = False,
-                 candidates: list[list[str]] | None = None):
+                 candidates: list[list[str]] | None = None,
+                 builtin_modules_known: bool = True):
         self.address, self.module, self.modules, self.origin = address, module, modules, origin
         self.symbol, self.offset, self.start, self.size = symbol, offset, start, size
         self.sized, self.type, self.binding, self.object = sized, type, binding, object
         self.ambiguous, self.candidates = ambiguous, candidates if candidates is not None else []
+        self.builtin_modules_known = builtin_modules_known
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Symbolization) and self.__dict__ == other.__dict__
@@ -97,6 +83,8 @@ class Symbolization:
         doc["start"] = None if self.start is None else f"{self.start:#x}"
         if not self.ambiguous:
             del doc["candidates"]
+        if self.builtin_modules_known:   # said only when not: answered without dtrace_syms
+            del doc["builtin_modules_known"]
         return doc
 
     def __str__(self) -> str:
@@ -129,6 +117,13 @@ class Answers:
     that raise NotImplementedError."""
 
     loaded_module_names: list[str]
+    builtin_module_names: list[str]
+    builtin_modules_known = True
+
+    def _name_index(self):
+        """(hashes, lines): every line's :func:`name_hash`, sorted, and the
+        lines in that order (lines of one hash in kallsyms order)."""
+        raise NotImplementedError
 
     def _line_name(self, line: int) -> str:
         raise NotImplementedError
@@ -151,7 +146,7 @@ class Answers:
         """The answer for ``address`` answered by kallsyms ``line`` (-1:
         none), ``sized`` if the line's symbol holds the address."""
         if line < 0:
-            result = Symbolization(address)
+            result = Symbolization(address, builtin_modules_known=self.builtin_modules_known)
             obj = self._object_at(address)
             if obj >= 0:
                 self._fill_object(result, obj)
@@ -161,7 +156,8 @@ class Answers:
         result = Symbolization(address, symbol=self._line_name(line), offset=address - start,
                                start=start, size=size if size >= 0 else None,
                                sized=sized, type=chr(self.line_type[line]),
-                               binding=BINDING_NAMES.get(int(self.line_binding[line])))
+                               binding=BINDING_NAMES.get(int(self.line_binding[line])),
+                               builtin_modules_known=self.builtin_modules_known)
         mod = int(self.line_module[line])
         candidates = None if mod else self._candidates(line)
         if mod:
@@ -189,3 +185,38 @@ class Answers:
         result.modules = mods or ["vmlinux"]
         result.module = result.modules[0]
         result.origin = "builtin" if mods else "core"
+
+    # ---------------------------------------------------------------- names
+    def modules(self) -> list[str]:
+        """Every module name: ``vmlinux``, the built-in modules, the loaded ones."""
+        return ["vmlinux"] + self.builtin_module_names + self.loaded_module_names[1:]
+
+    def lines_named(self, name: str) -> list[int]:
+        """The kallsyms lines of symbol ``name``, in kallsyms order: found by
+        bisection in the name-hash order, confirmed by name."""
+        hashes, lines = self._name_index()
+        h = name_hash(name.encode("utf-8", "surrogateescape"))
+        i = bisect.bisect_left(hashes, h)
+        found = []
+        while i < len(hashes) and hashes[i] == h:
+            if self._line_name(int(lines[i])) == name:
+                found.append(int(lines[i]))
+            i += 1
+        return found
+
+    def lookup(self, name: str, module: str | None = None, offset: int = 0) -> list[Symbolization]:
+        """Every symbol called ``name`` (in ``module`` if given: a built-in
+        module, a loadable module, or ``vmlinux`` for core kernel), as the
+        records of the address ``offset`` bytes into it (``address`` is
+        that address, ``start`` the symbol's)."""
+        if module is not None:
+            module = module.replace("-", "_")
+        results = []
+        for line in self.lines_named(name):
+            start = int(self.line_address[line])
+            address = check_address(start + offset)
+            rec = self.record(address, line, offset < int(self.line_size[line]))
+            if module is None or (rec.modules and module in rec.modules) or \
+                    (rec.ambiguous and any(module in c for c in rec.candidates)):
+                results.append(rec)
+        return results

@@ -14,15 +14,30 @@ from typing import List, Optional
 
 import typer
 
-from .answer import parse_address, write_answers
+from . import __version__
 from .errors import KmodsymsError
+from .frontend import (OPTIONS, byte_exact_stdout, check_addresses, guarded, output_format,
+                       parse_name, run_lookup, run_resolve, warn)
 
 app = typer.Typer(
-    help="Which built-in kernel module every kernel symbol belongs to: build a "
-         "dtrace_syms file from a kernel build tree, then resolve addresses and "
-         "names against /proc/kallsyms in DTrace's mod`sym+off notation.",
     no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+    # Plain help text: rich markup would take '[mod]' for a style tag and eat it.
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]})
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"kmodsyms {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                       help="Print the version and exit.")):
+    """Which built-in kernel module every kernel symbol belongs to: build a
+    dtrace_syms file from a kernel build tree, then resolve addresses and
+    names against /proc/kallsyms in DTrace's mod`sym+off notation."""
 
 def _die(message: str, status: int = 2) -> None:
     typer.echo(f"kmodsyms: error: {message}", err=True)
@@ -225,106 +240,183 @@ def verify(
     raise typer.Exit(report.exit_status())
 
 
-_SYMS_HELP = "dtrace_syms file (default: /lib/modules/$(uname -r)/kernel/dtrace_syms)."
-_KALLSYMS_HELP = "kallsyms file (default: /proc/kallsyms, checked against the running kernel)."
-_FORCE_HELP = "Use dtrace_syms even if it looks built for another kernel."
-_NO_CACHE_HELP = ("Neither restore nor save a snapshot of the loaded files (kept in "
-                  "$XDG_CACHE_HOME/kmodsyms while both are unchanged).")
+def _option(name: str):
+    """The typer option of the shared table (kmodsyms.frontend.OPTIONS),
+    which the quick path reads too."""
+    option = OPTIONS[name]
+    if not option.choices:
+        return typer.Option(option.default, *option.flags, help=option.help, show_default=False)
+
+    def one_of_choices(value: str) -> str:
+        if value not in option.choices:
+            raise typer.BadParameter(f"{value!r} is not one of {', '.join(option.choices)}")
+        return value
+
+    return typer.Option(option.default, *option.flags, help=option.help, show_default=True,
+                        metavar="[" + "|".join(option.choices) + "]", callback=one_of_choices)
 
 
-def _load(syms: Optional[str], kallsyms: Optional[str], force: bool, no_cache: bool):
+def _load(syms: Optional[str], kallsyms: Optional[str], strict: bool, force: bool,
+          no_cache: bool):
     from .resolver import load
-    return load(syms=syms, kallsyms=kallsyms, force=force, cache=not no_cache)
+    return load(syms=syms, kallsyms=kallsyms, force=force, cache=not no_cache,
+                fallback=not strict and syms is None, warn=warn)
 
 
 @app.command()
 def resolve(
-    addresses: List[str] = typer.Argument(..., help="Addresses in hex (0x optional); '-' reads one per line from stdin."),
-    syms: Optional[str] = typer.Option(None, "--syms", "-s", help=_SYMS_HELP),
-    kallsyms: Optional[str] = typer.Option(None, "--kallsyms", help=_KALLSYMS_HELP),
-    as_json: bool = typer.Option(False, "--json", help="One JSON object per address."),
-    force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
-    no_cache: bool = typer.Option(False, "--no-cache", help=_NO_CACHE_HELP),
+    addresses: List[str] = typer.Argument(..., help="Addresses in hex (0x optional); '-' reads "
+                                                    "one per line from stdin, where a bad line "
+                                                    "is reported and the rest answered (exit "
+                                                    "status 1)."),
+    syms: Optional[str] = _option("syms"),
+    kallsyms: Optional[str] = _option("kallsyms"),
+    fmt: str = _option("format"),
+    as_json: bool = _option("json"),
+    strict: bool = _option("strict"),
+    force: bool = _option("force"),
+    no_cache: bool = _option("no_cache"),
 ):
     """Name the module, innermost symbol and offset of kernel addresses
     (DTrace's mod`sym+0xoff)."""
-    for arg in addresses:
-        if arg != "-":
-            parse_address(arg)  # refuse bad input before loading anything
-    resolver = _load(syms, kallsyms, force, no_cache)
-    write_answers(resolver.resolve, addresses, as_json)
+    check_addresses(addresses)   # refuse bad arguments before loading anything
+    resolver = _load(syms, kallsyms, strict, force, no_cache)
+    raise typer.Exit(run_resolve(resolver, addresses, output_format(
+        {"format": fmt, "json": as_json})))
 
 
 @app.command()
 def lookup(
-    names: List[str] = typer.Argument(..., help="[MOD`]NAME: MOD is a built-in module, a loaded module or vmlinux."),
-    syms: Optional[str] = typer.Option(None, "--syms", "-s", help=_SYMS_HELP),
-    kallsyms: Optional[str] = typer.Option(None, "--kallsyms", help=_KALLSYMS_HELP),
-    as_json: bool = typer.Option(False, "--json", help="One JSON object per match."),
-    force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
-    no_cache: bool = typer.Option(False, "--no-cache", help=_NO_CACHE_HELP),
+    names: List[str] = typer.Argument(..., help="[MOD`]NAME[+0xOFF]: MOD is a built-in module, "
+                                                "a loaded module or vmlinux; with +OFF the "
+                                                "address OFF bytes into NAME."),
+    syms: Optional[str] = _option("syms"),
+    kallsyms: Optional[str] = _option("kallsyms"),
+    fmt: str = _option("format"),
+    as_json: bool = _option("json"),
+    strict: bool = _option("strict"),
+    force: bool = _option("force"),
+    no_cache: bool = _option("no_cache"),
 ):
     """Find the address of MOD`NAME (every match of a bare NAME, with its module).
-    Exit status 1 when a name has no match."""
-    resolver = _load(syms, kallsyms, force, no_cache)
-    missing = 0
+    Exit status 1 when a name has no match or its module is unknown."""
     for spec in names:
-        module, tick, name = spec.rpartition("`")
-        matches = resolver.lookup(name, module if tick else None)
-        if not matches:
-            missing += 1
-            typer.echo(f"kmodsyms: no symbol {spec}", err=True)
-        for rec in matches:
-            sys.stdout.write((json.dumps(rec.to_json()) if as_json else str(rec)) + "\n")
-    if missing:
-        raise typer.Exit(1)
+        parse_name(spec)   # refuse bad arguments before loading anything
+    resolver = _load(syms, kallsyms, strict, force, no_cache)
+    raise typer.Exit(run_lookup(resolver, names, output_format({"format": fmt, "json": as_json})))
 
 
 @app.command()
 def kallmodsyms(
-    syms: Optional[str] = typer.Option(None, "--syms", "-s", help=_SYMS_HELP),
-    kallsyms: Optional[str] = typer.Option(None, "--kallsyms", help=_KALLSYMS_HELP),
-    force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
-    no_cache: bool = typer.Option(False, "--no-cache", help=_NO_CACHE_HELP),
+    syms: Optional[str] = _option("syms"),
+    kallsyms: Optional[str] = _option("kallsyms"),
+    strict: bool = _option("strict"),
+    force: bool = _option("force"),
+    no_cache: bool = _option("no_cache"),
 ):
     """Print what UEK's /proc/kallmodsyms printed ('%016x %x %c %s' then
     '\\t[mod]'), for consumers that parse it."""
-    resolver = _load(syms, kallsyms, force, no_cache)
+    resolver = _load(syms, kallsyms, strict, force, no_cache)
     out = sys.stdout
     for text in resolver.kallmodsyms_lines():
         out.write(text + "\n")
 
 
-def main() -> None:
-    """Console entry point: run the app, mapping bad input to exit 2."""
-    # Names are bytes (kallsyms, ELF symbol tables) decoded with
-    # surrogateescape: write them back as the same bytes in any locale,
-    # instead of dying with UnicodeEncodeError under a strict UTF-8 one.
-    if hasattr(sys.stdout, "reconfigure"):
-        sys.stdout.reconfigure(errors="surrogateescape")
+@app.command()
+def annotate(
+    files: Optional[List[str]] = typer.Argument(None, help="Text to annotate (default, or '-': "
+                                                           "stdin)."),
+    folded: bool = typer.Option(False, "--folded", help="Read folded stacks ('a;b;c N', as "
+                                                        "flame graphs take them): prefix every "
+                                                        "kernel frame with mod`."),
+    syms: Optional[str] = _option("syms"),
+    kallsyms: Optional[str] = _option("kallsyms"),
+    strict: bool = _option("strict"),
+    force: bool = _option("force"),
+    no_cache: bool = _option("no_cache"),
+):
+    """Copy text to stdout with its kernel frames module-qualified: 'perf
+    script' frames of [kernel.kallsyms] name their built-in module ([ext4]);
+    oops and dmesg traces get ' [mod]' after 'sym+0xoff/0xsize' and
+    'sym+0xoff/0xsize [mod]' after a bare '[<address>]'; with --folded,
+    folded stacks get 'mod`' before each kernel frame.  Everything else is
+    left as it was."""
+    from .annotate import annotate as run_annotate
+    readers = []
+    for path in files or ["-"]:
+        try:
+            readers.append(sys.stdin.buffer if path == "-" else open(path, "rb"))
+        except OSError as e:
+            raise KmodsymsError(f"cannot read {path}: {e.strerror}") from None
+    resolver = _load(syms, kallsyms, strict, force, no_cache)
+    out = sys.stdout.buffer
+    lines = (raw.decode("utf-8", "surrogateescape") for reader in readers for raw in reader)
+    run_annotate(resolver, lines, lambda text: out.write(text.encode("utf-8", "surrogateescape")),
+                 folded=folded)
+
+
+@app.command()
+def cache(
+    list_: bool = typer.Option(False, "--list", help="List the snapshots, most recently used "
+                                                     "first."),
+    clear: bool = typer.Option(False, "--clear", help="Delete every snapshot."),
+    as_json: bool = typer.Option(False, "--json", help="--list as one JSON object."),
+):
+    """Show or clear the snapshot cache: where it is, what it holds.  A
+    snapshot of a loaded pair of files lets 'resolve' and 'lookup' answer
+    in milliseconds until kallsyms changes; the cache keeps the most
+    recently used few, and drops those of earlier boots."""
+    from . import snapshot
+    directory = snapshot.cache_dir()
+    if clear:
+        typer.echo(f"{directory}: {snapshot.clear()} snapshots deleted")
+        return
+    snaps = snapshot.cached_snapshots()
+    if as_json:
+        typer.echo(json.dumps({"directory": directory, "max_snapshots": snapshot.MAX_SNAPSHOTS,
+                               "max_bytes": snapshot.MAX_CACHE_BYTES,
+                               "snapshots": [snap.to_json() for snap in snaps]}, indent=2))
+        return
+    total = sum(snap.size for snap in snaps)
+    typer.echo(f"{directory or '(no cache: no home directory)'}: {len(snaps)} snapshots, "
+               f"{total / (1 << 20):.1f} MiB (keeps at most {snapshot.MAX_SNAPSHOTS}, "
+               f"{snapshot.MAX_CACHE_BYTES >> 20} MiB)")
+    if list_:
+        import time
+        for snap in snaps:
+            used = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snap.last_used))
+            typer.echo(f"  {os.path.basename(snap.path)}  {snap.size / (1 << 20):6.1f} MiB  "
+                       f"used {used}  {snap.syms} + {snap.kallsyms}")
+
+
+def _run_app() -> int:
+    """The typer app's exit status: usage errors print themselves (exit 2)."""
     try:
         status = app(standalone_mode=False)
-    except KmodsymsError as e:
-        print(f"kmodsyms: error: {e}", file=sys.stderr)
-        sys.exit(2)
     except typer.Exit as e:
-        sys.exit(e.exit_code)
+        return e.exit_code
     except typer.Abort:
         print("kmodsyms: aborted", file=sys.stderr)
-        sys.exit(130)
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(1)
+        return 130
     except Exception as e:
-        # Usage errors (click's, vendored by typer): they print themselves.
+        # Click's usage errors (vendored by typer): they print themselves;
+        # plain 'kmodsyms' is not one, it asks for the help.
+        if type(e).__name__ == "NoArgsIsHelpError":
+            typer.echo(e.ctx.get_help())
+            return 0
         if callable(getattr(e, "show", None)) and hasattr(e, "exit_code"):
             e.show()
-            sys.exit(2)
+            return 2
         raise
     # Without standalone mode click returns typer.Exit's status instead of exiting.
-    sys.exit(status if isinstance(status, int) else 0)
+    return status if isinstance(status, int) else 0
+
+
+def main() -> None:
+    """Console entry point: run the app through the error wrapper the quick
+    path uses too (kmodsyms.frontend.guarded)."""
+    byte_exact_stdout()
+    sys.exit(guarded(_run_app))
 
 
 if __name__ == "__main__":

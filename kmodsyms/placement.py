@@ -65,6 +65,10 @@ class PlacementStats:
     lines_by_extent: int = 0        # in no object's table, inside a placed section
     lines_core_unknown: int = 0     # in no object: linker-made symbols etc.
     lines_ambiguous: int = 0
+    # False when no usable dtrace_syms was given (load(fallback=True)):
+    # kallsyms alone, built-in modules shown as vmlinux; ``degraded`` says why.
+    builtin_modules_known: bool = True
+    degraded: str = ""
 
 
 # ------------------------------------------------------- staleness rules

@@ -20,13 +20,17 @@ dtrace_syms stay the same.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
-from .answer import Answers, Symbolization
-from .kallsyms import Kallsyms, read_kallsyms, read_text
+from .answer import Answers, Symbolization, check_address
+from .errors import KmodsymsError, StaleError
+from .frontend import degraded_warning, forced_warning
+from .kallsyms import Kallsyms, read_text
 from .live import LIVE_KALLSYMS, check_live, default_syms_path
 from .placement import NO, SavedPlacement, place
-from .spans import equal_spans
+from .spans import equal_spans, hash_spans
 from .symsfile import SymsFile, read_syms
 
 _U64 = np.uint64
@@ -73,8 +77,9 @@ class Resolver(Answers):
         self.by_address, self.sorted_address = a["by_address"], a["sorted_address"]
         self.line_address, self.line_type, self.line_module = ks.address, ks.type, ks.module
         self.loaded_module_names = ks.module_names
+        self.builtin_module_names = syms.module_names
         for name in ("line_size", "line_object", "line_binding", "line_region", "region_end",
-                     "iv_start", "iv_end", "iv_line", "iv_parent"):
+                     "iv_start", "iv_end", "iv_line", "iv_parent", "name_hash", "name_order"):
             setattr(self, name, a[name])
         return self
 
@@ -114,6 +119,7 @@ class Resolver(Answers):
         # What answers need per line (kmodsyms.answer.Answers).
         self.line_address, self.line_type, self.line_module = ks.address, ks.type, ks.module
         self.loaded_module_names = ks.module_names
+        self.builtin_module_names = syms.module_names
         self.line_object = np.full(n, NO, dtype=np.int32)
         placed = self.line_section >= 0
         self.line_object[placed] = syms.sections["object"][self.line_section[placed]]
@@ -210,6 +216,7 @@ class Resolver(Answers):
 
     def resolve(self, address: int) -> Symbolization:
         """Answer one address (see :class:`Symbolization`)."""
+        address = check_address(address)
         line, sized = self.resolve_many(np.array([address], dtype=_U64))
         return self.record(address, int(line[0]), bool(sized[0]))
 
@@ -250,33 +257,13 @@ class Resolver(Answers):
         return modsets
 
     # --------------------------------------------------------------- reverse
-    def _name_index(self) -> dict[bytes, list[int]]:
-        index = getattr(self, "_by_name", None)
-        if index is None:
-            index = {}
-            for line, nm in enumerate(self.ks.names_bytes(slice(None))):
-                index.setdefault(nm, []).append(line)
-            self._by_name = index
-        return index
-
-    def lookup(self, name: str, module: str | None = None) -> list[Symbolization]:
-        """Every symbol called ``name`` (in ``module`` if given: a built-in
-        module, a loadable module, or ``vmlinux`` for core kernel), as records
-        whose ``address``/``start`` is the symbol's address."""
-        if module is not None:
-            module = module.replace("-", "_")
-        results = []
-        for line in self._name_index().get(name.encode("utf-8", "surrogateescape"), []):
-            addr = int(self.ks.address[line])
-            rec = self.record(addr, line, bool(self.line_size[line] > 0))
-            if module is None or (rec.modules and module in rec.modules) or \
-                    (rec.ambiguous and any(module in c for c in rec.candidates)):
-                results.append(rec)
-        return results
-
-    def modules(self) -> list[str]:
-        """Every module name: ``vmlinux``, the built-in modules, the loaded ones."""
-        return ["vmlinux"] + self.syms.module_names + self.ks.module_names[1:]
+    def _name_index(self):
+        if getattr(self, "name_hash", None) is None:
+            ks = self.ks
+            hashes = hash_spans(ks.text, ks.name_start, ks.name_end - ks.name_start)
+            order = np.argsort(hashes, kind="stable")
+            self.name_hash, self.name_order = hashes[order], order.astype(np.int32)
+        return self.name_hash, self.name_order
 
     def symbols(self, module: str) -> list[Symbolization]:
         """Every kallsyms symbol of ``module`` (built-in, loaded, or
@@ -359,46 +346,136 @@ def _containers(start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 # ------------------------------------------------------------------- loading
 def load(syms: str | SymsFile | None = None, kallsyms: str | Kallsyms | None = None,
-         force: bool = False, cache: bool = True) -> Resolver:
+         force: bool = False, cache: bool = True, fallback: bool = False,
+         warn=None) -> Resolver:
     """Load dtrace_syms (default ``/lib/modules/$(uname -r)/kernel/dtrace_syms``)
     and kallsyms (default ``/proc/kallsyms``) and place every object.
 
     With the live ``/proc/kallsyms``, the file's kernel release and build-id
     must be the running kernel's; with a kallsyms file given by path the
-    anchor check guards instead.  ``force`` skips both checks.  Raises
-    :class:`KmodsymsError` (or its :class:`StaleError`) with a one-line
-    message on bad or mismatched input.
+    anchor check guards instead.  Raises :class:`KmodsymsError` (or its
+    :class:`StaleError`) with a one-line message on bad or mismatched input.
+    ``force`` uses a mismatched file anyway, but never silently: each load
+    calls ``warn(message)`` (default: :func:`warnings.warn`) saying why.
+
+    ``fallback`` (only when ``syms`` is not given): if the default file is
+    missing, unreadable, corrupt or for another kernel, answer from
+    kallsyms alone, where built-in modules show as ``vmlinux``; ``warn`` is
+    called once with why, and the resolver's ``stats`` say
+    ``builtin_modules_known=False`` and the reason (``degraded``).
 
     With ``cache`` (and both given as paths), the loaded resolver is saved
     as a snapshot (:mod:`kmodsyms.snapshot`, not under ``force``), and a
     later load of the very same files restores it instead of placing again.
     """
+    warn = warn or _warn
+    may_fall_back = fallback and syms is None   # a file the caller names must be used
     syms_path = None if isinstance(syms, SymsFile) else syms or default_syms_path()
     kallsyms_path = None if isinstance(kallsyms, Kallsyms) else kallsyms or LIVE_KALLSYMS
     live = kallsyms_path == LIVE_KALLSYMS
     snapshots = cache and syms_path is not None and kallsyms_path is not None
-    text = None   # kallsyms read once: to match a snapshot, and to load if none does
-    if snapshots:
-        from .snapshot import open_saved
-        text = read_text(kallsyms_path)
-        saved = open_saved(syms_path, kallsyms_path, text)
-        if saved is not None:
-            meta = saved.doc["meta"]
-            if live and not force:
-                check_live(meta["source"], meta["kernel_release"], meta["build_id"])
-            restored = read_syms(syms_path, verify=False)
-            # The file read must be the one the snapshot was checked against.
-            key = saved.doc["key"]
-            if (len(restored.data), bytes(restored.data[12:16])) == (key["syms_size"], key["syms_crc"]):
-                return Resolver.restore(restored, saved)
-    if not isinstance(syms, SymsFile):
-        syms = read_syms(syms_path)
-    if not isinstance(kallsyms, Kallsyms):
-        kallsyms = Kallsyms(text, kallsyms_path) if text is not None else read_kallsyms(kallsyms_path)
-    if live and not force:
-        check_live(syms.source, syms.meta_kernel_release, syms.meta_build_id)
-    resolver = Resolver(syms, kallsyms, check_anchors=not force)
+    # kallsyms is read once: to match a snapshot, and to load if none does.
+    # Its faults are never the fallback's to hide, so it is read first.
+    text = read_text(kallsyms_path) if kallsyms_path is not None else None
+    try:
+        if snapshots:
+            restored = _restore(syms_path, kallsyms_path, text, live, force, warn, may_fall_back)
+            if restored is not None:
+                return restored
+        if not isinstance(syms, SymsFile):
+            syms = read_syms(syms_path)
+        warned = live and not _check_live(syms.source, syms.meta_kernel_release,
+                                          syms.meta_build_id, force, warn)
+    except KmodsymsError as e:
+        if not may_fall_back:
+            raise
+        resolver = _kallsyms_only(_kallsyms(kallsyms, text, kallsyms_path), str(e), warn)
+        if snapshots and not os.path.exists(syms_path):
+            # Missing, not stale: the answer holds until the file appears.
+            from .snapshot import save
+            save(resolver, syms_path, kallsyms_path)
+        return resolver
+    ks = _kallsyms(kallsyms, text, kallsyms_path)
+    if warned:   # forced over another kernel's file: one warning is enough
+        return Resolver(syms, ks, check_anchors=False)
+    try:
+        resolver = Resolver(syms, ks, check_anchors=True)
+    except StaleError as e:
+        if force:
+            warn(forced_warning(e))
+            return Resolver(syms, ks, check_anchors=False)
+        if not may_fall_back:
+            raise
+        return _kallsyms_only(ks, str(e), warn)
     if snapshots and not force:
         from .snapshot import save
         save(resolver, syms_path, kallsyms_path)
     return resolver
+
+
+def _warn(message: str) -> None:
+    import warnings
+    warnings.warn(message, stacklevel=3)
+
+
+def _kallsyms(kallsyms, text: bytes | None, path: str | None) -> Kallsyms:
+    return kallsyms if isinstance(kallsyms, Kallsyms) else Kallsyms(text, path)
+
+
+def _check_live(source: str, release: str, build_id: str, force: bool, warn) -> bool:
+    """Whether the file is the running kernel's.  If not, raise, but under
+    ``force`` warn instead (on every load)."""
+    try:
+        check_live(source, release, build_id)
+        return True
+    except StaleError as e:
+        if not force:
+            raise
+        warn(forced_warning(e))
+        return False
+
+
+def _restore(syms_path: str, kallsyms_path: str, text: bytes, live: bool, force: bool,
+             warn, may_fall_back: bool) -> Resolver | None:
+    """The resolver a matching snapshot holds, or None."""
+    from .snapshot import open_saved
+    saved = open_saved(syms_path, kallsyms_path, text)
+    if saved is None:
+        return None
+    meta, stats = saved.doc["meta"], saved.doc["stats"]
+    if not stats["builtin_modules_known"]:   # made from kallsyms alone, the file missing
+        if not may_fall_back:
+            return None
+        warn(degraded_warning(meta["kallsyms_source"], stats["degraded"]))
+        return _degrade(Resolver.restore(_no_syms(), saved))
+    if live:
+        _check_live(meta["source"], meta["kernel_release"], meta["build_id"], force, warn)
+    restored = read_syms(syms_path, verify=False)
+    # The file read must be the one the snapshot was checked against.
+    if (len(restored.data), bytes(restored.data[12:16])) != saved.doc["key"]["syms_state"][:2]:
+        return None
+    return Resolver.restore(restored, saved)
+
+
+def _kallsyms_only(ks: Kallsyms, why: str, warn) -> Resolver:
+    """The degraded resolver: kallsyms alone (core symbols, loaded and
+    pseudo-modules), every other symbol ``vmlinux``, unsized."""
+    warn(degraded_warning(ks.source, why))
+    resolver = Resolver(_no_syms(), ks, check_anchors=False)
+    resolver.stats.builtin_modules_known = False
+    resolver.stats.degraded = why
+    return _degrade(resolver)
+
+
+def _degrade(resolver: Resolver) -> Resolver:
+    """Mark the records of a resolver of kallsyms alone (its stats say so)."""
+    resolver.builtin_modules_known = False
+    return resolver
+
+
+def _no_syms() -> SymsFile:
+    """A dtrace_syms with no objects, no symbols and no modules."""
+    from .symsfile import TABLES, Meta, StringTable, encode
+    tables = {name: np.zeros(0, dtype) for name, dtype in TABLES[1:]}
+    tables["modsets"] = np.zeros(1, TABLES[3][1])   # module set 0: core kernel
+    return SymsFile(encode(Meta(), StringTable(), tables), "(no dtrace_syms)")

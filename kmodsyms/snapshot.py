@@ -14,13 +14,16 @@ A snapshot is used only for the inputs it was made from: the same kallsyms
 text (length, CRC-32 and Adler-32; it changes at every boot under KASLR and
 at every module load or unload), dtrace_syms' path, size, mtime and CRC,
 and the same kmodsyms and Python.  Only a load that checked the anchors
-makes one, and the running kernel is checked again when one is used.  It
-lives in ``$XDG_CACHE_HOME/kmodsyms`` (default ``~/.cache/kmodsyms``), one
-per pair of file paths, written atomically and fsynced (mode 0600), and is
-then trusted as Python trusts its own .pyc files: a missing, stale,
-truncated or foreign one is not used; ``--no-cache`` bypasses it.  Byte
-order and the ``marshal`` head are the machine's own: it never leaves the
-machine that wrote it.
+makes one, and the running kernel is checked again when one is used.  The
+cache (:func:`cache_dir`) follows the XDG rules: ``$XDG_CACHE_HOME/kmodsyms``,
+for root ``/var/cache/kmodsyms``, else ``~/.cache/kmodsyms`` (never creating
+the home).  One file per pair of file paths and boot, written atomically and
+fsynced (mode 0600); at most :data:`MAX_SNAPSHOTS` files and
+:data:`MAX_CACHE_BYTES`, least recently used out first; a snapshot of another
+boot is deleted when seen.  It is then trusted as Python trusts its own .pyc
+files: a missing, stale, truncated or foreign one is not used; ``--no-cache``
+bypasses it.  Byte order and the ``marshal`` head are the machine's own: it
+never leaves the machine that wrote it.
 """
 
 from __future__ import annotations
@@ -34,11 +37,14 @@ import sys
 import zlib
 
 from . import __version__
-from .answer import Answers, parse_address, write_answers
+from .answer import Answers, check_address
 from .errors import KmodsymsError, StaleError
+from .frontend import (byte_exact_stdout, check_addresses, degraded_warning, forced_warning,
+                       guarded, output_format, parse_args, parse_name, run_lookup, run_resolve,
+                       warn)
 from .live import LIVE_KALLSYMS, check_live, default_syms_path
 
-MAGIC = b"KMSNAP\0\4"
+MAGIC = b"KMSNAP\0\5"
 _HEAD = struct.Struct("=8sQ")     # magic, length of the marshalled doc
 _ALIGN = 8
 
@@ -53,39 +59,182 @@ ARRAYS = (
     ("line_section", "i|q"), ("sorted_address", "Q"), ("by_address", "i|q"),
     ("iv_start", "Q"), ("iv_end", "Q"), ("iv_line", "i|q"), ("iv_parent", "i|q"),
     ("region_end", "Q"), ("extent_start", "Q"), ("extent_end", "Q"),
-    ("extent_section", "i|q"), ("section_object", "i|q"),
+    ("extent_section", "i|q"), ("section_object", "i|q"), ("name_hash", "Q"),
+    ("name_order", "i|q"),
 )
 
 
-def cache_dir() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "kmodsyms")
+# The cache's bound: least recently used snapshots go first once there are
+# more than this many, or they take more than this many bytes (a snapshot
+# of a distribution kernel is ~15 MB).
+MAX_SNAPSHOTS = 8
+MAX_CACHE_BYTES = 256 << 20
+SNAPSHOT_PREFIX = "resolve-"
+SYSTEM_CACHE = "/var/cache/kmodsyms"
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
 
-def snapshot_path(syms_path: str, kallsyms_path: str) -> str:
-    """Where the snapshot of this pair of files lives.  The name only
-    spreads pairs over files; the key inside says which pair it holds."""
+def cache_dir() -> str | None:
+    """Where snapshots live, by the XDG base directory rules:
+    ``$XDG_CACHE_HOME/kmodsyms`` (an absolute path; a relative one is
+    ignored), else for root the system cache ``/var/cache/kmodsyms``, else
+    ``$HOME/.cache/kmodsyms``; None (no cache) when there is no home."""
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if os.path.isabs(xdg):
+        return os.path.join(xdg, "kmodsyms")
+    if os.geteuid() == 0:
+        return SYSTEM_CACHE
+    home = os.environ.get("HOME", "")
+    return os.path.join(home, ".cache", "kmodsyms") if os.path.isabs(home) else None
+
+
+def _make_cache_dir(path: str) -> None:
+    """Create the cache directory (0700) and, missing, its parent (the XDG
+    cache or ~/.cache) -- never more: a missing home stays missing, and
+    then there is no cache (OSError)."""
+    parent = os.path.dirname(path)
+    for directory in (parent, path):
+        try:
+            os.mkdir(directory, 0o700)
+        except FileExistsError:
+            pass
+
+
+def boot_id() -> str:
+    """The running boot's id (a snapshot's name carries it), or "noboot"."""
+    try:
+        with open(BOOT_ID) as f:
+            return f.read().strip().replace("-", "")[:16] or "noboot"
+    except OSError:
+        return "noboot"
+
+
+def snapshot_path(syms_path: str, kallsyms_path: str) -> str | None:
+    """Where the snapshot of this pair of files lives (None: no cache).
+    The name spreads pairs over files and says the boot that made it; the
+    key inside says which pair it holds."""
+    directory = cache_dir()
+    if directory is None:
+        return None
     pair = f"{os.path.abspath(syms_path)}\0{os.path.abspath(kallsyms_path)}"
-    return os.path.join(cache_dir(), f"resolve-{zlib.crc32(pair.encode()):08x}")
+    return os.path.join(directory,
+                        f"{SNAPSHOT_PREFIX}{boot_id()}-{zlib.crc32(pair.encode()):08x}")
 
 
-def _key(syms_path: str, kallsyms_path: str, syms_size: int, syms_crc: bytes,
+class CachedSnapshot:
+    """One snapshot file in the cache, as ``kmodsyms cache --list`` shows it."""
+
+    def __init__(self, path: str, size: int, last_used: float, syms: str | None,
+                 kallsyms: str | None):
+        self.path, self.size, self.last_used = path, size, last_used
+        self.syms, self.kallsyms = syms, kallsyms
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+def cached_snapshots() -> list[CachedSnapshot]:
+    """The cache's snapshots, most recently used first.  Snapshots of
+    another boot are deleted as they are seen: their kallsyms is gone."""
+    directory = cache_dir()
+    try:
+        entries = list(os.scandir(directory)) if directory else []
+    except OSError:
+        return []
+    this_boot = f"{SNAPSHOT_PREFIX}{boot_id()}-"
+    found = []
+    for entry in entries:
+        if not entry.name.startswith(SNAPSHOT_PREFIX):
+            continue
+        try:
+            if not entry.name.startswith(this_boot):
+                os.unlink(entry.path)
+                continue
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        key = _read_key(entry.path)
+        found.append(CachedSnapshot(entry.path, st.st_size, st.st_mtime,
+                                    key.get("syms"), key.get("kallsyms")))
+    return sorted(found, key=lambda snap: -snap.last_used)
+
+
+def _read_key(path: str) -> dict:
+    """A snapshot's key (which pair of files it holds), or {} if unreadable."""
+    try:
+        with open(path, "rb") as f:
+            magic, length = _HEAD.unpack(f.read(_HEAD.size))
+            if magic != MAGIC:
+                return {}
+            return marshal.loads(f.read(length))["key"]
+    except (OSError, ValueError, KeyError, TypeError, EOFError, struct.error):
+        return {}
+
+
+def evict() -> None:
+    """Keep the cache within :data:`MAX_SNAPSHOTS` and :data:`MAX_CACHE_BYTES`,
+    least recently used out first (a snapshot is touched when used)."""
+    total = 0
+    for rank, snap in enumerate(cached_snapshots()):
+        total += snap.size
+        if rank >= MAX_SNAPSHOTS or (rank and total > MAX_CACHE_BYTES):
+            try:
+                os.unlink(snap.path)
+            except OSError:
+                pass
+
+
+def clear() -> int:
+    """Delete every snapshot (and temp file of a killed writer); how many."""
+    from .symsfile import TEMP_PREFIX
+    directory = cache_dir()
+    try:
+        entries = list(os.scandir(directory)) if directory else []
+    except OSError:
+        return 0
+    removed = 0
+    for entry in entries:
+        if entry.name.startswith((SNAPSHOT_PREFIX, TEMP_PREFIX)):
+            try:
+                os.unlink(entry.path)
+                removed += entry.name.startswith(SNAPSHOT_PREFIX)
+            except OSError:
+                pass
+    return removed
+
+
+def _key(syms_path: str, kallsyms_path: str, syms_state: tuple | None,
          kallsyms_text: bytes) -> dict:
-    """What a snapshot must match.  The kallsyms text is known by its length
-    and two checksums (64 bits in all): reading it is the one cost a
-    snapshot cannot avoid, and these cost a few milliseconds more, where a
-    cryptographic hash would cost as much again in imports."""
+    """What a snapshot must match: ``syms_state`` is the dtrace_syms file's
+    (size, header CRC, mtime), None for a load without it (the default file
+    missing: its snapshot holds until the file appears).  The kallsyms text
+    is known by its length and two checksums (64 bits in all): reading it
+    is the one cost a snapshot cannot avoid, and these cost a few
+    milliseconds more, where a cryptographic hash would cost as much again
+    in imports."""
     return {"kmodsyms": __version__, "python": sys.version, "syms": os.path.abspath(syms_path),
-            "kallsyms": os.path.abspath(kallsyms_path), "syms_size": syms_size,
-            "syms_crc": syms_crc, "syms_mtime_ns": os.stat(syms_path).st_mtime_ns,
+            "kallsyms": os.path.abspath(kallsyms_path), "syms_state": syms_state,
             "kallsyms_size": len(kallsyms_text), "kallsyms_crc32": zlib.crc32(kallsyms_text),
             "kallsyms_adler32": zlib.adler32(kallsyms_text)}
+
+
+def _syms_state(syms_path: str) -> tuple | None:
+    """(size, header CRC, mtime) of the file at ``syms_path``; None when
+    there is none (other failures to read it raise OSError)."""
+    try:
+        with open(syms_path, "rb") as f:
+            head = f.read(16)
+            st = os.fstat(f.fileno())
+    except FileNotFoundError:
+        return None
+    return st.st_size, head[12:16], st.st_mtime_ns
 
 
 # ------------------------------------------------------------------ writing
 def save(resolver, syms_path: str, kallsyms_path: str) -> None:
     """Save ``resolver`` (a full :class:`kmodsyms.resolver.Resolver`, loaded
-    from these two paths with its checks on) as their snapshot.  Failure to
+    from these two paths with its checks on, or from kallsyms alone because
+    the file at ``syms_path`` is missing) as their snapshot.  Failure to
     write is no error: it is only a cache."""
     import numpy as np
     from .symsfile import write_atomic
@@ -102,6 +251,7 @@ def save(resolver, syms_path: str, kallsyms_path: str) -> None:
         "extent_end": placement.extent_end, "extent_section": placement.extent_section,
         "section_object": syms.sections["object"],
     }
+    arrays["name_hash"], arrays["name_order"] = resolver._name_index()
     blobs, layout = [], []
     for name, codes in ARRAYS:
         values = arrays[name]
@@ -114,11 +264,14 @@ def save(resolver, syms_path: str, kallsyms_path: str) -> None:
         blobs.append(blob + bytes(-len(blob) % _ALIGN))
     modset_names = [syms.modset_names(i) for i in range(len(syms.modsets))]
     doc = {
-        "key": _key(syms_path, kallsyms_path, len(syms.data), bytes(syms.data[12:16]), ks.text),
+        "key": _key(syms_path, kallsyms_path,
+                    (len(syms.data), bytes(syms.data[12:16]), os.stat(syms_path).st_mtime_ns)
+                    if resolver.builtin_modules_known else None, ks.text),
         "meta": {"source": syms.source, "kernel_release": syms.meta_kernel_release,
                  "build_id": syms.meta_build_id, "kallsyms_source": ks.source},
         "arrays": layout,
         "loaded_module_names": ks.module_names,
+        "builtin_module_names": syms.module_names,
         "object_paths": [syms.object_path(i) for i in range(len(syms.objects))],
         "object_modset": syms.objects["modset"].tolist(),
         "modsets": modset_names,
@@ -128,12 +281,15 @@ def save(resolver, syms_path: str, kallsyms_path: str) -> None:
     }
     packed = marshal.dumps(doc)
     body = packed + bytes(-(_HEAD.size + len(packed)) % _ALIGN) + b"".join(blobs)
+    path = snapshot_path(syms_path, kallsyms_path)
+    if path is None:
+        return
     try:
-        os.makedirs(cache_dir(), mode=0o700, exist_ok=True)
-        write_atomic(snapshot_path(syms_path, kallsyms_path),
-                     _HEAD.pack(MAGIC, len(packed)) + body, mode=0o600)
+        _make_cache_dir(os.path.dirname(path))
+        write_atomic(path, _HEAD.pack(MAGIC, len(packed)) + body, mode=0o600)
     except (OSError, KmodsymsError):
-        pass   # an unwritable cache (read-only home, full disk) only costs speed
+        return   # an unwritable cache (read-only home, full disk) only costs speed
+    evict()
 
 
 # ------------------------------------------------------------------ reading
@@ -145,6 +301,9 @@ class Snapshot(Answers):
         doc = saved.doc
         self.text = saved.kallsyms_text
         self.loaded_module_names = doc["loaded_module_names"]
+        self.builtin_module_names = doc["builtin_module_names"]
+        self.builtin_modules_known = doc["stats"]["builtin_modules_known"]
+        self.answered = 0   # a damaged snapshot is dropped silently only before any answer
         self.object_paths = doc["object_paths"]
         self.object_modset = doc["object_modset"]
         self.modsets = doc["modsets"]
@@ -154,7 +313,13 @@ class Snapshot(Answers):
 
     def resolve(self, address: int):
         """Answer one address (a :class:`kmodsyms.answer.Symbolization`)."""
+        address = check_address(address)
         return self.record(address, *self._answer(address))
+
+    def record(self, address: int, line: int, sized: bool):
+        answer = super().record(address, line, sized)
+        self.answered += 1
+        return answer
 
     def _answer(self, q: int) -> tuple[int, bool]:
         """The line answering ``q`` and whether it is a sized hit: the same
@@ -181,6 +346,9 @@ class Snapshot(Answers):
         return self.extent_section[i] if i >= 0 and q < self.extent_end[i] else -1
 
     # Answers' hooks
+    def _name_index(self):
+        return self.name_hash, self.name_order
+
     def _line_name(self, line: int) -> str:
         return self.text[self.name_start[line]:self.name_end[line]].decode("utf-8", "surrogateescape")
 
@@ -219,12 +387,13 @@ def open_saved(syms_path: str, kallsyms_path: str,
     matches them (``kallsyms_text``: the kallsyms file's bytes, if the
     caller has read them already).  The file is mapped, not read: what is
     not used is never paged in."""
+    path = snapshot_path(syms_path, kallsyms_path)
+    if path is None:
+        return None
     try:
-        with open(snapshot_path(syms_path, kallsyms_path), "rb") as f:
+        with open(path, "rb") as f:
             data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        with open(syms_path, "rb") as f:
-            syms_head = f.read(16)
-            syms_size = os.fstat(f.fileno()).st_size
+        syms_state = _syms_state(syms_path)
         if kallsyms_text is None:
             with open(kallsyms_path, "rb") as f:
                 kallsyms_text = f.read()
@@ -232,7 +401,7 @@ def open_saved(syms_path: str, kallsyms_path: str,
         if magic != MAGIC:
             return None
         doc = marshal.loads(data[_HEAD.size:_HEAD.size + length])
-        if doc["key"] != _key(syms_path, kallsyms_path, syms_size, syms_head[12:16], kallsyms_text):
+        if doc["key"] != _key(syms_path, kallsyms_path, syms_state, kallsyms_text):
             return None
         arrays = {}
         at = _HEAD.size + length
@@ -245,19 +414,45 @@ def open_saved(syms_path: str, kallsyms_path: str,
             at += -at % _ALIGN
         if at != len(data) or len(arrays) != len(ARRAYS):
             return None
+        _touch(path)
         return Saved(memoryview(data), doc, arrays, kallsyms_text)
     except (OSError, ValueError, KeyError, TypeError, EOFError, struct.error):
         return None
 
 
-# ------------------------------------------------------------- quick resolve
-def quick_resolve(args: list[str]) -> int | None:
-    """Run ``kmodsyms resolve ARGS`` from a snapshot: the exit status, or
-    None when this path does not answer (arguments it does not parse, no
-    matching snapshot, a stale file), and the full CLI must run instead,
-    which also reports any error in its own words."""
-    options = _parse_resolve_args(args)
-    if options is None:
+def _touch(path: str) -> None:
+    """Mark a snapshot used now: the cache evicts by last use, and atime
+    is not to be trusted (noatime, relatime)."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+
+
+# ------------------------------------------------------------- quick answers
+RUNNERS = {"resolve": run_resolve, "lookup": run_lookup}
+
+
+class _Declined(Exception):
+    """The quick path hands over to the typer CLI."""
+
+
+def quick_run(command: str, args: list[str]) -> int | None:
+    """Run ``kmodsyms COMMAND ARGS`` (``resolve`` or ``lookup``) from a
+    snapshot: the exit status, or None when this path does not answer
+    (arguments it does not read, no matching snapshot, a stale file), and
+    the full CLI must run instead, which also words any error."""
+    options = parse_args(command, args)
+    if options is None or options["no_cache"]:
+        return None
+    arguments = options["arguments"]
+    try:
+        if command == "resolve":
+            check_addresses(arguments)
+        else:
+            for spec in arguments:
+                parse_name(spec)
+    except KmodsymsError:
         return None
     syms_path = options["syms"] or default_syms_path()
     kallsyms_path = options["kallsyms"] or LIVE_KALLSYMS
@@ -265,85 +460,37 @@ def quick_resolve(args: list[str]) -> int | None:
     if saved is None:
         return None
     snapshot, meta = Snapshot(saved), saved.doc["meta"]
-    if kallsyms_path == LIVE_KALLSYMS and not options["force"]:
+    if not snapshot.builtin_modules_known:
+        # Made from kallsyms alone, the default file missing: as the full
+        # CLI, answer so with its warning, unless told not to.
+        if options["strict"] or options["syms"]:
+            return None
+        warn(degraded_warning(meta["kallsyms_source"], saved.doc["stats"]["degraded"]))
+    elif kallsyms_path == LIVE_KALLSYMS:
         try:
             check_live(meta["source"], meta["kernel_release"], meta["build_id"])
-        except StaleError:
-            return None
-    if hasattr(sys.stdout, "reconfigure"):
-        sys.stdout.reconfigure(errors="surrogateescape")
-
-    answered = 0
-
-    def resolve(address: int):
-        nonlocal answered
-        record = snapshot.resolve(address)
-        answered += 1
-        return record
-
-    try:
-        write_answers(resolve, options["addresses"], options["json"])
-        sys.stdout.flush()
-    except (IndexError, KeyError, TypeError, OverflowError) as e:
-        # A damaged snapshot (its arrays are trusted, not checked): drop it;
-        # before any answer the full CLI takes over (and saves a new one).
-        try:
-            os.unlink(snapshot_path(syms_path, kallsyms_path))
-        except OSError:
-            pass
-        if not answered:
-            return None
-        print(f"kmodsyms: error: damaged snapshot ({type(e).__name__}), now removed; "
-              "run the command again", file=sys.stderr)
-        return 2
-    except KmodsymsError as e:
-        print(f"kmodsyms: error: {e}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    return 0
-
-
-_VALUE_OPTIONS = {"--syms": "syms", "-s": "syms", "--kallsyms": "kallsyms"}
-_FLAG_OPTIONS = {"--json": "json", "--force": "force", "--no-cache": "no_cache"}
-
-
-def _parse_resolve_args(args: list[str]) -> dict | None:
-    """``resolve``'s arguments as the typer command would take them, or None
-    for anything else (help, unknown or malformed options, bad addresses,
-    --no-cache): those go to the typer command."""
-    options = {"syms": None, "kallsyms": None, "json": False, "force": False,
-               "no_cache": False, "addresses": []}
-    i = 0
-    only_arguments = False
-    while i < len(args):
-        arg = args[i]
-        i += 1
-        if only_arguments or arg == "-" or not arg.startswith("-"):
-            options["addresses"].append(arg)
-        elif arg == "--":
-            only_arguments = True
-        elif arg in _FLAG_OPTIONS:
-            options[_FLAG_OPTIONS[arg]] = True
-        else:
-            name, eq, value = arg.partition("=")
-            if name not in _VALUE_OPTIONS or (eq and name == "-s"):   # click: -s=F is "=F"
+        except StaleError as e:
+            if not options["force"]:
                 return None
-            if not eq:
-                if i >= len(args):
-                    return None
-                value = args[i]
-                i += 1
-            options[_VALUE_OPTIONS[name]] = value
-    if options["no_cache"] or not options["addresses"]:
-        return None
+            warn(forced_warning(e))
+    byte_exact_stdout()
+
+    def run() -> int:
+        try:
+            return RUNNERS[command](snapshot, arguments, output_format(options))
+        except (IndexError, KeyError, TypeError, OverflowError) as e:
+            # A damaged snapshot (its arrays are trusted, not checked): drop
+            # it; before any answer the full CLI takes over (and saves a new one).
+            try:
+                os.unlink(snapshot_path(syms_path, kallsyms_path))
+            except (OSError, TypeError):
+                pass
+            if not snapshot.answered:
+                raise _Declined from None
+            raise KmodsymsError(f"damaged snapshot ({type(e).__name__}), now removed; "
+                                "run the command again") from None
+
     try:
-        for arg in options["addresses"]:
-            if arg != "-":
-                parse_address(arg)
-    except KmodsymsError:
+        return guarded(run)
+    except _Declined:
         return None
-    return options

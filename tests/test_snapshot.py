@@ -15,7 +15,8 @@ import pytest
 
 from conftest import FIXTURE
 from kmodsyms import load
-from kmodsyms.snapshot import Snapshot, _parse_resolve_args, open_saved, save, snapshot_path
+from kmodsyms.frontend import parse_args
+from kmodsyms.snapshot import Snapshot, open_saved, save, snapshot_path
 
 FIXTURE_KALLSYMS = os.path.join(FIXTURE, "kallsyms")
 
@@ -169,15 +170,18 @@ def test_quick_path_reads_arguments_as_typer_does(fixture_syms, tmp_path, form):
 
 
 @pytest.mark.parametrize("args", [["--help"], ["-h", "0x1"], ["--bogus", "0x1"], ["-s=x", "0x1"],
-                                  ["--syms"], ["0x1", "--no-cache"], [], ["0xfffffffffffffffff"]])
+                                  ["--syms"], [], ["--json=1", "0x1"], ["--format", "bogus", "0x1"],
+                                  ["--format"]])
 def test_quick_path_declines_what_it_does_not_read(args):
-    assert _parse_resolve_args(args) is None
+    assert parse_args("resolve", args) is None
 
 
 def test_quick_path_options():
-    assert _parse_resolve_args(["-s", "S", "1", "--kallsyms=K", "--json", "-", "--", "2"]) == {
-        "syms": "S", "kallsyms": "K", "json": True, "force": False, "no_cache": False,
-        "addresses": ["1", "-", "2"]}
+    assert parse_args("resolve", ["-s", "S", "1", "--kallsyms=K", "--json", "-", "-f", "kernel",
+                                  "--strict", "--", "2"]) == {
+        "syms": "S", "kallsyms": "K", "format": "kernel", "json": True, "strict": True,
+        "force": False, "no_cache": False, "arguments": ["1", "-", "2"]}
+    assert parse_args("lookup", ["--format=dtrace", "ext4`f+0x1c"])["format"] == "dtrace"
 
 
 def test_load_saves_only_when_asked_and_checked(fixture_syms, tmp_path):

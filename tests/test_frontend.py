@@ -1,0 +1,184 @@
+"""``resolve`` and ``lookup`` as a user and a script meet them: batches
+that survive bad lines, the output formats, ``MOD`NAME+OFF`` lookups, the
+basic conventions (--version, help) -- each the same from the typer CLI
+and from the snapshot's quick path."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIXTURE, FIXTURE_KASLR, ROOT
+from kmodsyms import load
+from kmodsyms.errors import KmodsymsError
+from kmodsyms.frontend import format_dtrace, format_kernel, parse_address
+
+KALLSYMS = os.path.join(FIXTURE, "kallsyms")
+
+
+def _run(args, stdin=None):
+    return subprocess.run([sys.executable, "-m", "kmodsyms", *args], input=stdin,
+                          capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": ROOT})
+
+
+def _both_paths(args, stdin=None):
+    """The answer of the typer CLI (--no-cache) and of the quick path (a
+    snapshot present): they must be the same; returns it."""
+    full = _run(args[:1] + ["--no-cache"] + args[1:], stdin)
+    _run(args[:1] + ["0x1" if args[0] == "resolve" else "rest_init"] + args[1:])  # saves
+    quick = _run(args, stdin)
+    assert (quick.returncode, quick.stdout, quick.stderr) == \
+        (full.returncode, full.stdout, full.stderr)
+    return full
+
+
+@pytest.fixture
+def files(fixture_syms, tmp_path):
+    ks = tmp_path / "kallsyms"
+    ks.write_bytes(open(KALLSYMS, "rb").read())
+    return ["--syms", fixture_syms, "--kallsyms", str(ks)]
+
+
+def _vmlinux_symbols():
+    """name -> (link address, size) of the fixture vmlinux's own symbol
+    table, read by pyelftools (independent of kmodsyms' reader)."""
+    from elftools.elf.elffile import ELFFile
+    out = {}
+    with open(os.path.join(FIXTURE, "vmlinux"), "rb") as f:
+        for sym in ELFFile(f).get_section_by_name(".symtab").iter_symbols():
+            out.setdefault(sym.name, []).append((sym["st_value"], sym["st_size"]))
+    return out
+
+
+def test_bad_stdin_lines_are_answered_in_place(files):
+    good = 0xffffffffab600400
+    stdin = f"{good:#x}\n-1\nzz\n\n0x1ffffffffffffffff\n{good + 4:x}\n"
+    text = _both_paths(["resolve", *files, "-"], stdin)
+    assert text.returncode == 1
+    assert text.stdout.splitlines() == [str(load(files[1], files[3]).resolve(a))
+                                        for a in (good, good + 4)]
+    assert text.stderr.splitlines() == [
+        "LINE 2: bad address '-1': negative",
+        "LINE 3: bad address 'zz': give it in hex, e.g. 0xffffffff81000000",
+        "LINE 5: bad address '0x1ffffffffffffffff': more than 64 bits"]
+    as_json = _both_paths(["resolve", *files, "--json", "-"], stdin)
+    docs = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert as_json.returncode == 1 and as_json.stderr == ""
+    assert [d.get("input") for d in docs] == [None, "-1", "zz", "0x1ffffffffffffffff", None]
+    assert docs[1]["error"] == "bad address '-1': negative"
+    assert [d["address"] for d in docs if "address" in d] == [hex(good), hex(good + 4)]
+
+
+def test_a_bad_argument_is_refused_before_loading(files):
+    out = _run(["resolve", *files, "--", "0x10", "-0x10"])
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr == "kmodsyms: error: bad address '-0x10': negative\n"
+
+
+def test_api_refuses_negative_and_wide_addresses(fixture_syms):
+    r = load(fixture_syms, KALLSYMS)
+    for bad in (-1, 1 << 64):
+        with pytest.raises(KmodsymsError):
+            r.resolve(bad)
+    with pytest.raises(KmodsymsError, match="negative"):
+        parse_address("-0x1")
+    with pytest.raises(KmodsymsError):
+        parse_address("0x0x12")
+
+
+def test_formats_against_the_vmlinux_symbol_table(files):
+    """dtrace and kernel forms of every sized core or built-in function of
+    the fixture, +3 bytes into it, against vmlinux's own symbol table."""
+    symbols = _vmlinux_symbols()
+    r = load(files[1], files[3])
+    at_link = {}
+    for entries in symbols.values():
+        for link, _size in entries:
+            at_link[link] = at_link.get(link, 0) + 1
+    probes = []   # (the module is the resolver's: tests/test_resolver.py holds it to the maps)
+    for name, entries in symbols.items():
+        if len(entries) == 1 and entries[0][1] > 4 and not name.startswith("__pfx_") \
+                and at_link[entries[0][0]] == 1:
+            link, size = entries[0]
+            if link >= 0xffffffff81000000:
+                probes.append((name, link + FIXTURE_KASLR + 3, size))
+    assert len(probes) > 10
+    addresses = [f"{a:#x}" for _, a, _ in probes]
+    for fmt in ("dtrace", "kernel"):
+        out = _both_paths(["resolve", *files, "--format", fmt, *addresses])
+        assert out.returncode == 0
+        for (name, address, size), line in zip(probes, out.stdout.splitlines()):
+            module = r.resolve(address).module
+            if fmt == "dtrace":
+                assert line == f"{module}`{name}+0x3"
+            else:
+                assert line == f"{name}+0x3/{size:#x}" + ("" if module == "vmlinux" else f" [{module}]")
+
+
+def test_formats_of_loaded_unknown_and_absent_symbols(fixture_syms):
+    r = load(fixture_syms, KALLSYMS)
+    loaded = r.lookup("fuse_dev_open")[0]          # kallsyms gives no size
+    assert format_dtrace(loaded) == "fuse`fuse_dev_open"
+    assert format_kernel(loaded) == "fuse_dev_open+0x0 [fuse]"
+    nowhere = r.resolve(0x1234_5678_9abc_def0)
+    assert (format_dtrace(nowhere), format_kernel(nowhere)) == ("0x123456789abcdef0",) * 2
+
+
+def test_lookup_with_offset_and_unknown_module(files):
+    symbols = _vmlinux_symbols()
+    (link, _size), = symbols["ext4_file_open"]
+    out = _both_paths(["lookup", *files, "--json", "ext4`ext4_file_open+0x1c"])
+    doc = json.loads(out.stdout)
+    assert (out.returncode, doc["address"], doc["offset"], doc["module"]) == \
+        (0, hex(link + FIXTURE_KASLR + 0x1c), 0x1c, "ext4")
+    missing = _both_paths(["lookup", *files, "nosuch`ext4_file_open", "isofs`ext4_file_open"])
+    assert missing.returncode == 1 and missing.stdout == ""
+    assert missing.stderr.splitlines() == [
+        "kmodsyms: no module 'nosuch' (for nosuch`ext4_file_open): not vmlinux, a built-in "
+        "module or a loaded module",
+        "kmodsyms: no symbol isofs`ext4_file_open"]
+    bad = _run(["lookup", *files, "ext4`ext4_file_open+0xzz"])
+    assert (bad.returncode, bad.stdout) == (2, "") and len(bad.stderr.splitlines()) == 1
+
+
+def test_lookup_runs_from_the_snapshot_without_numpy_or_typer(files):
+    first = _run(["lookup", *files, "init_once"])
+    second = subprocess.run([sys.executable, "-X", "importtime", "-m", "kmodsyms", "lookup",
+                             *files, "init_once"], capture_output=True, text=True, cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": ROOT})
+    assert (second.returncode, second.stdout) == (0, first.stdout)
+    assert len(first.stdout.splitlines()) == 4     # ext4, isofs, core, fuse
+    imported = {line.rsplit("|", 1)[-1].strip() for line in second.stderr.splitlines()}
+    assert not imported & {"numpy", "typer", "kmodsyms.resolver", "kmodsyms.cli"}
+
+
+def test_version_and_help():
+    from kmodsyms import __version__
+    version = _run(["--version"])
+    assert (version.returncode, version.stdout) == (0, f"kmodsyms {__version__}\n")
+    bare = _run([])
+    assert bare.returncode == 0 and bare.stdout.startswith("Usage:") and "resolve" in bare.stdout
+    # rich renders help on a terminal: it must keep the literal "[mod]".
+    rich = subprocess.run([sys.executable, "-m", "kmodsyms", "kallmodsyms", "--help"],
+                          capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": ROOT, "FORCE_COLOR": "1",
+                               "COLUMNS": "200", "TERM": "xterm"})
+    assert "'\\t[mod]'" in rich.stdout
+
+
+@pytest.mark.parametrize("command", ["resolve", "lookup"])
+def test_typer_and_the_quick_path_read_one_table(command):
+    """Every option of the typer command is in the table the quick path
+    parses with, with the same flags, and nothing else is."""
+    from typer.main import get_command
+    from kmodsyms.cli import app
+    from kmodsyms.frontend import COMMAND_OPTIONS, OPTIONS
+    params = get_command(app).commands[command].params
+    typer_flags = {tuple(p.opts) for p in params if p.opts[0].startswith("-")} - {("-h", "--help")}
+    table_flags = {OPTIONS[name].flags for name in COMMAND_OPTIONS[command]}
+    assert {tuple(sorted(f)) for f in typer_flags} == {tuple(sorted(f)) for f in table_flags}
