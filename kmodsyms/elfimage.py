@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from .elfdefs import SHF_ALLOC
+from .elfdefs import SHF_ALLOC, SHT_SYMTAB
 from .errors import KmodsymsError
 
 NT_GNU_BUILD_ID = 3
@@ -44,6 +44,9 @@ class Image:
     # [start, end) of each SHF_ALLOC output section with a size, by start:
     # the linker's placement rules hold within one output section.
     sections: list[tuple[int, int]] = field(default_factory=list)
+    # Where its .symtab and that table's strings are: (offset, size) each,
+    # and the ELF class and byte order to read it; None when stripped.
+    symtab: tuple[int, int, int, int, bool, str] | None = None
 
 
 def read_image(path: str) -> Image:
@@ -97,13 +100,46 @@ def _read_image(f) -> Image:
                 segments.append((vaddr, vaddr + memsz))
             elif p_type == PT_NOTE and not build_id and filesz:
                 build_id = parse_notes(read(offset, filesz), end)
-    sections = []
+    sections, symtab = [], None
     if shoff and shnum:
         table = read(shoff, shnum * shentsize)
-        for i in range(shnum):
-            h = sh.unpack_from(table, i * shentsize)   # name type flags addr offset size ...
+        headers = [sh.unpack_from(table, i * shentsize) for i in range(shnum)]
+        for h in headers:                 # name type flags addr offset size link ...
             if h[1] == SHT_NOTE and h[5] and not build_id:
                 build_id = parse_notes(read(h[4], h[5]), end)
             if h[2] & SHF_ALLOC and h[5]:
                 sections.append((h[3], h[3] + h[5]))
-    return Image(segments, build_id, sorted(sections))
+            if h[1] == SHT_SYMTAB and h[6] < shnum:
+                strings = headers[h[6]]
+                symtab = (h[4], h[5], strings[4], strings[5], ident[4] == 2, end)
+    return Image(segments, build_id, sorted(sections), symtab)
+
+
+def missing_symbols(path: str, image: Image, wanted: list[tuple[int, bytes]]) -> list[bytes] | None:
+    """The names of ``wanted`` (address, name) pairs that the image's own
+    symbol table does not have at that address, or None when it has no
+    symbol table.  Read in bulk (numpy), only the wanted addresses' names
+    decoded."""
+    import numpy as np
+    if image.symtab is None:
+        return None
+    sym_at, sym_size, str_at, str_size, is64, end = image.symtab
+    dtype = np.dtype([("name", end + "u4"), ("info", "u1"), ("other", "u1"), ("shndx", end + "u2"),
+                      ("value", end + "u8"), ("size", end + "u8")] if is64 else
+                     [("name", end + "u4"), ("value", end + "u4"), ("size", end + "u4"),
+                      ("info", "u1"), ("other", "u1"), ("shndx", end + "u2")])
+    try:
+        with open(path, "rb") as f:
+            f.seek(sym_at)
+            symbols = np.frombuffer(f.read(sym_size - sym_size % dtype.itemsize), dtype=dtype)
+            f.seek(str_at)
+            strings = f.read(str_size)
+    except OSError as e:
+        raise KmodsymsError(f"cannot read {path}: {e.strerror}") from None
+    addresses = np.array([a for a, _ in wanted], dtype=np.uint64)
+    at = np.flatnonzero(np.isin(symbols["value"].astype(np.uint64), addresses))
+    present = set()
+    for k in at.tolist():
+        offset = int(symbols["name"][k])
+        present.add((int(symbols["value"][k]), strings[offset:strings.find(b"\0", offset)]))
+    return [name for address, name in wanted if (address, name) not in present]

@@ -18,6 +18,7 @@ import numpy as np
 
 from .answer import is_pseudo_module
 from .errors import KmodsymsError
+from .symsfile import MAGIC
 from .spans import equal_spans, words
 
 # Bounds of the address ranges that scripts/kallsyms.c keeps when it is not
@@ -113,8 +114,14 @@ class Kallsyms:
     def _error(self, line_index: int, what: str) -> KmodsymsError:
         # Only on the error path: find the line again rather than keep every
         # line's span for the object's life.
-        line = [piece for piece in self.text.split(b"\n") if piece][line_index]
-        return KmodsymsError(f"{self.source}:{line_index + 1}: {what}: {line[:80]!r}")
+        lines = [piece for piece in self.text.split(b"\n") if piece]
+        if self.text.startswith(MAGIC):   # a swapped pair
+            return KmodsymsError(f"{self.source} is a dtrace_syms file, not a kallsyms: "
+                                 "were --syms and --kallsyms swapped?")
+        if line_index == len(lines) - 1 and not self.text.endswith(b"\n"):
+            return KmodsymsError(f"{self.source} ends in the middle of line {line_index + 1}: it is "
+                                 "truncated; read /proc/kallsyms again, whole")
+        return KmodsymsError(f"{self.source}:{line_index + 1}: {what}: {lines[line_index][:80]!r}")
 
     def _parse(self) -> None:
         text = self.text.replace(b"\r\n", b"\n") if b"\r" in self.text else self.text

@@ -17,6 +17,7 @@ import bisect
 import mmap
 import operator
 import os
+import re
 import stat
 import struct
 import tempfile
@@ -31,6 +32,8 @@ from .errors import KmodsymsError
 from .spans import spans_in_order
 
 MAGIC = b"KMODSYMS"
+# The first line of a kallsyms or System.map, given where a dtrace_syms is due.
+_KALLSYMS_LINE = re.compile(rb"(?:[0-9a-fA-F]{8}|[0-9a-fA-F]{16}) [A-Za-z?] \S")
 FORMAT_VERSION = 1
 HEADER_SIZE = 160
 FLAG_MISSING_OBJECTS = 1
@@ -312,6 +315,9 @@ class SymsFile:
     def _validate_header(self) -> None:
         data = self.data
         if len(data) < 16 or data[:8] != MAGIC:
+            if _KALLSYMS_LINE.match(bytes(data[:80])):
+                raise KmodsymsError(f"{self.source} is a kallsyms text, not a dtrace_syms file: "
+                                    "were --syms and --kallsyms swapped?")
             raise KmodsymsError(f"{self.source}: not a dtrace_syms file (bad magic)")
         version, crc = struct.unpack_from("<II", data, 8)
         if version != FORMAT_VERSION:

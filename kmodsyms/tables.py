@@ -12,7 +12,7 @@ import os
 import numpy as np
 
 from .elfdefs import STT_FUNC
-from .elfimage import Image
+from .elfimage import Image, missing_symbols
 from .elfscan import ObjectScan
 from .errors import KmodsymsError, StaleError
 from .kallsyms import Kallsyms, never_listed
@@ -176,6 +176,18 @@ def record_layout(kbuild: str, image: Image, sysmap: Kallsyms, meta: Meta,
                 picked += inside[np.linspace(0, len(inside) - 1,
                                              min(ANCHORS_PER_SEGMENT, len(inside))).astype(int)].tolist()
         anchors += [(int(entry[lines[k]]), index) for k in sorted(set(picked))]
+    # System.map is vmlinux's symbol table, filtered: one left from another
+    # build of the tree places every section off (consistently, when the
+    # code only moved), so the anchors are looked up in vmlinux itself.
+    wanted = [(int(sysmap.address[line]), sysmap.name_bytes(int(line))) for line in
+              lines[np.isin(entry[lines], [e for e, _seg in anchors])].tolist()]
+    absent = missing_symbols(os.path.join(kbuild, "vmlinux"), image, wanted)
+    if absent:
+        raise KmodsymsError(
+            f"{sysmap.source} does not match {os.path.join(kbuild, 'vmlinux')}: {len(absent)} of "
+            f"{len(wanted)} of its symbols checked are not at its addresses in vmlinux's symbol table "
+            f"(such as {absent[0].decode('utf-8', 'backslashreplace')}): it is stale; run make in the "
+            "tree again, or pass --no-layout")
     tables["segments"] = np.array(image.segments, dtype=SEGMENT_DTYPE)
     tables["anchors"] = np.array(anchors, dtype=ANCHOR_DTYPE)
     meta.placement = json.dumps(placed.stats.__dict__)
