@@ -11,6 +11,7 @@ import operator
 
 from .errors import KmodsymsError
 from .namehash import name_hash
+from .thick import kernel_spelling
 
 BINDING_NAMES = {0: "local", 1: "global", 2: "weak"}   # ELF STB_*
 
@@ -210,7 +211,7 @@ class Answers:
         records of the address ``offset`` bytes into it (``address`` is
         that address, ``start`` the symbol's)."""
         if module is not None:
-            module = module.replace("-", "_")
+            module = kernel_spelling(module)
         results = []
         for line in self.lines_named(name):
             start = int(self.line_address[line])

@@ -18,6 +18,7 @@ from . import __version__
 from .errors import KmodsymsError
 from .frontend import (OPTIONS, byte_exact_stdout, check_addresses, guarded, output_format,
                        parse_name, run_lookup, run_resolve, warn)
+from .thick import kernel_spelling
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -175,7 +176,7 @@ def dump(
     syms = read_syms(file)
     indices = range(len(syms.symbols))
     if module is not None:
-        wanted = module.replace("-", "_")
+        wanted = kernel_spelling(module)
         if wanted == "vmlinux":
             sets = [0]
         elif wanted in syms.module_names:

@@ -1,11 +1,9 @@
 """Scan one relocatable ELF object: its sections and defined symbols.
 
-Two readers return the same :class:`ObjectScan`:
-
-* :func:`scan_object` reads the section headers and ``.symtab`` in bulk with
-  ``struct`` (one pass, no per-symbol objects); it is the fast path.
-* :func:`scan_object_pyelftools` walks the same tables with pyelftools, the
-  ELF reader of record; the tests hold the fast path to it, object by object.
+:func:`scan_object` reads the section headers and ``.symtab`` in bulk with
+``struct`` (one pass, no per-symbol objects).  The tests hold it to
+pyelftools, the ELF reader of record, object by object
+(tests/elf_reference.py).
 
 ELF class (32/64-bit) and byte order come from ``e_ident``, so objects of
 every architecture a kernel is built for read the same way.
@@ -54,15 +52,6 @@ class ObjectScan:
     @property
     def sym_name(self) -> list[bytes]:
         return self.sym_names.split(b"\0")[:-1]
-
-    def rows(self):
-        """(name, section name, value, size, type, binding) per symbol: the
-        comparable form used by tests."""
-        return [
-            (n.decode("utf-8", "surrogateescape"), self.sec_name[s], v, z, i & 0xF, i >> 4)
-            for n, v, z, i, s in zip(self.sym_name, self.sym_value, self.sym_size,
-                                     self.sym_info, self.sym_section)
-        ]
 
 
 def _keep_symbol(name: bytes, info: int, shndx: int) -> bool:
@@ -217,46 +206,3 @@ def _scan_bytes(path: str, data: bytes) -> ObjectScan:
         if _keep_symbol(name, info, shndx):
             kept.append((name, value, size, info, shndx))
     return _finish(sections({k[4] for k in kept}), kept)
-
-
-def scan_object_pyelftools(path: str) -> ObjectScan:
-    """The same scan through pyelftools (the reference reader)."""
-    from elftools.common.exceptions import ELFError
-    from elftools.elf.elffile import ELFFile
-    from elftools.elf.sections import SymbolTableIndexSection, SymbolTableSection
-
-    with open(path, "rb") as f:
-        data = f.read()
-    _check_header(path, data)
-    import io
-    try:
-        elf = ELFFile(io.BytesIO(data))
-        sections = [(s.name, s["sh_type"] if isinstance(s["sh_type"], int) else
-                     _SHT.get(s["sh_type"], -1), s["sh_flags"], s["sh_addralign"], s["sh_size"])
-                    for s in elf.iter_sections()]
-        kept = []
-        symtab = elf.get_section_by_name(".symtab")
-        if isinstance(symtab, SymbolTableSection):
-            xindex = next((s for s in elf.iter_sections()
-                           if isinstance(s, SymbolTableIndexSection)), None)
-            for index, sym in enumerate(symtab.iter_symbols()):
-                shndx = sym["st_shndx"]
-                if not isinstance(shndx, int):   # SHN_UNDEF / ABS / COMMON as strings
-                    continue
-                if shndx == SHN_XINDEX and xindex is not None:
-                    shndx = xindex.get_section_index(index)
-                elif shndx >= SHN_LORESERVE:     # other reserved indices: in no section
-                    continue
-                info = _STB[sym["st_info"]["bind"]] << 4 | _STT[sym["st_info"]["type"]]
-                name = sym.name.encode("utf-8", "surrogateescape")
-                if _keep_symbol(name, info, shndx):
-                    kept.append((name, sym["st_value"], sym["st_size"], info, shndx))
-    except ELFError as e:
-        raise KmodsymsError(f"{path}: corrupt ELF object ({e})") from None
-    return _finish(sections, kept)
-
-
-_SHT = {"SHT_NOBITS": SHT_NOBITS, "SHT_SYMTAB": SHT_SYMTAB}
-_STB = {"STB_LOCAL": 0, "STB_GLOBAL": 1, "STB_WEAK": 2, "STB_GNU_UNIQUE": 10}
-_STT = {"STT_NOTYPE": 0, "STT_OBJECT": 1, "STT_FUNC": 2, "STT_SECTION": 3, "STT_FILE": 4,
-        "STT_COMMON": 5, "STT_TLS": 6, "STT_GNU_IFUNC": 10, "STT_LOOS": 10}

@@ -20,6 +20,7 @@ import os
 import sys
 
 from .errors import KmodsymsError
+from .thick import kernel_spelling
 
 PROG = "kmodsyms"
 
@@ -198,7 +199,7 @@ def parse_name(spec: str) -> tuple[str | None, str, int]:
     if not name or (tick and not module):
         raise KmodsymsError(f"bad name {spec!r}: give [MOD`]NAME[+0xOFF], "
                             "e.g. ext4`ext4_file_open+0x1c")
-    return (module.replace("-", "_") if tick else None), name, offset
+    return (kernel_spelling(module) if tick else None), name, offset
 
 
 # ------------------------------------------------------------------ formats

@@ -32,6 +32,7 @@ from .live import LIVE_KALLSYMS, check_live, default_syms_path
 from .placement import NO, SavedPlacement, place
 from .spans import equal_spans, hash_spans
 from .symsfile import SymsFile, read_syms
+from .thick import kernel_spelling
 
 _U64 = np.uint64
 _PADDING_PREFIXES = (b"__pfx_", b"__cfi_")
@@ -268,7 +269,7 @@ class Resolver(Answers):
     def symbols(self, module: str) -> list[Symbolization]:
         """Every kallsyms symbol of ``module`` (built-in, loaded, or
         ``vmlinux`` for core kernel), in address order."""
-        module = module.replace("-", "_")
+        module = kernel_spelling(module)
         ks = self.ks
         modsets = self.line_modsets()[self.by_address]
         loaded = ks.module[self.by_address]

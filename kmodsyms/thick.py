@@ -20,6 +20,12 @@ from dataclasses import dataclass, field
 from .errors import KmodsymsError
 
 
+def kernel_spelling(module: str) -> str:
+    """A module name as the kernel spells it: dashes are underscores
+    (``amd-uncore`` -> ``amd_uncore``), in /proc/modules, kallsyms and sysfs."""
+    return module.replace("-", "_")
+
+
 def module_name(path: str) -> str:
     """The kernel's spelling of a module name: base name without ``.o`` or
     ``.ko``, dashes turned into underscores (``amd-uncore.o`` -> ``amd_uncore``)."""
@@ -28,7 +34,7 @@ def module_name(path: str) -> str:
         if base.endswith(suffix):
             base = base[: -len(suffix)]
             break
-    return base.replace("-", "_")
+    return kernel_spelling(base)
 
 
 @dataclass

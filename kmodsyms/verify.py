@@ -45,6 +45,7 @@ import numpy as np
 
 from .elfdefs import SHF_ALLOC
 from .errors import KmodsymsError
+from .thick import kernel_spelling
 
 VMLINUX = "vmlinux"
 NO_SECTION = "(none)"
@@ -142,7 +143,7 @@ def parse_ranges(text: str, symbol_address, section_address=None,
                                               "anchor_base": f"{base:#x}",
                                               "section_header": f"{section_address[sect]:#x}"})
             continue
-        mods = tuple(m.replace("-", "_") for m in fields[2:])
+        mods = tuple(kernel_spelling(m) for m in fields[2:])
         pending.append((sect, start, end, mods, lineno))
     for sect, start, end, mods, lineno in pending:
         base = out.anchors.get(sect, section_address.get(sect))
@@ -353,32 +354,31 @@ def _classify(ours: tuple, theirs: tuple) -> str:
 
 def _modules_key(mods) -> tuple:
     """Module list as a comparable key (order-free; core = ``vmlinux``)."""
-    return tuple(sorted(m.replace("-", "_") for m in mods)) if mods else (VMLINUX,)
+    return tuple(sorted(kernel_spelling(m) for m in mods)) if mods else (VMLINUX,)
 
 
 def our_answers(resolver) -> tuple[list, list, list]:
     """For every kallsyms line: our module key (None: ambiguous), object,
-    and the ambiguity candidates.  One ``record()`` per line for now; a
-    vectorised per-line modset accessor on the Resolver would replace it."""
-    ks = resolver.ks
+    and the ambiguity candidates, from the resolver's per-line arrays
+    (:meth:`Resolver.line_modsets`)."""
+    syms = resolver.syms
+    set_keys = [_modules_key(syms.modset_names(i)) for i in range(len(syms.modsets))]
+    paths = {}
     keys, objects, cands = [], [], []
-    address = ks.address.tolist()
-    for line, addr in enumerate(address):
-        rec = resolver.record(addr, line, False)
-        if rec.modules is None or rec.ambiguous:
-            keys.append(None)
-            cands.append(rec.candidates)
-        else:
-            keys.append(_modules_key([] if rec.modules == [VMLINUX] else rec.modules))
-            cands.append(None)
-        objects.append(rec.object)
+    for line, (modset, obj) in enumerate(zip(resolver.line_modsets().tolist(),
+                                             resolver.line_object.tolist())):
+        ambiguous = line in resolver.ambiguous
+        keys.append(set_keys[modset] if modset >= 0 and not ambiguous else None)
+        objects.append(paths.setdefault(obj, syms.object_path(obj)) if obj >= 0 else None)
+        cands.append(resolver.record(int(resolver.ks.address[line]), line, False).candidates
+                     if ambiguous else None)
     return keys, objects, cands
 
 
 def verify(kbuild: str, syms_path: str | None = None) -> Report:
     """Compare our attribution of every System.map line with the linker
     maps and/or modules.builtin.ranges of the build tree ``kbuild``."""
-    from .kallsyms import Kallsyms
+    from .kallsyms import read_kallsyms
     from .resolver import Resolver
     from .symsfile import read_syms
 
@@ -407,7 +407,7 @@ def verify(kbuild: str, syms_path: str | None = None) -> Report:
                                 "vmlinux.o (CONFIG_VMLINUX_MAP builds write the maps)")
 
     syms = read_syms(syms_path)
-    ks = Kallsyms(_read_bytes(path("System.map")), path("System.map"), zero_is_hidden=False)
+    ks = read_kallsyms(path("System.map"), zero_is_hidden=False)
     resolver = Resolver(syms, ks)
     ours, our_objects, candidates = our_answers(resolver)
     n = len(ks)

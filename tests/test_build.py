@@ -9,6 +9,7 @@ import pytest
 
 from kmodsyms.archive import vmlinux_objects
 from kmodsyms.build import build
+from elf_reference import rows
 from kmodsyms.elfscan import scan_object
 from kmodsyms.errors import KmodsymsError
 from kmodsyms.symsfile import SymsFile, read_syms
@@ -35,9 +36,9 @@ def test_round_trip_equals_a_fresh_scan(fixture_tree, fixture_syms):
     names = {0: "notype", 1: "object", 2: "func", 6: "tls"}
     binds = {0: "local", 1: "global", 2: "weak"}
     for obj in objects:
-        rows = [(n, s, v, z, names[t], binds[b])
-                for n, s, v, z, t, b in scan_object(os.path.join(fixture_tree, obj)).rows() if n in shown]
-        assert sorted(from_file[obj]) == sorted(rows), obj
+        scanned = [(n, s, v, z, names[t], binds[b])
+                   for n, s, v, z, t, b in rows(scan_object(os.path.join(fixture_tree, obj))) if n in shown]
+        assert sorted(from_file[obj]) == sorted(scanned), obj
 
 
 def test_sorted_by_name_then_modules_then_object(fixture_syms):

@@ -10,7 +10,8 @@ import subprocess
 
 import pytest
 
-from kmodsyms.elfscan import scan_object, scan_object_pyelftools
+from elf_reference import rows, scan_object_pyelftools
+from kmodsyms.elfscan import scan_object
 from kmodsyms.errors import KmodsymsError
 from test_elfscan import readelf_rows
 
@@ -82,7 +83,7 @@ def test_fixture_has_the_class_and_byte_order_it_claims(arch):
 @pytest.mark.parametrize("arch", sorted(ARCHES))
 def test_fast_path_equals_pyelftools(arch):
     fast, ref = scan_object(sample(arch)), scan_object_pyelftools(sample(arch))
-    assert fast.rows() == ref.rows()
+    assert rows(fast) == rows(ref)
     assert (fast.sec_name, fast.sec_size, fast.sec_align, fast.sec_flags) == \
            (ref.sec_name, ref.sec_size, ref.sec_align, ref.sec_flags)
 
@@ -90,7 +91,7 @@ def test_fast_path_equals_pyelftools(arch):
 @pytest.mark.parametrize("arch", sorted(ARCHES))
 def test_matches_readelf(arch):
     need_readelf()
-    assert scan_object(sample(arch)).rows() == readelf_rows(sample(arch))
+    assert rows(scan_object(sample(arch))) == readelf_rows(sample(arch))
 
 
 @pytest.mark.parametrize("arch", sorted(ARCHES))
@@ -110,9 +111,9 @@ def test_host_readelf_agrees_with_the_arch_readelf(arch):
 def test_values_are_those_of_the_source(arch):
     """Decoded in the object's own byte order: a swapped read of 0x124 would
     give 0x24010000 (32-bit) or 0x2401000000000000 (64-bit)."""
-    rows = scan_object(sample(arch)).rows()
-    got = {name: rest for name, *rest in rows}
-    assert len(got) == len(rows), "a symbol is reported twice"
+    scanned = rows(scan_object(sample(arch)))
+    got = {name: rest for name, *rest in scanned}
+    assert len(got) == len(scanned), "a symbol is reported twice"
     assert {k: tuple(v) for k, v in got.items()} == expected_rows(arch)
 
 
@@ -126,7 +127,7 @@ def test_skipped_symbols_are_in_symtab_but_not_scanned(arch):
     if arch == "aarch64":
         assert {"$x", "$d"} <= raw
     # ...and the scanner skips all of it.
-    names = {r[0] for r in scan_object(sample(arch)).rows()}
+    names = {r[0] for r in rows(scan_object(sample(arch)))}
     assert not any(n.startswith(".L") or n.startswith("$") for n in names)
     assert not names & {"undefined_sym", "abs_sym", "common_obj", ".text", ".data"}
 
@@ -154,7 +155,7 @@ def test_no_symtab_is_an_object_without_symbols():
     assert os.path.getsize(bad("no-symtab.o")) > 0
     for reader in (scan_object, scan_object_pyelftools):
         scan = reader(bad("no-symtab.o"))
-        assert scan.rows() == []
+        assert rows(scan) == []
         assert {".text", ".data", ".bss", ".rodata", ".data..percpu", ".init.text"} <= \
                set(scan.sec_name)
 
@@ -176,11 +177,11 @@ def test_archive_is_named_as_such(name):
 def test_path_with_space():
     path = bad("with space.o")
     assert " " in path
-    rows = scan_object(path).rows()
-    assert rows == scan_object(sample("mips")).rows()
-    assert rows == scan_object_pyelftools(path).rows()
+    scanned = rows(scan_object(path))
+    assert scanned == rows(scan_object(sample("mips")))
+    assert scanned == rows(scan_object_pyelftools(path))
     if shutil.which("readelf"):
-        assert rows == readelf_rows(path)
+        assert scanned == readelf_rows(path)
 
 
 def test_processor_specific_section_index_is_skipped(tmp_path):
@@ -195,16 +196,16 @@ def test_processor_specific_section_index_is_skipped(tmp_path):
     struct.pack_into(">H", data, offset + 14, 0xFF03)   # Elf32_Sym.st_shndx, big-endian
     path = tmp_path / "scommon.o"
     path.write_bytes(bytes(data))
-    rows = scan_object(str(path)).rows()
-    assert rows == scan_object(sample("mips")).rows()
+    scanned = rows(scan_object(str(path)))
+    assert scanned == rows(scan_object(sample("mips")))
     if shutil.which("readelf"):
-        assert rows == readelf_rows(str(path))
+        assert scanned == readelf_rows(str(path))
 
 
 def test_processor_specific_section_index_pyelftools(tmp_path):
     test_processor_specific_section_index_is_skipped(tmp_path)
     path = tmp_path / "scommon.o"
-    assert scan_object_pyelftools(str(path)).rows() == scan_object(str(path)).rows()
+    assert rows(scan_object_pyelftools(str(path))) == rows(scan_object(str(path)))
 
 
 # --- extended section numbering ---------------------------------------------
@@ -249,9 +250,9 @@ def test_xindex_section_names(xindex_objects, target):
     path = xindex_objects(target)
     _cls, _data, e_shnum = _section_count(path)
     assert e_shnum == 0, "the object does not use extended section numbering"
-    rows = scan_object(path).rows()
-    by_name = {r[0]: r for r in rows}
-    funcs = [r for r in rows if r[0].startswith("f") and r[0][1:].isdigit()]
+    scanned = rows(scan_object(path))
+    by_name = {r[0]: r for r in scanned}
+    funcs = [r for r in scanned if r[0].startswith("f") and r[0][1:].isdigit()]
     assert len(funcs) == XINDEX_FUNCS
     for name, section, value, size, typ, bind in funcs:
         assert (section, value, size, typ, bind) == (".text." + name, 0, 1, FUNC, GLOBAL)
@@ -264,7 +265,7 @@ def test_xindex_section_names(xindex_objects, target):
 def test_xindex_matches_readelf(xindex_objects, target):
     need_readelf()
     path = xindex_objects(target)
-    assert scan_object(path).rows() == readelf_rows(path)
+    assert rows(scan_object(path)) == readelf_rows(path)
 
 
 def test_xindex_fast_path_equals_pyelftools(xindex_objects):
@@ -272,7 +273,7 @@ def test_xindex_fast_path_equals_pyelftools(xindex_objects):
     fast, ref = scan_object(path), scan_object_pyelftools(path)
     assert (fast.sec_name, fast.sec_size, fast.sec_align, fast.sec_flags) == \
            (ref.sec_name, ref.sec_size, ref.sec_align, ref.sec_flags)
-    assert fast.rows() == ref.rows()
+    assert rows(fast) == rows(ref)
 
 
 # --- the fixtures are what build.sh makes -----------------------------------
