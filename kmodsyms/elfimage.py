@@ -1,9 +1,11 @@
 """A linked ELF image (vmlinux): its loadable segments, its allocated output
-sections and its GNU build-id.
+sections, its GNU build-id and its symbol table.
 
-Read with ``struct`` from the ELF and program headers (class and byte order
-from ``e_ident``), then the notes: a few reads of a file that is tens of
-megabytes, without importing pyelftools (which the tests hold this to).
+Read with ``struct`` from the ELF, program and section headers (class and
+byte order from ``e_ident``), then the notes, and the symbol table in bulk
+with numpy when asked: a few reads of a file that is tens of megabytes.
+The one reader of linked images here (the build, ``verify`` and the link
+maps' section list use it); the tests hold it to pyelftools.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from .elfdefs import SHF_ALLOC, SHT_SYMTAB
+from .elfdefs import SHF_ALLOC, SHN_XINDEX, SHT_SYMTAB
 from .errors import KmodsymsError
 
 NT_GNU_BUILD_ID = 3
@@ -44,6 +46,7 @@ class Image:
     # [start, end) of each SHF_ALLOC output section with a size, by start:
     # the linker's placement rules hold within one output section.
     sections: list[tuple[int, int]] = field(default_factory=list)
+    section_names: list[str] = field(default_factory=list)          # of ``sections``, in order
     # Where its .symtab and that table's strings are: (offset, size) each,
     # and the ELF class and byte order to read it; None when stripped.
     symtab: tuple[int, int, int, int, bool, str] | None = None
@@ -86,10 +89,12 @@ def _read_image(f) -> Image:
             raise ValueError("past the end")
         return data
 
-    if (phnum == PN_XNUM or shnum == 0) and shoff:
+    shstrndx = struct.unpack_from(end + "H", ident, 0x3E if ident[4] == 2 else 0x32)[0]
+    if (phnum == PN_XNUM or shnum == 0 or shstrndx == SHN_XINDEX) and shoff:
         first = sh.unpack(read(shoff, sh.size))      # extended numbering lives in section 0
         phnum = first[7] if phnum == PN_XNUM else phnum
         shnum = shnum or first[5]
+        shstrndx = first[6] if shstrndx == SHN_XINDEX else shstrndx
     segments, build_id = [], ""
     if phoff and phnum:
         table = read(phoff, phnum * phentsize)
@@ -104,22 +109,24 @@ def _read_image(f) -> Image:
     if shoff and shnum:
         table = read(shoff, shnum * shentsize)
         headers = [sh.unpack_from(table, i * shentsize) for i in range(shnum)]
+        names = read(headers[shstrndx][4], headers[shstrndx][5]) if shstrndx < shnum else b""
         for h in headers:                 # name type flags addr offset size link ...
             if h[1] == SHT_NOTE and h[5] and not build_id:
                 build_id = parse_notes(read(h[4], h[5]), end)
             if h[2] & SHF_ALLOC and h[5]:
-                sections.append((h[3], h[3] + h[5]))
+                name = names[h[0]:names.find(b"\0", h[0])] if h[0] < len(names) else b""
+                sections.append((h[3], h[3] + h[5], name.decode("utf-8", "surrogateescape")))
             if h[1] == SHT_SYMTAB and h[6] < shnum:
                 strings = headers[h[6]]
                 symtab = (h[4], h[5], strings[4], strings[5], ident[4] == 2, end)
-    return Image(segments, build_id, sorted(sections), symtab)
+    sections.sort()
+    return Image(segments, build_id, [(a, b) for a, b, _ in sections], [n for *_, n in sections], symtab)
 
 
-def missing_symbols(path: str, image: Image, wanted: list[tuple[int, bytes]]) -> list[bytes] | None:
-    """The names of ``wanted`` (address, name) pairs that the image's own
-    symbol table does not have at that address, or None when it has no
-    symbol table.  Read in bulk (numpy), only the wanted addresses' names
-    decoded."""
+def read_symbols(path: str, image: Image):
+    """The image's symbol table as a numpy array (``name`` offset,
+    ``value``, ``size``, ``info``, ``shndx``) and its string table, or
+    None when it has none."""
     import numpy as np
     if image.symtab is None:
         return None
@@ -136,10 +143,21 @@ def missing_symbols(path: str, image: Image, wanted: list[tuple[int, bytes]]) ->
             strings = f.read(str_size)
     except OSError as e:
         raise KmodsymsError(f"cannot read {path}: {e.strerror}") from None
+    return symbols, strings
+
+
+def missing_symbols(path: str, image: Image, wanted: list[tuple[int, bytes]]) -> list[bytes] | None:
+    """The names of ``wanted`` (address, name) pairs that the image's own
+    symbol table does not have at that address, or None when it has no
+    symbol table.  Only the wanted addresses' names are decoded."""
+    import numpy as np
+    table = read_symbols(path, image)
+    if table is None:
+        return None
+    symbols, strings = table
     addresses = np.array([a for a, _ in wanted], dtype=np.uint64)
-    at = np.flatnonzero(np.isin(symbols["value"].astype(np.uint64), addresses))
     present = set()
-    for k in at.tolist():
+    for k in np.flatnonzero(np.isin(symbols["value"].astype(np.uint64), addresses)).tolist():
         offset = int(symbols["name"][k])
         present.add((int(symbols["value"][k]), strings[offset:strings.find(b"\0", offset)]))
     return [name for address, name in wanted if (address, name) not in present]

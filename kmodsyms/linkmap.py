@@ -23,7 +23,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .elfdefs import SHF_ALLOC
 from .errors import KmodsymsError
 
 _FULL = re.compile(r"^ (\S+)\s+0x([0-9a-fA-F]+)\s+0x([0-9a-fA-F]+)\s+(\S.*)$")
@@ -101,13 +100,8 @@ class ObjectMap:
 def alloc_sections(elf_path: str) -> set[str]:
     """Names of the SHF_ALLOC sections of an ELF file (vmlinux): the ones
     that occupy memory; a map also lists .comment and friends at 0."""
-    from elftools.common.exceptions import ELFError
-    from elftools.elf.elffile import ELFFile
-    try:
-        with open(elf_path, "rb") as f:
-            return {s.name for s in ELFFile(f).iter_sections() if s["sh_flags"] & SHF_ALLOC}
-    except (OSError, ELFError) as e:
-        raise KmodsymsError(f"cannot read sections of {elf_path}: {e}") from None
+    from .elfimage import read_image
+    return set(read_image(elf_path).section_names)
 
 
 def links_vmlinux_o(vmlinux_map: str) -> bool:

@@ -43,7 +43,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .elfdefs import SHF_ALLOC
 from .errors import KmodsymsError
 from .thick import kernel_spelling
 
@@ -187,42 +186,22 @@ class ElfInfo:
 
 
 def read_elf_info(path: str) -> ElfInfo:
-    from elftools.common.exceptions import ELFError
-    from elftools.elf.elffile import ELFFile
-    try:
-        with open(path, "rb") as f:
-            elf = ELFFile(f)
-            if elf.elfclass != 64 or not elf.little_endian:
-                raise KmodsymsError(f"{path}: only 64-bit little-endian vmlinux is supported")
-            secs = []
-            symtab = strtab = None
-            for s in elf.iter_sections():
-                if s["sh_flags"] & SHF_ALLOC and s["sh_size"]:
-                    secs.append((s["sh_addr"], s["sh_addr"] + s["sh_size"], s.name))
-                if s["sh_type"] == "SHT_SYMTAB":
-                    symtab = (s["sh_offset"], s["sh_size"])
-                    link = elf.get_section(s["sh_link"])
-                    strtab = (link["sh_offset"], link["sh_size"])
-            sizes: dict[tuple[bytes, int], int] = {}
-            if symtab:
-                f.seek(symtab[0])
-                raw = f.read(symtab[1])
-                f.seek(strtab[0])
-                strings = f.read(strtab[1])
-                sym = np.frombuffer(raw, dtype=np.dtype([("name", "<u4"), ("info", "u1"), ("other", "u1"),
-                                                         ("shndx", "<u2"), ("value", "<u8"), ("size", "<u8")]))
-                find = strings.find
-                for off, value, size in zip(sym["name"].tolist(), sym["value"].tolist(), sym["size"].tolist()):
-                    if off:
-                        key = (strings[off:find(b"\0", off)], value)
-                        sizes[key] = max(size, sizes.get(key, 0))
-    except OSError as e:
-        raise KmodsymsError(f"cannot read {path}: {e.strerror}") from None
-    except ELFError as e:
-        raise KmodsymsError(f"{path}: not a valid ELF file ({e}); pass the build's vmlinux") from None
-    secs.sort()
-    return ElfInfo([s[2] for s in secs], np.array([s[0] for s in secs], dtype=_U64),
-                   np.array([s[1] for s in secs], dtype=_U64), {s[2]: s[0] for s in secs}, sizes)
+    from .elfimage import read_image, read_symbols
+    image = read_image(path)
+    sizes: dict[tuple[bytes, int], int] = {}
+    table = read_symbols(path, image)
+    if table is not None:
+        symbols, strings = table
+        find = strings.find
+        for off, value, size in zip(symbols["name"].tolist(), symbols["value"].tolist(),
+                                    symbols["size"].tolist()):
+            if off:
+                key = (strings[off:find(b"\0", off)], value)
+                sizes[key] = max(size, sizes.get(key, 0))
+    starts = np.array([a for a, _ in image.sections], dtype=_U64)
+    ends = np.array([b for _, b in image.sections], dtype=_U64)
+    return ElfInfo(list(image.section_names), starts, ends,
+                   {name: a for (a, _), name in zip(image.sections, image.section_names)}, sizes)
 
 
 # --------------------------------------------------------------------- report

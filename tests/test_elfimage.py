@@ -26,7 +26,7 @@ def _reference(path_or_bytes):
 
 def _reference_sections(path):
     with open(path, "rb") as f:
-        return sorted((s["sh_addr"], s["sh_addr"] + s["sh_size"]) for s in ELFFile(f).iter_sections()
+        return sorted((s["sh_addr"], s["sh_addr"] + s["sh_size"], s.name) for s in ELFFile(f).iter_sections()
                       if s["sh_flags"] & 0x2 and s["sh_size"])
 
 
@@ -35,14 +35,14 @@ def test_fixture_vmlinux():
     image = read_image(path)
     assert (image.segments, image.build_id) == _reference(path)
     assert len(image.build_id) == 40 and len(image.segments) >= 2
-    assert image.sections == _reference_sections(path)
+    assert [(a, b, n) for (a, b), n in zip(image.sections, image.section_names)] == _reference_sections(path)
 
 
 def test_corpus_vmlinux(corpus):
     path = os.path.join(corpus, "vmlinux")
     image = read_image(path)
     assert (image.segments, image.build_id) == _reference(path)
-    assert image.sections == _reference_sections(path)
+    assert [(a, b, n) for (a, b), n in zip(image.sections, image.section_names)] == _reference_sections(path)
 
 
 def _image(is64: bool, end: str, build_id: bytes) -> bytes:
