@@ -29,7 +29,7 @@ from .errors import KmodsymsError, StaleError
 from .frontend import degraded_warning, forced_warning
 from .kallsyms import Kallsyms, read_text
 from .live import LIVE_KALLSYMS, check_live, default_syms_path
-from .placement import NO, SavedPlacement, place
+from .placement import NO, place, saved_placement
 from .spans import equal_spans, hash_spans
 from .symsfile import SymsFile, read_syms
 from .thick import kernel_spelling
@@ -71,7 +71,7 @@ class Resolver(Answers):
             saved.kallsyms_text, doc["meta"]["kallsyms_source"], doc["loaded_module_names"],
             a["line_address"], a["line_type"], a["line_module"], a["name_start"], a["name_end"],
             a["by_address"])
-        placed = SavedPlacement(doc["stats"], a["extent_start"], a["extent_end"], a["extent_section"])
+        placed = saved_placement(doc["stats"], a["extent_start"], a["extent_end"], a["extent_section"])
         ambiguous = {line: entries for line, (entries, _names) in doc["ambiguous"].items()}
         self._placed(placed, np.flatnonzero(ks.module == 0), a["line_entry"], a["line_section"],
                      ambiguous)

@@ -136,25 +136,23 @@ def record_layout(kbuild: str, image: Image, sysmap: Kallsyms, meta: Meta,
     output sections, within which the linker lays out same-named input
     sections in link order."""
     import json
-    from .placement import Placement
+    from .placement import SearchPlacer
     from .symsfile import SymsFile
     try:
-        placed = Placement(SymsFile.from_tables(meta, strings, tables), sysmap,
-                           output_sections=image.sections)
+        placer = SearchPlacer(SymsFile.from_tables(meta, strings, tables), sysmap,
+                              output_sections=image.sections)
     except StaleError as e:
         raise KmodsymsError(f"{sysmap.source} does not match the objects of {kbuild} "
                             f"({e.evidence}): it is stale; run make in the tree again, "
                             "or pass --no-layout") from None
+    placed = placer.result()
     sections = tables["sections"]
     is_placed = placed.section_how != 0
     sections["address"] = np.where(is_placed, placed.section_base, NO_ADDRESS)
     sections["placement"] = placed.section_how
     # Anchors: lines whose name is unique on both sides, spread over each segment.
     entry = placed.line_entry
-    unique = entry >= 0
-    unique[unique] = placed.group_count[placed.entry_group[entry[unique]]] == 1
-    lines = np.flatnonzero(unique)
-    lines = lines[placed.lines_per_group[placed.entry_group[entry[lines]]] == 1]
+    lines = placer.unique_lines()
     lines = lines[np.argsort(sysmap.address[lines], kind="stable")]
     # Every kallsyms lists the text ranges, and a CONFIG_KALLSYMS_ALL=n one
     # nothing else of the core kernel: anchors are taken in the text ranges

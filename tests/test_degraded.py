@@ -18,6 +18,7 @@ import pytest
 
 from conftest import ROOT
 from kmodsyms import load
+from kmodsyms.placement import Placed
 from kmodsyms.errors import KmodsymsError, StaleError
 from kmodsyms.live import default_syms_path
 
@@ -149,7 +150,7 @@ def test_degraded_answers_come_from_a_snapshot_too():
     assert _run("resolve", "--syms", default_syms_path(), *picks).returncode == 2
     warnings = []
     restored = load(fallback=True, warn=warnings.append)
-    assert type(restored.placement).__name__ == "SavedPlacement"
+    assert type(restored.placement) is Placed
     assert restored.stats.builtin_modules_known is False and len(warnings) == 1
     cold = load(fallback=True, cache=False, warn=warnings.append)
     assert [restored.resolve(int(p, 16)) for p in picks] == [cold.resolve(int(p, 16)) for p in picks]

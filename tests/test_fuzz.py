@@ -301,7 +301,7 @@ REPRODUCERS = {
     "section-size-max": ([("field", 6, 17, 4, (1 << 64) - 1)], "crc"),
     "section-size-2^63": ([("field", 6, 17, 4, 1 << 63)], "crc"),
     # an anchor symbol's value near 2^64 (fixture symbol 47, the slow run's
-    # ('u32', 38566, 1)): LinkedPlacement._shift_segments -> OverflowError
+    # ('u32', 38566, 1)): LinkedPlacer._shift_segments -> OverflowError
     # in _U64(link) since link = section address + value > 2^64
     "anchor-value-2^32": ([("field", 7, 47, 4, (1 << 32) + 0x10)], "crc"),
     "anchor-value-max": ([("field", 7, 47, 4, (1 << 64) - 1)], "crc"),
@@ -339,7 +339,7 @@ def _suffix_shared(syms_bytes: bytes) -> tuple[bytes, int]:
 
 @pytest.mark.parametrize("layout", [True, False])
 def test_suffix_shared_string_offsets_are_read_right(syms_bytes, kallsyms_bytes, probes, layout):
-    """Bug (placement.Placement._name_groups, the path for files without a
+    """Bug (placement.search.SearchPlacer._name_groups, the path for files without a
     link layout): a name at offset X is decoded as the stored string starting
     at or after X, so a spec-valid file with tail-shared names is refused
     ('symbol names are not sorted') or misnamed."""

@@ -16,6 +16,7 @@ import pytest
 from conftest import FIXTURE
 from kmodsyms import load
 from kmodsyms.frontend import parse_args
+from kmodsyms.placement import Placed
 from kmodsyms.snapshot import Snapshot, open_saved, save, snapshot_path
 
 FIXTURE_KALLSYMS = os.path.join(FIXTURE, "kallsyms")
@@ -50,7 +51,7 @@ def _assert_same_answers(syms_path, kallsyms_path, count, seed):
     assert saved.doc["meta"]["kernel_release"] == resolver.syms.meta_kernel_release
     snapshot = Snapshot(saved)
     restored = load(syms_path, kallsyms_path)
-    assert type(restored.placement).__name__ == "SavedPlacement"
+    assert type(restored.placement) is Placed       # restored: extents only, nothing placed
     probes = _probe_addresses(resolver, count, seed)
     lines, sized = resolver.resolve_many(probes)
     again = restored.resolve_many(probes)
@@ -192,9 +193,9 @@ def test_load_saves_only_when_asked_and_checked(fixture_syms, tmp_path):
     load(fixture_syms, str(ks), force=True)     # checks skipped: nothing saved
     assert not os.path.exists(path)
     first = load(fixture_syms, str(ks))
-    assert os.path.exists(path) and type(first.placement).__name__ != "SavedPlacement"
+    assert os.path.exists(path) and type(first.placement) is not Placed
     again = load(fixture_syms, str(ks))
-    assert type(again.placement).__name__ == "SavedPlacement"
+    assert type(again.placement) is Placed
     assert again.resolve(0xffffffffab600400) == first.resolve(0xffffffffab600400)
 
 

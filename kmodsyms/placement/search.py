@@ -1,4 +1,6 @@
-"""Place every object section of dtrace_syms in a kernel's address space.
+"""Search placement: every object section of dtrace_syms placed in a kernel's
+address space by its names alone (files without a link layout, and the
+build, which records the result as the layout).
 
 Placement works on *object sections* (an object's ``.text``, ``.data``...),
 because once linked each occupies one contiguous interval of vmlinux.  Input:
@@ -29,49 +31,17 @@ docs/resolver.md states the rules in full.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from .elfdefs import SHF_LINK_ORDER, STT_FUNC
-from .errors import KmodsymsError, StaleError
-from .kallsyms import Kallsyms
-from .spans import equal_spans, hash_spans
-from .symsfile import NO_ADDRESS, SymsFile
+from ..errors import StaleError
+from ..kallsyms import Kallsyms
+from ..spans import equal_spans
+from ..symsfile import SymsFile
+from .names import _match_names
+from .result import (BY_ANCHOR, BY_ELIMINATION, BY_NEIGHBOURS, LINE_AMBIGUOUS, LINE_EXTENT, LINE_SYMBOL,
+                     MASK, NO, U64, UNPLACED, Placed, Placement, PlacementStats, count_lines)
+from ..elfdefs import SHF_LINK_ORDER
 
-NO = -1
-_U64 = np.uint64
-_MASK = (1 << 64) - 1      # addresses are modulo 2^64, as the linker's
-# Placement methods, per object section (stored in dtrace_syms too).
-UNPLACED, BY_ANCHOR, BY_ELIMINATION, BY_NEIGHBOURS = 0, 1, 2, 3
-# How a kallsyms line got its object.
-LINE_NONE, LINE_SYMBOL, LINE_EXTENT, LINE_AMBIGUOUS = 0, 1, 2, 3
-
-
-@dataclass
-class PlacementStats:
-    """How the kallsyms lines got their objects."""
-
-    core_lines: int = 0
-    sections_by_anchor: int = 0
-    sections_by_elimination: int = 0
-    sections_by_neighbours: int = 0
-    sections_unplaced: int = 0
-    anchors: int = 0
-    conflicting_anchors: int = 0
-    lines_by_anchor: int = 0        # matched a symbol of a section placed by anchors
-    lines_by_elimination: int = 0   # ... of a section placed by elimination
-    lines_by_neighbours: int = 0    # ... of a section placed by link order
-    lines_by_extent: int = 0        # in no object's table, inside a placed section
-    lines_core_unknown: int = 0     # in no object: linker-made symbols etc.
-    lines_ambiguous: int = 0
-    # False when no usable dtrace_syms was given (load(fallback=True)):
-    # kallsyms alone, built-in modules shown as vmlinux; ``degraded`` says why.
-    builtin_modules_known: bool = True
-    degraded: str = ""
-
-
-# ------------------------------------------------------- staleness rules
 # Search placement (no layout): the unique names that match must be this
 # many at least, and at most this share of them may disagree on their
 # section's base.
@@ -82,116 +52,11 @@ def conflicting_votes_allowed(anchors: int) -> int:
     return max(8, anchors // 20)
 
 
-# Linked placement: in a kallsyms of the kernel the file was built for, every
-# anchor it shows is exactly at its link address plus its segment's shift,
-# and KASLR shifts by whole pages (in practice by more: 2 MiB on x86_64,
-# 64 KiB on arm64).  So one anchor elsewhere, or a shift that is not a
-# multiple of the smallest page, means another kernel: a rebuild that grew
-# one function moves everything after it by a few bytes.
-MISPLACED_ANCHORS_ALLOWED = 0
-SHIFT_ALIGNMENT = 4096
 
 
-@dataclass
-class AnchorCheck:
-    """Tally of a linked placement's anchors, and the judgement on it.
-
-    An anchor is *placed* (a core kallsyms line of its name at its link
-    address plus its segment's shift), *misplaced* (lines of its name, none
-    there) or *absent* (no line of its name).  Absent is no evidence against
-    the file: a kernel without ``CONFIG_KALLSYMS_ALL`` lists only the text
-    ranges, so its data anchors are absent.  But ``kmodsyms build`` takes
-    function anchors only inside the text ranges, which every kallsyms
-    lists (``scripts/kallsyms.c``), so an absent function anchor means
-    kallsyms lacks lines it must have."""
-
-    syms_source: str
-    kallsyms_source: str
-    verified: int = 0
-    misplaced: int = 0
-    absent: int = 0
-    absent_functions: int = 0
-    example_absent_function: str = ""
-
-    def count(self, name: bytes, is_function: bool, present: bool, placed: bool) -> None:
-        if placed:
-            self.verified += 1
-        elif present:
-            self.misplaced += 1
-        else:
-            self.absent += 1
-            if is_function:
-                self.absent_functions += 1
-                self.example_absent_function = self.example_absent_function or \
-                    name.decode("utf-8", "backslashreplace")
-
-    def judge(self) -> None:
-        """Raise when the two files are not of one kernel: blame the file
-        the evidence points at, in one line."""
-        present = self.verified + self.misplaced
-        if self.verified == 0 or self.misplaced > MISPLACED_ANCHORS_ALLOWED:
-            raise StaleError(
-                f"{self.syms_source} does not match {self.kallsyms_source}: of its "
-                f"{present + self.absent} anchor symbols, {self.verified} are where its link "
-                f"addresses say, {self.misplaced} elsewhere and {self.absent} absent; they are "
-                "of different kernels: use the dtrace_syms built for the kernel whose kallsyms "
-                "this is (or rebuild it)")
-        if self.absent_functions:
-            raise KmodsymsError(
-                f"{self.kallsyms_source} lacks {self.absent_functions} function symbols that every "
-                f"kallsyms of this kernel lists (such as {self.example_absent_function}), though the "
-                f"{self.verified} it has are where {self.syms_source} says: it is truncated or "
-                "filtered; read /proc/kallsyms again, whole and as root")
-
-
-def _shift_between(starts: np.ndarray, shift: np.ndarray, known: np.ndarray) -> None:
-    """A segment none of whose anchors kallsyms shows (the data of a
-    text-only kernel) moves with the segments around it when the nearest
-    below and above moved alike: KASLR moves the kernel image as one piece,
-    and only a segment apart from it (x86's per-cpu data at 0) stays put, so
-    a segment lying between two that moved by one amount moved by it too."""
-    order = np.argsort(starts, kind="stable").tolist()
-    for rank, seg in enumerate(order):
-        if known[seg]:
-            continue
-        below = [s for s in order[:rank] if known[s]]
-        above = [s for s in order[rank + 1:] if known[s]]
-        if below and above and shift[below[-1]] == shift[above[0]]:
-            shift[seg], known[seg] = shift[below[-1]], True
-
-
-def _core_lines_named(ks: Kallsyms, names: list[bytes]) -> list[list[int]]:
-    """The core kallsyms lines called each of ``names`` (few names, many
-    lines): only lines of a length some name has are hashed."""
-    core = np.flatnonzero(ks.module == 0)
-    length = (ks.name_end[core] - ks.name_start[core]).astype(np.int64)
-    core = core[np.isin(length, [len(n) for n in names])]
-    found: list[list[int]] = [[] for _ in names]
-    if not len(core) or not names:
-        return found
-    line_hash = hash_spans(ks.text, ks.name_start[core], (ks.name_end[core] - ks.name_start[core]).astype(np.int64))
-    joined = b"".join(names)
-    starts = np.cumsum([0] + [len(n) for n in names[:-1]]).astype(np.int64)
-    name_hash = hash_spans(joined, starts, np.array([len(n) for n in names], dtype=np.int64))
-    wanted = {}
-    for k, h in enumerate(name_hash.tolist()):
-        wanted.setdefault(h, []).append(k)
-    for line, h in zip(core[np.isin(line_hash, name_hash)].tolist(),
-                       line_hash[np.isin(line_hash, name_hash)].tolist()):
-        for k in wanted[h]:
-            if ks.name_bytes(line) == names[k]:
-                found[k].append(line)
-    return found
-
-
-class Placement:
-    """Search placement of ``syms`` against ``ks`` (see the module doc).
-
-    Results: ``section_base`` (uint64 load address per object section) and
-    ``section_how``; per kallsyms line ``line_entry`` (dtrace_syms entry, -1),
-    ``line_section`` (object section holding it, -1) and ``line_how``;
-    ``ambiguous`` (line -> candidate entries); ``stats``; ``core_lines``.
-    """
+class SearchPlacer:
+    """Search placement of ``syms`` against ``ks`` (see the module doc);
+    :meth:`result` is the :class:`~kmodsyms.placement.result.Placement`."""
 
     def __init__(self, syms: SymsFile, ks: Kallsyms, check_anchors: bool = True,
                  output_sections: list[tuple[int, int]] = ()):
@@ -240,7 +105,7 @@ class Placement:
         syms, ks = self.syms, self.ks
         self._name_groups()
         n_sections = len(syms.sections)
-        self.section_base = np.zeros(n_sections, dtype=_U64)
+        self.section_base = np.zeros(n_sections, dtype=U64)
         self.section_how = np.zeros(n_sections, dtype=np.int8)
         core_groups = self.line_group[self.core_lines]
         valid = core_groups >= 0
@@ -264,7 +129,7 @@ class Placement:
             new_pair = np.ones(len(by_pair), dtype=bool)
             new_pair[1:] = (sections[1:] != sections[:-1]) | (bases[1:] != bases[:-1])
             firsts = np.flatnonzero(new_pair)
-            uniq = np.stack([sections[firsts].astype(_U64), bases[firsts]])
+            uniq = np.stack([sections[firsts].astype(U64), bases[firsts]])
             votes = np.diff(np.append(firsts, len(by_pair)))
             order = np.lexsort((votes, uniq[0]))          # by section, then votes
             uniq, votes = uniq[:, order], votes[order]
@@ -349,7 +214,7 @@ class Placement:
 
         def place(sec: int, base: int, method: int) -> None:
             clock[0] += 1
-            self.section_base[sec] = _U64(base & mask)
+            self.section_base[sec] = U64(base & mask)
             how[sec] = method
             for _e, g, _v in by_section.get(sec, ()):
                 unplaced_copies[g] -= 1
@@ -385,10 +250,10 @@ class Placement:
                 if not free_lines[pivot_group]:
                     continue
                 pivot_lines = group_lines[pivot_group]
-                bases = ks.address[pivot_lines[free[pivot_lines]]] - _U64(pivot_value)
+                bases = ks.address[pivot_lines[free[pivot_lines]]] - U64(pivot_value)
                 score = np.zeros(len(bases), dtype=np.int64)
                 for _e, g, v in entries:
-                    score += free_hits(g, bases + _U64(v))
+                    score += free_hits(g, bases + U64(v))
                 best = int(score.max())
                 if best >= 2 and (score == best).sum() == 1:
                     place(sec, int(bases[int(score.argmax())]), BY_ELIMINATION)
@@ -548,7 +413,7 @@ class Placement:
                 pos = (start + offsets[k]) % wrap
                 if sec in candidates and not any(int(c) == pos for c in candidates[sec]):
                     continue
-                forced.append((sec, _U64(pos)))
+                forced.append((sec, U64(pos)))
         return forced
 
     def _interleaved(self) -> bool:
@@ -587,7 +452,7 @@ class Placement:
         following = np.searchsorted(all_sorted, points, side="right")
         has_next = following < len(all_sorted)
         points, nxt = points[has_next], all_sorted[following[has_next]]
-        loose_enough = self.extent_of(points) < 0
+        loose_enough = self.placed.extent_of(points) < 0
         points, nxt = points[loose_enough], nxt[loose_enough]
         sizes = self.syms.sections["size"]
         aligns = self.syms.sections["align"]
@@ -599,14 +464,14 @@ class Placement:
             if length >= 1 << 64:
                 continue  # larger than the address space: not a real block
             first_align = max(int(aligns[members[0]]), 1)
-            end = points + _U64(length)
+            end = points + U64(length)
             gap = nxt - end                      # wraps (huge) when next < end
-            low_bit = nxt & (~nxt + _U64(1))    # largest power of two dividing next
-            fits = (points % _U64(first_align) == 0) & (nxt >= end)
+            low_bit = nxt & (~nxt + U64(1))    # largest power of two dividing next
+            fits = (points % U64(first_align) == 0) & (nxt >= end)
             # An exact end is preferred; else one rounded up to at most a
             # 64 KiB page (the largest PAGE_SIZE), as "__smp_locks_end" is.
             exact = fits & (gap == 0)
-            ok = exact if exact.any() else fits & (gap < np.minimum(low_bit, _U64(1 << 16)))
+            ok = exact if exact.any() else fits & (gap < np.minimum(low_bit, U64(1 << 16)))
             block = self.syms.string(int(self.syms.section_names["name"][key]))
             if block.startswith(".discard"):
                 continue  # every kernel linker script discards these
@@ -618,7 +483,7 @@ class Placement:
             if len(starts) != 1:
                 continue
             for sec, off in zip(members.tolist(), offsets.tolist()):
-                self.section_base[sec] = _U64((starts[0] + off) % (1 << 64))
+                self.section_base[sec] = U64((starts[0] + off) % (1 << 64))
                 self.section_how[sec] = BY_NEIGHBOURS
             placed_any = True
         return placed_any
@@ -627,7 +492,7 @@ class Placement:
         """Longest run of characters shared by a block's name and a kallsyms
         name at ``address`` (``.smp_locks`` and ``__smp_locks``: 9)."""
         from difflib import SequenceMatcher
-        lines = np.flatnonzero(self.ks.address == _U64(address))
+        lines = np.flatnonzero(self.ks.address == U64(address))
         best = 0
         for name in self.ks.names_bytes(lines):
             text = name.decode("utf-8", "surrogateescape")
@@ -694,10 +559,10 @@ class Placement:
                                               + self.syms.sections["size"][self.line_section[core[held]]])
         self.line_section[core[~held & has_entry[core]]] = NO
         rest = core[self.line_section[core] < 0]
-        inside = self.extent_of(ks.address[rest])
+        inside = self.placed.extent_of(ks.address[rest])
         if self._place_bare_blocks(ks.address[rest[inside < 0]]):
             self._build_extents()
-            inside = self.extent_of(ks.address[rest])
+            inside = self.placed.extent_of(ks.address[rest])
         self.line_section[rest] = inside
         self.line_how[rest[inside >= 0]] = LINE_EXTENT
         # A zero-size symbol at the end of its (non-empty) section, where no
@@ -719,28 +584,27 @@ class Placement:
             if len(run):
                 self.ambiguous[int(open_line[run[0]])] = open_entry[run].tolist()
         self.line_how[sized_lines] = LINE_AMBIGUOUS
-        _count(self)
+        count_lines(self.stats, self.section_how, self.core_lines, self.line_section, self.line_how)
 
     def _build_extents(self) -> None:
-        sec = self.syms.sections
-        ok = np.flatnonzero((self.section_how != UNPLACED) & (sec["size"] > 0))
-        base = self.section_base[ok]
-        order = np.argsort(base, kind="stable")
-        self.extent_section = ok[order]
-        self.extent_start = base[order]
-        self.extent_end = self.extent_start + sec["size"][self.extent_section]
+        self.placed = Placed.of_sections(self.stats, self.syms, self.section_base, self.section_how)
 
-    def extent_of(self, addresses) -> np.ndarray:
-        """Object section (index) whose placed extent holds each address, or -1."""
-        addresses = np.asarray(addresses, dtype=_U64)
-        if not len(self.extent_section):      # nothing placed (e.g. no symbols)
-            return np.full(addresses.shape, NO, dtype=np.int64)
-        i = np.searchsorted(self.extent_start, addresses, side="right") - 1
-        ok = i >= 0
-        ok[ok] = addresses[ok] < self.extent_end[i[ok]]
-        return np.where(ok, self.extent_section[np.maximum(i, 0)], NO)
+    def result(self) -> Placement:
+        placed = self.placed
+        return Placement(self.stats, placed.extent_start, placed.extent_end, placed.extent_section,
+                         self.section_base, self.section_how, self.line_entry, self.line_section,
+                         self.line_how, self.ambiguous, self.core_lines)
 
-    # ------------------------------------------------------------------ index
+    def unique_lines(self) -> np.ndarray:
+        """The lines matched to a symbol whose name occurs once in the file
+        and once among the lines (what a layout's anchors are taken from)."""
+        entry = self.line_entry
+        unique = entry >= 0
+        unique[unique] = self.group_count[self.entry_group[entry[unique]]] == 1
+        lines = np.flatnonzero(unique)
+        return lines[self.lines_per_group[self.entry_group[entry[lines]]] == 1]
+
+
 def _letter_compatible(letters: np.ndarray, bindings: np.ndarray) -> np.ndarray:
     """Whether kallsyms type letters agree with ELF bindings: weak symbols
     print as W/V (w/v), other globals upper case, locals lower case.  'A'/'a'
@@ -752,258 +616,3 @@ def _letter_compatible(letters: np.ndarray, bindings: np.ndarray) -> np.ndarray:
     ok = np.where(bindings == 2, weak_letter,
                   ~weak_letter & np.where(bindings == 1, upper, ~upper))
     return ok | wildcard
-
-
-
-
-class LinkedPlacement:
-    """Placement from the link addresses ``kmodsyms build`` recorded.
-
-    Each of vmlinux's load segments moves as a whole (KASLR), so one shift
-    per segment places every section in it.  The shift comes from the
-    segment's anchor symbols: the first one found by name in kallsyms gives
-    it, and every anchor must then sit exactly at its link address plus the
-    shift (the staleness check).  Lines are then attributed by address alone:
-    the placed section holding the line, and the symbol entry at that offset
-    of that section with that name.  Same results as :class:`Placement`.
-    """
-
-    def __init__(self, syms: SymsFile, ks: Kallsyms, check_anchors: bool = True):
-        self.syms = syms
-        self.ks = ks
-        self.stats = PlacementStats()
-        self.ambiguous: dict[int, list[int]] = {}
-        self.core_lines = np.flatnonzero(ks.module == 0)
-        self._shift_segments(check_anchors)
-        self._build_extents()
-        self._attribute_lines()
-
-    def _shift_segments(self, check: bool) -> None:
-        """One KASLR shift per load segment, from its anchors (see
-        :class:`AnchorCheck` for which files are refused)."""
-        syms, ks = self.syms, self.ks
-        sections, symbols = syms.sections, syms.symbols
-        anchors = syms.anchors
-        # An anchor in a section without a link address locates nothing.
-        anchors = anchors[sections["address"][symbols["section"][anchors["symbol"]]] != _U64(NO_ADDRESS)]
-        entry = anchors["symbol"].astype(np.int64)
-        link = sections["address"][symbols["section"][entry]] + symbols["value"][entry]  # wraps as ld's do
-        names = [syms.raw_string(int(symbols["name"][e])) for e in entry.tolist()]
-        lines_named = _core_lines_named(ks, names)
-        n_segments = len(syms.segments)
-        shift = np.zeros(n_segments, dtype=_U64)
-        known = np.zeros(n_segments, dtype=bool)
-        check_result = AnchorCheck(syms.source, ks.source)
-        for seg in range(n_segments):
-            mine = np.flatnonzero(anchors["segment"] == seg).tolist()
-            # Each present anchor votes for the shifts its lines imply; the
-            # shift most anchors agree on is the segment's.
-            votes: dict[int, int] = {}
-            for k in mine:
-                for s in {(int(ks.address[line]) - int(link[k])) & _MASK for line in lines_named[k]}:
-                    votes[s] = votes.get(s, 0) + 1
-            if votes:
-                best = max(votes.items(), key=lambda kv: (kv[1], -kv[0]))[0]
-                # A shift by part of a page is no KASLR: every anchor of
-                # the segment then counts as misplaced.
-                if best % SHIFT_ALIGNMENT == 0:
-                    shift[seg], known[seg] = _U64(best), True
-            for k in mine:
-                at = (int(link[k]) + int(shift[seg])) & _MASK
-                check_result.count(names[k], int(symbols["type"][entry[k]]) == STT_FUNC,
-                                   present=bool(lines_named[k]),
-                                   placed=known[seg] and any(int(ks.address[line]) == at
-                                                             for line in lines_named[k]))
-        _shift_between(syms.segments["start"], shift, known)
-        self.stats.anchors = check_result.verified
-        self.stats.conflicting_anchors = check_result.misplaced
-        if check:
-            check_result.judge()
-        # Each section moves with the segment holding its link address.
-        address = sections["address"]
-        has = address != _U64(0xFFFFFFFFFFFFFFFF)
-        seg_of = np.full(len(sections), NO, dtype=np.int64)
-        for seg, (start, end) in enumerate(zip(syms.segments["start"], syms.segments["end"])):
-            if known[seg]:
-                seg_of[has & (address >= start) & (address <= end)] = seg
-        self.section_how = np.where(seg_of >= 0, sections["placement"], UNPLACED).astype(np.int8)
-        self.section_base = np.where(seg_of >= 0, address + shift[np.maximum(seg_of, 0)], _U64(0))
-
-    def _attribute_lines(self) -> None:
-        syms, ks = self.syms, self.ks
-        n = len(ks)
-        core = self.core_lines
-        self.line_entry = np.full(n, NO, dtype=np.int32)
-        self.line_section = np.full(n, NO, dtype=np.int32)
-        self.line_how = np.zeros(n, dtype=np.int8)
-        inside = self.extent_of(ks.address[core])
-        held = core[inside >= 0]
-        sec = inside[inside >= 0]
-        self.line_section[held] = sec
-        self.line_how[held] = LINE_EXTENT
-        # The entry at (section, offset) with the line's name is the symbol.
-        self._match_entries(held, sec)
-        # A zero-size symbol at the very end of its (non-empty) section holds
-        # no byte of it; where no other object's bytes are either, it is
-        # still its own object's symbol (docs/resolver.md).
-        loose = core[inside < 0]
-        sections = syms.sections
-        placed = np.flatnonzero((self.section_how != UNPLACED) & (sections["size"] > 0))
-        end = self.section_base[placed] + sections["size"][placed]
-        order = np.argsort(end, kind="stable")
-        placed, end = placed[order], end[order]
-        lo = np.searchsorted(end, ks.address[loose], side="left")
-        hi = np.searchsorted(end, ks.address[loose], side="right")
-        ending = np.flatnonzero(hi > lo)
-        pairs = [(int(loose[k]), int(placed[j])) for k in ending.tolist()
-                 for j in range(int(lo[k]), int(hi[k]))]
-        if pairs:
-            lines, secs = (np.array(column, dtype=np.int64) for column in zip(*pairs))
-            self._match_entries(lines, secs)
-            found = self.line_entry[loose] >= 0
-            self.line_section[loose[found]] = syms.symbols["section"][self.line_entry[loose[found]]]
-        self.line_how[self.line_entry >= 0] = LINE_SYMBOL
-        self._find_ambiguous()
-        _count(self)
-
-    def _find_ambiguous(self) -> None:
-        """A core line in no placed section, whose name only unplaced copies
-        of some size carry, is one of them, but which one the file cannot
-        say: ambiguous, with those copies as candidates (as in
-        :class:`Placement`).  It is never quietly core kernel."""
-        syms, ks = self.syms, self.ks
-        sym = syms.symbols
-        candidates = np.flatnonzero((self.section_how[sym["section"]] == UNPLACED) & (sym["size"] > 0))
-        if not len(candidates):
-            return
-        by_name: dict[bytes, list[int]] = {}
-        for e in candidates.tolist():
-            by_name.setdefault(syms.raw_string(int(sym["name"][e])), []).append(e)
-        loose = self.core_lines[self.line_section[self.core_lines] < 0]
-        for line, name in zip(loose.tolist(), ks.names_bytes(loose)):
-            entries = by_name.get(name)
-            if entries:
-                self.ambiguous[line] = entries
-                self.line_how[line] = LINE_AMBIGUOUS
-
-    def _match_entries(self, lines: np.ndarray, secs: np.ndarray) -> None:
-        """For each line (not yet matched) and a placed section that may hold
-        it, the entry of that section at the line's offset with its name."""
-        syms, ks = self.syms, self.ks
-        sym = syms.symbols
-        if not len(sym) or not len(lines) or int(sym["value"].max()) >= 1 << 32:
-            return
-        sorted_key, by_key = self._entry_keys()
-        offset = ks.address[lines] - self.section_base[secs]
-        key = (secs.astype(_U64) << _U64(32)) | offset
-        lo = np.searchsorted(sorted_key, key, side="left")
-        hi = np.searchsorted(sorted_key, key, side="right")
-        todo = self.line_entry[lines] < 0
-        single = todo & ((hi - lo) == 1)
-        cand = by_key[np.minimum(lo, len(by_key) - 1)]
-        same = np.zeros(len(lines), dtype=bool)
-        same[single] = _same_names(ks, lines[single], syms, cand[single])
-        self.line_entry[lines[same]] = cand[same]
-        for k in np.flatnonzero(todo & ((hi - lo) > 1)).tolist():   # aliases at one address
-            name = ks.name_bytes(int(lines[k]))
-            for j in by_key[lo[k]:hi[k]].tolist():
-                if syms.raw_string(int(sym["name"][j])) == name:
-                    self.line_entry[lines[k]] = j
-                    break
-
-    def _entry_keys(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every entry's (section << 32 | value), sorted, and the order."""
-        keys = getattr(self, "_keys", None)
-        if keys is None:
-            sym = self.syms.symbols
-            entry_key = (sym["section"].astype(_U64) << _U64(32)) | sym["value"]
-            by_key = np.argsort(entry_key, kind="stable")
-            keys = self._keys = (entry_key[by_key], by_key)
-        return keys
-
-    _build_extents = Placement._build_extents
-    extent_of = Placement.extent_of
-
-
-def _match_names(text, name_start: np.ndarray, name_end: np.ndarray, strings,
-                 group_start: np.ndarray, group_length: np.ndarray) -> np.ndarray:
-    """For each name ``text[name_start:name_end]``, the index of the equal one
-    among the distinct names ``strings[group_start:+group_length]``, or -1."""
-    length = (name_end - name_start).astype(np.int64)
-    group_hash = hash_spans(strings, group_start, group_length)
-    order = np.argsort(group_hash, kind="stable")
-    sorted_hash = group_hash[order]
-    name_hash = hash_spans(text, name_start, length)
-    at = np.minimum(np.searchsorted(sorted_hash, name_hash), max(len(order) - 1, 0))
-    result = np.full(len(length), NO, dtype=np.int64)
-    if not len(order):
-        return result
-    cand = order[at]
-    hit = sorted_hash[at] == name_hash
-    hit[hit] = equal_spans(text, name_start[hit], strings, group_start[cand[hit]],
-                           length[hit], group_length[cand[hit]])
-    result[hit] = cand[hit]
-    # Two distinct names with one hash: try the others of that hash.
-    collided = np.flatnonzero(~hit & (sorted_hash[at] == name_hash))
-    for k in collided.tolist():
-        j = int(at[k]) + 1
-        while j < len(order) and sorted_hash[j] == name_hash[k]:
-            g = int(order[j])
-            if equal_spans(text, name_start[k:k + 1], strings, group_start[g:g + 1],
-                           length[k:k + 1], group_length[g:g + 1])[0]:
-                result[k] = g
-                break
-            j += 1
-    return result
-
-
-class SavedPlacement:
-    """A placement read back from a snapshot (:mod:`kmodsyms.snapshot`):
-    its stats and placed extents, with :meth:`extent_of`."""
-
-    def __init__(self, stats: dict, extent_start, extent_end, extent_section):
-        self.stats = PlacementStats(**stats)
-        self.extent_start, self.extent_end = extent_start, extent_end
-        self.extent_section = extent_section
-
-    extent_of = Placement.extent_of
-
-
-def _same_names(ks: Kallsyms, lines: np.ndarray, syms: SymsFile, entries: np.ndarray) -> np.ndarray:
-    """Whether each kallsyms line's name equals its entry's (vectorised)."""
-    if not len(lines):
-        return np.zeros(0, dtype=bool)
-    k_start = ks.name_start[lines]
-    return equal_spans(ks.text, k_start, syms.strings,
-                       syms.symbols["name"][entries].astype(np.int64),
-                       ks.name_end[lines] - k_start, syms.name_lengths()[entries])
-
-
-def _count(p) -> None:
-    """Fill ``p.stats`` from a finished placement; every core line counts
-    once: as a symbol of a section placed by some method, inside a placed
-    section, ambiguous, or core kernel."""
-    st, core, how = p.stats, p.core_lines, p.section_how
-    st.sections_by_anchor = int((how == BY_ANCHOR).sum())
-    st.sections_by_elimination = int((how == BY_ELIMINATION).sum())
-    st.sections_by_neighbours = int((how == BY_NEIGHBOURS).sum())
-    st.sections_unplaced = int((how == UNPLACED).sum())
-    section = p.line_section[core]
-    line_how = p.line_how[core]
-    symbol = (line_how == LINE_SYMBOL) & (section >= 0)
-    by = how[section[symbol]]
-    st.core_lines = len(core)
-    st.lines_by_anchor = int((by == BY_ANCHOR).sum())
-    st.lines_by_elimination = int((by == BY_ELIMINATION).sum())
-    st.lines_by_neighbours = int((by == BY_NEIGHBOURS).sum())
-    st.lines_by_extent = int((line_how == LINE_EXTENT).sum())
-    st.lines_ambiguous = int((line_how == LINE_AMBIGUOUS).sum())
-    st.lines_core_unknown = int(((section < 0) & (line_how != LINE_AMBIGUOUS)).sum())
-
-
-def place(syms: SymsFile, ks: Kallsyms, check_anchors: bool = True):
-    """Place ``syms`` in the kernel whose symbols ``ks`` lists: from the
-    recorded link addresses when the file has them, else by search."""
-    if syms.has_layout:
-        return LinkedPlacement(syms, ks, check_anchors)
-    return Placement(syms, ks, check_anchors)
