@@ -61,3 +61,18 @@ def test_ci_runs_the_readme_test_command():
     first = subprocess.run(["grep", "-m1", pattern, "README.md"], cwd=ROOT, check=True,
                            capture_output=True, text=True).stdout.rstrip("\n")
     assert first == TEST_COMMAND
+
+
+def test_license_matches_the_declared_licence():
+    """LICENSE, pyproject.toml and the SPDX headers name one licence, and
+    LICENSE carries the full text of each licence of the expression."""
+    expression = "GPL-2.0-only OR UPL-1.0"
+    licence = _read("LICENSE")
+    assert licence.splitlines()[0] == f"SPDX-License-Identifier: {expression}"
+    assert f'license = {{text = "{expression}"}}' in _read("pyproject.toml")
+    assert f"# SPDX-License-Identifier: {expression}" in _read("contrib", "kbuild",
+                                                               "Makefile.dtrace_syms")
+    assert "GNU GENERAL PUBLIC LICENSE\n                       Version 2, June 1991" in licence
+    assert "TERMS AND CONDITIONS FOR COPYING, DISTRIBUTION AND MODIFICATION" in licence
+    assert "The Universal Permissive License (UPL), Version 1.0" in licence
+    assert "a reference to the UPL must be included" in licence
