@@ -1,6 +1,7 @@
 """The documentation cannot drift from the code: docs/cli.md is regenerated
-from --help and compared, and the README's set-up commands are the ones CI
-runs."""
+from --help and the examples of the README, getting-started.md and format.md
+from the fixture (docs/gen_examples.py), and compared; the README's set-up
+commands are the ones CI runs."""
 
 from __future__ import annotations
 
@@ -37,6 +38,14 @@ def test_cli_md_is_generated_from_help():
                                env={**os.environ, "COLUMNS": "37"}).stdout
     assert generated == _read("docs", "cli.md"), \
         "docs/cli.md is stale: run 'python docs/gen_cli.py > docs/cli.md'"
+
+
+def test_examples_are_generated_from_the_fixture():
+    """Every transcript, Python session and generated region of README.md,
+    getting-started.md and format.md is what the fixture gives today."""
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "docs", "gen_examples.py"), "--check"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr
 
 
 def test_cli_md_covers_every_command():
