@@ -426,9 +426,55 @@ def placement_example(d: Dump) -> str:
     return "\n".join(lines)
 
 
+# Fixtures that skip when a large input is absent, and what they need.
+SKIPPING_FIXTURES = {
+    "corpus": "the real kernel corpus `../shared/kernels/linux-6.12-defconfig.tar.xz`",
+    "kernel_tree": "Debian's kernel source, `/usr/src/linux-source-*.tar.xz` "
+                   "(`apt-get install linux-source-6.12`; these are also `-m slow`)",
+}
+
+
+def _tests_needing(fixture: str) -> dict[str, list[str]]:
+    """Test file -> the tests that take FIXTURE, directly or through other
+    fixtures (read from the test sources with ast)."""
+    import ast
+    parsed = {}
+    for name in sorted(os.listdir(os.path.join(ROOT, "tests"))):
+        if name.endswith(".py"):
+            with open(os.path.join(ROOT, "tests", name), encoding="utf-8") as f:
+                parsed[name] = [node for node in ast.walk(ast.parse(f.read()))
+                                if isinstance(node, ast.FunctionDef)]
+    params = {fn.name: {a.arg for a in fn.args.args} for fns in parsed.values() for fn in fns
+              if not fn.name.startswith("test_")}
+    needing = {fixture}
+    while True:
+        more = {name for name, args in params.items() if args & needing} - needing
+        if not more:
+            break
+        needing |= more
+    found = {}
+    for name, fns in parsed.items():
+        tests = [fn.name for fn in fns if fn.name.startswith("test_")
+                 and {a.arg for a in fn.args.args} & needing]
+        if tests:
+            found[f"tests/{name}"] = tests
+    return found
+
+
+def skipping_tests(_dump: Dump) -> str:
+    lines = []
+    for fixture, what in SKIPPING_FIXTURES.items():
+        lines.append(f"Without {what}:")
+        lines.append("")
+        for path, tests in _tests_needing(fixture).items():
+            lines.append(f"* `{path}`: " + ", ".join(f"`{t}`" for t in tests))
+        lines.append("")
+    return "\n".join(lines).rstrip("\n")
+
+
 REGIONS = {f.__name__: f for f in (summary, placement_json, header_table, tables_prose,
                                    init_once_entry, mdio_entry, segments_and_anchors,
-                                   placement_example)}
+                                   placement_example, skipping_tests)}
 
 
 # -- the docs ----------------------------------------------------------------------
