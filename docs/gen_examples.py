@@ -4,6 +4,7 @@ docs/format.md from the fixture (fixtures/kbuild), so they cannot drift.
 
     python docs/gen_examples.py            # rewrite the docs in place
     python docs/gen_examples.py --check    # exit 1 with a diff when a doc is stale
+    ... [--corpus DIR]                     # the unpacked corpus, if not ../shared/kernels'
 
 tests/test_docs.py runs the check.  Three kinds of example are regenerated:
 
@@ -18,7 +19,10 @@ tests/test_docs.py runs the check.  Three kinds of example are regenerated:
 * **Generated regions**: the lines between ``<!-- gen:NAME -->`` and
   ``<!-- /gen:NAME -->`` are what ``NAME(dump)`` below renders from the
   fixture's dtrace_syms, decoded with ``struct`` exactly as docs/format.md
-  specifies (not with kmodsyms' own reader).
+  specifies (not with kmodsyms' own reader).  The region ``corpus`` holds
+  examples run on the real kernel corpus (``linux-6.12-defconfig`` in the
+  scratch directory): regenerated when ../shared/kernels has it, else left
+  as they are.
 
 Each doc runs in a fresh scratch directory, in order, after its PRELUDE.
 Durations such as ``0.09s`` are masked when deciding whether a doc changed,
@@ -40,6 +44,9 @@ import traceback
 import zlib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from bench.corpus import CORPUS_NAME  # noqa: E402
 FIXTURE = os.path.join(ROOT, "fixtures", "kbuild")
 SYMS = "dtrace_syms"
 BUILD = f"kmodsyms build --kbuild fixtures/kbuild -o {SYMS}"
@@ -48,10 +55,12 @@ BUILD = f"kmodsyms build --kbuild fixtures/kbuild -o {SYMS}"
 DOCS = {
     "README.md": [BUILD],
     "docs/getting-started.md": [],
-    "docs/format.md": [BUILD],      # its first region comes before its build transcript
+    "docs/format.md": [],
 }
 DURATION = re.compile(r"\b\d+(\.\d+)?s\b")
 GEN = re.compile(r"^<!-- gen:(\w+) -->$")
+# Examples run on the real corpus: regenerated when it is present, else left.
+CORPUS_REGION = "corpus"
 FENCE = re.compile(r"^```")
 
 
@@ -60,7 +69,7 @@ FENCE = re.compile(r"^```")
 class Scratch:
     """A scratch directory where the docs' commands run."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, corpus: str | None):
         self.path = path
         os.symlink(os.path.join(ROOT, "fixtures"), os.path.join(path, "fixtures"))
         bindir = os.path.join(path, ".bin")
@@ -74,6 +83,20 @@ class Scratch:
                     "COLUMNS": "80", "NO_COLOR": "1", "TERM": "dumb", "LC_ALL": "C.UTF-8"}
         self.status = 0
         self.namespace: dict = {}
+        self.corpus = corpus is not None
+        if corpus:
+            os.symlink(os.path.abspath(corpus), os.path.join(path, CORPUS_NAME))
+
+    def dump(self) -> "Dump":
+        """The fixture's dtrace_syms, built (once) beside the examples' own
+        files, so that a doc's regions need not follow its transcripts."""
+        path = os.path.join(self.path, ".regions", SYMS)
+        if not os.path.exists(path):
+            os.makedirs(os.path.dirname(path))
+            subprocess.run([sys.executable, "-m", "kmodsyms", "build", "--kbuild", FIXTURE, "-o", path],
+                           env=self.env, check=True, stdout=subprocess.DEVNULL)
+        with open(path, "rb") as f:
+            return Dump(f.read())
 
     def shell(self, command: str) -> list[str]:
         proc = subprocess.run(["bash", "-c", f"(exit {self.status}); {command}"], cwd=self.path,
@@ -486,11 +509,20 @@ def regenerate(text: str, scratch: Scratch) -> str:
     while i < len(lines):
         line = lines[i]
         gen = GEN.match(line)
+        if gen and gen.group(1) == CORPUS_REGION:
+            end = lines.index(f"<!-- /gen:{CORPUS_REGION} -->", i)
+            inner = "\n".join(lines[i + 1:end])
+            if scratch.corpus:
+                inner = regenerate(inner, scratch)
+            else:
+                print(f"the corpus is absent: the {CORPUS_REGION} examples are not checked",
+                      file=sys.stderr)
+            out += [line, inner, lines[end]]
+            i = end + 1
+            continue
         if gen:
             end = lines.index(f"<!-- /gen:{gen.group(1)} -->", i)
-            path = os.path.join(scratch.path, SYMS)
-            with open(path, "rb") as f:
-                rendered = REGIONS[gen.group(1)](Dump(f.read()))
+            rendered = REGIONS[gen.group(1)](scratch.dump())
             out += [line, *rendered.split("\n"), lines[end]]
             i = end + 1
             continue
@@ -509,13 +541,22 @@ def regenerate(text: str, scratch: Scratch) -> str:
     return "\n".join(out)
 
 
-def generate(doc: str) -> str:
+def real_corpus(argv: list[str]) -> str | None:
+    """The unpacked corpus: --corpus DIR, else ../shared/kernels' tarball
+    unpacked once by bench/corpus.py, else None."""
+    if "--corpus" in argv:
+        return argv[argv.index("--corpus") + 1]
+    from bench.corpus import cached_corpus
+    return cached_corpus(log=lambda *_: None)
+
+
+def generate(doc: str, corpus: str | None) -> str:
     """DOC (a path below the repository root) with its examples regenerated;
     durations keep their old text when nothing else changed."""
     with open(os.path.join(ROOT, doc), encoding="utf-8") as f:
         old = f.read()
     with tempfile.TemporaryDirectory(prefix="kmodsyms-docs-") as tmp:
-        scratch = Scratch(tmp)
+        scratch = Scratch(tmp, corpus)
         for command in DOCS[doc]:
             scratch.shell(command)
         new = regenerate(old, scratch)
@@ -526,11 +567,12 @@ def generate(doc: str) -> str:
 
 def main(argv: list[str]) -> int:
     check = "--check" in argv
+    corpus = real_corpus(argv)
     stale = []
     for doc in DOCS:
         with open(os.path.join(ROOT, doc), encoding="utf-8") as f:
             old = f.read()
-        new = generate(doc)
+        new = generate(doc, corpus)
         if new == old:
             continue
         stale.append(doc)
