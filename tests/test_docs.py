@@ -1,6 +1,7 @@
 """The documentation cannot drift from the code: docs/cli.md is regenerated
-from --help and compared, and the README's set-up commands are the ones CI
-runs."""
+from --help and the examples of the README, getting-started.md and format.md
+from the fixture (docs/gen_examples.py), and compared; the README's set-up
+commands are the ones CI runs."""
 
 from __future__ import annotations
 
@@ -39,6 +40,14 @@ def test_cli_md_is_generated_from_help():
         "docs/cli.md is stale: run 'python docs/gen_cli.py > docs/cli.md'"
 
 
+def test_examples_are_generated_from_the_fixture():
+    """Every transcript, Python session and generated region of README.md,
+    getting-started.md and format.md is what the fixture gives today."""
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "docs", "gen_examples.py"), "--check"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr
+
+
 def test_cli_md_covers_every_command():
     from typer.main import get_command
     from kmodsyms.cli import app
@@ -61,3 +70,18 @@ def test_ci_runs_the_readme_test_command():
     first = subprocess.run(["grep", "-m1", pattern, "README.md"], cwd=ROOT, check=True,
                            capture_output=True, text=True).stdout.rstrip("\n")
     assert first == TEST_COMMAND
+
+
+def test_license_matches_the_declared_licence():
+    """LICENSE, pyproject.toml and the SPDX headers name one licence, and
+    LICENSE carries the full text of each licence of the expression."""
+    expression = "GPL-2.0-only OR UPL-1.0"
+    licence = _read("LICENSE")
+    assert licence.splitlines()[0] == f"SPDX-License-Identifier: {expression}"
+    assert f'license = {{text = "{expression}"}}' in _read("pyproject.toml")
+    assert f"# SPDX-License-Identifier: {expression}" in _read("contrib", "kbuild",
+                                                               "Makefile.dtrace_syms")
+    assert "GNU GENERAL PUBLIC LICENSE\n                       Version 2, June 1991" in licence
+    assert "TERMS AND CONDITIONS FOR COPYING, DISTRIBUTION AND MODIFICATION" in licence
+    assert "The Universal Permissive License (UPL), Version 1.0" in licence
+    assert "a reference to the UPL must be included" in licence

@@ -1,7 +1,10 @@
 """Installing dtrace_syms: contrib/kbuild/Makefile.dtrace_syms, 'kmodsyms
 install' and kmodsyms.install.install()."""
 
+import glob
 import os
+import re
+import shlex
 import shutil
 import stat
 import subprocess
@@ -10,6 +13,7 @@ import time
 
 import pytest
 
+from docblocks import section_blocks
 from kmodsyms.errors import KmodsymsError
 from kmodsyms.install import install
 from kmodsyms.modmap import DERIVED, choose_module_map
@@ -120,24 +124,183 @@ def test_make_clean(tree):
     assert not os.path.exists(os.path.join(tree, "dtrace_syms.cache"))
 
 
+# The pass structure of kbuild's top-level Makefile (6.12, lines 23-45, 208-238
+# and 294-364, reduced to what decides which pass does the work): a first
+# pass that re-invokes make to add --no-print-directory (need-sub-make) and
+# gives every goal an empty recipe, and for config goals mixed with others a
+# pass that runs each goal in its own make (mixed-build).  Kbuild's targets
+# exist only in the working pass.  tests/test_kernel_source.py (slow) does the
+# same on a real kernel tree.
+KBUILD_PASSES = """\
+__all:
+this-makefile := $(lastword $(MAKEFILE_LIST))
+abs_srctree := $(realpath $(dir $(this-makefile)))
+ifneq ($(sub_make_done),1)
+MAKEFLAGS += -rR
+export sub_make_done := 1
+endif
+ifeq ($(filter --no-print-directory, $(MAKEFLAGS)),)
+need-sub-make := 1
+endif
+ifeq ($(need-sub-make),1)
+$(filter-out $(this-makefile), $(MAKECMDGOALS)) __all: __sub-make
+\t@:
+__sub-make:
+\t$(Q)$(MAKE) --no-print-directory -f $(abs_srctree)/Makefile $(MAKECMDGOALS)
+else
+ifneq ($(filter %config,$(MAKECMDGOALS)),)
+ifneq ($(filter-out %config,$(MAKECMDGOALS)),)
+mixed-build := 1
+endif
+endif
+ifdef mixed-build
+$(MAKECMDGOALS): __build_one_by_one
+\t@:
+__build_one_by_one:
+\t$(Q)set -e; for i in $(MAKECMDGOALS); do $(MAKE) -f $(abs_srctree)/Makefile $$i; done
+else
+objtree := .
+KERNELRELEASE = $(shell cat include/config/kernel.release)
+__all: all
+all:
+\t@echo kernel-default-goal
+olddefconfig:
+\t@echo kernel-config
+.PHONY: vmlinux
+vmlinux:
+\t@echo kernel-vmlinux-recipe
+vmlinux.a: FORCE
+\t@echo kernel-vmlinux.a-recipe
+FORCE:
+endif
+endif
+"""
+
+
+def kernel_style_tree(tree):
+    """TREE with the kbuild pass structure as its top Makefile, the fragment
+    in scripts/ and the include block of docs/kernel-integration.md appended."""
+    (include,) = section_blocks("docs/kernel-integration.md",
+                                "### Included from the kernel's top-level Makefile", "make")
+    os.makedirs(os.path.join(tree, "scripts"), exist_ok=True)
+    shutil.copy(FRAGMENT, os.path.join(tree, "scripts", "Makefile.dtrace_syms"))
+    with open(os.path.join(tree, "Makefile"), "w") as f:
+        f.write(KBUILD_PASSES + include)
+    return lambda *a: subprocess.run(["make", "-C", tree, f"KMODSYMS={KMODSYMS}", *a],
+                                     capture_output=True, text=True, env=_env())
+
+
 @needs_make
 def test_fragment_included_from_a_kernel_style_makefile(tree, tmp_path):
-    """Included with objtree := . (as kbuild sets it) after the kernel's own
-    default goal: the default goal stays, and the targets work."""
-    top = os.path.join(tree, "Makefile")
-    with open(top, "w") as f:
-        f.write("objtree := .\nKERNELRELEASE = $(shell cat include/config/kernel.release)\n"
-                "all:\n\t@echo kernel-default-goal\n"
-                f"include {FRAGMENT}\n")
-    run = lambda *a: subprocess.run(["make", "-C", tree, f"KMODSYMS={KMODSYMS}", *a],
-                                    capture_output=True, text=True, env=_env())
+    """The kernel's default goal stays; the targets run once, in the working
+    pass, and make warns of nothing (in the first pass, a fragment that
+    defined its recipes overrode kbuild's: 'ignoring old recipe', two
+    installs)."""
+    run = kernel_style_tree(tree)
     proc = run()
     assert proc.returncode == 0 and "kernel-default-goal" in proc.stdout, proc.stderr
     assert not os.path.exists(os.path.join(tree, "dtrace_syms"))
     mod_path = tmp_path / "m"
     proc = run("dtrace_syms", "dtrace_syms_install", f"INSTALL_MOD_PATH={mod_path}")
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "warning" not in proc.stderr, proc.stderr
+    assert proc.stdout.count("DTRACE_SYMS") == 1 and proc.stdout.count("  INSTALL ") == 1, proc.stdout
     assert_installed(dest_of(mod_path), os.path.join(tree, "dtrace_syms"))
+
+
+@needs_make
+def test_fragment_included_in_a_mixed_build(tree, tmp_path):
+    run = kernel_style_tree(tree)
+    mod_path = tmp_path / "m"
+    proc = run("olddefconfig", "dtrace_syms", "dtrace_syms_install", f"INSTALL_MOD_PATH={mod_path}")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "warning" not in proc.stderr, proc.stderr
+    assert "kernel-config" in proc.stdout
+    assert proc.stdout.count("DTRACE_SYMS") == 1 and proc.stdout.count("  INSTALL ") == 1, proc.stdout
+    assert_installed(dest_of(mod_path), os.path.join(tree, "dtrace_syms"))
+
+
+@needs_make
+def test_fragment_included_rebuilds_only_when_an_input_is_newer(tree):
+    """kbuild's 'vmlinux' is phony and 'vmlinux.a' forced: the fragment's
+    inputs are the files, compared by time, not those targets (which would
+    rebuild dtrace_syms on every make)."""
+    run = kernel_style_tree(tree)
+    first = run("dtrace_syms")
+    assert first.returncode == 0 and first.stdout.count("DTRACE_SYMS") == 1, first.stderr
+    again = run("dtrace_syms")
+    assert again.returncode == 0, again.stderr
+    assert "DTRACE_SYMS" not in again.stdout and "kernel-vmlinux" not in again.stdout, again.stdout
+    # A relink touches vmlinux.a without changing any object: kmodsyms keeps
+    # its output, the fragment still marks it up to date.
+    old = time.time() - 100
+    os.utime(os.path.join(tree, "dtrace_syms"), (old, old))
+    os.utime(os.path.join(tree, "vmlinux.a"), (old + 10, old + 10))
+    assert run("dtrace_syms").stdout.count("DTRACE_SYMS") == 1
+    assert "DTRACE_SYMS" not in run("dtrace_syms").stdout
+
+
+# -- the distribution packaging recipes of docs/kernel-integration.md ----------
+
+def fragment_variables() -> set[str]:
+    with open(FRAGMENT) as f:
+        return set(re.findall(r"^(\w+) \?=", f.read(), re.M))
+
+
+def run_packaging_lines(lines, tree):
+    """Run the snippet's make lines in order, as the package build would
+    (KMODSYMS from the environment, as a packager's own would be)."""
+    variables = fragment_variables()
+    for line in lines:
+        assert "$(" not in line and "%{" not in line, f"unknown variable left in {line!r}"
+        args = shlex.split(line)
+        assert args[:2] == ["make", "-f"] and args[2] == FRAGMENT and args[3] == "-C", line
+        for arg in args[5:]:
+            name = arg.split("=", 1)[0]
+            assert "=" not in arg or name in variables, f"{name} is no variable of the fragment"
+        proc = subprocess.run(args, capture_output=True, text=True,
+                              env={**_env(), "KMODSYMS": KMODSYMS})
+        assert proc.returncode == 0, line + "\n" + proc.stdout + proc.stderr
+
+
+@needs_make
+def test_debian_rules_snippet(tree, tmp_path):
+    (rules,) = section_blocks("docs/kernel-integration.md", "### Debian: `debian/rules`", "make")
+    m = re.search(r"^DTRACE_SYMS_MK := \$\(CURDIR\)/debian/(\S+)$", rules, re.M)
+    assert m and m.group(1) == os.path.basename(FRAGMENT)
+    pkgdir = tmp_path / "debian" / "linux-image"
+    subst = {"$(MAKE)": "make", "$(DTRACE_SYMS_MK)": FRAGMENT, "$(objtree)": tree,
+             "$(pkgdir)": str(pkgdir)}
+    lines = [line.strip() for line in rules.splitlines() if "$(DTRACE_SYMS_MK)" in line]
+    assert [line.split()[-1].split("=")[0] for line in lines] == ["dtrace_syms", "INSTALL_MOD_PATH"]
+    for old, new in subst.items():
+        lines = [line.replace(old, new) for line in lines]
+    run_packaging_lines(lines, tree)
+    # What the .install list names: exactly the installed file.
+    installed = glob.glob(str(pkgdir / "lib/modules/*/kernel/dtrace_syms"))
+    assert installed == [dest_of(pkgdir)]
+    assert_installed(installed[0], os.path.join(tree, "dtrace_syms"))
+
+
+@needs_make
+def test_rpm_spec_snippet(tree, tmp_path):
+    (spec,) = section_blocks("docs/kernel-integration.md", "### RPM: the kernel `.spec`", "spec")
+    m = re.search(r"^(Source\d+): (\S+)$", spec, re.M)
+    assert m and m.group(2) == os.path.basename(FRAGMENT)
+    buildroot = tmp_path / "buildroot"
+    subst = {"%{" + m.group(1).upper() + "}": FRAGMENT, "%{objtree}": tree,
+             "%{buildroot}": str(buildroot), "%{kversion}": RELEASE}
+    sections = dict(re.findall(r"^%(build|install|files)\n(.*?)(?=^%\w+\n|\Z)", spec, re.S | re.M))
+    def commands(text):
+        out = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+        for old, new in subst.items():
+            out = [line.replace(old, new) for line in out]
+        return out
+    run_packaging_lines(commands(sections["build"]), tree)
+    run_packaging_lines(commands(sections["install"]), tree)
+    (listed,) = commands(sections["files"])
+    assert_installed(str(buildroot) + listed, os.path.join(tree, "dtrace_syms"))
+    assert str(buildroot) + listed == dest_of(buildroot)
 
 
 # -- kmodsyms install ------------------------------------------------------------
