@@ -452,6 +452,8 @@ def placement_example(d: Dump) -> str:
 # Fixtures that skip when a large input is absent, and what they need.
 SKIPPING_FIXTURES = {
     "corpus": "the real kernel corpus `../shared/kernels/linux-6.12-defconfig.tar.xz`",
+    "any_corpus": "either corpus of `../shared/kernels/` (x86_64 `linux-6.12-defconfig`, "
+                  "arm64 `linux-6.12-arm64`), each run for both and skipped for a missing one",
     "kernel_tree": "Debian's kernel source, `/usr/src/linux-source-*.tar.xz` "
                    "(`apt-get install linux-source-6.12`; these are also `-m slow`)",
 }
