@@ -76,6 +76,7 @@ def build(kbuild: str, thick: ThickMap, thick_source: str, output: str, jobs: in
                            len(present), cache.head.get("layout", ""))
     scans = scan_all(kbuild, present, stamps, jobs, progress, cache)
     from .elfimage import Image, read_image
+    from .fileformat import header_crc
     from .symsfile import FLAG_MISSING_OBJECTS, Meta, encode, write_atomic
     from .tables import assemble, record_layout
     vmlinux = os.path.join(kbuild, "vmlinux")
@@ -103,7 +104,7 @@ def build(kbuild: str, thick: ThickMap, thick_source: str, output: str, jobs: in
     write_atomic(output, image)
     n_symbols = len(tables["symbols"])
     if cache is not None:
-        cache.save({"fingerprint": fingerprint, "crc": image[12:16], "symbols": n_symbols,
+        cache.save({"fingerprint": fingerprint, "crc": header_crc(image), "symbols": n_symbols,
                     "layout": layout_note})
     return BuildResult(output, len(present), n_symbols, len(thick.modules),
                        time.monotonic() - start, object_source, thick_source, missing,
@@ -139,13 +140,13 @@ def _fingerprint(kbuild: str, thick: ThickMap, objects: dict[str, tuple[int, int
 
 
 def _output_crc(output: str) -> bytes | None:
-    """The CRC field of an existing dtrace_syms (bytes 12..16), or None."""
+    """The CRC field of an existing dtrace_syms, or None."""
+    from .fileformat import CRC_COVERS_FROM, header_crc
     try:
         with open(output, "rb") as f:
-            head = f.read(16)
+            return header_crc(f.read(CRC_COVERS_FROM))
     except OSError:
         return None
-    return head[12:16] if len(head) == 16 and head[:8] == b"KMODSYMS" else None
 
 
 def _tree_relative(kbuild: str, path: str) -> str:

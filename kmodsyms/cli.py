@@ -112,7 +112,8 @@ def info(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ):
     """Show a dtrace_syms file's header, counts and modules."""
-    from .symsfile import FORMAT_VERSION, read_syms
+    from .fileformat import FORMAT_VERSION
+    from .symsfile import read_syms
     syms = read_syms(file)
     counts = syms.module_symbol_counts()
     core = int((syms.symbols["modset"] == 0).sum())

@@ -18,7 +18,7 @@ import numpy as np
 
 from .answer import is_pseudo_module
 from .errors import KmodsymsError
-from .symsfile import MAGIC
+from .fileformat import MAGIC
 from .spans import equal_spans, words
 
 # Bounds of the address ranges that scripts/kallsyms.c keeps when it is not

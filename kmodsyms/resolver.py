@@ -31,6 +31,7 @@ from .kallsyms import Kallsyms, read_text
 from .live import LIVE_KALLSYMS, check_live, default_syms_path
 from .placement import NO, place, saved_placement
 from .spans import equal_spans, hash_spans
+from .fileformat import CRC_FIELD
 from .symsfile import SymsFile, read_syms
 from .thick import kernel_spelling
 
@@ -453,7 +454,7 @@ def _restore(syms_path: str, kallsyms_path: str, text: bytes, live: bool, force:
         _check_live(meta["source"], meta["kernel_release"], meta["build_id"], force, warn)
     restored = read_syms(syms_path, verify=False)
     # The file read must be the one the snapshot was checked against.
-    if (len(restored.data), bytes(restored.data[12:16])) != saved.doc["key"]["syms_state"][:2]:
+    if (len(restored.data), bytes(restored.data[CRC_FIELD])) != saved.doc["key"]["syms_state"][:2]:
         return None
     return Resolver.restore(restored, saved)
 

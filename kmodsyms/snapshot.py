@@ -39,6 +39,7 @@ import zlib
 from . import __version__
 from .answer import Answers, check_address
 from .errors import KmodsymsError, StaleError
+from .fileformat import CRC_COVERS_FROM, CRC_FIELD
 from .frontend import (byte_exact_stdout, check_addresses, degraded_warning, forced_warning,
                        guarded, output_format, parse_args, parse_name, run_lookup, run_resolve,
                        warn)
@@ -223,11 +224,11 @@ def _syms_state(syms_path: str) -> tuple | None:
     there is none (other failures to read it raise OSError)."""
     try:
         with open(syms_path, "rb") as f:
-            head = f.read(16)
+            head = f.read(CRC_COVERS_FROM)
             st = os.fstat(f.fileno())
     except FileNotFoundError:
         return None
-    return st.st_size, head[12:16], st.st_mtime_ns
+    return st.st_size, bytes(head[CRC_FIELD]), st.st_mtime_ns
 
 
 # ------------------------------------------------------------------ writing
@@ -265,7 +266,7 @@ def save(resolver, syms_path: str, kallsyms_path: str) -> None:
     modset_names = [syms.modset_names(i) for i in range(len(syms.modsets))]
     doc = {
         "key": _key(syms_path, kallsyms_path,
-                    (len(syms.data), bytes(syms.data[12:16]), os.stat(syms_path).st_mtime_ns)
+                    (len(syms.data), bytes(syms.data[CRC_FIELD]), os.stat(syms_path).st_mtime_ns)
                     if resolver.builtin_modules_known else None, ks.text),
         "meta": {"source": syms.source, "kernel_release": syms.meta_kernel_release,
                  "build_id": syms.meta_build_id, "kallsyms_source": ks.source},

@@ -29,13 +29,11 @@ import numpy as np
 
 from .answer import BINDING_NAMES
 from .errors import KmodsymsError
+from .fileformat import CRC_COVERS_FROM, FORMAT_VERSION, HEADER_SIZE, MAGIC
 from .spans import spans_in_order
 
-MAGIC = b"KMODSYMS"
 # The first line of a kallsyms or System.map, given where a dtrace_syms is due.
 _KALLSYMS_LINE = re.compile(rb"(?:[0-9a-fA-F]{8}|[0-9a-fA-F]{16}) [A-Za-z?] \S")
-FORMAT_VERSION = 1
-HEADER_SIZE = 160
 FLAG_MISSING_OBJECTS = 1
 OBJECT_MISSING = 1
 
@@ -331,7 +329,7 @@ class SymsFile:
             raise self._fail(f"truncated or padded: header says {file_size} bytes, file has {len(data)}")
         if header_size != HEADER_SIZE:
             raise self._fail(f"bad header size {header_size}")
-        if self._verify and zlib.crc32(memoryview(data)[16:]) != crc:
+        if self._verify and zlib.crc32(memoryview(data)[CRC_COVERS_FROM:]) != crc:
             raise self._fail("checksum mismatch (corrupt file)")
         self._header_strings = strs
 

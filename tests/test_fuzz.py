@@ -32,7 +32,8 @@ from conftest import FIXTURE, ROOT
 from kmodsyms.errors import KmodsymsError
 from kmodsyms.kallsyms import Kallsyms
 from kmodsyms.resolver import Resolver
-from kmodsyms.symsfile import HEADER_SIZE, TABLES, SymsFile
+from kmodsyms.fileformat import HEADER_SIZE
+from kmodsyms.symsfile import TABLES, SymsFile
 
 FIXTURE_KALLSYMS = os.path.join(FIXTURE, "kallsyms")
 N_TABLES = len(TABLES)  # directory at offset 56: N_TABLES x (u32 offset, u32 count)
