@@ -229,11 +229,19 @@ _KALLSYMS_HELP = "kallsyms file (default: /proc/kallsyms, checked against the ru
 _FORCE_HELP = "Use dtrace_syms even if it looks built for another kernel."
 _NO_CACHE_HELP = ("Neither restore nor save a snapshot of the loaded files (kept in "
                   "$XDG_CACHE_HOME/kmodsyms while both are unchanged).")
+_MODULES_DIR_HELP = ("Where loaded modules' .ko files are (modules.dep, else searched), for "
+                     "their sizes (default with /proc/kallsyms: /lib/modules/$(uname -r); "
+                     "with a kallsyms file: none).")
 
 
-def _load(syms: Optional[str], kallsyms: Optional[str], force: bool, no_cache: bool):
+def _load(syms: Optional[str], kallsyms: Optional[str], force: bool, no_cache: bool,
+          modules_dir: Optional[str]):
     from .resolver import load
-    return load(syms=syms, kallsyms=kallsyms, force=force, cache=not no_cache)
+    resolver = load(syms=syms, kallsyms=kallsyms, force=force, cache=not no_cache,
+                    modules_dir=modules_dir)
+    for warning in resolver.module_warnings:
+        typer.echo(f"kmodsyms: warning: {warning}", err=True)
+    return resolver
 
 
 @app.command()
@@ -244,13 +252,14 @@ def resolve(
     as_json: bool = typer.Option(False, "--json", help="One JSON object per address."),
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
     no_cache: bool = typer.Option(False, "--no-cache", help=_NO_CACHE_HELP),
+    modules_dir: Optional[str] = typer.Option(None, "--modules-dir", help=_MODULES_DIR_HELP),
 ):
     """Name the module, innermost symbol and offset of kernel addresses
     (DTrace's mod`sym+0xoff)."""
     for arg in addresses:
         if arg != "-":
             parse_address(arg)  # refuse bad input before loading anything
-    resolver = _load(syms, kallsyms, force, no_cache)
+    resolver = _load(syms, kallsyms, force, no_cache, modules_dir)
     write_answers(resolver.resolve, addresses, as_json)
 
 
@@ -262,10 +271,11 @@ def lookup(
     as_json: bool = typer.Option(False, "--json", help="One JSON object per match."),
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
     no_cache: bool = typer.Option(False, "--no-cache", help=_NO_CACHE_HELP),
+    modules_dir: Optional[str] = typer.Option(None, "--modules-dir", help=_MODULES_DIR_HELP),
 ):
     """Find the address of MOD`NAME (every match of a bare NAME, with its module).
     Exit status 1 when a name has no match."""
-    resolver = _load(syms, kallsyms, force, no_cache)
+    resolver = _load(syms, kallsyms, force, no_cache, modules_dir)
     missing = 0
     for spec in names:
         module, tick, name = spec.rpartition("`")
@@ -285,13 +295,36 @@ def kallmodsyms(
     kallsyms: Optional[str] = typer.Option(None, "--kallsyms", help=_KALLSYMS_HELP),
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
     no_cache: bool = typer.Option(False, "--no-cache", help=_NO_CACHE_HELP),
+    modules_dir: Optional[str] = typer.Option(None, "--modules-dir", help=_MODULES_DIR_HELP),
 ):
     """Print what UEK's /proc/kallmodsyms printed ('%016x %x %c %s' then
     '\\t[mod]'), for consumers that parse it."""
-    resolver = _load(syms, kallsyms, force, no_cache)
+    resolver = _load(syms, kallsyms, force, no_cache, modules_dir)
     out = sys.stdout
     for text in resolver.kallmodsyms_lines():
         out.write(text + "\n")
+
+
+@app.command()
+def modules(
+    syms: Optional[str] = typer.Option(None, "--syms", "-s", help=_SYMS_HELP),
+    kallsyms: Optional[str] = typer.Option(None, "--kallsyms", help=_KALLSYMS_HELP),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per module."),
+    force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
+    no_cache: bool = typer.Option(False, "--no-cache", help=_NO_CACHE_HELP),
+    modules_dir: Optional[str] = typer.Option(None, "--modules-dir", help=_MODULES_DIR_HELP),
+):
+    """List the loaded modules: the .ko file each was matched with, and how
+    many of its kallsyms lines got their ELF size from it."""
+    resolver = _load(syms, kallsyms, force, no_cache, modules_dir)
+    for st in resolver.module_stats:
+        if as_json:
+            sys.stdout.write(json.dumps(st.__dict__) + "\n")
+        else:
+            note = st.file or "-"
+            if st.reason:
+                note += f" (refused: {st.reason})"
+            sys.stdout.write(f"{st.name}\t{st.status}\t{st.sized}/{st.lines} sized\t{note}\n")
 
 
 def main() -> None:

@@ -25,12 +25,18 @@ import numpy as np
 from .answer import Answers, Symbolization
 from .kallsyms import Kallsyms, read_kallsyms, read_text
 from .live import LIVE_KALLSYMS, check_live, default_syms_path
+from .live import ModuleSources, module_sources
+from .loadable import ModuleStats, is_mapping_symbol, load_modules
 from .placement import NO, SavedPlacement, place
 from .spans import equal_spans
 from .symsfile import SymsFile, read_syms
 
 _U64 = np.uint64
 _PADDING_PREFIXES = (b"__pfx_", b"__cfi_")
+# How far a pseudo-module line ([bpf], [__builtin__ftrace]...) may answer:
+# each is at most a page (a trampoline, a program, an instruction slot
+# page); 4 KiB, the smallest page of x86_64 and arm64, so never too far.
+PAGE_SIZE = 4096
 
 __all__ = ["Resolver", "Symbolization", "load"]
 
@@ -39,29 +45,44 @@ class Resolver(Answers):
     """Answers for one kernel: built from a :class:`SymsFile` and a
     :class:`Kallsyms` of the same kernel (see :func:`load`)."""
 
-    def __init__(self, syms: SymsFile, ks: Kallsyms, check_anchors: bool = True):
+    def __init__(self, syms: SymsFile, ks: Kallsyms, check_anchors: bool = True,
+                 sources: ModuleSources | None = None, ko_cache: dict | None = None):
         self.syms = syms
         self.ks = ks
+        self.sources = sources or ModuleSources()
+        self._ko_cache = {} if ko_cache is None else ko_cache
+        self._check_anchors = check_anchors
+        self._proc_modules_text = _read_optional(self.sources.proc_modules)
         placed = place(syms, ks, check_anchors)
         self._placed(placed, placed.core_lines, placed.line_entry, placed.line_section,
                      placed.ambiguous)
-        self._build_index()
+        self._load_modules()
 
     def _placed(self, placed, core_lines, line_entry, line_section, ambiguous) -> None:
         self.placement = placed
         self.stats = placed.stats
-        self.extent_of = placed.extent_of
         self.core_lines = core_lines
         self.line_entry, self.line_section, self.ambiguous = line_entry, line_section, ambiguous
 
+    def _load_modules(self) -> None:
+        """Match the loaded modules with their .ko files, then index."""
+        self.loaded = load_modules(self.ks, self.sources, self._ko_cache)
+        self.module_stats = self.loaded.stats
+        self.module_warnings = self.loaded.warnings
+        self.ko_files = self.loaded.files
+        self._build_index()
+
     @classmethod
-    def restore(cls, syms: SymsFile, saved) -> "Resolver":
+    def restore(cls, syms: SymsFile, saved, sources: ModuleSources | None = None) -> "Resolver":
         """The resolver a :mod:`kmodsyms.snapshot` holds (``saved``, checked
         to match ``syms`` and its kallsyms): its arrays are views of the
         mapped snapshot, nothing is placed or indexed again."""
         doc, a = saved.doc, saved.numpy_arrays()
         self = cls.__new__(cls)
         self.syms = syms
+        self.sources = sources or ModuleSources()
+        self._ko_cache, self._check_anchors = {}, True
+        self._proc_modules_text = _read_optional(self.sources.proc_modules)
         self.ks = ks = Kallsyms.from_columns(
             saved.kallsyms_text, doc["meta"]["kallsyms_source"], doc["loaded_module_names"],
             a["line_address"], a["line_type"], a["line_module"], a["name_start"], a["name_end"],
@@ -73,8 +94,16 @@ class Resolver(Answers):
         self.by_address, self.sorted_address = a["by_address"], a["sorted_address"]
         self.line_address, self.line_type, self.line_module = ks.address, ks.type, ks.module
         self.loaded_module_names = ks.module_names
+        self.first_ko_object = len(syms.objects)
+        modules = doc["modules"]
+        self.ko_paths, self.ko_modules = modules["ko_paths"], modules["ko_modules"]
+        self.module_stats = [ModuleStats(*row) for row in modules["stats"]]
+        self.module_warnings = modules["warnings"]
+        self.ko_files = modules["ko_files"]
         for name in ("line_size", "line_object", "line_binding", "line_region", "region_end",
-                     "iv_start", "iv_end", "iv_line", "iv_parent"):
+                     "iv_start", "iv_end", "iv_line", "iv_parent", "answer_address",
+                     "answer_line", "extent_start", "extent_end", "extent_section",
+                     "section_object"):
             setattr(self, name, a[name])
         return self
 
@@ -110,36 +139,45 @@ class Resolver(Answers):
                 prefixes[todo] = _names_equal(ks, pad[todo], 6, by_address[at])
             pad, nxt = pad[prefixes], nxt[prefixes]
             size[pad] = (self.sorted_address[nxt] - ks.address[pad]).astype(np.int64)
+        # Loadable lines: from their module's own .ko (kmodsyms.loadable).
+        lm = self.loaded
+        from_ko = lm.line_ko >= 0
+        size[from_ko] = lm.line_size[from_ko]
         self.line_size = size
         # What answers need per line (kmodsyms.answer.Answers).
         self.line_address, self.line_type, self.line_module = ks.address, ks.type, ks.module
         self.loaded_module_names = ks.module_names
+        n_objects, n_sections = len(syms.objects), len(syms.sections)
+        self.first_ko_object = n_objects
+        self.ko_paths, self.ko_modules = lm.ko_paths, lm.ko_modules
         self.line_object = np.full(n, NO, dtype=np.int32)
         placed = self.line_section >= 0
         self.line_object[placed] = syms.sections["object"][self.line_section[placed]]
+        self.line_object[from_ko] = n_objects + lm.line_ko[from_ko]
         # ELF binding: the symbol's own, else read off the type letter.
         letters = ks.type
         binding = np.where((letters >= 65) & (letters <= 90), 1, 0).astype(np.uint8)
         binding[np.isin(letters, np.frombuffer(b"wWvV", dtype=np.uint8))] = 2
         binding[has_entry] = sym["binding"][self.line_entry[has_entry]]
+        binding[from_ko] = lm.line_binding[from_ko]
         self.line_binding = binding
-        # Region of every line: the placed section holding it, else a per-
-        # module marker, so that the unsized fallback never crosses either.
-        # Outside placed sections the region is the line's module, with the
-        # per-cpu offsets ('A') apart from real addresses.  The core kernel's
-        # ends at its highest symbol, as the kernel's is_ksym_addr() bounds
-        # lookups; a module's (whose size kallsyms does not give) just
-        # before the next symbol of anything else above it.
-        loose = -1 - (2 * ks.module + (ks.type == ord("A")))
-        self.line_region = np.where(self.line_section >= 0, self.line_section, loose)
-        region_end = np.zeros(int(-loose.min()) + 1, dtype=_U64)
-        np.maximum.at(region_end, -1 - loose, ks.address)
-        for group in range(2, len(region_end)):     # groups 0, 1: core kernel
-            above = np.searchsorted(self.sorted_address, region_end[group], side="right")
-            region_end[group] = (self.sorted_address[above] - _U64(1) if above < n
-                                 else _U64(0xFFFFFFFFFFFFFFFF))
-        self.region_end = region_end
-        sized = np.flatnonzero(size > 0)
+        # Lines that may answer an address: not the per-cpu offsets printed
+        # as 'A' (offsets, not addresses), not the mapping symbols of module
+        # lines (the kernel's find_kallsyms_symbol() skips them too).
+        answerable = letters != ord("A")
+        module_lines = np.flatnonzero(ks.module != 0)
+        answerable[module_lines] = [not is_mapping_symbol(name)
+                                    for name in ks.names_bytes(module_lines)]
+        # Address regions (see _regions): placed sections, vmlinux's and
+        # the .ko's, and per-line groups outside them.
+        in_ko = lm.line_section >= 0
+        section = np.where(in_ko, n_sections + lm.line_section, self.line_section)
+        self._extents(n_sections, n_objects, answerable)
+        self._regions(section, answerable)
+        keep = answerable[by_address]
+        self.answer_line = by_address[keep]
+        self.answer_address = self.sorted_address[keep]
+        sized = np.flatnonzero((size > 0) & answerable)
         start = ks.address[sized]
         end = start + size[sized].astype(_U64)
         types = np.zeros(len(sized), dtype=np.int64)
@@ -152,6 +190,10 @@ class Resolver(Answers):
         binds[he] = np.select([b == 1, b == 2], [2, 1], 0)
         letters = ks.type[sized[~he]]
         binds[~he] = np.where((letters >= 65) & (letters <= 90), 2, 0)
+        ko = lm.line_ko[sized] >= 0
+        types[ko] = lm.line_typed[sized[ko]]
+        binds[ko] = np.select([lm.line_binding[sized[ko]] == 1, lm.line_binding[sized[ko]] == 2],
+                              [2, 1], 0)
         # Preferred last among equal starts: smaller size, typed, stronger
         # binding, then the alphabetically first name.  Lines are nearly in
         # address order already, so sort by start alone and settle the few
@@ -173,6 +215,84 @@ class Resolver(Answers):
         self.iv_start = start[order]
         self.iv_end = end[order]
         self.iv_parent = _containers(self.iv_start, self.iv_end)
+
+    def _extents(self, n_sections: int, n_objects: int, answerable: np.ndarray) -> None:
+        """Placed sections as address extents, sorted: vmlinux's (those
+        inside the core kernel's addresses: per-cpu sections placed at their
+        offsets, x86_64's at 0, hold no address) and the matched .ko files'
+        (numbered from ``n_sections`` on).  ``section_object``: the object
+        of each, .ko files numbered from ``n_objects`` on."""
+        ks, lm, placed = self.ks, self.loaded, self.placement
+        core = ks.address[(ks.module == 0) & answerable]
+        lowest = core.min() if len(core) else _U64(0)
+        real = placed.extent_start >= lowest
+        starts = np.concatenate((placed.extent_start[real], lm.extent_start))
+        order = np.argsort(starts, kind="stable")
+        self.extent_start = starts[order]
+        self.extent_end = np.concatenate((placed.extent_end[real], lm.extent_end))[order]
+        self.extent_section = np.concatenate((placed.extent_section[real].astype(np.int64),
+                                              n_sections + lm.extent_section))[order]
+        self.section_object = np.concatenate((self.syms.sections["object"].astype(np.int64),
+                                              n_objects + lm.section_ko.astype(np.int64)))
+
+    def _regions(self, section: np.ndarray, answerable: np.ndarray) -> None:
+        """Region of every line, so that the unsized fallback never crosses
+        one: the placed section holding it (``section``), else a group
+        ``-1 - g`` whose last address is ``region_end[g]``, bounded by what
+        the kernel says of that part of memory:
+
+        * g = 0, the core kernel: up to its highest symbol (the kernel's
+          ``is_ksym_addr()`` bounds lookups by ``_end``, or ``_etext`` /
+          ``_einittext`` with text-only kallsyms: its highest lines);
+        * g = 2m, loadable module m: up to just before the next line of
+          anything above its highest line, and, when /proc/modules or sysfs
+          gives its core (address, size), within that core;
+          g = 2m + 1: its lines outside that core (6.4+ allocates text,
+          data and rodata apart), bounded by the next line only;
+        * one group per pseudo-module line (``[bpf]``, ``[__builtin__*]``:
+          a trampoline, a program, an instruction page, nothing behind them
+          says more): up to the next line, at most one page;
+        * g = 1: lines that answer no address (per-cpu offsets, mapping
+          symbols).
+        """
+        ks, n = self.ks, len(self.ks)
+        names = ks.module_names
+        group = 2 * ks.module.astype(np.int64)
+        for m, name in enumerate(names):
+            core = self.loaded.cores.get(name) if m else None
+            if core:
+                mine = ks.module == m
+                outside = (ks.address < _U64(core[0])) | (ks.address >= _U64(core[0] + core[1]))
+                group[mine & outside] = 2 * m + 1
+        pseudo = np.flatnonzero(np.isin(ks.module, ks.pseudo_module_ids()))
+        group[pseudo] = 2 * len(names) + np.arange(len(pseudo))
+        group[~answerable] = 1
+        self.line_region = np.where(section >= 0, section, -1 - group)
+        highest = np.zeros(2 * len(names) + len(pseudo), dtype=_U64)
+        np.maximum.at(highest, group, ks.address)
+        above = np.searchsorted(self.sorted_address, highest, side="right")
+        next_line = np.where(above < n, self.sorted_address[np.minimum(above, n - 1)] - _U64(1),
+                             _U64(0xFFFFFFFFFFFFFFFF))
+        region_end = highest.copy()             # g = 0 (core), g = 1 (no address)
+        region_end[2:] = next_line[2:]
+        for m, name in enumerate(names):
+            core = self.loaded.cores.get(name) if m else None
+            if core:
+                region_end[2 * m] = min(int(region_end[2 * m]), core[0] + core[1] - 1)
+        page_end = ks.address[pseudo] + _U64(PAGE_SIZE - 1)
+        first = 2 * len(names)
+        region_end[first:] = np.minimum(region_end[first:], page_end)
+        self.region_end = region_end
+
+    def extent_of(self, addresses) -> np.ndarray:
+        """The placed section (vmlinux's or a .ko's) holding each address, or -1."""
+        addresses = np.asarray(addresses, dtype=_U64)
+        if not len(self.extent_start):
+            return np.full(addresses.shape, NO, dtype=np.int64)
+        i = np.searchsorted(self.extent_start, addresses, side="right") - 1
+        ok = i >= 0
+        ok[ok] = addresses[ok] < self.extent_end[i[ok]]
+        return np.where(ok, self.extent_section[np.maximum(i, 0)], NO)
 
     # ---------------------------------------------------------------- answers
     def resolve_many(self, addresses) -> tuple[np.ndarray, np.ndarray]:
@@ -196,9 +316,9 @@ class Resolver(Answers):
         # Unsized fallback: nearest line at or below, same region as the address.
         rest = np.flatnonzero(~sized)
         if len(rest):
-            k = np.searchsorted(self.sorted_address, q[rest], side="right") - 1
+            k = np.searchsorted(self.answer_address, q[rest], side="right") - 1
             ok = k >= 0
-            cand = np.where(ok, self.by_address[np.maximum(k, 0)], NO)
+            cand = np.where(ok, self.answer_line[np.maximum(k, 0)], NO)
             region_of_q = self.extent_of(q[rest])
             cand_region = self.line_region[np.maximum(cand, 0)]
             # Inside a placed section: the candidate must be in it.  Outside
@@ -226,12 +346,16 @@ class Resolver(Answers):
 
     def _object_at(self, address: int) -> int:
         sec = int(self.extent_of(np.array([address], dtype=_U64))[0])
-        return int(self.syms.sections["object"][sec]) if sec >= 0 else -1
+        return int(self.section_object[sec]) if sec >= 0 else -1
 
     def _object_path(self, obj: int) -> str:
+        if obj >= self.first_ko_object:
+            return self.ko_paths[obj - self.first_ko_object]
         return self.syms.object_path(obj)
 
     def _object_modules(self, obj: int) -> list[str]:
+        if obj >= self.first_ko_object:
+            return [self.ko_modules[obj - self.first_ko_object]]
         return self.syms.modset_names(int(self.syms.objects["modset"][obj]))
 
     def line_modsets(self) -> np.ndarray:
@@ -248,6 +372,52 @@ class Resolver(Answers):
             sets = {int(self.syms.symbols["modset"][e]) for e in entries}
             modsets[line] = sets.pop() if len(sets) == 1 else -2
         return modsets
+
+    # ------------------------------------------------------------ live changes
+    def refresh(self) -> "ModuleChanges":
+        """Follow modules loaded or unloaded since this resolver was made.
+
+        ``/proc/modules`` (``sources.proc_modules``; tiny) is compared with
+        what was read last, ignoring use counts: unchanged, nothing else is
+        read.  Otherwise kallsyms is read again; when its core lines are the
+        same (they come first, and only a reboot changes them) the
+        placement of vmlinux is kept and only the modules are matched and
+        indexed again (.ko files already read are not read again).  Without
+        ``proc_modules`` the kallsyms text itself is compared.  Returns what
+        changed (false when nothing did)."""
+        modules_text = _read_optional(self.sources.proc_modules)
+        if self.sources.proc_modules is not None:
+            if _module_list(modules_text) == _module_list(self._proc_modules_text):
+                return ModuleChanges()
+            text = read_text(self.ks.source)
+        else:
+            text = read_text(self.ks.source)
+            if text == self.ks.text:
+                return ModuleChanges()
+        old = self.ks
+        ks = Kallsyms(text, old.source)
+        self._proc_modules_text = modules_text
+        changes = _module_changes(old, ks)
+        ncore = len(self.core_lines)
+        core_end = int(old.name_end[ncore - 1]) if ncore else 0
+        same_core = (ncore and int((ks.module == 0).sum()) == ncore
+                     and bool((ks.module[:ncore] == 0).all())
+                     and bool((old.module[:ncore] == 0).all())
+                     and ks.text[:core_end] == old.text[:core_end])
+        self.ks = ks
+        self.__dict__.pop("_by_name", None)
+        if same_core:
+            rest = len(ks) - ncore
+            pad = np.full(rest, NO, dtype=self.line_entry.dtype)
+            self.line_entry = np.concatenate((self.line_entry[:ncore], pad))
+            self.line_section = np.concatenate((self.line_section[:ncore],
+                                                pad.astype(self.line_section.dtype)))
+        else:
+            placed = place(self.syms, ks, self._check_anchors)
+            self._placed(placed, placed.core_lines, placed.line_entry, placed.line_section,
+                         placed.ambiguous)
+        self._load_modules()
+        return changes
 
     # --------------------------------------------------------------- reverse
     def _name_index(self) -> dict[bytes, list[int]]:
@@ -314,6 +484,57 @@ class Resolver(Answers):
             yield f"{addr:016x} {sizes[line]:x} {chr(letter)} {ks.name(line)}{tail}"
 
 
+class ModuleChanges:
+    """What :meth:`Resolver.refresh` found: modules ``loaded``, ``unloaded``
+    and ``reloaded`` (same name, other lines or addresses), pseudo-modules
+    included.  False when nothing changed."""
+
+    def __init__(self, loaded=(), unloaded=(), reloaded=()):
+        self.loaded, self.unloaded, self.reloaded = tuple(loaded), tuple(unloaded), tuple(reloaded)
+
+    def __bool__(self) -> bool:
+        return bool(self.loaded or self.unloaded or self.reloaded)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, ModuleChanges) and self.__dict__ == other.__dict__
+
+    def __repr__(self) -> str:
+        return (f"ModuleChanges(loaded={self.loaded!r}, unloaded={self.unloaded!r}, "
+                f"reloaded={self.reloaded!r})")
+
+
+def _module_changes(old: Kallsyms, new: Kallsyms) -> ModuleChanges:
+    def lines(ks: Kallsyms) -> dict[str, bytes]:
+        out = {}
+        for m, name in enumerate(ks.module_names[1:], 1):
+            mine = np.flatnonzero(ks.module == m)
+            out[name] = ks.address[mine].tobytes() + b"\0".join(ks.names_bytes(mine))
+        return out
+    before, after = lines(old), lines(new)
+    return ModuleChanges([m for m in after if m not in before],
+                         [m for m in before if m not in after],
+                         [m for m in after if m in before and after[m] != before[m]])
+
+
+def _read_optional(path: str | None) -> bytes | None:
+    """A small kernel file (/proc/modules), or None when absent or unreadable."""
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _module_list(text: bytes | None):
+    """/proc/modules without its use counts and users (which change
+    without any module coming or going): name, size, state, address."""
+    if text is None:
+        return None
+    return [(f[0], f[1], f[4:5], f[5:6]) for f in (line.split() for line in text.splitlines()) if f]
+
+
 def _names_start_with(ks: Kallsyms, lines: np.ndarray, prefixes: tuple[bytes, ...]) -> np.ndarray:
     """Whether each line's name starts with one of ``prefixes`` (vectorised)."""
     buf = np.frombuffer(ks.text, dtype=np.uint8)
@@ -359,7 +580,8 @@ def _containers(start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 # ------------------------------------------------------------------- loading
 def load(syms: str | SymsFile | None = None, kallsyms: str | Kallsyms | None = None,
-         force: bool = False, cache: bool = True) -> Resolver:
+         force: bool = False, cache: bool = True, modules_dir: str | None = None,
+         sysfs_root: str | None = None, proc_modules: str | None = None) -> Resolver:
     """Load dtrace_syms (default ``/lib/modules/$(uname -r)/kernel/dtrace_syms``)
     and kallsyms (default ``/proc/kallsyms``) and place every object.
 
@@ -369,6 +591,14 @@ def load(syms: str | SymsFile | None = None, kallsyms: str | Kallsyms | None = N
     :class:`KmodsymsError` (or its :class:`StaleError`) with a one-line
     message on bad or mismatched input.
 
+    Loaded modules are matched with their .ko files under ``modules_dir``
+    (:mod:`kmodsyms.loadable`), helped by what the kernel says in
+    ``sysfs_root`` (``/sys``) and ``proc_modules`` (``/proc/modules``).
+    With the live kallsyms these default to the running kernel's
+    (``/lib/modules/$(uname -r)``, ``/sys``, ``/proc/modules``); with a
+    kallsyms file, only what is given is used (no .ko without
+    ``modules_dir``).
+
     With ``cache`` (and both given as paths), the loaded resolver is saved
     as a snapshot (:mod:`kmodsyms.snapshot`, not under ``force``), and a
     later load of the very same files restores it instead of placing again.
@@ -376,12 +606,13 @@ def load(syms: str | SymsFile | None = None, kallsyms: str | Kallsyms | None = N
     syms_path = None if isinstance(syms, SymsFile) else syms or default_syms_path()
     kallsyms_path = None if isinstance(kallsyms, Kallsyms) else kallsyms or LIVE_KALLSYMS
     live = kallsyms_path == LIVE_KALLSYMS
+    sources = module_sources(live, modules_dir, sysfs_root, proc_modules)
     snapshots = cache and syms_path is not None and kallsyms_path is not None
     text = None   # kallsyms read once: to match a snapshot, and to load if none does
     if snapshots:
         from .snapshot import open_saved
         text = read_text(kallsyms_path)
-        saved = open_saved(syms_path, kallsyms_path, text)
+        saved = open_saved(syms_path, kallsyms_path, text, sources)
         if saved is not None:
             meta = saved.doc["meta"]
             if live and not force:
@@ -390,14 +621,14 @@ def load(syms: str | SymsFile | None = None, kallsyms: str | Kallsyms | None = N
             # The file read must be the one the snapshot was checked against.
             key = saved.doc["key"]
             if (len(restored.data), bytes(restored.data[12:16])) == (key["syms_size"], key["syms_crc"]):
-                return Resolver.restore(restored, saved)
+                return Resolver.restore(restored, saved, sources)
     if not isinstance(syms, SymsFile):
         syms = read_syms(syms_path)
     if not isinstance(kallsyms, Kallsyms):
         kallsyms = Kallsyms(text, kallsyms_path) if text is not None else read_kallsyms(kallsyms_path)
     if live and not force:
         check_live(syms.source, syms.meta_kernel_release, syms.meta_build_id)
-    resolver = Resolver(syms, kallsyms, check_anchors=not force)
+    resolver = Resolver(syms, kallsyms, check_anchors=not force, sources=sources)
     if snapshots and not force:
         from .snapshot import save
         save(resolver, syms_path, kallsyms_path)

@@ -36,7 +36,7 @@ import zlib
 from . import __version__
 from .answer import Answers, parse_address, write_answers
 from .errors import KmodsymsError, StaleError
-from .live import LIVE_KALLSYMS, check_live, default_syms_path
+from .live import LIVE_KALLSYMS, check_live, default_syms_path, module_sources, parse_proc_modules
 
 MAGIC = b"KMSNAP\0\4"
 _HEAD = struct.Struct("=8sQ")     # magic, length of the marshalled doc
@@ -45,7 +45,9 @@ _ALIGN = 8
 # The saved arrays and their element types (array module codes; "i|q":
 # int32 when every value fits, else int64).  Per kallsyms line, in kallsyms
 # order: line_* and name_*; sorted_address/by_address are the lines in
-# address order; iv_* the sized intervals; extent_* the placed sections.
+# address order; answer_* those that may answer an address; iv_* the sized
+# intervals; extent_* the placed sections (vmlinux's and the .ko files') and
+# section_object their objects; vmlinux_extent_* vmlinux's placement alone.
 ARRAYS = (
     ("line_address", "Q"), ("name_start", "i|q"), ("name_end", "i|q"), ("line_type", "B"),
     ("line_module", "i|q"), ("line_size", "i|q"), ("line_object", "i|q"),
@@ -53,7 +55,9 @@ ARRAYS = (
     ("line_section", "i|q"), ("sorted_address", "Q"), ("by_address", "i|q"),
     ("iv_start", "Q"), ("iv_end", "Q"), ("iv_line", "i|q"), ("iv_parent", "i|q"),
     ("region_end", "Q"), ("extent_start", "Q"), ("extent_end", "Q"),
-    ("extent_section", "i|q"), ("section_object", "i|q"),
+    ("extent_section", "i|q"), ("section_object", "i|q"), ("answer_address", "Q"),
+    ("answer_line", "i|q"), ("vmlinux_extent_start", "Q"), ("vmlinux_extent_end", "Q"),
+    ("vmlinux_extent_section", "i|q"),
 )
 
 
@@ -70,7 +74,7 @@ def snapshot_path(syms_path: str, kallsyms_path: str) -> str:
 
 
 def _key(syms_path: str, kallsyms_path: str, syms_size: int, syms_crc: bytes,
-         kallsyms_text: bytes) -> dict:
+         kallsyms_text: bytes, sources, ko_files) -> dict:
     """What a snapshot must match.  The kallsyms text is known by its length
     and two checksums (64 bits in all): reading it is the one cost a
     snapshot cannot avoid, and these cost a few milliseconds more, where a
@@ -79,7 +83,40 @@ def _key(syms_path: str, kallsyms_path: str, syms_size: int, syms_crc: bytes,
             "kallsyms": os.path.abspath(kallsyms_path), "syms_size": syms_size,
             "syms_crc": syms_crc, "syms_mtime_ns": os.stat(syms_path).st_mtime_ns,
             "kallsyms_size": len(kallsyms_text), "kallsyms_crc32": zlib.crc32(kallsyms_text),
-            "kallsyms_adler32": zlib.adler32(kallsyms_text)}
+            "kallsyms_adler32": zlib.adler32(kallsyms_text),
+            "modules": _modules_key(sources, ko_files)}
+
+
+def _modules_key(sources, ko_files) -> tuple | None:
+    """What the loadable modules' answers were made from: where the files
+    and the kernel's word were looked for, modules.dep's size and mtime
+    (depmod rewrites it when modules are installed), each .ko used (path,
+    size, mtime) and the module cores /proc/modules gives.  sysfs is not
+    keyed: the kallsyms text changes whenever a module does, and the
+    cache is the user's own (what that user may read of sysfs stays so)."""
+    if sources is None or sources.modules_dir is None:
+        return None
+    root = os.path.abspath(sources.modules_dir)
+    try:
+        st = os.stat(os.path.join(root, "modules.dep"))
+        dep = (st.st_size, st.st_mtime_ns)
+    except OSError:
+        dep = None
+    files = []
+    for path, _size, _mtime in ko_files:
+        try:
+            st = os.stat(os.path.join(root, path))
+            files.append((path, st.st_size, st.st_mtime_ns))
+        except OSError:
+            files.append((path, -1, -1))
+    cores = None
+    if sources.proc_modules:
+        try:
+            with open(sources.proc_modules, "rb") as f:
+                cores = sorted(parse_proc_modules(f.read()).items())
+        except OSError:
+            pass
+    return (root, sources.sysfs_root, sources.proc_modules, dep, tuple(files), cores)
 
 
 # ------------------------------------------------------------------ writing
@@ -98,9 +135,12 @@ def save(resolver, syms_path: str, kallsyms_path: str) -> None:
         "line_section": resolver.line_section, "sorted_address": resolver.sorted_address,
         "by_address": resolver.by_address, "iv_start": resolver.iv_start,
         "iv_end": resolver.iv_end, "iv_line": resolver.iv_line, "iv_parent": resolver.iv_parent,
-        "region_end": resolver.region_end, "extent_start": placement.extent_start,
-        "extent_end": placement.extent_end, "extent_section": placement.extent_section,
-        "section_object": syms.sections["object"],
+        "region_end": resolver.region_end, "extent_start": resolver.extent_start,
+        "extent_end": resolver.extent_end, "extent_section": resolver.extent_section,
+        "section_object": resolver.section_object, "answer_address": resolver.answer_address,
+        "answer_line": resolver.answer_line, "vmlinux_extent_start": placement.extent_start,
+        "vmlinux_extent_end": placement.extent_end,
+        "vmlinux_extent_section": placement.extent_section,
     }
     blobs, layout = [], []
     for name, codes in ARRAYS:
@@ -114,7 +154,8 @@ def save(resolver, syms_path: str, kallsyms_path: str) -> None:
         blobs.append(blob + bytes(-len(blob) % _ALIGN))
     modset_names = [syms.modset_names(i) for i in range(len(syms.modsets))]
     doc = {
-        "key": _key(syms_path, kallsyms_path, len(syms.data), bytes(syms.data[12:16]), ks.text),
+        "key": _key(syms_path, kallsyms_path, len(syms.data), bytes(syms.data[12:16]), ks.text,
+                    resolver.sources, resolver.ko_files),
         "meta": {"source": syms.source, "kernel_release": syms.meta_kernel_release,
                  "build_id": syms.meta_build_id, "kallsyms_source": ks.source},
         "arrays": layout,
@@ -125,6 +166,10 @@ def save(resolver, syms_path: str, kallsyms_path: str) -> None:
         "ambiguous": {line: (entries, resolver._candidates(line))
                       for line, entries in resolver.ambiguous.items()},
         "stats": dict(resolver.stats.__dict__),
+        "modules": {"ko_paths": resolver.ko_paths, "ko_modules": resolver.ko_modules,
+                    "ko_files": resolver.ko_files,
+                    "stats": [tuple(s.__dict__.values()) for s in resolver.module_stats],
+                    "warnings": resolver.module_warnings},
     }
     packed = marshal.dumps(doc)
     body = packed + bytes(-(_HEAD.size + len(packed)) % _ALIGN) + b"".join(blobs)
@@ -145,9 +190,14 @@ class Snapshot(Answers):
         doc = saved.doc
         self.text = saved.kallsyms_text
         self.loaded_module_names = doc["loaded_module_names"]
-        self.object_paths = doc["object_paths"]
-        self.object_modset = doc["object_modset"]
-        self.modsets = doc["modsets"]
+        modules = doc["modules"]
+        self.module_warnings = modules["warnings"]
+        # Objects: vmlinux's, then the .ko files (each in its own module).
+        self.first_ko_object = len(doc["object_paths"])
+        self.object_paths = doc["object_paths"] + modules["ko_paths"]
+        self.modsets = doc["modsets"] + [[name] for name in modules["ko_modules"]]
+        self.object_modset = doc["object_modset"] + list(
+            range(len(doc["modsets"]), len(self.modsets)))
         self.ambiguous = {line: cands for line, (_entries, cands) in doc["ambiguous"].items()}
         for name, (start, code, count) in saved.arrays.items():
             setattr(self, name, saved.view[start:start + struct.calcsize(code) * count].cast(code))
@@ -165,10 +215,10 @@ class Snapshot(Answers):
             j = self.iv_parent[j]
         if j >= 0:
             return self.iv_line[j], True
-        k = bisect.bisect_right(self.sorted_address, q) - 1
+        k = bisect.bisect_right(self.answer_address, q) - 1
         if k < 0:
             return -1, False
-        line = self.by_address[k]
+        line = self.answer_line[k]
         region, section = self.line_region[line], self._section_at(q)
         if section >= 0:
             ok = region == section
@@ -213,8 +263,8 @@ class Saved:
                 for name, (start, code, count) in self.arrays.items()}
 
 
-def open_saved(syms_path: str, kallsyms_path: str,
-               kallsyms_text: bytes | None = None) -> Saved | None:
+def open_saved(syms_path: str, kallsyms_path: str, kallsyms_text: bytes | None = None,
+               sources=None) -> Saved | None:
     """The snapshot of these two files, or None when there is none that
     matches them (``kallsyms_text``: the kallsyms file's bytes, if the
     caller has read them already).  The file is mapped, not read: what is
@@ -232,7 +282,9 @@ def open_saved(syms_path: str, kallsyms_path: str,
         if magic != MAGIC:
             return None
         doc = marshal.loads(data[_HEAD.size:_HEAD.size + length])
-        if doc["key"] != _key(syms_path, kallsyms_path, syms_size, syms_head[12:16], kallsyms_text):
+        key = _key(syms_path, kallsyms_path, syms_size, syms_head[12:16], kallsyms_text,
+                   sources, doc["modules"]["ko_files"])
+        if doc["key"] != key:
             return None
         arrays = {}
         at = _HEAD.size + length
@@ -261,7 +313,8 @@ def quick_resolve(args: list[str]) -> int | None:
         return None
     syms_path = options["syms"] or default_syms_path()
     kallsyms_path = options["kallsyms"] or LIVE_KALLSYMS
-    saved = open_saved(syms_path, kallsyms_path)
+    sources = module_sources(kallsyms_path == LIVE_KALLSYMS, options["modules_dir"])
+    saved = open_saved(syms_path, kallsyms_path, sources=sources)
     if saved is None:
         return None
     snapshot, meta = Snapshot(saved), saved.doc["meta"]
@@ -270,6 +323,8 @@ def quick_resolve(args: list[str]) -> int | None:
             check_live(meta["source"], meta["kernel_release"], meta["build_id"])
         except StaleError:
             return None
+    for warning in snapshot.module_warnings:
+        print(f"kmodsyms: warning: {warning}", file=sys.stderr)
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(errors="surrogateescape")
 
@@ -307,7 +362,8 @@ def quick_resolve(args: list[str]) -> int | None:
     return 0
 
 
-_VALUE_OPTIONS = {"--syms": "syms", "-s": "syms", "--kallsyms": "kallsyms"}
+_VALUE_OPTIONS = {"--syms": "syms", "-s": "syms", "--kallsyms": "kallsyms",
+                  "--modules-dir": "modules_dir"}
 _FLAG_OPTIONS = {"--json": "json", "--force": "force", "--no-cache": "no_cache"}
 
 
@@ -315,7 +371,7 @@ def _parse_resolve_args(args: list[str]) -> dict | None:
     """``resolve``'s arguments as the typer command would take them, or None
     for anything else (help, unknown or malformed options, bad addresses,
     --no-cache): those go to the typer command."""
-    options = {"syms": None, "kallsyms": None, "json": False, "force": False,
+    options = {"syms": None, "kallsyms": None, "modules_dir": None, "json": False, "force": False,
                "no_cache": False, "addresses": []}
     i = 0
     only_arguments = False

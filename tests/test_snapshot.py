@@ -175,8 +175,9 @@ def test_quick_path_declines_what_it_does_not_read(args):
 
 def test_quick_path_options():
     assert _parse_resolve_args(["-s", "S", "1", "--kallsyms=K", "--json", "-", "--", "2"]) == {
-        "syms": "S", "kallsyms": "K", "json": True, "force": False, "no_cache": False,
-        "addresses": ["1", "-", "2"]}
+        "syms": "S", "kallsyms": "K", "modules_dir": None, "json": True, "force": False,
+        "no_cache": False, "addresses": ["1", "-", "2"]}
+    assert _parse_resolve_args(["--modules-dir", "M", "1"])["modules_dir"] == "M"
 
 
 def test_load_saves_only_when_asked_and_checked(fixture_syms, tmp_path):
