@@ -246,7 +246,8 @@ class Resolver(Answers):
           ``_einittext`` with text-only kallsyms: its highest lines);
         * g = 2m, loadable module m: up to just before the next line of
           anything above its highest line, and, when /proc/modules or sysfs
-          gives its core (address, size), within that core;
+          gives its core (address, size), within that core (without it,
+          the highest module reaches at most a page past its last line);
           g = 2m + 1: its lines outside that core (6.4+ allocates text,
           data and rodata apart), bounded by the next line only;
         * one group per pseudo-module line (``[bpf]``, ``[__builtin__*]``:
@@ -279,6 +280,10 @@ class Resolver(Answers):
             core = self.loaded.cores.get(name) if m else None
             if core:
                 region_end[2 * m] = min(int(region_end[2 * m]), core[0] + core[1] - 1)
+            elif m and above[2 * m] >= n:
+                # The highest module, its end unknown (a saved kallsyms
+                # without /proc/modules): at most a page, as pseudo-modules.
+                region_end[2 * m] = min(int(region_end[2 * m]), int(highest[2 * m]) + PAGE_SIZE - 1)
         page_end = ks.address[pseudo] + _U64(PAGE_SIZE - 1)
         first = 2 * len(names)
         region_end[first:] = np.minimum(region_end[first:], page_end)
@@ -365,7 +370,7 @@ class Resolver(Answers):
         -2 where the candidates' modules differ (ambiguous)."""
         objects = self.line_object
         modsets = np.zeros(len(self.ks), dtype=np.int64)
-        has = objects >= 0
+        has = (objects >= 0) & (objects < self.first_ko_object)
         modsets[has] = self.syms.objects["modset"][objects[has]]
         modsets[self.ks.module != 0] = -1
         for line, entries in self.ambiguous.items():
