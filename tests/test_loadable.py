@@ -83,7 +83,10 @@ def module_lines(kallsyms: str, module: str) -> list[tuple[int, str, str]]:
 
 
 def is_mapping(name: str) -> bool:
-    return name[:1] == "$" and name[1:2] in "adtx" and (len(name) == 2 or name[2] == ".")
+    """include/linux/module_symbol.h is_mapping_symbol() of 6.12, which the
+    kernel's module address lookups skip: ".L*", "L0*", "$a/$d/$t/$x[.*]"."""
+    return name.startswith((".L", "L0")) or (
+        name[:1] == "$" and name[1:2] in "adtx" and (len(name) == 2 or name[2] == "."))
 
 
 def runtime_symbols(ko_syms, lines) -> list[tuple]:
