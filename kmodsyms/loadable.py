@@ -69,10 +69,11 @@ def module_name(filename: str) -> str | None:
     return None
 
 
-def find_module_files(modules_dir: str, wanted) -> dict[str, str]:
+def find_module_files(modules_dir: str, wanted=None) -> dict[str, str]:
     """Path (relative to ``modules_dir``) of each of the ``wanted`` modules
-    that has a file there: from ``modules.dep`` when present, else by search."""
-    wanted = set(wanted)
+    (None: every module) that has a file there: from ``modules.dep`` when
+    present, else by search."""
+    wanted = None if wanted is None else set(wanted)
     found: dict[str, str] = {}
     dep = os.path.join(modules_dir, "modules.dep")
     try:
@@ -86,7 +87,7 @@ def find_module_files(modules_dir: str, wanted) -> dict[str, str]:
         for line in text.splitlines():
             path = line.partition(":")[0].strip()
             name = module_name(os.path.basename(path))
-            if name in wanted and name not in found:
+            if name and (wanted is None or name in wanted) and name not in found:
                 found[name] = path
         return found
     ranked: dict[str, tuple] = {}
@@ -97,11 +98,27 @@ def find_module_files(modules_dir: str, wanted) -> dict[str, str]:
         rank = _SEARCH_PRIORITY.index(top) if top in _SEARCH_PRIORITY else len(_SEARCH_PRIORITY)
         for filename in sorted(files):
             name = module_name(filename)
-            if name in wanted:
+            if name and (wanted is None or name in wanted):
                 path = os.path.normpath(os.path.join(rel_root, filename))
                 if name not in ranked or rank < ranked[name][0]:
                     ranked[name] = (rank, path)
     return {name: path for name, (_rank, path) in ranked.items()}
+
+
+def _module_files(modules_dir: str, wanted, cache: dict) -> dict[str, str]:
+    """:func:`find_module_files`, remembered in ``cache`` for as long as
+    modules.dep is unchanged (depmod rewrites it at every install); a
+    directory without one is searched once per cache."""
+    try:
+        st = os.stat(os.path.join(modules_dir, "modules.dep"))
+        dep = (st.st_size, st.st_mtime_ns)
+    except OSError:
+        dep = None
+    key = ("files", os.path.abspath(modules_dir), dep)
+    index = cache.get(key)
+    if index is None:
+        index = cache[key] = find_module_files(modules_dir, None)
+    return {name: index[name] for name in wanted if name in index}
 
 
 def read_ko_bytes(path: str) -> bytes:
@@ -427,8 +444,9 @@ class LoadedModules:
 
 def load_modules(ks, sources: ModuleSources, ko_cache: dict | None = None) -> LoadedModules:
     """Match every loaded module of ``ks`` (a :class:`kmodsyms.kallsyms.Kallsyms`)
-    with its .ko under ``sources.modules_dir``.  ``ko_cache`` keeps read
-    files across calls (keyed by path, size and mtime)."""
+    with its .ko under ``sources.modules_dir``.  ``ko_cache`` keeps across
+    calls (:meth:`kmodsyms.resolver.Resolver.refresh`) the files found, the
+    files read (by path, size and mtime) and each module's match."""
     from .answer import is_pseudo_module
     n = len(ks)
     line_size = np.full(n, -1, dtype=np.int64)
@@ -445,7 +463,9 @@ def load_modules(ks, sources: ModuleSources, ko_cache: dict | None = None) -> Lo
             pass
     loaded = [(m, name) for m, name in enumerate(ks.module_names)
               if m and not is_pseudo_module(name)]
-    found = (find_module_files(sources.modules_dir, [name for _m, name in loaded])
+    if ko_cache is None:
+        ko_cache = {}
+    found = (_module_files(sources.modules_dir, [name for _m, name in loaded], ko_cache)
              if sources.modules_dir and loaded else {})
     ko_paths, ko_modules, stats, warnings, files = [], [], [], [], []
     starts, ends, regions, section_ko = [], [], [], []
@@ -461,15 +481,23 @@ def load_modules(ks, sources: ModuleSources, ko_cache: dict | None = None) -> Lo
             stats.append(ModuleStats(name, None, MISSING, len(lines), 0))
             continue
         full = os.path.join(sources.modules_dir, path)
-        st = os.stat(full)
+        try:
+            st = os.stat(full)
+        except OSError as e:
+            raise KmodsymsError(f"cannot read module {full}: {e.strerror}") from None
         key = (full, st.st_size, st.st_mtime_ns)
-        ko = ko_cache.get(key) if ko_cache is not None else None
+        ko = ko_cache.get(key)
         if ko is None:
-            ko = read_ko(sources.modules_dir, path)
-            if ko_cache is not None:
-                ko_cache[key] = ko
+            ko = ko_cache[key] = read_ko(sources.modules_dir, path)
         files.append((path, st.st_size, st.st_mtime_ns))
-        match = match_module(ko, ks.names_bytes(lines), ks.address[lines].tolist(), live)
+        names, addresses = ks.names_bytes(lines), ks.address[lines]
+        # The same file, lines and kernel's word match the same way (refresh()).
+        memo = ("match", key, name, addresses.tobytes(), b"\0".join(names),
+                tuple(sorted(live.sections.items())), live.srcversion, live.build_id,
+                live.has_sysfs)
+        match = ko_cache.get(memo)
+        if match is None:
+            match = ko_cache[memo] = match_module(ko, names, addresses.tolist(), live)
         if match.refused:
             warnings.append(f"module {name}: {os.path.join(sources.modules_dir, path)} is not the "
                             f"loaded module ({match.refused}); its symbols stay unsized")

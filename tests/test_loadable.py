@@ -560,3 +560,57 @@ def test_corpus_modules_compressed_and_signed(corpus, corpus_syms, tmp_path, suf
         check_module_answers(r, os.path.join(corpus, rel), kallsyms,
                              module_name(os.path.basename(rel)), f"kernel/{rel}{suffix}",
                              truth=readelf_symbols, samples=500)
+
+
+# --------------------------------------------------- arm64 mapping symbols
+AARCH64_OBJECT = os.path.join(ROOT, "fixtures", "cross", "aarch64", "sample.o")
+SAMPLE_BASES = {".text": 0xFFFFFFFFC0B00000, ".rodata": 0xFFFFFFFFC0B01000,
+                ".data": 0xFFFFFFFFC0B02000, ".bss": 0xFFFFFFFFC0B03000}
+
+
+def _sample_module_lines() -> bytes:
+    """kallsyms lines of fixtures/cross/aarch64/sample.o loaded as module
+    "sample" (a .ko is such a relocatable object): every named symbol of its
+    core sections, mapping symbols ($x, $d) and local labels included, as
+    kernel/module/kallsyms.c keeps them; letters as nm gives them."""
+    letter = {".text": "t", ".rodata": "r", ".data": "d", ".bss": "b"}
+    out = []
+    for name, sec, value, _size, _typed, bind in elf_symbols(AARCH64_OBJECT):
+        if sec in SAMPLE_BASES:
+            c = "w" if bind == "weak" else letter[sec]
+            c = c.upper() if bind != "local" else c
+            out.append(f"{SAMPLE_BASES[sec] + value:016x} {c} {name}\t[sample]\n")
+    return "".join(out).encode()
+
+
+def test_mapping_symbols_never_answer(fixture_syms, tmp_path):
+    """arm64 modules' kallsyms lines show $x/$d mapping symbols and local
+    labels; the kernel's own lookup (find_kallsyms_symbol, 6.12) skips them
+    (is_mapping_symbol), and so does the resolver, even where one shares its
+    address with a real symbol."""
+    kallsyms = tmp_path / "kallsyms"
+    kallsyms.write_bytes(open(FIXTURE_KALLSYMS, "rb").read() + _sample_module_lines())
+    moddir = tmp_path / "lib"
+    os.makedirs(moddir / "extra")
+    shutil.copy(AARCH64_OBJECT, moddir / "extra" / "sample.ko")
+    r = load(fixture_syms, str(kallsyms), cache=False, modules_dir=str(moddir))
+    stats = {s.name: s.status for s in r.module_stats}
+    assert stats["sample"] == "matched", r.module_warnings
+    text, data = SAMPLE_BASES[".text"], SAMPLE_BASES[".data"]
+    lines = module_lines(str(kallsyms), "sample")
+    assert {"$x", "$d", ".Llocal_label"} <= {name for _a, _l, name in lines}
+    check_module_answers(r, AARCH64_OBJECT, str(kallsyms), "sample", "extra/sample.ko",
+                         samples=500)
+    expected = {text: "global_func", text + 0x123: "global_func", text + 0x128: "local_func",
+                text + 0x130: "unsized_label", text + 0x133: "unsized_label",
+                data: "data_pad", data + 0x100: "data_obj"}
+    for address, name in expected.items():
+        assert r.resolve(address).symbol == name, hex(address)
+    for address in range(text, text + 0x134):
+        assert not is_mapping(r.resolve(address).symbol), hex(address)
+    # Below the first real symbol of .rodata and .bss only "$d" lines: no symbol.
+    for address in (SAMPLE_BASES[".rodata"] + 5, SAMPLE_BASES[".bss"] + 0x10):
+        rec = r.resolve(address)
+        assert rec.symbol is None and rec.object == "extra/sample.ko", rec
+    mapping = [rec for rec in r.symbols("sample") if is_mapping(rec.symbol)]
+    assert mapping and all(rec.size is None and not rec.sized for rec in mapping)
