@@ -165,9 +165,9 @@ class Resolver(Answers):
         # as 'A' (offsets, not addresses), not the mapping symbols of module
         # lines (the kernel's find_kallsyms_symbol() skips them too).
         answerable = letters != ord("A")
-        module_lines = np.flatnonzero(ks.module != 0)
-        answerable[module_lines] = [not is_mapping_symbol(name)
-                                    for name in ks.names_bytes(module_lines)]
+        first = np.frombuffer(ks.text, dtype=np.uint8)[ks.name_start]
+        maybe = np.flatnonzero((ks.module != 0) & np.isin(first, np.frombuffer(b"$.L", np.uint8)))
+        answerable[maybe] = [not is_mapping_symbol(name) for name in ks.names_bytes(maybe)]
         # Address regions (see _regions): placed sections, vmlinux's and
         # the .ko's, and per-line groups outside them.
         in_ko = lm.line_section >= 0
