@@ -35,12 +35,13 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .elfimage import parse_notes
-from .elfscan import scan_object
+from .elfscan import SHT_NOBITS, scan_object
 from .errors import KmodsymsError
 from .live import ModuleSources, parse_proc_modules
 
@@ -143,32 +144,39 @@ def read_ko_bytes(path: str) -> bytes:
     return data[:elf_size(path, data)]
 
 
-def elf_size(path: str, data: bytes) -> int:
-    """Where a (64- or 32-bit) ELF file ends: past its section header table
-    and every section's contents, whichever is last."""
-    import struct
+def _section_headers(path: str, data: bytes) -> tuple[str, list[tuple[int, int, int, int]], int]:
+    """Byte order, ``(name, type, offset, size)`` of every section header,
+    and the section-name table's index, of a 64- or 32-bit ELF file."""
     try:
         if data[:4] != b"\x7fELF" or data[4] not in (1, 2) or data[5] not in (1, 2):
             raise ValueError
         end = "<" if data[5] == 1 else ">"
         if data[4] == 2:
             shoff, = struct.unpack_from(end + "Q", data, 0x28)
-            shentsize, shnum = struct.unpack_from(end + "HH", data, 0x3A)
-            header, pick = struct.Struct(end + "IIQQQQ"), (1, 4, 5)
+            shentsize, shnum, shstrndx = struct.unpack_from(end + "HHH", data, 0x3A)
+            header = struct.Struct(end + "IIQQQQ")   # name type flags addr offset size
         else:
             shoff, = struct.unpack_from(end + "I", data, 0x20)
-            shentsize, shnum = struct.unpack_from(end + "HH", data, 0x2E)
-            header, pick = struct.Struct(end + "IIIIII"), (1, 4, 5)
-        if shnum == 0 and shoff:
+            shentsize, shnum, shstrndx = struct.unpack_from(end + "HHH", data, 0x2E)
+            header = struct.Struct(end + "IIIIII")
+        if shnum == 0 and shoff:                     # extended numbering: count in section 0
             shnum = header.unpack_from(data, shoff)[5]
-        size = shoff + shnum * shentsize
-        for i in range(shnum):
-            fields = header.unpack_from(data, shoff + i * shentsize)
-            sh_type, offset, length = (fields[k] for k in pick)
-            if sh_type != 8:                       # SHT_NOBITS has no bytes in the file
-                size = max(size, offset + length)
+        if shoff + shnum * shentsize > len(data):
+            raise ValueError
+        fields = [header.unpack_from(data, shoff + i * shentsize) for i in range(shnum)]
     except (ValueError, struct.error):
         raise KmodsymsError(f"{path}: not an ELF module (or truncated); reinstall it") from None
+    headers = [(f[0], f[1], f[4], f[5]) for f in fields]
+    headers.append((0, 0, shoff, shnum * shentsize))   # the table itself, for elf_size
+    return end, headers, shstrndx
+
+
+def elf_size(path: str, data: bytes) -> int:
+    """Where an ELF file ends: past its section header table and every
+    section's contents, whichever is last."""
+    _end, headers, _shstrndx = _section_headers(path, data)
+    size = max(offset + length for _name, sh_type, offset, length in headers
+               if sh_type != SHT_NOBITS)
     if size > len(data):
         raise KmodsymsError(f"{path}: truncated ELF module; reinstall it")
     return size
@@ -195,13 +203,13 @@ def read_ko(modules_dir: str, path: str) -> KoFile:
     full = os.path.join(modules_dir, path)
     data = read_ko_bytes(full)
     scan = scan_object(full, data)
-    modinfo = _section_bytes(data, ".modinfo")
+    modinfo = _section_bytes(full, data, ".modinfo")
     srcversion = None
     for item in modinfo.split(b"\0"):
         if item.startswith(b"srcversion="):
             srcversion = item[len(b"srcversion="):].decode("ascii", "replace")
-    little = data[5] == 1
-    build_id = parse_notes(_section_bytes(data, ".note.gnu.build-id"), "<" if little else ">")
+    build_id = parse_notes(_section_bytes(full, data, ".note.gnu.build-id"),
+                           "<" if data[5] == 1 else ">")
     return KoFile(path, scan.sym_name, np.array(scan.sym_value, dtype=np.uint64),
                   np.array(scan.sym_size, dtype=np.uint64),
                   np.frombuffer(scan.sym_info, dtype=np.uint8),
@@ -209,28 +217,17 @@ def read_ko(modules_dir: str, path: str) -> KoFile:
                   np.array(scan.sec_size, dtype=np.uint64), srcversion, build_id)
 
 
-def _section_bytes(data: bytes, wanted: str) -> bytes:
+def _section_bytes(path: str, data: bytes, wanted: str) -> bytes:
     """The contents of the section called ``wanted`` (b"" if none)."""
-    import struct
-    end = "<" if data[5] == 1 else ">"
-    if data[4] == 2:
-        shoff, = struct.unpack_from(end + "Q", data, 0x28)
-        shentsize, shnum, shstrndx = struct.unpack_from(end + "HHH", data, 0x3A)
-        header = struct.Struct(end + "IIQQQQ")
-    else:
-        shoff, = struct.unpack_from(end + "I", data, 0x20)
-        shentsize, shnum, shstrndx = struct.unpack_from(end + "HHH", data, 0x2E)
-        header = struct.Struct(end + "IIIIII")
-    if shnum == 0 and shoff:
-        shnum = header.unpack_from(data, shoff)[5]
-    headers = [header.unpack_from(data, shoff + i * shentsize) for i in range(shnum)]
-    if shstrndx >= shnum:
+    _end, headers, shstrndx = _section_headers(path, data)
+    if shstrndx >= len(headers) - 1:
         return b""
-    strtab = data[headers[shstrndx][4]:headers[shstrndx][4] + headers[shstrndx][5]]
-    name = wanted.encode()
-    for h in headers:
-        if strtab[h[0]:h[0] + len(name) + 1] == name + b"\0" and h[1] != 8:
-            return data[h[4]:h[4] + h[5]]
+    _n, _t, str_offset, str_size = headers[shstrndx]
+    strtab = data[str_offset:str_offset + str_size]
+    name = wanted.encode() + b"\0"
+    for name_at, sh_type, offset, size in headers[:-1]:
+        if strtab[name_at:name_at + len(name)] == name and sh_type != SHT_NOBITS:
+            return data[offset:offset + size]
     return b""
 
 
@@ -483,12 +480,16 @@ def load_modules(ks, sources: ModuleSources, ko_cache: dict | None = None) -> Lo
         full = os.path.join(sources.modules_dir, path)
         try:
             st = os.stat(full)
-        except OSError as e:
-            raise KmodsymsError(f"cannot read module {full}: {e.strerror}") from None
-        key = (full, st.st_size, st.st_mtime_ns)
-        ko = ko_cache.get(key)
-        if ko is None:
-            ko = ko_cache[key] = read_ko(sources.modules_dir, path)
+            key = (full, st.st_size, st.st_mtime_ns)
+            ko = ko_cache.get(key)
+            if ko is None:
+                ko = ko_cache[key] = read_ko(sources.modules_dir, path)
+        except (OSError, KmodsymsError) as e:
+            # One unreadable file costs its module's sizes, not the answers.
+            why = f"cannot read {full}: {e.strerror}" if isinstance(e, OSError) else str(e)
+            warnings.append(f"module {name}: {why}; its symbols stay unsized")
+            stats.append(ModuleStats(name, path, REFUSED, len(lines), 0, why))
+            continue
         files.append((path, st.st_size, st.st_mtime_ns))
         names, addresses = ks.names_bytes(lines), ks.address[lines]
         # The same file, lines and kernel's word match the same way (refresh()).

@@ -614,3 +614,22 @@ def test_mapping_symbols_never_answer(fixture_syms, tmp_path):
         assert rec.symbol is None and rec.object == "extra/sample.ko", rec
     mapping = [rec for rec in r.symbols("sample") if is_mapping(rec.symbol)]
     assert mapping and all(rec.size is None and not rec.sized for rec in mapping)
+
+
+@pytest.mark.parametrize("damage", ["truncated .xz", "not ELF", "truncated ELF"])
+def test_unreadable_module_file_costs_only_its_sizes(fixture_syms, tmp_path, damage):
+    moddir = distro_tree(tmp_path, {"fs/fuse": FUSE_KO}, ".xz" if "xz" in damage else "", False)
+    rel = "kernel/fs/fuse/fuse.ko" + (".xz" if "xz" in damage else "")
+    path = os.path.join(moddir, rel)
+    data = open(path, "rb").read()
+    with open(path, "wb") as f:
+        f.write({"truncated .xz": data[:len(data) // 2], "not ELF": b"\0" * 64 + data[64:],
+                 "truncated ELF": data[:2000]}[damage])
+    cli = subprocess.run([sys.executable, "-m", "kmodsyms", "resolve", "--syms", fixture_syms,
+                          "--kallsyms", FIXTURE_KALLSYMS, "--modules-dir", moddir, "--no-cache",
+                          "0xffffffffc0a00014", "0xffffffffab600400"],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert cli.returncode == 0, cli.stderr
+    assert cli.stdout.splitlines()[0] == "0xffffffffc0a00014 fuse`fuse_dev_open+0x4 (unsized)"
+    assert "ext4`init_once+0x10" in cli.stdout.splitlines()[1]
+    assert len(cli.stderr.splitlines()) == 1 and rel in cli.stderr and "Traceback" not in cli.stderr
