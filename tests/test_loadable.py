@@ -633,3 +633,21 @@ def test_unreadable_module_file_costs_only_its_sizes(fixture_syms, tmp_path, dam
     assert cli.stdout.splitlines()[0] == "0xffffffffc0a00014 fuse`fuse_dev_open+0x4 (unsized)"
     assert "ext4`init_once+0x10" in cli.stdout.splitlines()[1]
     assert len(cli.stderr.splitlines()) == 1 and rel in cli.stderr and "Traceback" not in cli.stderr
+
+
+def test_refresh_of_a_restored_resolver(fixture_syms, fixture_tree, tmp_path):
+    """A resolver restored from a snapshot follows a module load too."""
+    full = open(FIXTURE_KALLSYMS, "rb").read()
+    kallsyms, modules = tmp_path / "kallsyms", tmp_path / "modules"
+    kallsyms.write_bytes(_without_module(full, b"fuse"))
+    modules.write_text("")
+    options = {"modules_dir": fixture_tree, "proc_modules": str(modules)}
+    load(fixture_syms, str(kallsyms), **options)                   # saves the snapshot
+    restored = load(fixture_syms, str(kallsyms), **options)
+    assert type(restored.placement).__name__ == "SavedPlacement"
+    kallsyms.write_bytes(full)
+    modules.write_text(FUSE_CORE)
+    assert restored.refresh().loaded == ("fuse",)
+    fresh = load(fixture_syms, str(kallsyms), cache=False, **options)
+    for address in range(0xFFFFFFFFC0A00000, 0xFFFFFFFFC0A02200):
+        assert restored.resolve(address) == fresh.resolve(address), hex(address)
