@@ -5,12 +5,16 @@ Every object section is first placed in the kernel's address space
 (:mod:`kmodsyms.placement`): from the link addresses that ``kmodsyms build``
 recorded (then only the KASLR shift of each load segment is found here), or,
 for a file without them, by searching kallsyms.  Each kallsyms line then has
-its object, module(s) and size.
+its object, module(s) and size; a loaded module's lines take theirs from its
+own .ko when it matches (:mod:`kmodsyms.loadable`), and :meth:`Resolver.refresh`
+follows modules loaded and unloaded.
 
 Answering an address: the innermost sized symbol holding it (greatest start;
 ties: smaller size, FUNC/OBJECT over NOTYPE, GLOBAL over WEAK over LOCAL,
 then name), else the nearest symbol below it, marked unsized, but never
-across a module boundary or out of the placed section holding the address.
+across a module boundary or out of the placed section holding the address, nor past
+what the kernel says of the region (a module's core, a page for pseudo-
+modules); per-cpu offsets and mapping symbols answer no address.
 docs/resolver.md states the rules in full.
 
 :func:`load` saves what it built as a snapshot (:mod:`kmodsyms.snapshot`)
@@ -20,12 +24,13 @@ dtrace_syms stay the same.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .answer import Answers, Symbolization
 from .kallsyms import Kallsyms, read_kallsyms, read_text
-from .live import LIVE_KALLSYMS, check_live, default_syms_path
-from .live import ModuleSources, module_sources
+from .live import LIVE_KALLSYMS, ModuleSources, check_live, default_syms_path, module_sources
 from .loadable import ModuleStats, is_mapping_symbol, load_modules
 from .placement import NO, SavedPlacement, place
 from .spans import equal_spans
@@ -38,7 +43,7 @@ _PADDING_PREFIXES = (b"__pfx_", b"__cfi_")
 # page); 4 KiB, the smallest page of x86_64 and arm64, so never too far.
 PAGE_SIZE = 4096
 
-__all__ = ["Resolver", "Symbolization", "load"]
+__all__ = ["ModuleChanges", "Resolver", "Symbolization", "load"]
 
 
 class Resolver(Answers):
@@ -46,11 +51,11 @@ class Resolver(Answers):
     :class:`Kallsyms` of the same kernel (see :func:`load`)."""
 
     def __init__(self, syms: SymsFile, ks: Kallsyms, check_anchors: bool = True,
-                 sources: ModuleSources | None = None, ko_cache: dict | None = None):
+                 sources: ModuleSources | None = None):
         self.syms = syms
         self.ks = ks
         self.sources = sources or ModuleSources()
-        self._ko_cache = {} if ko_cache is None else ko_cache
+        self._ko_cache: dict = {}     # files found, .ko read, matches (kept by refresh())
         self._check_anchors = check_anchors
         self._proc_modules_text = _read_optional(self.sources.proc_modules)
         placed = place(syms, ks, check_anchors)
@@ -389,7 +394,8 @@ class Resolver(Answers):
         placement of vmlinux is kept and only the modules are matched and
         indexed again (.ko files already read are not read again).  Without
         ``proc_modules`` the kallsyms text itself is compared.  Returns what
-        changed (false when nothing did)."""
+        changed (false when nothing did).  Needs kallsyms read from a path
+        (``load()``'s), as it reads that path again."""
         modules_text = _read_optional(self.sources.proc_modules)
         if self.sources.proc_modules is not None:
             if _module_list(modules_text) == _module_list(self._proc_modules_text):
@@ -489,23 +495,18 @@ class Resolver(Answers):
             yield f"{addr:016x} {sizes[line]:x} {chr(letter)} {ks.name(line)}{tail}"
 
 
+@dataclass(frozen=True)
 class ModuleChanges:
     """What :meth:`Resolver.refresh` found: modules ``loaded``, ``unloaded``
     and ``reloaded`` (same name, other lines or addresses), pseudo-modules
-    included.  False when nothing changed."""
+    included, in kallsyms order.  False when nothing changed."""
 
-    def __init__(self, loaded=(), unloaded=(), reloaded=()):
-        self.loaded, self.unloaded, self.reloaded = tuple(loaded), tuple(unloaded), tuple(reloaded)
+    loaded: tuple[str, ...] = ()
+    unloaded: tuple[str, ...] = ()
+    reloaded: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.loaded or self.unloaded or self.reloaded)
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, ModuleChanges) and self.__dict__ == other.__dict__
-
-    def __repr__(self) -> str:
-        return (f"ModuleChanges(loaded={self.loaded!r}, unloaded={self.unloaded!r}, "
-                f"reloaded={self.reloaded!r})")
 
 
 def _module_changes(old: Kallsyms, new: Kallsyms) -> ModuleChanges:
@@ -516,9 +517,9 @@ def _module_changes(old: Kallsyms, new: Kallsyms) -> ModuleChanges:
             out[name] = ks.address[mine].tobytes() + b"\0".join(ks.names_bytes(mine))
         return out
     before, after = lines(old), lines(new)
-    return ModuleChanges([m for m in after if m not in before],
-                         [m for m in before if m not in after],
-                         [m for m in after if m in before and after[m] != before[m]])
+    return ModuleChanges(tuple(m for m in after if m not in before),
+                         tuple(m for m in before if m not in after),
+                         tuple(m for m in after if m in before and after[m] != before[m]))
 
 
 def _read_optional(path: str | None) -> bytes | None:

@@ -13,6 +13,8 @@ by bisection over array views of the file.
 A snapshot is used only for the inputs it was made from: the same kallsyms
 text (length, CRC-32 and Adler-32; it changes at every boot under KASLR and
 at every module load or unload), dtrace_syms' path, size, mtime and CRC,
+the loaded modules' sources (modules directory, modules.dep's size and
+mtime, each .ko used by path, size and mtime, the cores of /proc/modules),
 and the same kmodsyms and Python.  Only a load that checked the anchors
 makes one, and the running kernel is checked again when one is used.  It
 lives in ``$XDG_CACHE_HOME/kmodsyms`` (default ``~/.cache/kmodsyms``), one
