@@ -12,9 +12,9 @@ follows modules loaded and unloaded.
 Answering an address: the innermost sized symbol holding it (greatest start;
 ties: smaller size, FUNC/OBJECT over NOTYPE, GLOBAL over WEAK over LOCAL,
 then name), else the nearest symbol below it, marked unsized, but never
-across a module boundary or out of the placed section holding the address, nor past
-what the kernel says of the region (a module's core, a page for pseudo-
-modules); per-cpu offsets and mapping symbols answer no address.
+across a module boundary, out of the placed section holding the address, or
+past what the kernel says of the region (a module's core, a page for
+pseudo-modules); per-cpu offsets and mapping symbols answer no address.
 docs/resolver.md states the rules in full.
 
 :func:`load` saves what it built as a snapshot (:mod:`kmodsyms.snapshot`)
