@@ -408,6 +408,14 @@ def test_region_bounds(fixture_syms, tmp_path):
     assert bounded.resolve(0xFFFFFFFFC0A020FF).symbol == "fuse_inode_count"
     assert bounded.resolve(0xFFFFFFFFC0A02100) == Symbolization(0xFFFFFFFFC0A02100)
     assert plain.resolve(last + 0xFFF).symbol == "fuse_inode_count"
+    # ... or /sys/module/fuse/coresize from its .text when that is all there is.
+    sysfs = tmp_path / "sys" / "module" / "fuse"
+    os.makedirs(sysfs / "sections")
+    (sysfs / "coresize").write_text("8448\n")
+    (sysfs / "sections" / ".text").write_text("0xffffffffc0a00000\n")
+    by_sysfs = load(fixture_syms, FIXTURE_KALLSYMS, cache=False, sysfs_root=str(tmp_path / "sys"))
+    assert by_sysfs.resolve(0xFFFFFFFFC0A020FF).symbol == "fuse_inode_count"
+    assert by_sysfs.resolve(0xFFFFFFFFC0A02100).symbol is None
     # Per-cpu 'A' lines are offsets: no address is answered by them.
     assert plain.resolve(0x10) == Symbolization(0x10)
     assert plain.lookup("process_counts")[0].type == "A"
