@@ -108,7 +108,7 @@ class Resolver(Answers):
         for name in ("line_size", "line_object", "line_binding", "line_region", "region_end",
                      "iv_start", "iv_end", "iv_line", "iv_parent", "answer_address",
                      "answer_line", "extent_start", "extent_end", "extent_section",
-                     "section_object"):
+                     "section_object", "core_ranges"):
             setattr(self, name, a[name])
         return self
 
@@ -293,6 +293,7 @@ class Resolver(Answers):
         first = 2 * len(names)
         region_end[first:] = np.minimum(region_end[first:], page_end)
         self.region_end = region_end
+        self.core_ranges = _core_ranges(ks, answerable)
 
     def extent_of(self, addresses) -> np.ndarray:
         """The placed section (vmlinux's or a .ko's) holding each address, or -1."""
@@ -335,6 +336,10 @@ class Resolver(Answers):
             # any: the candidate must be outside every placed section too.
             ok &= np.where(region_of_q >= 0, cand_region == region_of_q,
                            (cand_region < 0) & (q[rest] <= self.region_end[np.maximum(-1 - cand_region, 0)]))
+            # The core kernel's lines answer only inside its ranges (is_ksym_addr()).
+            core = ok & (cand_region == -1)
+            if core.any():
+                ok[core] = _in_ranges(self.core_ranges, q[rest][core])
             out[rest[ok]] = cand[ok]
         return out, sized
 
@@ -520,6 +525,47 @@ def _module_changes(old: Kallsyms, new: Kallsyms) -> ModuleChanges:
     return ModuleChanges(tuple(m for m in after if m not in before),
                          tuple(m for m in before if m not in after),
                          tuple(m for m in after if m in before and after[m] != before[m]))
+
+
+_CORE_MARKERS = (b"_etext", b"_sinittext", b"_einittext", b"_end")
+
+
+def _core_ranges(ks: Kallsyms, answerable: np.ndarray) -> np.ndarray:
+    """Where the core kernel's lines may answer an address, as the kernel's
+    ``is_ksym_addr()`` says, flattened ``[start, last, start, last...]``:
+    with every symbol (CONFIG_KALLSYMS_ALL: ``_end`` is a line) from its
+    lowest line to its highest, ``_end``; with a text-only kallsyms (no
+    ``_end`` line, and no line above ``_etext`` outside
+    ``_sinittext``..``_einittext``) only up to ``_etext`` and
+    ``_sinittext``..``_einittext``."""
+    core = np.flatnonzero((ks.module == 0) & answerable)
+    if not len(core):
+        return np.zeros(0, dtype=_U64)
+    address = ks.address[core]
+    lowest, highest = int(address.min()), int(address.max())
+    length = ks.name_end[core] - ks.name_start[core]
+    first = np.frombuffer(ks.text, dtype=np.uint8)[ks.name_start[core]]
+    maybe = core[(first == ord("_")) & (length >= 4) & (length <= 10)]
+    at = {name: int(ks.address[line]) for line, name in zip(maybe.tolist(), ks.names_bytes(maybe))
+          if name in _CORE_MARKERS}
+    etext = at.get(b"_etext")
+    if etext is None or b"_end" in at:
+        return np.array([lowest, highest], dtype=_U64)
+    sinit, einit = at.get(b"_sinittext"), at.get(b"_einittext")
+    beyond = address > _U64(etext)
+    if sinit is not None and einit is not None:
+        beyond &= (address < _U64(sinit)) | (address > _U64(einit))
+    if beyond.any():
+        return np.array([lowest, highest], dtype=_U64)
+    ranges = [lowest, etext] + ([sinit, einit] if sinit is not None and einit is not None else [])
+    return np.array(ranges, dtype=_U64)
+
+
+def _in_ranges(ranges: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Whether each of ``q`` lies in one of the inclusive ``ranges``
+    (flattened, sorted)."""
+    i = np.searchsorted(ranges[0::2], q, side="right") - 1
+    return (i >= 0) & (q <= ranges[1::2][np.maximum(i, 0)])
 
 
 def _read_optional(path: str | None) -> bytes | None:

@@ -59,7 +59,7 @@ ARRAYS = (
     ("region_end", "Q"), ("extent_start", "Q"), ("extent_end", "Q"),
     ("extent_section", "i|q"), ("section_object", "i|q"), ("answer_address", "Q"),
     ("answer_line", "i|q"), ("vmlinux_extent_start", "Q"), ("vmlinux_extent_end", "Q"),
-    ("vmlinux_extent_section", "i|q"),
+    ("vmlinux_extent_section", "i|q"), ("core_ranges", "Q"),
 )
 
 
@@ -142,7 +142,7 @@ def save(resolver, syms_path: str, kallsyms_path: str) -> None:
         "section_object": resolver.section_object, "answer_address": resolver.answer_address,
         "answer_line": resolver.answer_line, "vmlinux_extent_start": placement.extent_start,
         "vmlinux_extent_end": placement.extent_end,
-        "vmlinux_extent_section": placement.extent_section,
+        "vmlinux_extent_section": placement.extent_section, "core_ranges": resolver.core_ranges,
     }
     blobs, layout = [], []
     for name, codes in ARRAYS:
@@ -226,6 +226,9 @@ class Snapshot(Answers):
             ok = region == section
         else:
             ok = region < 0 and q <= self.region_end[-1 - region]
+        if ok and region == -1:     # the core kernel: only inside its ranges
+            i = bisect.bisect_right(self.core_ranges[0::2], q) - 1
+            ok = i >= 0 and q <= self.core_ranges[2 * i + 1]
         return (line if ok else -1), False
 
     def _section_at(self, q: int) -> int:

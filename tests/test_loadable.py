@@ -683,3 +683,33 @@ def test_refresh_of_a_restored_resolver(fixture_syms, fixture_tree, tmp_path):
     fresh = load(fixture_syms, str(kallsyms), cache=False, **options)
     for address in range(0xFFFFFFFFC0A00000, 0xFFFFFFFFC0A02200):
         assert restored.resolve(address) == fresh.resolve(address), hex(address)
+
+
+def test_text_only_kallsyms_core_kernel_ends_at_etext(fixture_syms, tmp_path):
+    """CONFIG_KALLSYMS_ALL=n: kallsyms lists only _stext.._etext and
+    _sinittext.._einittext (no _end line), and the kernel's is_ksym_addr()
+    names nothing else, so neither does the unsized fallback; with every
+    symbol the core kernel reaches _end."""
+    from kmodsyms.snapshot import Snapshot, open_saved, save
+    full = open(FIXTURE_KALLSYMS, "rb").read().splitlines(True)
+    at = {line.split()[2]: int(line.split()[0], 16) for line in full if b"\t" not in line}
+    text = (at[b"_stext"], at[b"_etext"])
+    init = (at[b"_sinittext"], at[b"_einittext"])
+
+    def shown(line):
+        address = int(line.split()[0], 16)
+        return (b"\t" in line or line.split()[1] == b"A" or text[0] <= address <= text[1]
+                or init[0] <= address <= init[1])
+    kallsyms = tmp_path / "kallsyms"
+    kallsyms.write_bytes(b"".join(line for line in full if shown(line)))
+    # force: the anchor check of a text-only kallsyms is issue 10 part 1's.
+    r = load(fixture_syms, str(kallsyms), cache=False, force=True)
+    save(r, fixture_syms, str(kallsyms))
+    snapshot = Snapshot(open_saved(fixture_syms, str(kallsyms)))
+    whole = load(fixture_syms, FIXTURE_KALLSYMS, cache=False)
+    gap = range(text[1] + 1, init[0])
+    assert all(r.resolve(a).symbol is None for a in gap)
+    assert all(snapshot.resolve(a) == r.resolve(a) for a in gap)
+    assert r.resolve(init[0] + 0x10).symbol == whole.resolve(init[0] + 0x10).symbol
+    assert r.resolve(at[b"_end"]).symbol is None and whole.resolve(at[b"_end"]).symbol == "_end"
+    assert whole.resolve(text[1] + 0x10).symbol is not None
