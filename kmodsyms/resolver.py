@@ -246,9 +246,9 @@ class Resolver(Answers):
         ``-1 - g`` whose last address is ``region_end[g]``, bounded by what
         the kernel says of that part of memory:
 
-        * g = 0, the core kernel: up to its highest symbol (the kernel's
-          ``is_ksym_addr()`` bounds lookups by ``_end``, or ``_etext`` /
-          ``_einittext`` with text-only kallsyms: its highest lines);
+        * g = 0, the core kernel: up to its highest symbol, and within
+          ``core_ranges`` (:func:`_core_ranges`: the kernel's
+          ``is_ksym_addr()``);
         * g = 2m, loadable module m: up to just before the next line of
           anything above its highest line, and, when /proc/modules or sysfs
           gives its core (address, size), within that core (without it,
