@@ -12,6 +12,7 @@ The pipeline, one module per stage:
   :mod:`kmodsyms.elfimage`).
 * :mod:`kmodsyms.kallsyms` reads /proc/kallsyms; :mod:`kmodsyms.placement`
   places every object of the file in the running kernel;
+  :mod:`kmodsyms.loadable` matches each loaded module with its own .ko;
   :mod:`kmodsyms.resolver` answers address -> ``mod`sym+off`` and
   ``mod`name`` -> address, as :mod:`kmodsyms.answer` records.
 * :mod:`kmodsyms.snapshot` saves a loaded resolver's answer arrays so that
@@ -24,9 +25,12 @@ The pipeline, one module per stage:
 __version__ = "0.1.0"
 
 
-def load(syms=None, kallsyms=None, force=False, cache=True, fallback=False, warn=None):
-    """Load ``dtrace_syms`` and kallsyms and return a ready
-    :class:`kmodsyms.resolver.Resolver`.  See its docstring for the contract."""
+def load(syms=None, kallsyms=None, force=False, cache=True, fallback=False, warn=None,
+         modules_dir=None, sysfs_root=None, proc_modules=None):
+    """Load ``dtrace_syms`` and kallsyms (and the loaded modules' .ko files)
+    and return a ready :class:`kmodsyms.resolver.Resolver`.  See its
+    docstring for the contract."""
     from .resolver import load as _load
     return _load(syms=syms, kallsyms=kallsyms, force=force, cache=cache, fallback=fallback,
-                 warn=warn)
+                 warn=warn, modules_dir=modules_dir, sysfs_root=sysfs_root,
+                 proc_modules=proc_modules)

@@ -43,8 +43,9 @@ class Symbolization:
     ``modules`` all of them in thick-file order; ``origin`` is ``builtin``,
     ``core``, ``loadable`` or ``pseudo``; ``size`` is None when unknown and
     ``sized`` says whether ``[start, start+size)`` holds the address;
-    ``object`` is the build-tree path of the object, None when the symbol
-    comes from no object.  ``candidates`` lists the possible module lists
+    ``object`` is the build-tree path of the object, or for a loadable
+    module the path of its .ko relative to the modules directory; None
+    when the symbol comes from no object (or no .ko was found or matched).  ``candidates`` lists the possible module lists
     when the object could not be placed uniquely (``ambiguous``).
     An address in no symbol has ``symbol`` None.  ``builtin_modules_known``
     is False when answered from kallsyms alone (no usable dtrace_syms):
@@ -114,12 +115,14 @@ class Answers:
     indexable by kallsyms line: ``line_address``, ``line_type`` (ASCII
     letter), ``line_module`` (0 core, else index into
     ``loaded_module_names``), ``line_size`` (-1 unknown), ``line_object``
-    (-1 none) and ``line_binding`` (ELF binding); and the methods below
-    that raise NotImplementedError."""
+    (-1 none; from ``first_ko_object`` on, a loaded module's .ko) and
+    ``line_binding`` (ELF binding); and the methods below that raise
+    NotImplementedError."""
 
     loaded_module_names: list[str]
     builtin_module_names: list[str]
     builtin_modules_known = True
+    first_ko_object: int
 
     def _name_index(self):
         """(hashes, lines): every line's :func:`name_hash`, sorted, and the
@@ -165,6 +168,9 @@ class Answers:
             name = self.loaded_module_names[mod]
             result.module, result.modules = name, [name]
             result.origin = "pseudo" if is_pseudo_module(name) else "loadable"
+            obj = int(self.line_object[line])
+            if obj >= 0:
+                result.object = self._object_path(obj)
         elif candidates is not None:
             result.ambiguous = True
             result.candidates = candidates
@@ -185,7 +191,10 @@ class Answers:
         result.object = self._object_path(obj)
         result.modules = mods or ["vmlinux"]
         result.module = result.modules[0]
-        result.origin = "builtin" if mods else "core"
+        if obj >= self.first_ko_object:
+            result.origin = "loadable"
+        else:
+            result.origin = "builtin" if mods else "core"
 
     # ---------------------------------------------------------------- names
     def modules(self) -> list[str]:

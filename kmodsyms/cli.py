@@ -259,10 +259,13 @@ def _option(name: str):
 
 
 def _load(syms: Optional[str], kallsyms: Optional[str], strict: bool, force: bool,
-          no_cache: bool):
+          no_cache: bool, modules_dir: Optional[str]):
     from .resolver import load
-    return load(syms=syms, kallsyms=kallsyms, force=force, cache=not no_cache,
-                fallback=not strict and syms is None, warn=warn)
+    resolver = load(syms=syms, kallsyms=kallsyms, force=force, cache=not no_cache,
+                    fallback=not strict and syms is None, warn=warn, modules_dir=modules_dir)
+    for warning in resolver.module_warnings:
+        warn(warning)
+    return resolver
 
 
 @app.command()
@@ -278,11 +281,12 @@ def resolve(
     strict: bool = _option("strict"),
     force: bool = _option("force"),
     no_cache: bool = _option("no_cache"),
+    modules_dir: Optional[str] = _option("modules_dir"),
 ):
     """Name the module, innermost symbol and offset of kernel addresses
     (DTrace's mod`sym+0xoff)."""
     check_addresses(addresses)   # refuse bad arguments before loading anything
-    resolver = _load(syms, kallsyms, strict, force, no_cache)
+    resolver = _load(syms, kallsyms, strict, force, no_cache, modules_dir)
     raise typer.Exit(run_resolve(resolver, addresses, output_format(
         {"format": fmt, "json": as_json})))
 
@@ -299,12 +303,13 @@ def lookup(
     strict: bool = _option("strict"),
     force: bool = _option("force"),
     no_cache: bool = _option("no_cache"),
+    modules_dir: Optional[str] = _option("modules_dir"),
 ):
     """Find the address of MOD`NAME (every match of a bare NAME, with its module).
     Exit status 1 when a name has no match or its module is unknown."""
     for spec in names:
         parse_name(spec)   # refuse bad arguments before loading anything
-    resolver = _load(syms, kallsyms, strict, force, no_cache)
+    resolver = _load(syms, kallsyms, strict, force, no_cache, modules_dir)
     raise typer.Exit(run_lookup(resolver, names, output_format({"format": fmt, "json": as_json})))
 
 
@@ -315,10 +320,11 @@ def kallmodsyms(
     strict: bool = _option("strict"),
     force: bool = _option("force"),
     no_cache: bool = _option("no_cache"),
+    modules_dir: Optional[str] = _option("modules_dir"),
 ):
     """Print what UEK's /proc/kallmodsyms printed ('%016x %x %c %s' then
     '\\t[mod]'), for consumers that parse it."""
-    resolver = _load(syms, kallsyms, strict, force, no_cache)
+    resolver = _load(syms, kallsyms, strict, force, no_cache, modules_dir)
     out = sys.stdout
     for text in resolver.kallmodsyms_lines():
         out.write(text + "\n")
@@ -336,6 +342,7 @@ def annotate(
     strict: bool = _option("strict"),
     force: bool = _option("force"),
     no_cache: bool = _option("no_cache"),
+    modules_dir: Optional[str] = _option("modules_dir"),
 ):
     """Copy text to stdout with its kernel frames module-qualified: 'perf
     script' frames of [kernel.kallsyms] name their built-in module ([ext4]);
@@ -350,7 +357,7 @@ def annotate(
             readers.append(sys.stdin.buffer if path == "-" else open(path, "rb"))
         except OSError as e:
             raise KmodsymsError(f"cannot read {path}: {e.strerror}") from None
-    resolver = _load(syms, kallsyms, strict, force, no_cache)
+    resolver = _load(syms, kallsyms, strict, force, no_cache, modules_dir)
     out = sys.stdout.buffer
     lines = (raw.decode("utf-8", "surrogateescape") for reader in readers for raw in reader)
     run_annotate(resolver, lines, lambda text: out.write(text.encode("utf-8", "surrogateescape")),
@@ -389,6 +396,29 @@ def cache(
             used = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snap.last_used))
             typer.echo(f"  {os.path.basename(snap.path)}  {snap.size / (1 << 20):6.1f} MiB  "
                        f"used {used}  {snap.syms} + {snap.kallsyms}")
+
+
+@app.command()
+def modules(
+    syms: Optional[str] = _option("syms"),
+    kallsyms: Optional[str] = _option("kallsyms"),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per module."),
+    strict: bool = _option("strict"),
+    force: bool = _option("force"),
+    no_cache: bool = _option("no_cache"),
+    modules_dir: Optional[str] = _option("modules_dir"),
+):
+    """List the loaded modules: the .ko file each was matched with, and how
+    many of its kallsyms lines got their ELF size from it."""
+    resolver = _load(syms, kallsyms, strict, force, no_cache, modules_dir)
+    for st in resolver.module_stats:
+        if as_json:
+            sys.stdout.write(json.dumps(st.__dict__) + "\n")
+        else:
+            note = st.file or "-"
+            if st.reason:
+                note += f" (refused: {st.reason})"
+            sys.stdout.write(f"{st.name}\t{st.status}\t{st.sized}/{st.lines} sized\t{note}\n")
 
 
 def _run_app() -> int:

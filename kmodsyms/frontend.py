@@ -58,13 +58,17 @@ OPTIONS = {
                     "kernel (with a warning on every run)."),
     "no_cache": Option(("--no-cache",), "Neither restore nor save a snapshot of the loaded "
                        "files (see 'kmodsyms cache')."),
+    "modules_dir": Option(("--modules-dir",), "Where loaded modules' .ko files are "
+                          "(modules.dep, else searched), for their sizes (default with "
+                          "/proc/kallsyms: /lib/modules/$(uname -r); with a kallsyms file: "
+                          "none).", takes_value=True),
 }
 
 # The options of the commands the quick path answers, in --help order
 # (tests/test_frontend.py holds the typer commands to them).
 COMMAND_OPTIONS = {
-    "resolve": ("syms", "kallsyms", "format", "json", "strict", "force", "no_cache"),
-    "lookup": ("syms", "kallsyms", "format", "json", "strict", "force", "no_cache"),
+    "resolve": ("syms", "kallsyms", "format", "json", "strict", "force", "no_cache", "modules_dir"),
+    "lookup": ("syms", "kallsyms", "format", "json", "strict", "force", "no_cache", "modules_dir"),
 }
 
 

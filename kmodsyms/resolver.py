@@ -5,12 +5,16 @@ Every object section is first placed in the kernel's address space
 (:mod:`kmodsyms.placement`): from the link addresses that ``kmodsyms build``
 recorded (then only the KASLR shift of each load segment is found here), or,
 for a file without them, by searching kallsyms.  Each kallsyms line then has
-its object, module(s) and size.
+its object, module(s) and size; a loaded module's lines take theirs from its
+own .ko when it matches (:mod:`kmodsyms.loadable`), and :meth:`Resolver.refresh`
+follows modules loaded and unloaded.
 
 Answering an address: the innermost sized symbol holding it (greatest start;
 ties: smaller size, FUNC/OBJECT over NOTYPE, GLOBAL over WEAK over LOCAL,
 then name), else the nearest symbol below it, marked unsized, but never
-across a module boundary or out of the placed section holding the address.
+across a module boundary, out of the placed section holding the address, or
+past what the kernel says of the region (a module's core, a page for
+pseudo-modules); per-cpu offsets and mapping symbols answer no address.
 docs/resolver.md states the rules in full.
 
 :func:`load` saves what it built as a snapshot (:mod:`kmodsyms.snapshot`)
@@ -21,53 +25,74 @@ dtrace_syms stay the same.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import numpy as np
 
 from .answer import Answers, Symbolization, check_address
 from .errors import KmodsymsError, StaleError
+from .fileformat import CRC_FIELD
 from .frontend import degraded_warning, forced_warning
 from .kallsyms import Kallsyms, read_text
-from .live import LIVE_KALLSYMS, check_live, default_syms_path
+from .live import LIVE_KALLSYMS, ModuleSources, check_live, default_syms_path, module_sources
+from .loadable import ModuleStats, is_mapping_symbol, load_modules
 from .placement import NO, place, saved_placement
 from .spans import equal_spans, hash_spans
-from .fileformat import CRC_FIELD
 from .symsfile import SymsFile, read_syms
 from .thick import kernel_spelling
 
 _U64 = np.uint64
 _PADDING_PREFIXES = (b"__pfx_", b"__cfi_")
+# How far a pseudo-module line ([bpf], [__builtin__ftrace]...) may answer:
+# each is at most a page (a trampoline, a program, an instruction slot
+# page); 4 KiB, the smallest page of x86_64 and arm64, so never too far.
+PAGE_SIZE = 4096
 
-__all__ = ["Resolver", "Symbolization", "load"]
+__all__ = ["ModuleChanges", "Resolver", "Symbolization", "load"]
 
 
 class Resolver(Answers):
     """Answers for one kernel: built from a :class:`SymsFile` and a
     :class:`Kallsyms` of the same kernel (see :func:`load`)."""
 
-    def __init__(self, syms: SymsFile, ks: Kallsyms, check_anchors: bool = True):
+    def __init__(self, syms: SymsFile, ks: Kallsyms, check_anchors: bool = True,
+                 sources: ModuleSources | None = None):
         self.syms = syms
         self.ks = ks
+        self.sources = sources or ModuleSources()
+        self._ko_cache: dict = {}     # files found, .ko read, matches (kept by refresh())
+        self._check_anchors = check_anchors
+        self._proc_modules_text = _read_optional(self.sources.proc_modules)
         placed = place(syms, ks, check_anchors)
         self._placed(placed, placed.core_lines, placed.line_entry, placed.line_section,
                      placed.ambiguous)
-        self._build_index()
+        self._load_modules()
 
     def _placed(self, placed, core_lines, line_entry, line_section, ambiguous) -> None:
         self.placement = placed
         self.stats = placed.stats
-        self.extent_of = placed.extent_of
         self.core_lines = core_lines
         self.line_entry, self.line_section, self.ambiguous = line_entry, line_section, ambiguous
 
+    def _load_modules(self) -> None:
+        """Match the loaded modules with their .ko files, then index."""
+        self.loaded = load_modules(self.ks, self.sources, self._ko_cache)
+        self.module_stats = self.loaded.stats
+        self.module_warnings = self.loaded.warnings
+        self.ko_files = self.loaded.files
+        self._build_index()
+
     @classmethod
-    def restore(cls, syms: SymsFile, saved) -> "Resolver":
+    def restore(cls, syms: SymsFile, saved, sources: ModuleSources | None = None) -> "Resolver":
         """The resolver a :mod:`kmodsyms.snapshot` holds (``saved``, checked
         to match ``syms`` and its kallsyms): its arrays are views of the
         mapped snapshot, nothing is placed or indexed again."""
         doc, a = saved.doc, saved.numpy_arrays()
         self = cls.__new__(cls)
         self.syms = syms
+        self.sources = sources or ModuleSources()
+        self._ko_cache, self._check_anchors = {}, True
+        self._proc_modules_text = _read_optional(self.sources.proc_modules)
         self.ks = ks = Kallsyms.from_columns(
             saved.kallsyms_text, doc["meta"]["kallsyms_source"], doc["loaded_module_names"],
             a["line_address"], a["line_type"], a["line_module"], a["name_start"], a["name_end"],
@@ -80,8 +105,16 @@ class Resolver(Answers):
         self.line_address, self.line_type, self.line_module = ks.address, ks.type, ks.module
         self.loaded_module_names = ks.module_names
         self.builtin_module_names = syms.module_names
+        self.first_ko_object = len(syms.objects)
+        modules = doc["modules"]
+        self.ko_paths, self.ko_modules = modules["ko_paths"], modules["ko_modules"]
+        self.module_stats = [ModuleStats(*row) for row in modules["stats"]]
+        self.module_warnings = modules["warnings"]
+        self.ko_files = modules["ko_files"]
         for name in ("line_size", "line_object", "line_binding", "line_region", "region_end",
-                     "iv_start", "iv_end", "iv_line", "iv_parent", "name_hash", "name_order"):
+                     "iv_start", "iv_end", "iv_line", "iv_parent", "answer_address",
+                     "answer_line", "extent_start", "extent_end", "extent_section",
+                     "section_object", "core_ranges", "name_hash", "name_order"):
             setattr(self, name, a[name])
         return self
 
@@ -117,37 +150,46 @@ class Resolver(Answers):
                 prefixes[todo] = _names_equal(ks, pad[todo], 6, by_address[at])
             pad, nxt = pad[prefixes], nxt[prefixes]
             size[pad] = (self.sorted_address[nxt] - ks.address[pad]).astype(np.int64)
+        # Loadable lines: from their module's own .ko (kmodsyms.loadable).
+        lm = self.loaded
+        from_ko = lm.line_ko >= 0
+        size[from_ko] = lm.line_size[from_ko]
         self.line_size = size
         # What answers need per line (kmodsyms.answer.Answers).
         self.line_address, self.line_type, self.line_module = ks.address, ks.type, ks.module
         self.loaded_module_names = ks.module_names
         self.builtin_module_names = syms.module_names
+        n_objects, n_sections = len(syms.objects), len(syms.sections)
+        self.first_ko_object = n_objects
+        self.ko_paths, self.ko_modules = lm.ko_paths, lm.ko_modules
         self.line_object = np.full(n, NO, dtype=np.int32)
         placed = self.line_section >= 0
         self.line_object[placed] = syms.sections["object"][self.line_section[placed]]
+        self.line_object[from_ko] = n_objects + lm.line_ko[from_ko]
         # ELF binding: the symbol's own, else read off the type letter.
         letters = ks.type
         binding = np.where((letters >= 65) & (letters <= 90), 1, 0).astype(np.uint8)
         binding[np.isin(letters, np.frombuffer(b"wWvV", dtype=np.uint8))] = 2
         binding[has_entry] = sym["binding"][self.line_entry[has_entry]]
+        binding[from_ko] = lm.line_binding[from_ko]
         self.line_binding = binding
-        # Region of every line: the placed section holding it, else a per-
-        # module marker, so that the unsized fallback never crosses either.
-        # Outside placed sections the region is the line's module, with the
-        # per-cpu offsets ('A') apart from real addresses.  The core kernel's
-        # ends at its highest symbol, as the kernel's is_ksym_addr() bounds
-        # lookups; a module's (whose size kallsyms does not give) just
-        # before the next symbol of anything else above it.
-        loose = -1 - (2 * ks.module + (ks.type == ord("A")))
-        self.line_region = np.where(self.line_section >= 0, self.line_section, loose)
-        region_end = np.zeros(int(-loose.min()) + 1, dtype=_U64)
-        np.maximum.at(region_end, -1 - loose, ks.address)
-        for group in range(2, len(region_end)):     # groups 0, 1: core kernel
-            above = np.searchsorted(self.sorted_address, region_end[group], side="right")
-            region_end[group] = (self.sorted_address[above] - _U64(1) if above < n
-                                 else _U64(0xFFFFFFFFFFFFFFFF))
-        self.region_end = region_end
-        sized = np.flatnonzero(size > 0)
+        # Lines that may answer an address: not the per-cpu offsets printed
+        # as 'A' (offsets, not addresses), not the mapping symbols of module
+        # lines (the kernel's find_kallsyms_symbol() skips them too).
+        answerable = letters != ord("A")
+        first = np.frombuffer(ks.text, dtype=np.uint8)[ks.name_start]
+        maybe = np.flatnonzero((ks.module != 0) & np.isin(first, np.frombuffer(b"$.L", np.uint8)))
+        answerable[maybe] = [not is_mapping_symbol(name) for name in ks.names_bytes(maybe)]
+        # Address regions (see _regions): placed sections, vmlinux's and
+        # the .ko's, and per-line groups outside them.
+        in_ko = lm.line_section >= 0
+        section = np.where(in_ko, n_sections + lm.line_section, self.line_section)
+        self._extents(n_sections, n_objects, answerable)
+        self._regions(section, answerable)
+        keep = answerable[by_address]
+        self.answer_line = by_address[keep]
+        self.answer_address = self.sorted_address[keep]
+        sized = np.flatnonzero((size > 0) & answerable)
         start = ks.address[sized]
         end = start + size[sized].astype(_U64)
         types = np.zeros(len(sized), dtype=np.int64)
@@ -160,6 +202,10 @@ class Resolver(Answers):
         binds[he] = np.select([b == 1, b == 2], [2, 1], 0)
         letters = ks.type[sized[~he]]
         binds[~he] = np.where((letters >= 65) & (letters <= 90), 2, 0)
+        ko = lm.line_ko[sized] >= 0
+        types[ko] = lm.line_typed[sized[ko]]
+        binds[ko] = np.select([lm.line_binding[sized[ko]] == 1, lm.line_binding[sized[ko]] == 2],
+                              [2, 1], 0)
         # Preferred last among equal starts: smaller size, typed, stronger
         # binding, then the alphabetically first name.  Lines are nearly in
         # address order already, so sort by start alone and settle the few
@@ -181,6 +227,90 @@ class Resolver(Answers):
         self.iv_start = start[order]
         self.iv_end = end[order]
         self.iv_parent = _containers(self.iv_start, self.iv_end)
+
+    def _extents(self, n_sections: int, n_objects: int, answerable: np.ndarray) -> None:
+        """Placed sections as address extents, sorted: vmlinux's (those
+        inside the core kernel's addresses: per-cpu sections placed at their
+        offsets, x86_64's at 0, hold no address) and the matched .ko files'
+        (numbered from ``n_sections`` on).  ``section_object``: the object
+        of each, .ko files numbered from ``n_objects`` on."""
+        ks, lm, placed = self.ks, self.loaded, self.placement
+        core = ks.address[(ks.module == 0) & answerable]
+        lowest = core.min() if len(core) else _U64(0)
+        real = placed.extent_start >= lowest
+        starts = np.concatenate((placed.extent_start[real], lm.extent_start))
+        order = np.argsort(starts, kind="stable")
+        self.extent_start = starts[order]
+        self.extent_end = np.concatenate((placed.extent_end[real], lm.extent_end))[order]
+        self.extent_section = np.concatenate((placed.extent_section[real].astype(np.int64),
+                                              n_sections + lm.extent_section))[order]
+        self.section_object = np.concatenate((self.syms.sections["object"].astype(np.int64),
+                                              n_objects + lm.section_ko.astype(np.int64)))
+
+    def _regions(self, section: np.ndarray, answerable: np.ndarray) -> None:
+        """Region of every line, so that the unsized fallback never crosses
+        one: the placed section holding it (``section``), else a group
+        ``-1 - g`` whose last address is ``region_end[g]``, bounded by what
+        the kernel says of that part of memory:
+
+        * g = 0, the core kernel: up to its highest symbol, and within
+          ``core_ranges`` (:func:`_core_ranges`: the kernel's
+          ``is_ksym_addr()``);
+        * g = 2m, loadable module m: up to just before the next line of
+          anything above its highest line, and, when /proc/modules or sysfs
+          gives its core (address, size), within that core (without it,
+          the highest module reaches at most a page past its last line);
+          g = 2m + 1: its lines outside that core (6.4+ allocates text,
+          data and rodata apart), bounded by the next line only;
+        * one group per pseudo-module line (``[bpf]``, ``[__builtin__*]``:
+          a trampoline, a program, an instruction page, nothing behind them
+          says more): up to the next line, at most one page;
+        * g = 1: lines that answer no address (per-cpu offsets, mapping
+          symbols).
+        """
+        ks, n = self.ks, len(self.ks)
+        names = ks.module_names
+        group = 2 * ks.module.astype(np.int64)
+        for m, name in enumerate(names):
+            core = self.loaded.cores.get(name) if m else None
+            if core:
+                mine = ks.module == m
+                outside = (ks.address < _U64(core[0])) | (ks.address >= _U64(core[0] + core[1]))
+                group[mine & outside] = 2 * m + 1
+        pseudo = np.flatnonzero(np.isin(ks.module, ks.pseudo_module_ids()))
+        group[pseudo] = 2 * len(names) + np.arange(len(pseudo))
+        group[~answerable] = 1
+        self.line_region = np.where(section >= 0, section, -1 - group)
+        highest = np.zeros(2 * len(names) + len(pseudo), dtype=_U64)
+        np.maximum.at(highest, group, ks.address)
+        above = np.searchsorted(self.sorted_address, highest, side="right")
+        next_line = np.where(above < n, self.sorted_address[np.minimum(above, n - 1)] - _U64(1),
+                             _U64(0xFFFFFFFFFFFFFFFF))
+        region_end = highest.copy()             # g = 0 (core), g = 1 (no address)
+        region_end[2:] = next_line[2:]
+        for m, name in enumerate(names):
+            core = self.loaded.cores.get(name) if m else None
+            if core:
+                region_end[2 * m] = min(int(region_end[2 * m]), core[0] + core[1] - 1)
+            elif m and above[2 * m] >= n:
+                # The highest module, its end unknown (a saved kallsyms
+                # without /proc/modules): at most a page, as pseudo-modules.
+                region_end[2 * m] = min(int(region_end[2 * m]), int(highest[2 * m]) + PAGE_SIZE - 1)
+        page_end = ks.address[pseudo] + _U64(PAGE_SIZE - 1)
+        first = 2 * len(names)
+        region_end[first:] = np.minimum(region_end[first:], page_end)
+        self.region_end = region_end
+        self.core_ranges = _core_ranges(ks, answerable)
+
+    def extent_of(self, addresses) -> np.ndarray:
+        """The placed section (vmlinux's or a .ko's) holding each address, or -1."""
+        addresses = np.asarray(addresses, dtype=_U64)
+        if not len(self.extent_start):
+            return np.full(addresses.shape, NO, dtype=np.int64)
+        i = np.searchsorted(self.extent_start, addresses, side="right") - 1
+        ok = i >= 0
+        ok[ok] = addresses[ok] < self.extent_end[i[ok]]
+        return np.where(ok, self.extent_section[np.maximum(i, 0)], NO)
 
     # ---------------------------------------------------------------- answers
     def resolve_many(self, addresses) -> tuple[np.ndarray, np.ndarray]:
@@ -204,15 +334,19 @@ class Resolver(Answers):
         # Unsized fallback: nearest line at or below, same region as the address.
         rest = np.flatnonzero(~sized)
         if len(rest):
-            k = np.searchsorted(self.sorted_address, q[rest], side="right") - 1
+            k = np.searchsorted(self.answer_address, q[rest], side="right") - 1
             ok = k >= 0
-            cand = np.where(ok, self.by_address[np.maximum(k, 0)], NO)
+            cand = np.where(ok, self.answer_line[np.maximum(k, 0)], NO)
             region_of_q = self.extent_of(q[rest])
             cand_region = self.line_region[np.maximum(cand, 0)]
             # Inside a placed section: the candidate must be in it.  Outside
             # any: the candidate must be outside every placed section too.
             ok &= np.where(region_of_q >= 0, cand_region == region_of_q,
                            (cand_region < 0) & (q[rest] <= self.region_end[np.maximum(-1 - cand_region, 0)]))
+            # The core kernel's lines answer only inside its ranges (is_ksym_addr()).
+            core = ok & (cand_region == -1)
+            if core.any():
+                ok[core] = _in_ranges(self.core_ranges, q[rest][core])
             out[rest[ok]] = cand[ok]
         return out, sized
 
@@ -235,12 +369,16 @@ class Resolver(Answers):
 
     def _object_at(self, address: int) -> int:
         sec = int(self.extent_of(np.array([address], dtype=_U64))[0])
-        return int(self.syms.sections["object"][sec]) if sec >= 0 else -1
+        return int(self.section_object[sec]) if sec >= 0 else -1
 
     def _object_path(self, obj: int) -> str:
+        if obj >= self.first_ko_object:
+            return self.ko_paths[obj - self.first_ko_object]
         return self.syms.object_path(obj)
 
     def _object_modules(self, obj: int) -> list[str]:
+        if obj >= self.first_ko_object:
+            return [self.ko_modules[obj - self.first_ko_object]]
         return self.syms.modset_names(int(self.syms.objects["modset"][obj]))
 
     def line_modsets(self) -> np.ndarray:
@@ -250,13 +388,60 @@ class Resolver(Answers):
         -2 where the candidates' modules differ (ambiguous)."""
         objects = self.line_object
         modsets = np.zeros(len(self.ks), dtype=np.int64)
-        has = objects >= 0
+        has = (objects >= 0) & (objects < self.first_ko_object)
         modsets[has] = self.syms.objects["modset"][objects[has]]
         modsets[self.ks.module != 0] = -1
         for line, entries in self.ambiguous.items():
             sets = {int(self.syms.symbols["modset"][e]) for e in entries}
             modsets[line] = sets.pop() if len(sets) == 1 else -2
         return modsets
+
+    # ------------------------------------------------------------ live changes
+    def refresh(self) -> "ModuleChanges":
+        """Follow modules loaded or unloaded since this resolver was made.
+
+        ``/proc/modules`` (``sources.proc_modules``; tiny) is compared with
+        what was read last, ignoring use counts: unchanged, nothing else is
+        read.  Otherwise kallsyms is read again; when its core lines are the
+        same (they come first, and only a reboot changes them) the
+        placement of vmlinux is kept and only the modules are matched and
+        indexed again (.ko files already read are not read again).  Without
+        ``proc_modules`` the kallsyms text itself is compared.  Returns what
+        changed (false when nothing did).  Needs kallsyms read from a path
+        (``load()``'s), as it reads that path again."""
+        modules_text = _read_optional(self.sources.proc_modules)
+        if self.sources.proc_modules is not None:
+            if _module_list(modules_text) == _module_list(self._proc_modules_text):
+                return ModuleChanges()
+            text = read_text(self.ks.source)
+        else:
+            text = read_text(self.ks.source)
+            if text == self.ks.text:
+                return ModuleChanges()
+        old = self.ks
+        ks = Kallsyms(text, old.source)
+        self._proc_modules_text = modules_text
+        changes = _module_changes(old, ks)
+        ncore = len(self.core_lines)
+        core_end = int(old.name_end[ncore - 1]) if ncore else 0
+        same_core = (ncore and int((ks.module == 0).sum()) == ncore
+                     and bool((ks.module[:ncore] == 0).all())
+                     and bool((old.module[:ncore] == 0).all())
+                     and ks.text[:core_end] == old.text[:core_end])
+        self.ks = ks
+        self.name_hash = self.name_order = None     # the name index is of the old lines
+        if same_core:
+            rest = len(ks) - ncore
+            pad = np.full(rest, NO, dtype=self.line_entry.dtype)
+            self.line_entry = np.concatenate((self.line_entry[:ncore], pad))
+            self.line_section = np.concatenate((self.line_section[:ncore],
+                                                pad.astype(self.line_section.dtype)))
+        else:
+            placed = place(self.syms, ks, self._check_anchors)
+            self._placed(placed, placed.core_lines, placed.line_entry, placed.line_section,
+                         placed.ambiguous)
+        self._load_modules()
+        return changes
 
     # --------------------------------------------------------------- reverse
     def _name_index(self):
@@ -301,6 +486,93 @@ class Resolver(Answers):
                 ks.address.tolist(), ks.type.tolist(), modsets.tolist(), ks.module.tolist())):
             tail = loadable[mod] if mod else (suffix[modset] if modset >= 0 else "")
             yield f"{addr:016x} {sizes[line]:x} {chr(letter)} {ks.name(line)}{tail}"
+
+
+@dataclass(frozen=True)
+class ModuleChanges:
+    """What :meth:`Resolver.refresh` found: modules ``loaded``, ``unloaded``
+    and ``reloaded`` (same name, other lines or addresses), pseudo-modules
+    included, in kallsyms order.  False when nothing changed."""
+
+    loaded: tuple[str, ...] = ()
+    unloaded: tuple[str, ...] = ()
+    reloaded: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.loaded or self.unloaded or self.reloaded)
+
+
+def _module_changes(old: Kallsyms, new: Kallsyms) -> ModuleChanges:
+    def lines(ks: Kallsyms) -> dict[str, bytes]:
+        out = {}
+        for m, name in enumerate(ks.module_names[1:], 1):
+            mine = np.flatnonzero(ks.module == m)
+            out[name] = ks.address[mine].tobytes() + b"\0".join(ks.names_bytes(mine))
+        return out
+    before, after = lines(old), lines(new)
+    return ModuleChanges(tuple(m for m in after if m not in before),
+                         tuple(m for m in before if m not in after),
+                         tuple(m for m in after if m in before and after[m] != before[m]))
+
+
+_CORE_MARKERS = (b"_etext", b"_sinittext", b"_einittext", b"_end")
+
+
+def _core_ranges(ks: Kallsyms, answerable: np.ndarray) -> np.ndarray:
+    """Where the core kernel's lines may answer an address, as the kernel's
+    ``is_ksym_addr()`` says, flattened ``[start, last, start, last...]``:
+    with every symbol (CONFIG_KALLSYMS_ALL: ``_end`` is a line) from its
+    lowest line to its highest, ``_end``; with a text-only kallsyms (no
+    ``_end`` line, and no line above ``_etext`` outside
+    ``_sinittext``..``_einittext``) only up to ``_etext`` and
+    ``_sinittext``..``_einittext``."""
+    core = np.flatnonzero((ks.module == 0) & answerable)
+    if not len(core):
+        return np.zeros(0, dtype=_U64)
+    address = ks.address[core]
+    lowest, highest = int(address.min()), int(address.max())
+    length = ks.name_end[core] - ks.name_start[core]
+    first = np.frombuffer(ks.text, dtype=np.uint8)[ks.name_start[core]]
+    maybe = core[(first == ord("_")) & (length >= 4) & (length <= 10)]
+    at = {name: int(ks.address[line]) for line, name in zip(maybe.tolist(), ks.names_bytes(maybe))
+          if name in _CORE_MARKERS}
+    etext = at.get(b"_etext")
+    if etext is None or b"_end" in at:
+        return np.array([lowest, highest], dtype=_U64)
+    sinit, einit = at.get(b"_sinittext"), at.get(b"_einittext")
+    beyond = address > _U64(etext)
+    if sinit is not None and einit is not None:
+        beyond &= (address < _U64(sinit)) | (address > _U64(einit))
+    if beyond.any():
+        return np.array([lowest, highest], dtype=_U64)
+    ranges = [lowest, etext] + ([sinit, einit] if sinit is not None and einit is not None else [])
+    return np.array(ranges, dtype=_U64)
+
+
+def _in_ranges(ranges: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Whether each of ``q`` lies in one of the inclusive ``ranges``
+    (flattened, sorted)."""
+    i = np.searchsorted(ranges[0::2], q, side="right") - 1
+    return (i >= 0) & (q <= ranges[1::2][np.maximum(i, 0)])
+
+
+def _read_optional(path: str | None) -> bytes | None:
+    """A small kernel file (/proc/modules), or None when absent or unreadable."""
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _module_list(text: bytes | None):
+    """/proc/modules without its use counts and users (which change
+    without any module coming or going): name, size, state, address."""
+    if text is None:
+        return None
+    return [(f[0], f[1], f[4:5], f[5:6]) for f in (line.split() for line in text.splitlines()) if f]
 
 
 def _names_start_with(ks: Kallsyms, lines: np.ndarray, prefixes: tuple[bytes, ...]) -> np.ndarray:
@@ -349,7 +621,8 @@ def _containers(start: np.ndarray, end: np.ndarray) -> np.ndarray:
 # ------------------------------------------------------------------- loading
 def load(syms: str | SymsFile | None = None, kallsyms: str | Kallsyms | None = None,
          force: bool = False, cache: bool = True, fallback: bool = False,
-         warn=None) -> Resolver:
+         warn=None, modules_dir: str | None = None, sysfs_root: str | None = None,
+         proc_modules: str | None = None) -> Resolver:
     """Load dtrace_syms (default ``/lib/modules/$(uname -r)/kernel/dtrace_syms``)
     and kallsyms (default ``/proc/kallsyms``) and place every object.
 
@@ -366,6 +639,14 @@ def load(syms: str | SymsFile | None = None, kallsyms: str | Kallsyms | None = N
     called once with why, and the resolver's ``stats`` say
     ``builtin_modules_known=False`` and the reason (``degraded``).
 
+    Loaded modules are matched with their .ko files under ``modules_dir``
+    (:mod:`kmodsyms.loadable`), helped by what the kernel says in
+    ``sysfs_root`` (``/sys``) and ``proc_modules`` (``/proc/modules``).
+    With the live kallsyms these default to the running kernel's
+    (``/lib/modules/$(uname -r)``, ``/sys``, ``/proc/modules``); with a
+    kallsyms file, only what is given is used (no .ko without
+    ``modules_dir``).
+
     With ``cache`` (and both given as paths), the loaded resolver is saved
     as a snapshot (:mod:`kmodsyms.snapshot`, not under ``force``), and a
     later load of the very same files restores it instead of placing again.
@@ -375,13 +656,15 @@ def load(syms: str | SymsFile | None = None, kallsyms: str | Kallsyms | None = N
     syms_path = None if isinstance(syms, SymsFile) else syms or default_syms_path()
     kallsyms_path = None if isinstance(kallsyms, Kallsyms) else kallsyms or LIVE_KALLSYMS
     live = kallsyms_path == LIVE_KALLSYMS
+    sources = module_sources(live, modules_dir, sysfs_root, proc_modules)
     snapshots = cache and syms_path is not None and kallsyms_path is not None
     # kallsyms is read once: to match a snapshot, and to load if none does.
     # Its faults are never the fallback's to hide, so it is read first.
     text = read_text(kallsyms_path) if kallsyms_path is not None else None
     try:
         if snapshots:
-            restored = _restore(syms_path, kallsyms_path, text, live, force, warn, may_fall_back)
+            restored = _restore(syms_path, kallsyms_path, text, live, force, warn, may_fall_back,
+                                sources)
             if restored is not None:
                 return restored
         if not isinstance(syms, SymsFile):
@@ -391,7 +674,7 @@ def load(syms: str | SymsFile | None = None, kallsyms: str | Kallsyms | None = N
     except KmodsymsError as e:
         if not may_fall_back:
             raise
-        resolver = _kallsyms_only(_kallsyms(kallsyms, text, kallsyms_path), str(e), warn)
+        resolver = _kallsyms_only(_kallsyms(kallsyms, text, kallsyms_path), str(e), warn, sources)
         if snapshots and not os.path.exists(syms_path):
             # Missing, not stale: the answer holds until the file appears.
             from .snapshot import save
@@ -399,16 +682,16 @@ def load(syms: str | SymsFile | None = None, kallsyms: str | Kallsyms | None = N
         return resolver
     ks = _kallsyms(kallsyms, text, kallsyms_path)
     if warned:   # forced over another kernel's file: one warning is enough
-        return Resolver(syms, ks, check_anchors=False)
+        return Resolver(syms, ks, check_anchors=False, sources=sources)
     try:
-        resolver = Resolver(syms, ks, check_anchors=True)
+        resolver = Resolver(syms, ks, check_anchors=True, sources=sources)
     except StaleError as e:
         if force:
             warn(forced_warning(e))
-            return Resolver(syms, ks, check_anchors=False)
+            return Resolver(syms, ks, check_anchors=False, sources=sources)
         if not may_fall_back:
             raise
-        return _kallsyms_only(ks, str(e), warn)
+        return _kallsyms_only(ks, str(e), warn, sources)
     if snapshots and not force:
         from .snapshot import save
         save(resolver, syms_path, kallsyms_path)
@@ -438,10 +721,10 @@ def _check_live(source: str, release: str, build_id: str, force: bool, warn) -> 
 
 
 def _restore(syms_path: str, kallsyms_path: str, text: bytes, live: bool, force: bool,
-             warn, may_fall_back: bool) -> Resolver | None:
+             warn, may_fall_back: bool, sources: ModuleSources) -> Resolver | None:
     """The resolver a matching snapshot holds, or None."""
     from .snapshot import open_saved
-    saved = open_saved(syms_path, kallsyms_path, text)
+    saved = open_saved(syms_path, kallsyms_path, text, sources)
     if saved is None:
         return None
     meta, stats = saved.doc["meta"], saved.doc["stats"]
@@ -449,21 +732,21 @@ def _restore(syms_path: str, kallsyms_path: str, text: bytes, live: bool, force:
         if not may_fall_back:
             return None
         warn(degraded_warning(meta["kallsyms_source"], stats["degraded"]))
-        return _degrade(Resolver.restore(_no_syms(), saved))
+        return _degrade(Resolver.restore(_no_syms(), saved, sources))
     if live:
         _check_live(meta["source"], meta["kernel_release"], meta["build_id"], force, warn)
     restored = read_syms(syms_path, verify=False)
     # The file read must be the one the snapshot was checked against.
     if (len(restored.data), bytes(restored.data[CRC_FIELD])) != saved.doc["key"]["syms_state"][:2]:
         return None
-    return Resolver.restore(restored, saved)
+    return Resolver.restore(restored, saved, sources)
 
 
-def _kallsyms_only(ks: Kallsyms, why: str, warn) -> Resolver:
+def _kallsyms_only(ks: Kallsyms, why: str, warn, sources: ModuleSources) -> Resolver:
     """The degraded resolver: kallsyms alone (core symbols, loaded and
     pseudo-modules), every other symbol ``vmlinux``, unsized."""
     warn(degraded_warning(ks.source, why))
-    resolver = Resolver(_no_syms(), ks, check_anchors=False)
+    resolver = Resolver(_no_syms(), ks, check_anchors=False, sources=sources)
     resolver.stats.builtin_modules_known = False
     resolver.stats.degraded = why
     return _degrade(resolver)

@@ -13,6 +13,8 @@ by bisection over array views of the file.
 A snapshot is used only for the inputs it was made from: the same kallsyms
 text (length, CRC-32 and Adler-32; it changes at every boot under KASLR and
 at every module load or unload), dtrace_syms' path, size, mtime and CRC,
+the loaded modules' sources (modules directory, modules.dep's size and
+mtime, each .ko used by path, size and mtime, the cores of /proc/modules),
 and the same kmodsyms and Python.  Only a load that checked the anchors
 makes one, and the running kernel is checked again when one is used.  The
 cache (:func:`cache_dir`) follows the XDG rules: ``$XDG_CACHE_HOME/kmodsyms``,
@@ -43,16 +45,18 @@ from .fileformat import CRC_COVERS_FROM, CRC_FIELD
 from .frontend import (byte_exact_stdout, check_addresses, degraded_warning, forced_warning,
                        guarded, output_format, parse_args, parse_name, run_lookup, run_resolve,
                        warn)
-from .live import LIVE_KALLSYMS, check_live, default_syms_path
+from .live import LIVE_KALLSYMS, check_live, default_syms_path, module_sources, parse_proc_modules
 
-MAGIC = b"KMSNAP\0\5"
+MAGIC = b"KMSNAP\0\6"
 _HEAD = struct.Struct("=8sQ")     # magic, length of the marshalled doc
 _ALIGN = 8
 
 # The saved arrays and their element types (array module codes; "i|q":
 # int32 when every value fits, else int64).  Per kallsyms line, in kallsyms
 # order: line_* and name_*; sorted_address/by_address are the lines in
-# address order; iv_* the sized intervals; extent_* the placed sections.
+# address order; answer_* those that may answer an address; iv_* the sized
+# intervals; extent_* the placed sections (vmlinux's and the .ko files') and
+# section_object their objects; vmlinux_extent_* vmlinux's placement alone.
 ARRAYS = (
     ("line_address", "Q"), ("name_start", "i|q"), ("name_end", "i|q"), ("line_type", "B"),
     ("line_module", "i|q"), ("line_size", "i|q"), ("line_object", "i|q"),
@@ -61,7 +65,9 @@ ARRAYS = (
     ("iv_start", "Q"), ("iv_end", "Q"), ("iv_line", "i|q"), ("iv_parent", "i|q"),
     ("region_end", "Q"), ("extent_start", "Q"), ("extent_end", "Q"),
     ("extent_section", "i|q"), ("section_object", "i|q"), ("name_hash", "Q"),
-    ("name_order", "i|q"),
+    ("name_order", "i|q"), ("answer_address", "Q"),
+    ("answer_line", "i|q"), ("vmlinux_extent_start", "Q"), ("vmlinux_extent_end", "Q"),
+    ("vmlinux_extent_section", "i|q"), ("core_ranges", "Q"),
 )
 
 
@@ -205,7 +211,7 @@ def clear() -> int:
 
 
 def _key(syms_path: str, kallsyms_path: str, syms_state: tuple | None,
-         kallsyms_text: bytes) -> dict:
+         kallsyms_text: bytes, sources, ko_files) -> dict:
     """What a snapshot must match: ``syms_state`` is the dtrace_syms file's
     (size, header CRC, mtime), None for a load without it (the default file
     missing: its snapshot holds until the file appears).  The kallsyms text
@@ -216,7 +222,40 @@ def _key(syms_path: str, kallsyms_path: str, syms_state: tuple | None,
     return {"kmodsyms": __version__, "python": sys.version, "syms": os.path.abspath(syms_path),
             "kallsyms": os.path.abspath(kallsyms_path), "syms_state": syms_state,
             "kallsyms_size": len(kallsyms_text), "kallsyms_crc32": zlib.crc32(kallsyms_text),
-            "kallsyms_adler32": zlib.adler32(kallsyms_text)}
+            "kallsyms_adler32": zlib.adler32(kallsyms_text),
+            "modules": _modules_key(sources, ko_files)}
+
+
+def _modules_key(sources, ko_files) -> tuple | None:
+    """What the loadable modules' answers were made from: where the files
+    and the kernel's word were looked for, modules.dep's size and mtime
+    (depmod rewrites it when modules are installed), each .ko used (path,
+    size, mtime) and the module cores /proc/modules gives.  sysfs is not
+    keyed: the kallsyms text changes whenever a module does, and the
+    cache is the user's own (what that user may read of sysfs stays so)."""
+    if sources is None or sources.modules_dir is None:
+        return None
+    root = os.path.abspath(sources.modules_dir)
+    try:
+        st = os.stat(os.path.join(root, "modules.dep"))
+        dep = (st.st_size, st.st_mtime_ns)
+    except OSError:
+        dep = None
+    files = []
+    for path, _size, _mtime in ko_files:
+        try:
+            st = os.stat(os.path.join(root, path))
+            files.append((path, st.st_size, st.st_mtime_ns))
+        except OSError:
+            files.append((path, -1, -1))
+    cores = None
+    if sources.proc_modules:
+        try:
+            with open(sources.proc_modules, "rb") as f:
+                cores = sorted(parse_proc_modules(f.read()).items())
+        except OSError:
+            pass
+    return (root, sources.sysfs_root, sources.proc_modules, dep, tuple(files), cores)
 
 
 def _syms_state(syms_path: str) -> tuple | None:
@@ -248,9 +287,12 @@ def save(resolver, syms_path: str, kallsyms_path: str) -> None:
         "line_section": resolver.line_section, "sorted_address": resolver.sorted_address,
         "by_address": resolver.by_address, "iv_start": resolver.iv_start,
         "iv_end": resolver.iv_end, "iv_line": resolver.iv_line, "iv_parent": resolver.iv_parent,
-        "region_end": resolver.region_end, "extent_start": placement.extent_start,
-        "extent_end": placement.extent_end, "extent_section": placement.extent_section,
-        "section_object": syms.sections["object"],
+        "region_end": resolver.region_end, "extent_start": resolver.extent_start,
+        "extent_end": resolver.extent_end, "extent_section": resolver.extent_section,
+        "section_object": resolver.section_object, "answer_address": resolver.answer_address,
+        "answer_line": resolver.answer_line, "vmlinux_extent_start": placement.extent_start,
+        "vmlinux_extent_end": placement.extent_end,
+        "vmlinux_extent_section": placement.extent_section, "core_ranges": resolver.core_ranges,
     }
     arrays["name_hash"], arrays["name_order"] = resolver._name_index()
     blobs, layout = [], []
@@ -267,7 +309,8 @@ def save(resolver, syms_path: str, kallsyms_path: str) -> None:
     doc = {
         "key": _key(syms_path, kallsyms_path,
                     (len(syms.data), bytes(syms.data[CRC_FIELD]), os.stat(syms_path).st_mtime_ns)
-                    if resolver.builtin_modules_known else None, ks.text),
+                    if resolver.builtin_modules_known else None, ks.text,
+                    resolver.sources, resolver.ko_files),
         "meta": {"source": syms.source, "kernel_release": syms.meta_kernel_release,
                  "build_id": syms.meta_build_id, "kallsyms_source": ks.source},
         "arrays": layout,
@@ -279,6 +322,10 @@ def save(resolver, syms_path: str, kallsyms_path: str) -> None:
         "ambiguous": {line: (entries, resolver._candidates(line))
                       for line, entries in resolver.ambiguous.items()},
         "stats": dict(resolver.stats.__dict__),
+        "modules": {"ko_paths": resolver.ko_paths, "ko_modules": resolver.ko_modules,
+                    "ko_files": resolver.ko_files,
+                    "stats": [tuple(s.__dict__.values()) for s in resolver.module_stats],
+                    "warnings": resolver.module_warnings},
     }
     packed = marshal.dumps(doc)
     body = packed + bytes(-(_HEAD.size + len(packed)) % _ALIGN) + b"".join(blobs)
@@ -305,9 +352,14 @@ class Snapshot(Answers):
         self.builtin_module_names = doc["builtin_module_names"]
         self.builtin_modules_known = doc["stats"]["builtin_modules_known"]
         self.answered = 0   # a damaged snapshot is dropped silently only before any answer
-        self.object_paths = doc["object_paths"]
-        self.object_modset = doc["object_modset"]
-        self.modsets = doc["modsets"]
+        modules = doc["modules"]
+        self.module_warnings = modules["warnings"]
+        # Objects: vmlinux's, then the .ko files (each in its own module).
+        self.first_ko_object = len(doc["object_paths"])
+        self.object_paths = doc["object_paths"] + modules["ko_paths"]
+        self.modsets = doc["modsets"] + [[name] for name in modules["ko_modules"]]
+        self.object_modset = doc["object_modset"] + list(
+            range(len(doc["modsets"]), len(self.modsets)))
         self.ambiguous = {line: cands for line, (_entries, cands) in doc["ambiguous"].items()}
         for name, (start, code, count) in saved.arrays.items():
             setattr(self, name, saved.view[start:start + struct.calcsize(code) * count].cast(code))
@@ -331,15 +383,18 @@ class Snapshot(Answers):
             j = self.iv_parent[j]
         if j >= 0:
             return self.iv_line[j], True
-        k = bisect.bisect_right(self.sorted_address, q) - 1
+        k = bisect.bisect_right(self.answer_address, q) - 1
         if k < 0:
             return -1, False
-        line = self.by_address[k]
+        line = self.answer_line[k]
         region, section = self.line_region[line], self._section_at(q)
         if section >= 0:
             ok = region == section
         else:
             ok = region < 0 and q <= self.region_end[-1 - region]
+        if ok and region == -1:     # the core kernel: only inside its ranges
+            i = bisect.bisect_right(self.core_ranges[0::2], q) - 1
+            ok = i >= 0 and q <= self.core_ranges[2 * i + 1]
         return (line if ok else -1), False
 
     def _section_at(self, q: int) -> int:
@@ -382,8 +437,8 @@ class Saved:
                 for name, (start, code, count) in self.arrays.items()}
 
 
-def open_saved(syms_path: str, kallsyms_path: str,
-               kallsyms_text: bytes | None = None) -> Saved | None:
+def open_saved(syms_path: str, kallsyms_path: str, kallsyms_text: bytes | None = None,
+               sources=None) -> Saved | None:
     """The snapshot of these two files, or None when there is none that
     matches them (``kallsyms_text``: the kallsyms file's bytes, if the
     caller has read them already).  The file is mapped, not read: what is
@@ -402,7 +457,8 @@ def open_saved(syms_path: str, kallsyms_path: str,
         if magic != MAGIC:
             return None
         doc = marshal.loads(data[_HEAD.size:_HEAD.size + length])
-        if doc["key"] != _key(syms_path, kallsyms_path, syms_state, kallsyms_text):
+        if doc["key"] != _key(syms_path, kallsyms_path, syms_state, kallsyms_text, sources,
+                              doc["modules"]["ko_files"]):
             return None
         arrays = {}
         at = _HEAD.size + length
@@ -457,7 +513,8 @@ def quick_run(command: str, args: list[str]) -> int | None:
         return None
     syms_path = options["syms"] or default_syms_path()
     kallsyms_path = options["kallsyms"] or LIVE_KALLSYMS
-    saved = open_saved(syms_path, kallsyms_path)
+    sources = module_sources(kallsyms_path == LIVE_KALLSYMS, options["modules_dir"])
+    saved = open_saved(syms_path, kallsyms_path, sources=sources)
     if saved is None:
         return None
     snapshot, meta = Snapshot(saved), saved.doc["meta"]
@@ -474,6 +531,8 @@ def quick_run(command: str, args: list[str]) -> int | None:
             if not options["force"]:
                 return None
             warn(forced_warning(e))
+    for warning in snapshot.module_warnings:
+        warn(warning)
     byte_exact_stdout()
 
     def run() -> int:

@@ -181,8 +181,9 @@ def test_quick_path_options():
     assert parse_args("resolve", ["-s", "S", "1", "--kallsyms=K", "--json", "-", "-f", "kernel",
                                   "--strict", "--", "2"]) == {
         "syms": "S", "kallsyms": "K", "format": "kernel", "json": True, "strict": True,
-        "force": False, "no_cache": False, "arguments": ["1", "-", "2"]}
+        "force": False, "no_cache": False, "modules_dir": None, "arguments": ["1", "-", "2"]}
     assert parse_args("lookup", ["--format=dtrace", "ext4`f+0x1c"])["format"] == "dtrace"
+    assert parse_args("resolve", ["--modules-dir", "M", "1"])["modules_dir"] == "M"
 
 
 def test_load_saves_only_when_asked_and_checked(fixture_syms, tmp_path):
