@@ -4,34 +4,15 @@ Placement works on *object sections* (an object's ``.text``, ``.data``...),
 because once linked each occupies one contiguous interval of vmlinux.  Input:
 a :class:`~kmodsyms.symsfile.SymsFile` and a symbol list of the kernel, as
 :class:`~kmodsyms.kallsyms.Kallsyms` (``/proc/kallsyms``, or ``System.map``
-at build time, which is the same list before KASLR).
+at build time).  The strategies, each in its module, all yield the result
+type declared once in :mod:`.result`:
 
-1. Anchors: a name occurring exactly once among the core kallsyms lines and
-   exactly once in dtrace_syms fixes its section's load address
-   (kallsyms address - value in section), if the kallsyms type letter agrees
-   with the ELF binding.  A section's anchors vote; KASLR cancels out because
-   only differences are used.
-2. Elimination and shape: for duplicated names, copies in placed sections
-   are matched by address; the last unplaced copy and the last unmatched line
-   are paired; a section whose symbols match free lines at exactly one base
-   is placed there.
-3. Blocks: ``ld -r`` lays the sections of one name out in link order, so one
-   placed section places its whole block; blocks with no symbol at all are
-   placed by the linker-made symbols that bracket them.
-4. Each line then takes the object, module(s), size and binding of the
-   placed symbol it is, or, in no object's table but inside a placed section
-   (objtool's ``__pfx_*``/``__cfi_*`` padding), that object.  Everything
-   else is core kernel.  A line whose name matches only unplaced copies in
-   different modules is ambiguous: reported with every candidate.
-
-docs/resolver.md states the rules in full.
-
-The strategies, each in its module, all yielding the result type declared
-once in :mod:`.result`:
-
-* :mod:`.search` — by names alone (files without a layout; the build);
+* :mod:`.search` — by names alone (files without a layout; the build, which
+  records its result as the layout);
 * :mod:`.linked` — from the link addresses the build recorded;
 * :mod:`.saved` — what a snapshot kept (extents and stats only).
+
+docs/resolver.md states the rules in full.
 """
 
 from __future__ import annotations
