@@ -149,128 +149,36 @@ class SearchPlacer:
         * shape: a section whose symbols, at their offsets, match free
           kallsyms lines at exactly one candidate base is placed there (the
           pattern of names and distances identifies it even when no name
-          does).
+          does);
+        * then, when neither places anything: link-order blocks
+          (:meth:`_forced_by_neighbours`) and same-named copies in link order
+          (:meth:`_by_link_order`).
         """
-        syms, ks = self.syms, self.ks
-        dup = np.flatnonzero(((self.group_count > 1) | (self.lines_per_group > 1))
-                             & (self.lines_per_group > 0))
-        is_dup = np.zeros(len(self.group_start), dtype=bool)
-        is_dup[dup] = True
-        lines = self.core_lines[self.line_group[self.core_lines] >= 0]
-        lines = lines[is_dup[self.line_group[lines]]]
-        mask = (1 << 64) - 1
-        address = ks.address.tolist()
-        free_lines: dict[int, set[int]] = {}
-        line_at: dict[tuple[int, int], int] = {}
-        for line, g in zip(lines.tolist(), self.line_group[lines].tolist()):
-            free_lines.setdefault(g, set()).add(line)
-            line_at[(g, address[line])] = line
-        # The same lines as arrays, per name sorted by address, for scoring.
-        free = np.ones(len(ks), dtype=bool)
-        by_group = lines[np.lexsort((ks.address[lines], self.line_group[lines]))]
-        cuts = np.flatnonzero(np.diff(self.line_group[by_group])) + 1
-        group_lines = {int(self.line_group[chunk[0]]): chunk for chunk in np.split(by_group, cuts)
-                       if len(chunk)}
-        group_address = {g: ks.address[chunk] for g, chunk in group_lines.items()}
-
-        def free_hits(g: int, targets: np.ndarray) -> np.ndarray:
-            """Which ``targets`` addresses hold a free line called ``g``."""
-            addrs = group_address[g]
-            i = np.minimum(np.searchsorted(addrs, targets), len(addrs) - 1)
-            return (addrs[i] == targets) & free[group_lines[g][i]]
-        sym = syms.symbols
-        dup_entries = np.flatnonzero(is_dup[self.entry_group])
-        by_section: dict[int, list[tuple[int, int, int]]] = {}   # (entry, group, value)
-        for e, sec, g, v in zip(dup_entries.tolist(), sym["section"][dup_entries].tolist(),
-                                self.entry_group[dup_entries].tolist(),
-                                sym["value"][dup_entries].tolist()):
-            by_section.setdefault(sec, []).append((e, g, v))
-        group_copies: dict[int, list[tuple[int, int, int]]] = {}   # (entry, section, value)
-        for sec, entries in by_section.items():
-            for e, g, v in entries:
-                group_copies.setdefault(g, []).append((e, sec, v))
-        how = self.section_how
-        unplaced_copies = dict.fromkeys(dup.tolist(), 0)
-        for sec, entries in by_section.items():
-            for _e, g, _v in entries:
-                if how[sec] == UNPLACED:
-                    unplaced_copies[g] += 1
-
-        # A section is re-examined only when one of its names changed
-        # (a line claimed, a copy placed) since it was last looked at.
-        clock = [1]
-        changed_at = dict.fromkeys(dup.tolist(), 1)
-        looked_at: dict[int, int] = {}
-        last_candidates: dict[int, list] = {}
-
-        def claim(sec: int, base: int) -> None:
-            """Lines that the symbols of placed ``sec`` are, no longer free."""
-            for _e, g, v in by_section.get(sec, ()):
-                line = line_at.get((g, (base + v) & mask))
-                if line is not None:
-                    free_lines[g].discard(line)
-                    free[line] = False
-                    changed_at[g] = clock[0]
-
-        def place(sec: int, base: int, method: int) -> None:
-            clock[0] += 1
-            self.section_base[sec] = U64(base & mask)
-            how[sec] = method
-            for _e, g, _v in by_section.get(sec, ()):
-                unplaced_copies[g] -= 1
-                changed_at[g] = clock[0]
-            claim(sec, base)
-
-        for sec in by_section:
-            if how[sec] != UNPLACED:
-                claim(sec, int(self.section_base[sec]))
+        names = _DuplicateNames(self)
         changed = True
         while changed:
             changed = False
             candidates: dict[int, list] = {}
-            for sec, entries in by_section.items():
-                if how[sec] != UNPLACED:
+            for sec, entries in names.by_section.items():
+                if self.section_how[sec] != UNPLACED:
                     continue
-                if sec in looked_at and all(changed_at[g] <= looked_at[sec] for _e, g, _v in entries):
-                    if sec in last_candidates:
-                        candidates[sec] = last_candidates[sec]
+                if not names.changed_since_looked(sec):
+                    if sec in names.last_candidates:
+                        candidates[sec] = names.last_candidates[sec]
                     continue
-                looked_at[sec] = clock[0]
-                last_candidates.pop(sec, None)
-                # Elimination: the last unplaced copy of a name and its last line.
-                for _e, g, v in entries:
-                    if unplaced_copies[g] == 1 and len(free_lines[g]) == 1:
-                        place(sec, address[next(iter(free_lines[g]))] - v, BY_ELIMINATION)
-                        changed = True
-                        break
-                if how[sec] != UNPLACED:
-                    continue
-                # Shape: try every free line of the rarest name as the anchor.
-                _pe, pivot_group, pivot_value = min(entries, key=lambda t: len(free_lines[t[1]]))
-                if not free_lines[pivot_group]:
-                    continue
-                pivot_lines = group_lines[pivot_group]
-                bases = ks.address[pivot_lines[free[pivot_lines]]] - U64(pivot_value)
-                score = np.zeros(len(bases), dtype=np.int64)
-                for _e, g, v in entries:
-                    score += free_hits(g, bases + U64(v))
-                best = int(score.max())
-                if best >= 2 and (score == best).sum() == 1:
-                    place(sec, int(bases[int(score.argmax())]), BY_ELIMINATION)
+                names.look(sec)
+                if names.by_elimination(sec, entries) or names.by_shape(sec, entries, candidates):
                     changed = True
-                elif best >= 1:
-                    candidates[sec] = last_candidates[sec] = bases[score == best].tolist()
             if not changed:
                 for sec, base in self._forced_by_neighbours(candidates):
-                    place(sec, int(base), BY_NEIGHBOURS)
+                    names.place(sec, int(base), BY_NEIGHBOURS)
                     changed = True
             if not changed:
-                copies = {g: [(e, sec, v) for e, sec, v in group_copies[g] if how[sec] == UNPLACED]
-                          for g in dup.tolist() if unplaced_copies[g] > 1}
-                for sec, base in self._by_link_order(copies, free_lines, address, by_section,
-                                                     line_at, group_lines):
-                    if how[sec] == UNPLACED:
-                        place(sec, base, BY_NEIGHBOURS)
+                for sec, base in self._by_link_order(names.unplaced_copies_of_names(), names.free_lines,
+                                                     names.address, names.by_section, names.line_at,
+                                                     names.group_lines):
+                    if self.section_how[sec] == UNPLACED:
+                        names.place(sec, base, BY_NEIGHBOURS)
                         changed = True
 
     def _by_link_order(self, copies: dict, free_lines: dict, address: list, by_section: dict,
@@ -603,6 +511,129 @@ class SearchPlacer:
         unique[unique] = self.group_count[self.entry_group[entry[unique]]] == 1
         lines = np.flatnonzero(unique)
         return lines[self.lines_per_group[self.entry_group[entry[lines]]] == 1]
+
+
+
+class _DuplicateNames:
+    """The sections whose names are all duplicated, while they are placed
+    (:meth:`SearchPlacer._eliminate`): which kallsyms lines of each name
+    are still free, which copies are still unplaced, and when each name last
+    changed, so that a section is looked at again only when one of its
+    names changed (a line claimed, a copy placed) since it was last."""
+
+    def __init__(self, placer: SearchPlacer):
+        self.placer = placer
+        ks, sym = placer.ks, placer.syms.symbols
+        dup = np.flatnonzero(((placer.group_count > 1) | (placer.lines_per_group > 1))
+                             & (placer.lines_per_group > 0))
+        self.dup = dup.tolist()
+        is_dup = np.zeros(len(placer.group_start), dtype=bool)
+        is_dup[dup] = True
+        lines = placer.core_lines[placer.line_group[placer.core_lines] >= 0]
+        lines = lines[is_dup[placer.line_group[lines]]]
+        self.address = ks.address.tolist()
+        self.free_lines: dict[int, set[int]] = {}        # name -> its unmatched lines
+        self.line_at: dict[tuple[int, int], int] = {}    # (name, address) -> line
+        for line, g in zip(lines.tolist(), placer.line_group[lines].tolist()):
+            self.free_lines.setdefault(g, set()).add(line)
+            self.line_at[(g, self.address[line])] = line
+        # The same lines as arrays, per name sorted by address, for scoring.
+        self.free = np.ones(len(ks), dtype=bool)
+        by_group = lines[np.lexsort((ks.address[lines], placer.line_group[lines]))]
+        cuts = np.flatnonzero(np.diff(placer.line_group[by_group])) + 1
+        self.group_lines = {int(placer.line_group[chunk[0]]): chunk for chunk in np.split(by_group, cuts)
+                            if len(chunk)}
+        self.group_address = {g: ks.address[chunk] for g, chunk in self.group_lines.items()}
+        dup_entries = np.flatnonzero(is_dup[placer.entry_group])
+        self.by_section: dict[int, list[tuple[int, int, int]]] = {}   # (entry, name, value)
+        for e, sec, g, v in zip(dup_entries.tolist(), sym["section"][dup_entries].tolist(),
+                                placer.entry_group[dup_entries].tolist(),
+                                sym["value"][dup_entries].tolist()):
+            self.by_section.setdefault(sec, []).append((e, g, v))
+        self.copies: dict[int, list[tuple[int, int, int]]] = {}        # (entry, section, value)
+        self.unplaced_copies = dict.fromkeys(self.dup, 0)
+        how = placer.section_how
+        for sec, entries in self.by_section.items():
+            for e, g, v in entries:
+                self.copies.setdefault(g, []).append((e, sec, v))
+                if how[sec] == UNPLACED:
+                    self.unplaced_copies[g] += 1
+        self.clock = 1
+        self.changed_at = dict.fromkeys(self.dup, 1)   # name -> clock of its last change
+        self.looked_at: dict[int, int] = {}             # section -> clock when last looked at
+        self.last_candidates: dict[int, list] = {}      # section -> its candidate bases then
+        for sec in self.by_section:
+            if how[sec] != UNPLACED:
+                self.claim(sec, int(placer.section_base[sec]))
+
+    # ------------------------------------------------------------ the steps
+    def changed_since_looked(self, sec: int) -> bool:
+        seen = self.looked_at.get(sec)
+        return seen is None or any(self.changed_at[g] > seen for _e, g, _v in self.by_section[sec])
+
+    def look(self, sec: int) -> None:
+        self.looked_at[sec] = self.clock
+        self.last_candidates.pop(sec, None)
+
+    def by_elimination(self, sec: int, entries: list) -> bool:
+        """The last unplaced copy of a name and its last free line."""
+        for _e, g, v in entries:
+            if self.unplaced_copies[g] == 1 and len(self.free_lines[g]) == 1:
+                self.place(sec, self.address[next(iter(self.free_lines[g]))] - v, BY_ELIMINATION)
+                return True
+        return False
+
+    def by_shape(self, sec: int, entries: list, candidates: dict) -> bool:
+        """Every free line of the section's rarest name tried as its anchor:
+        placed where the most of its symbols find their lines, when that is
+        one base and two symbols at least; else the best bases are its
+        candidates (for the link-order steps)."""
+        _pe, pivot_group, pivot_value = min(entries, key=lambda t: len(self.free_lines[t[1]]))
+        if not self.free_lines[pivot_group]:
+            return False
+        pivot_lines = self.group_lines[pivot_group]
+        bases = self.placer.ks.address[pivot_lines[self.free[pivot_lines]]] - U64(pivot_value)
+        score = np.zeros(len(bases), dtype=np.int64)
+        for _e, g, v in entries:
+            score += self.free_hits(g, bases + U64(v))
+        best = int(score.max())
+        if best >= 2 and (score == best).sum() == 1:
+            self.place(sec, int(bases[int(score.argmax())]), BY_ELIMINATION)
+            return True
+        if best >= 1:
+            candidates[sec] = self.last_candidates[sec] = bases[score == best].tolist()
+        return False
+
+    def unplaced_copies_of_names(self) -> dict[int, list[tuple[int, int, int]]]:
+        """Each name with more than one unplaced copy: those copies."""
+        how = self.placer.section_how
+        return {g: [(e, sec, v) for e, sec, v in self.copies[g] if how[sec] == UNPLACED]
+                for g in self.dup if self.unplaced_copies[g] > 1}
+
+    # ---------------------------------------------------------- bookkeeping
+    def free_hits(self, g: int, targets: np.ndarray) -> np.ndarray:
+        """Which ``targets`` addresses hold a free line called ``g``."""
+        addrs = self.group_address[g]
+        i = np.minimum(np.searchsorted(addrs, targets), len(addrs) - 1)
+        return (addrs[i] == targets) & self.free[self.group_lines[g][i]]
+
+    def claim(self, sec: int, base: int) -> None:
+        """The lines that the symbols of placed ``sec`` are: no longer free."""
+        for _e, g, v in self.by_section.get(sec, ()):
+            line = self.line_at.get((g, (base + v) & MASK))
+            if line is not None:
+                self.free_lines[g].discard(line)
+                self.free[line] = False
+                self.changed_at[g] = self.clock
+
+    def place(self, sec: int, base: int, method: int) -> None:
+        self.clock += 1
+        self.placer.section_base[sec] = U64(base & MASK)
+        self.placer.section_how[sec] = method
+        for _e, g, _v in self.by_section.get(sec, ()):
+            self.unplaced_copies[g] -= 1
+            self.changed_at[g] = self.clock
+        self.claim(sec, base)
 
 
 def _letter_compatible(letters: np.ndarray, bindings: np.ndarray) -> np.ndarray:
