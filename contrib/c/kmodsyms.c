@@ -1,15 +1,29 @@
+// SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
 /*
- * kmodsyms.c - dependency-free C99 reader for dtrace_syms (docs/format.md).
+ * libkmodsyms: dtrace_syms + kallsyms -> mod`sym+off, as kmodsyms' Python
+ * resolver answers (kmodsyms/symsfile.py, kallsyms.py, placement.py's
+ * LinkedPlacement, resolver.py, answer.py).  Each step below names the
+ * Python it mirrors; docs/resolver.md states the rules.
  */
+#define _DEFAULT_SOURCE /* mmap, uname */
 #include "kmodsyms.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
 
-/* Directory order of the tables and their entry sizes. */
+#define NO (-1)
+
+/* ------------------------------------------------------------ dtrace_syms */
+
+/* Directory order of the tables and their entry sizes (docs/format.md). */
 enum { T_STRINGS, T_MODULES, T_MEMBERS, T_MODSETS, T_OBJECTS, T_SECNAMES, T_SECTIONS,
        T_SYMBOLS, T_SEGMENTS, T_ANCHORS, T_COUNT };
 static const char *const table_names[T_COUNT] = {
@@ -17,19 +31,27 @@ static const char *const table_names[T_COUNT] = {
     "objects", "section_names", "sections", "symbols", "segments", "anchors"};
 static const uint32_t entry_size[T_COUNT] = {1, 4, 4, 8, 16, 4, 40, 40, 16, 8};
 
-#define MAX_ENTRIES (UINT32_C(1) << 28)
+#define FORMAT_VERSION 1u
+#define HEADER_SIZE 160u
 #define DIRECTORY_AT 56u
+#define MAX_ENTRIES (UINT32_C(1) << 28)
+#define NO_ADDRESS UINT64_MAX
+#define LIVE_KALLSYMS "/proc/kallsyms"
 
-struct kms_file {
-    unsigned char *data;
-    size_t size;
-    uint32_t flags;
-    const unsigned char *table[T_COUNT];
-    uint32_t count[T_COUNT];
-    uint32_t header_str[6];
-};
+/* Field offsets within entries. */
+#define SEC_OBJECT 0
+#define SEC_FLAGS 8
+#define SEC_SIZE 16
+#define SEC_ADDRESS 24
+#define SEC_PLACEMENT 32
+#define SYM_NAME 0
+#define SYM_SECTION 12
+#define SYM_VALUE 16
+#define SYM_SIZE 24
+#define SYM_TYPE 32
+#define SYM_BINDING 33
+#define SHF_EXECINSTR 0x4u
 
-/* ---- little-endian decoding, independent of the host's byte order ---- */
 static uint32_t le32(const unsigned char *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -40,374 +62,1444 @@ static uint64_t le64(const unsigned char *p)
     return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
 }
 
-/* ---- CRC-32 (ISO-HDLC, as zlib's crc32()), slicing-by-8 ---- */
-static uint32_t crc_tab[8][256];
+/* ------------------------------------------------------------ the handle */
 
-static void crc_init(void)
+struct kms_handle {
+    /* dtrace_syms, mapped read-only */
+    const unsigned char *map;
+    size_t map_size;
+    const unsigned char *table[T_COUNT];
+    uint32_t count[T_COUNT];
+    const char *release, *build_id;
+    const char **member_name;   /* module name of each modset_members entry */
+
+    /* kallsyms: the text (names NUL-terminated in place) and one row per kept line */
+    char *text;
+    size_t n;
+    uint64_t *addr;
+    uint32_t *name;             /* offset of the name in text */
+    uint32_t *name_len;
+    uint8_t *type;
+    uint32_t *module;           /* 0 core, else index into mod_name */
+    int32_t *entry;             /* dtrace_syms symbol the line is, or -1 */
+    int32_t *section;           /* placed object section holding the line, or -1 */
+    int64_t *size;              /* -1 unknown */
+    uint32_t nmods;
+    const char **mod_name;      /* [0] "vmlinux"; loaded and pseudo-modules */
+    size_t core_lines;
+    size_t unterminated;        /* the last line when no newline ends it, else SIZE_MAX */
+
+    /* placement */
+    uint64_t *section_base;
+    uint32_t next;              /* placed extents, by base */
+    uint64_t *ext_start, *ext_end;
+    uint32_t *ext_sec;
+    uint32_t anchors_verified;
+
+    /* address index */
+    uint32_t *by_address;       /* lines, stably sorted by address */
+    uint64_t *sorted_addr;
+    uint64_t *region_end;       /* per group 2 * module + (type == 'A') */
+    uint32_t niv;               /* sized intervals, innermost-preferred last */
+    uint64_t *iv_start, *iv_end;
+    uint32_t *iv_line;
+    int32_t *iv_parent;
+
+    /* names: open addressing over every line, in kallsyms order */
+    uint32_t *slot;             /* line + 1, 0 empty */
+    size_t slot_mask;
+};
+
+static const char *const vmlinux_list[] = {"vmlinux"};
+
+static const unsigned char *ent(const kms_handle *h, int t, uint32_t i)
 {
-    uint32_t c;
-    int i, k;
-    for (i = 0; i < 256; i++) {
-        c = (uint32_t)i;
-        for (k = 0; k < 8; k++)
-            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        crc_tab[0][i] = c;
+    return h->table[t] + (size_t)i * entry_size[t];
+}
+
+static const char *str(const kms_handle *h, uint32_t off)
+{
+    return (const char *)h->table[T_STRINGS] + off;
+}
+
+static int fail(kms_error *err, int code, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        err->code = code;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        va_end(ap);
     }
-    for (i = 0; i < 256; i++)
-        for (k = 1; k < 8; k++)
-            crc_tab[k][i] = crc_tab[0][crc_tab[k - 1][i] & 0xFF] ^ (crc_tab[k - 1][i] >> 8);
+    return code;
+}
+
+/* Allocate COUNT zeroed items for h->FIELD; true on success. */
+#define ALLOC(h, field, count)                                                       \
+    (((h)->field = calloc((count) ? (size_t)(count) : 1, sizeof *(h)->field)) != NULL)
+
+/* ------------------------------------------------------------ CRC-32 */
+
+/* ISO-HDLC (zlib's crc32()), slicing by 8; the table is the caller's so
+ * that nothing global is written. */
+static void crc_table(uint32_t tab[8][256])
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        tab[0][i] = c;
+    }
+    for (int i = 0; i < 256; i++)
+        for (int k = 1; k < 8; k++)
+            tab[k][i] = tab[0][tab[k - 1][i] & 0xFF] ^ (tab[k - 1][i] >> 8);
 }
 
 static uint32_t crc32_bytes(const unsigned char *p, size_t n)
 {
-    uint32_t c = 0xFFFFFFFFu, hi;
-    if (!crc_tab[0][1])
-        crc_init();
-    /* Eight bytes per step; le32() keeps it independent of host order. */
+    uint32_t tab[8][256];
+    uint32_t c = 0xFFFFFFFFu;
+    crc_table(tab);
     for (; n >= 8; n -= 8, p += 8) {
-        c ^= le32(p);
-        hi = le32(p + 4);
-        c = crc_tab[7][c & 0xFF] ^ crc_tab[6][(c >> 8) & 0xFF] ^
-            crc_tab[5][(c >> 16) & 0xFF] ^ crc_tab[4][c >> 24] ^
-            crc_tab[3][hi & 0xFF] ^ crc_tab[2][(hi >> 8) & 0xFF] ^
-            crc_tab[1][(hi >> 16) & 0xFF] ^ crc_tab[0][hi >> 24];
+        uint32_t lo = c ^ le32(p), hi = le32(p + 4);
+        c = tab[7][lo & 0xFF] ^ tab[6][(lo >> 8) & 0xFF] ^ tab[5][(lo >> 16) & 0xFF] ^
+            tab[4][lo >> 24] ^ tab[3][hi & 0xFF] ^ tab[2][(hi >> 8) & 0xFF] ^
+            tab[1][(hi >> 16) & 0xFF] ^ tab[0][hi >> 24];
     }
     for (; n; n--, p++)
-        c = crc_tab[0][(c ^ *p) & 0xFF] ^ (c >> 8);
+        c = tab[0][(c ^ *p) & 0xFF] ^ (c >> 8);
     return c ^ 0xFFFFFFFFu;
 }
 
-/* ---- entry field access (all indexes validated by kms_open) ---- */
-static const unsigned char *entry(const kms_file *f, int t, uint32_t i)
-{
-    return f->table[t] + (size_t)i * entry_size[t];
-}
+/* ------------------------------------------------------------ validation */
 
-static const char *str(const kms_file *f, uint32_t off)
+/* Every u32 field at byte FIELD of every entry of table T is < BOUND. */
+static int in_range(const kms_handle *h, int t, uint32_t field, uint64_t bound)
 {
-    return (const char *)f->table[T_STRINGS] + off;
-}
-
-static void fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    if (!err || !errlen)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
-/* Checks every u32 field at byte FIELD of every entry of table T is < BOUND. */
-static int check_index(const kms_file *f, int t, uint32_t field, uint32_t bound)
-{
-    uint32_t i;
-    for (i = 0; i < f->count[t]; i++)
-        if (le32(entry(f, t, i) + field) >= bound)
+    for (uint32_t i = 0; i < h->count[t]; i++)
+        if (le32(ent(h, t, i) + field) >= bound)
             return 0;
     return 1;
 }
 
-static const char *validate(kms_file *f, char *detail, size_t dlen)
+/* kmodsyms.symsfile.SymsFile's checks, in its order and with its words. */
+static int validate_syms(kms_handle *h, const char *path, kms_error *err)
 {
-    const unsigned char *d = f->data;
-    uint32_t i, crc, nstr;
-    int t;
+    const unsigned char *d = h->map;
+    size_t size = h->map_size;
+    const char *why = NULL;
+    uint32_t nstr;
 
-    if (f->size < 16 || memcmp(d, "KMODSYMS", 8) != 0)
-        return "not a dtrace_syms file (bad magic)";
-    if (le32(d + 8) != KMS_FORMAT_VERSION) {
-        snprintf(detail, dlen, "dtrace_syms format version %lu; this reader reads version %u",
-                 (unsigned long)le32(d + 8), KMS_FORMAT_VERSION);
-        return detail;
-    }
-    if (f->size < KMS_HEADER_SIZE) {
-        snprintf(detail, dlen, "truncated (%lu bytes, header needs %u)",
-                 (unsigned long)f->size, KMS_HEADER_SIZE);
-        return detail;
-    }
-    if (le64(d + 16) != (uint64_t)f->size) {
-        snprintf(detail, dlen, "truncated or padded: header says %llu bytes, file has %llu",
-                 (unsigned long long)le64(d + 16), (unsigned long long)f->size);
-        return detail;
-    }
-    if (le32(d + 24) != KMS_HEADER_SIZE)
-        return "bad header size";
-    crc = crc32_bytes(d + 16, f->size - 16);
-    if (crc != le32(d + 12))
-        return "checksum mismatch (corrupt file)";
-    f->flags = le32(d + 28);
-    for (i = 0; i < 6; i++)
-        f->header_str[i] = le32(d + 32 + 4 * i);
+    if (size < 16 || memcmp(d, "KMODSYMS", 8) != 0)
+        return fail(err, KMS_E_SYMS, "%s: not a dtrace_syms file (bad magic)", path);
+    if (le32(d + 8) != FORMAT_VERSION)
+        return fail(err, KMS_E_VERSION,
+                    "%s: dtrace_syms format version %lu; this reader reads version %u: "
+                    "rebuild it with a matching kmodsyms",
+                    path, (unsigned long)le32(d + 8), FORMAT_VERSION);
+    if (size < HEADER_SIZE)
+        return fail(err, KMS_E_SYMS, "%s: truncated (%zu bytes, header needs %u); "
+                    "rebuild it with 'kmodsyms build'", path, size, HEADER_SIZE);
+    if (le64(d + 16) != (uint64_t)size)
+        return fail(err, KMS_E_SYMS, "%s: truncated or padded: header says %llu bytes, file "
+                    "has %zu; rebuild it with 'kmodsyms build'",
+                    path, (unsigned long long)le64(d + 16), size);
+    if (le32(d + 24) != HEADER_SIZE)
+        why = "bad header size";
+    else if (crc32_bytes(d + 16, size - 16) != le32(d + 12))
+        why = "checksum mismatch (corrupt file)";
+    if (why)
+        return fail(err, KMS_E_SYMS, "%s: %s; rebuild it with 'kmodsyms build'", path, why);
 
-    for (t = 0; t < T_COUNT; t++) {
+    for (int t = 0; t < T_COUNT; t++) {
         uint64_t off = le32(d + DIRECTORY_AT + 8 * t);
         uint64_t count = le32(d + DIRECTORY_AT + 8 * t + 4);
-        /* off < 2^32 and count <= 2^28, so this cannot overflow 64 bits. */
-        if (count > MAX_ENTRIES || off % 8 != 0 || off < KMS_HEADER_SIZE ||
-            off + count * entry_size[t] > (uint64_t)f->size) {
-            snprintf(detail, dlen, "table %s out of bounds (offset %llu, %llu entries)",
-                     table_names[t], (unsigned long long)off, (unsigned long long)count);
-            return detail;
+        /* off < 2^32 and count <= 2^28: no overflow in 64 bits. */
+        if (count > MAX_ENTRIES || off % 8 != 0 || off < HEADER_SIZE ||
+            off + count * entry_size[t] > (uint64_t)size)
+            return fail(err, KMS_E_SYMS, "%s: table %s out of bounds (offset %llu, %llu "
+                        "entries); rebuild it with 'kmodsyms build'", path, table_names[t],
+                        (unsigned long long)off, (unsigned long long)count);
+        h->table[t] = d + off;
+        h->count[t] = (uint32_t)count;
+    }
+    nstr = h->count[T_STRINGS];
+    if (nstr == 0 || h->table[T_STRINGS][nstr - 1] != 0)
+        why = "string table not NUL-terminated";
+    for (int i = 0; !why && i < 6; i++)
+        if (le32(d + 32 + 4 * i) >= nstr)
+            why = "header string out of range";
+    if (why)
+        ;
+    else if (!in_range(h, T_MODULES, 0, nstr))
+        why = "module name out of range";
+    else if (!in_range(h, T_MEMBERS, 0, h->count[T_MODULES]))
+        why = "module-set member out of range";
+    else {
+        for (uint32_t i = 0; i < h->count[T_MODSETS]; i++) {
+            const unsigned char *e = ent(h, T_MODSETS, i);
+            if ((uint64_t)le32(e) + le32(e + 4) > h->count[T_MEMBERS])
+                why = "module set out of range";
         }
-        f->table[t] = d + off;
-        f->count[t] = (uint32_t)count;
     }
+    if (why)
+        ;
+    else if (!in_range(h, T_OBJECTS, 0, nstr))
+        why = "object path out of range";
+    else if (!in_range(h, T_OBJECTS, 4, h->count[T_MODSETS]))
+        why = "object module set out of range";
+    else if (!in_range(h, T_SECNAMES, 0, nstr))
+        why = "section name out of range";
+    else if (!in_range(h, T_SECTIONS, 0, h->count[T_OBJECTS]))
+        why = "section object out of range";
+    else if (!in_range(h, T_SECTIONS, 4, h->count[T_SECNAMES]))
+        why = "section name index out of range";
+    else if (!in_range(h, T_SYMBOLS, 0, nstr))
+        why = "symbol name out of range";
+    else if (!in_range(h, T_SYMBOLS, 4, h->count[T_MODSETS]))
+        why = "symbol module set out of range";
+    else if (!in_range(h, T_SYMBOLS, 8, h->count[T_OBJECTS]))
+        why = "symbol object out of range";
+    else if (!in_range(h, T_SYMBOLS, 12, h->count[T_SECTIONS]))
+        why = "symbol section out of range";
+    else {
+        for (uint32_t i = 0; i < h->count[T_SYMBOLS]; i++) {
+            const unsigned char *s = ent(h, T_SYMBOLS, i);
+            if (le32(ent(h, T_SECTIONS, le32(s + SYM_SECTION)) + SEC_OBJECT) != le32(s + 8)) {
+                why = "symbol section belongs to another object";
+                break;
+            }
+        }
+    }
+    if (why)
+        ;
+    else if (!in_range(h, T_ANCHORS, 0, h->count[T_SYMBOLS]))
+        why = "anchor symbol out of range";
+    else if (!in_range(h, T_ANCHORS, 4, h->count[T_SEGMENTS]))
+        why = "anchor segment out of range";
+    if (why)
+        return fail(err, KMS_E_SYMS, "%s: %s; rebuild it with 'kmodsyms build'", path, why);
+    h->release = str(h, le32(d + 32));
+    h->build_id = str(h, le32(d + 36));
+    if (!ALLOC(h, member_name, h->count[T_MEMBERS]))
+        return fail(err, KMS_E_NOMEM, "out of memory reading %s", path);
+    for (uint32_t k = 0; k < h->count[T_MEMBERS]; k++)
+        h->member_name[k] = str(h, le32(ent(h, T_MODULES, le32(ent(h, T_MEMBERS, k)))));
+    return KMS_OK;
+}
 
-    nstr = f->count[T_STRINGS];
-    if (nstr == 0 || f->table[T_STRINGS][nstr - 1] != 0)
-        return "string table not NUL-terminated";
-    for (i = 0; i < 6; i++)
-        if (f->header_str[i] >= nstr)
-            return "header string out of range";
-    if (!check_index(f, T_MODULES, 0, nstr))
-        return "module name out of range";
-    if (!check_index(f, T_MEMBERS, 0, f->count[T_MODULES]))
-        return "module-set member out of range";
-    for (i = 0; i < f->count[T_MODSETS]; i++) {
-        const unsigned char *e = entry(f, T_MODSETS, i);
-        if ((uint64_t)le32(e) + le32(e + 4) > f->count[T_MEMBERS])
-            return "module set out of range";
+static int map_syms(kms_handle *h, const char *path, kms_error *err)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return fail(err, KMS_E_IO, "cannot read %s: %s; build it with 'kmodsyms build'",
+                    path, strerror(e));
     }
-    if (!check_index(f, T_OBJECTS, 0, nstr))
-        return "object path out of range";
-    if (!check_index(f, T_OBJECTS, 4, f->count[T_MODSETS]))
-        return "object module set out of range";
-    if (!check_index(f, T_SECNAMES, 0, nstr))
-        return "section name out of range";
-    if (!check_index(f, T_SECTIONS, 0, f->count[T_OBJECTS]))
-        return "section object out of range";
-    if (!check_index(f, T_SECTIONS, 4, f->count[T_SECNAMES]))
-        return "section name index out of range";
-    if (!check_index(f, T_SYMBOLS, 0, nstr))
-        return "symbol name out of range";
-    if (!check_index(f, T_SYMBOLS, 4, f->count[T_MODSETS]))
-        return "symbol module set out of range";
-    if (!check_index(f, T_SYMBOLS, 8, f->count[T_OBJECTS]))
-        return "symbol object out of range";
-    if (!check_index(f, T_SYMBOLS, 12, f->count[T_SECTIONS]))
-        return "symbol section out of range";
-    if (!check_index(f, T_ANCHORS, 0, f->count[T_SYMBOLS]))
-        return "anchor symbol out of range";
-    if (!check_index(f, T_ANCHORS, 4, f->count[T_SEGMENTS]))
-        return "anchor segment out of range";
-    for (i = 0; i < f->count[T_SYMBOLS]; i++) {
-        const unsigned char *s = entry(f, T_SYMBOLS, i);
-        if (le32(entry(f, T_SECTIONS, le32(s + 12))) != le32(s + 8))
-            return "symbol section belongs to another object";
-        /* Binary search needs the names in strcmp order. */
-        if (i > 0 && strcmp(str(f, le32(s - 40)), str(f, le32(s))) > 0)
-            return "symbols not sorted by name";
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return fail(err, KMS_E_IO, "cannot read %s: not a regular file; build it with "
+                    "'kmodsyms build'", path);
     }
+    h->map_size = (size_t)st.st_size;
+    if (h->map_size) {
+        void *m = mmap(NULL, h->map_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) {
+            int e = errno;
+            close(fd);
+            h->map_size = 0;
+            return fail(err, KMS_E_IO, "cannot map %s: %s", path, strerror(e));
+        }
+        h->map = m;
+    }
+    close(fd);
+    return validate_syms(h, path, err);
+}
+
+/* ------------------------------------------------------------ kallsyms */
+
+static int hexval(unsigned char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+static int is_space(unsigned char c) /* Python's bytes.strip() set */
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+static uint64_t name_hash(const char *p, size_t len)
+{
+    uint64_t hsh = 0x9E3779B97F4A7C15u ^ len, w;
+    for (; len >= 8; len -= 8, p += 8) {
+        memcpy(&w, p, 8);
+        hsh = (hsh ^ w) * 0xFF51AFD7ED558CCDu;
+        hsh ^= hsh >> 32;
+    }
+    w = 0;
+    memcpy(&w, p, len);
+    hsh = (hsh ^ w) * 0xC4CEB9FE1A85EC53u;
+    return hsh ^ (hsh >> 29);
+}
+
+static int line_error(kms_error *err, const char *source, size_t lineno, const char *what,
+                      const char *line, size_t len)
+{
+    char shown[81];
+    size_t k, m = len < 80 ? len : 80;
+    for (k = 0; k < m; k++)
+        shown[k] = (line[k] >= 32 && line[k] < 127) ? line[k] : '?';
+    shown[m] = 0;
+    return fail(err, KMS_E_KALLSYMS, "%s:%zu: %s: '%s'", source, lineno, what, shown);
+}
+
+/* kmodsyms.kallsyms.Kallsyms._parse over h->text (LEN bytes, 8 spare). */
+static int parse_kallsyms(kms_handle *h, size_t len, const char *source, kms_error *err)
+{
+    char *t = h->text;
+    size_t cap = 0, n = 0, nonblank = 0, width = 0, modcap = 0;
+    int any_nonzero = 0;
+    uint64_t *tagh = NULL;      /* hash of each module's tag, for the first-seen map */
+    char **tags = NULL;         /* each module's stripped tag */
+    size_t *taglen = NULL;
+
+    h->nmods = 1;
+    h->unterminated = SIZE_MAX;
+    for (size_t s = 0; s < len;) {
+        char *nl = memchr(t + s, '\n', len - s);
+        size_t e = nl ? (size_t)(nl - t) : len, next = nl ? e + 1 : len, ne;
+        const char *line = t + s;
+        if (nl && e > s && t[e - 1] == '\r') /* "\r\n" reads as "\n" */
+            e--;
+        if (e == s) {
+            s = next;
+            continue;
+        }
+        nonblank++;
+        if (!width) {
+            const char *sp = memchr(line, ' ', e - s);
+            width = sp ? (size_t)(sp - line) : 0;
+            if (width != 8 && width != 16) {
+                line_error(err, source, nonblank, "expected 'ADDRESS TYPE NAME'", line, e - s);
+                goto bad;
+            }
+        }
+        if (e - s < width + 4) {
+            line_error(err, source, nonblank, "line too short for 'ADDRESS TYPE NAME'",
+                       line, e - s);
+            goto bad;
+        }
+        uint64_t a = 0;
+        int ok = line[width] == ' ' && line[width + 2] == ' ';
+        for (size_t k = 0; k < width; k++) {
+            int v = hexval((unsigned char)line[k]);
+            ok &= v >= 0;
+            a = a << 4 | (uint64_t)(v & 15);
+        }
+        unsigned char type = (unsigned char)line[width + 1];
+        ok &= (type >= 'A' && type <= 'Z') || (type >= 'a' && type <= 'z') || type == '?';
+        if (!ok) {
+            line_error(err, source, nonblank, "expected 'ADDRESS TYPE NAME'", line, e - s);
+            goto bad;
+        }
+        const char *tab = memchr(line, '\t', e - s);
+        uint32_t mod = 0;
+        ne = tab ? (size_t)(tab - t) : e;
+        if (tab) {
+            /* "[MOD]" after the tab, surrounding whitespace stripped */
+            size_t a0 = ne + 1, a1 = e;
+            while (a0 < a1 && is_space((unsigned char)t[a0]))
+                a0++;
+            while (a1 > a0 && is_space((unsigned char)t[a1 - 1]))
+                a1--;
+            if (!(a1 - a0 > 2 && t[a0] == '[' && t[a1 - 1] == ']')) {
+                line_error(err, source, nonblank, "expected '\\t[MODULE]' after the name",
+                           line, e - s);
+                goto bad;
+            }
+            uint64_t th = name_hash(t + a0, a1 - a0);
+            /* lines of one module are consecutive: try the last module first */
+            for (uint32_t m = h->nmods; m-- > 1;)
+                if (tagh[m] == th && taglen[m] == a1 - a0 && !memcmp(tags[m], t + a0, a1 - a0)) {
+                    mod = m;
+                    break;
+                }
+            if (!mod) {
+                if (h->nmods >= modcap) {
+                    size_t nc = modcap ? modcap * 2 : 16;
+                    uint64_t *nh = realloc(tagh, nc * sizeof *nh);
+                    if (nh)
+                        tagh = nh;
+                    char **nt = nh ? realloc(tags, nc * sizeof *nt) : NULL;
+                    if (nt)
+                        tags = nt;
+                    size_t *nlen = nt ? realloc(taglen, nc * sizeof *nlen) : NULL;
+                    if (!nlen) {
+                        fail(err, KMS_E_NOMEM, "out of memory reading %s", source);
+                        goto bad;
+                    }
+                    taglen = nlen;
+                    modcap = nc;
+                }
+                mod = h->nmods++;
+                tagh[mod] = th;
+                tags[mod] = t + a0;
+                taglen[mod] = a1 - a0;
+            }
+        }
+        if (ne <= s + width + 3) {
+            line_error(err, source, nonblank, "missing symbol name", line, e - s);
+            goto bad;
+        }
+        any_nonzero |= a != 0;
+        /* A hidden address prints as 0; only per-cpu 'A' lines really are at 0. */
+        if (a != 0 || type == 'A' || type == 'a') {
+            if (n == cap) {
+                size_t nc = cap ? cap * 2 : 4096;
+                uint64_t *na = realloc(h->addr, nc * sizeof *na);
+                if (na)
+                    h->addr = na;
+                uint32_t *nn = na ? realloc(h->name, nc * sizeof *nn) : NULL;
+                if (nn)
+                    h->name = nn;
+                uint32_t *nl2 = nn ? realloc(h->name_len, nc * sizeof *nl2) : NULL;
+                if (nl2)
+                    h->name_len = nl2;
+                uint8_t *nt = nl2 ? realloc(h->type, nc) : NULL;
+                if (nt)
+                    h->type = nt;
+                uint32_t *nm = nt ? realloc(h->module, nc * sizeof *nm) : NULL;
+                if (!nm) {
+                    fail(err, KMS_E_NOMEM, "out of memory reading %s", source);
+                    goto bad;
+                }
+                h->module = nm;
+                cap = nc;
+            }
+            h->addr[n] = a;
+            h->name[n] = (uint32_t)(s + width + 3);
+            h->name_len[n] = (uint32_t)(ne - (s + width + 3));
+            h->type[n] = type;
+            h->module[n] = mod;
+            if (!nl)
+                h->unterminated = n;
+            n++;
+        }
+        s = next;
+    }
+    if (nonblank == 0) {
+        fail(err, KMS_E_KALLSYMS, "%s: empty: no symbols (is this a kallsyms file?)", source);
+        goto bad;
+    }
+    if (!any_nonzero) {
+        fail(err, KMS_E_HIDDEN, "%s: every address is 0: the kernel hides them from this user "
+             "(kernel.kptr_restrict); run as root, or set 'sysctl kernel.kptr_restrict=0'",
+             source);
+        goto bad;
+    }
+    h->n = n;
+    /* Module names: NUL-terminate each first tag in place ("[mod]" -> "mod"). */
+    if (!(h->mod_name = calloc(h->nmods, sizeof *h->mod_name))) {
+        fail(err, KMS_E_NOMEM, "out of memory reading %s", source);
+        goto bad;
+    }
+    h->mod_name[0] = vmlinux_list[0];
+    for (uint32_t m = 1; m < h->nmods; m++) {
+        tags[m][taglen[m] - 1] = 0;
+        h->mod_name[m] = tags[m] + 1;
+    }
+    /* Names end at their tab, '\r' or '\n': NUL-terminate them in place (the
+     * text has a spare byte for the last one).  After the module names, whose
+     * tags lie behind the names' ends. */
+    for (size_t i = 0; i < n; i++) {
+        h->text[h->name[i] + h->name_len[i]] = 0;
+        h->core_lines += h->module[i] == 0;
+    }
+    free(tagh);
+    free(tags);
+    free(taglen);
+    return KMS_OK;
+bad:
+    free(tagh);
+    free(tags);
+    free(taglen);
+    return err ? err->code : KMS_E_KALLSYMS;
+}
+
+static const char *line_name(const kms_handle *h, size_t i)
+{
+    return h->text + h->name[i];
+}
+
+static int line_name_is(const kms_handle *h, size_t i, const char *s, size_t len)
+{
+    return h->name_len[i] == len && memcmp(line_name(h, i), s, len) == 0;
+}
+
+/* ------------------------------------------------------------ sorting */
+
+struct keyed {
+    uint64_t key;
+    uint32_t idx;
+};
+
+/* Stable sort of A (N items) by key: natural merge sort, linear on sorted
+ * input (kallsyms is mostly in address order).  TMP: room for N items. */
+static void merge_sort(struct keyed *a, size_t n, struct keyed *tmp)
+{
+    struct keyed *src = a, *dst = tmp;
+    size_t i, runs;
+    for (i = 1; i < n && a[i].key >= a[i - 1].key; i++)
+        ;
+    if (i >= n)
+        return;
+    do {
+        for (i = 0, runs = 0; i < n; runs++) {
+            size_t m = i + 1, e, p, q, o;
+            while (m < n && src[m].key >= src[m - 1].key)
+                m++;
+            e = m < n ? m + 1 : n;
+            while (e < n && src[e].key >= src[e - 1].key)
+                e++;
+            for (p = i, q = m, o = i; p < m && q < e;)
+                dst[o++] = src[q].key < src[p].key ? src[q++] : src[p++];
+            while (p < m)
+                dst[o++] = src[p++];
+            while (q < e)
+                dst[o++] = src[q++];
+            i = e;
+        }
+        struct keyed *sw = src;
+        src = dst;
+        dst = sw;
+    } while (runs > 1);
+    if (src != a)
+        memcpy(a, src, n * sizeof *a);
+}
+
+static int sort_keyed(struct keyed *a, size_t n)
+{
+    struct keyed *tmp = malloc((n ? n : 1) * sizeof *tmp);
+    if (!tmp)
+        return -1;
+    merge_sort(a, n, tmp);
+    free(tmp);
+    return 0;
+}
+
+static size_t upper_bound(const uint64_t *v, size_t n, uint64_t x)
+{
+    size_t lo = 0;
+    while (n > 0) {
+        size_t half = n / 2;
+        if (v[lo + half] <= x) {
+            lo += half + 1;
+            n -= half + 1;
+        } else {
+            n = half;
+        }
+    }
+    return lo;
+}
+
+static size_t lower_bound(const uint64_t *v, size_t n, uint64_t x)
+{
+    size_t lo = 0;
+    while (n > 0) {
+        size_t half = n / 2;
+        if (v[lo + half] < x) {
+            lo += half + 1;
+            n -= half + 1;
+        } else {
+            n = half;
+        }
+    }
+    return lo;
+}
+
+/* ------------------------------------------------------------ names */
+
+static int build_names(kms_handle *h)
+{
+    size_t cap = 16;
+    while (cap < 2 * h->n)
+        cap *= 2;
+    if (!(h->slot = calloc(cap, sizeof *h->slot)))
+        return -1;
+    h->slot_mask = cap - 1;
+    for (size_t i = 0; i < h->n; i++) {
+        size_t k = name_hash(line_name(h, i), h->name_len[i]) & h->slot_mask;
+        while (h->slot[k])
+            k = (k + 1) & h->slot_mask;
+        h->slot[k] = (uint32_t)i + 1;
+    }
+    return 0;
+}
+
+/* Lines called NAME, in kallsyms order: call FN(line) for each until it returns nonzero. */
+static long find_lines(const kms_handle *h, const char *name, size_t len,
+                       int (*fn)(const kms_handle *, size_t, void *), void *arg)
+{
+    for (size_t k = name_hash(name, len) & h->slot_mask; h->slot[k]; k = (k + 1) & h->slot_mask) {
+        size_t i = h->slot[k] - 1;
+        if (line_name_is(h, i, name, len) && fn(h, i, arg))
+            return (long)i;
+    }
+    return NO;
+}
+
+/* ------------------------------------------------------------ placement */
+
+static int is_core_terminated(const kms_handle *h, size_t i, void *arg)
+{
+    (void)arg;
+    /* LinkedPlacement._find_core_line searches " NAME\n": a core line whose
+     * name is followed by a newline (not a last line without one). */
+    return h->module[i] == 0 && i != h->unterminated;
+}
+
+static uint64_t sym_link(const kms_handle *h, uint32_t s)
+{
+    const unsigned char *sym = ent(h, T_SYMBOLS, s);
+    return le64(ent(h, T_SECTIONS, le32(sym + SYM_SECTION)) + SEC_ADDRESS) + le64(sym + SYM_VALUE);
+}
+
+static int32_t extent_of(const kms_handle *h, uint64_t a)
+{
+    size_t i = upper_bound(h->ext_start, h->next, a);
+    if (i == 0 || a >= h->ext_end[i - 1])
+        return NO;
+    return (int32_t)h->ext_sec[i - 1];
+}
+
+/*
+ * LinkedPlacement._shift_segments: each segment's shift from its first
+ * anchor found by name among the core lines; every anchor checked at its
+ * link address + shift; each section with a link address moves with the
+ * (last) segment holding it.
+ */
+static int place_sections(kms_handle *h, const char *syms_path, const char *source, int check,
+                          kms_error *err)
+{
+    uint32_t nseg = h->count[T_SEGMENTS], nanch = h->count[T_ANCHORS];
+    uint32_t nsec = h->count[T_SECTIONS];
+    uint64_t *shift = calloc(nseg ? nseg : 1, sizeof *shift);
+    uint8_t *known = calloc(nseg ? nseg : 1, 1);
+    uint64_t *core_addr = NULL;
+    uint32_t *core_line = NULL;
+    size_t ncore = 0;
+    uint32_t verified = 0, total = 0;
+    int any_known = 0, rc = KMS_OK;
+
+    if (!shift || !known || !ALLOC(h, section_base, nsec) ||
+        !(core_addr = malloc((h->core_lines ? h->core_lines : 1) * sizeof *core_addr)) ||
+        !(core_line = malloc((h->core_lines ? h->core_lines : 1) * sizeof *core_line))) {
+        rc = fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
+        goto out;
+    }
+    for (size_t k = 0; k < h->n; k++) {
+        uint32_t i = h->by_address[k];
+        if (h->module[i] == 0) {
+            core_addr[ncore] = h->addr[i];
+            core_line[ncore++] = i;
+        }
+    }
+    for (uint32_t seg = 0; seg < nseg; seg++) {
+        for (uint32_t a = 0; a < nanch && !known[seg]; a++) {
+            const unsigned char *an = ent(h, T_ANCHORS, a);
+            if (le32(an + 4) != seg)
+                continue;
+            uint32_t s = le32(an);
+            const char *name = str(h, le32(ent(h, T_SYMBOLS, s) + SYM_NAME));
+            long line = find_lines(h, name, strlen(name), is_core_terminated, NULL);
+            if (line >= 0) {
+                shift[seg] = h->addr[line] - sym_link(h, s);
+                known[seg] = 1;
+                any_known = 1;
+            }
+        }
+    }
+    for (uint32_t a = 0; a < nanch; a++) {
+        const unsigned char *an = ent(h, T_ANCHORS, a);
+        uint32_t s = le32(an), seg = le32(an + 4);
+        total++;
+        if (!known[seg])
+            continue;
+        const char *name = str(h, le32(ent(h, T_SYMBOLS, s) + SYM_NAME));
+        size_t len = strlen(name);
+        uint64_t at = sym_link(h, s) + shift[seg];
+        for (size_t k = lower_bound(core_addr, ncore, at); k < ncore && core_addr[k] == at; k++)
+            if (line_name_is(h, core_line[k], name, len)) {
+                verified++;
+                break;
+            }
+    }
+    h->anchors_verified = verified;
+    if (check && (!any_known || total - verified > (total / 10 > 2 ? total / 10 : 2))) {
+        rc = fail(err, KMS_E_STALE, "%s does not match %s: %u of its %u anchor symbols are "
+                  "where its link addresses say; rebuild dtrace_syms for this kernel",
+                  syms_path, source, verified, total);
+        goto out;
+    }
+    /* Placed extents: sections moved by a known shift, placement != 0 (as
+     * int8, the Python's dtype), size > 0; by base, stably. */
+    struct keyed *ext = malloc((nsec ? nsec : 1) * sizeof *ext);
+    if (!ext) {
+        rc = fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
+        goto out;
+    }
+    size_t next = 0;
+    for (uint32_t sec = 0; sec < nsec; sec++) {
+        const unsigned char *se = ent(h, T_SECTIONS, sec);
+        uint64_t address = le64(se + SEC_ADDRESS);
+        long seg_of = NO;
+        if (address == NO_ADDRESS)
+            continue;
+        for (uint32_t g = 0; g < nseg; g++) {
+            const unsigned char *sg = ent(h, T_SEGMENTS, g);
+            if (known[g] && address >= le64(sg) && address <= le64(sg + 8))
+                seg_of = g;
+        }
+        if (seg_of < 0)
+            continue;
+        h->section_base[sec] = address + shift[seg_of];
+        if ((uint8_t)le32(se + SEC_PLACEMENT) != 0 && le64(se + SEC_SIZE) > 0) {
+            ext[next].key = h->section_base[sec];
+            ext[next++].idx = sec;
+        }
+    }
+    if (sort_keyed(ext, next) || !ALLOC(h, ext_start, next) || !ALLOC(h, ext_end, next) ||
+        !ALLOC(h, ext_sec, next)) {
+        free(ext);
+        rc = fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
+        goto out;
+    }
+    h->next = (uint32_t)next;
+    for (size_t k = 0; k < next; k++) {
+        h->ext_start[k] = ext[k].key;
+        h->ext_end[k] = ext[k].key + le64(ent(h, T_SECTIONS, ext[k].idx) + SEC_SIZE);
+        h->ext_sec[k] = ext[k].idx;
+    }
+    free(ext);
+out:
+    free(shift);
+    free(known);
+    free(core_addr);
+    free(core_line);
+    return rc;
+}
+
+/*
+ * LinkedPlacement._attribute_lines: a core line is in the placed section
+ * holding its address; it is the symbol entry of that section at that
+ * offset with its name (entries looked up by the key section << 32 | value,
+ * only when every value fits in 32 bits).
+ */
+static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
+{
+    uint32_t nsym = h->count[T_SYMBOLS], nsec = h->count[T_SECTIONS];
+    uint64_t *key = NULL;
+    uint32_t *by_key = NULL, *sec_first = NULL;
+    int keyed = nsym > 0;
+
+    if (!ALLOC(h, entry, h->n) || !ALLOC(h, section, h->n))
+        return fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
+    for (uint32_t s = 0; s < nsym && keyed; s++)
+        keyed = le64(ent(h, T_SYMBOLS, s) + SYM_VALUE) < (UINT64_C(1) << 32);
+    if (keyed) {
+        /* Entries by (section << 32 | value, index): a counting sort by
+         * section, then each section's entries by value, stably. */
+        struct keyed *ks = malloc(2 * (size_t)nsym * sizeof *ks);
+        if (!ks || !(key = malloc(nsym * sizeof *key)) ||
+            !(by_key = malloc(nsym * sizeof *by_key)) ||
+            !(sec_first = calloc((size_t)nsec + 1, sizeof *sec_first))) {
+            free(ks);
+            free(key);
+            free(by_key);
+            return fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
+        }
+        for (uint32_t s = 0; s < nsym; s++)
+            sec_first[le32(ent(h, T_SYMBOLS, s) + SYM_SECTION) + 1]++;
+        for (uint32_t c = 0; c < nsec; c++)
+            sec_first[c + 1] += sec_first[c];
+        for (uint32_t s = 0; s < nsym; s++) {
+            const unsigned char *sy = ent(h, T_SYMBOLS, s);
+            uint32_t c = le32(sy + SYM_SECTION);
+            struct keyed *k = &ks[sec_first[c]++];
+            k->key = (uint64_t)c << 32 | le64(sy + SYM_VALUE);
+            k->idx = s;
+        }
+        for (uint32_t c = 0, lo = 0; c < nsec; lo = sec_first[c++])
+            merge_sort(ks + lo, sec_first[c] - lo, ks + nsym);
+        for (uint32_t s = 0; s < nsym; s++) {
+            key[s] = ks[s].key;
+            by_key[s] = ks[s].idx;
+        }
+        free(ks);
+    }
+    for (size_t i = 0; i < h->n; i++) {
+        h->entry[i] = h->section[i] = NO;
+        if (h->module[i] != 0)
+            continue;
+        int32_t sec = extent_of(h, h->addr[i]);
+        h->section[i] = sec;
+        if (sec < 0 || !keyed)
+            continue;
+        uint64_t k = (uint64_t)sec << 32 | (h->addr[i] - h->section_base[sec]);
+        size_t lo = lower_bound(key, nsym, k), hi = lo;
+        while (hi < nsym && key[hi] == k)
+            hi++;
+        for (size_t j = lo; j < hi; j++) {
+            const char *nm = str(h, le32(ent(h, T_SYMBOLS, by_key[j]) + SYM_NAME));
+            if (line_name_is(h, i, nm, strlen(nm))) {
+                h->entry[i] = (int32_t)by_key[j];
+                break;
+            }
+        }
+    }
+    free(key);
+    free(by_key);
+    free(sec_first);
+    return KMS_OK;
+}
+
+/* ------------------------------------------------------------ the index */
+
+static int has_prefix(const kms_handle *h, size_t i, const char *p)
+{
+    return h->name_len[i] >= 6 && memcmp(line_name(h, i), p, 6) == 0;
+}
+
+static uint8_t line_binding(const kms_handle *h, size_t i)
+{
+    if (h->entry[i] >= 0)
+        return ent(h, T_SYMBOLS, (uint32_t)h->entry[i])[SYM_BINDING];
+    unsigned char c = h->type[i];
+    if (c == 'w' || c == 'W' || c == 'v' || c == 'V')
+        return 2;
+    return c >= 'A' && c <= 'Z' ? 1 : 0;
+}
+
+/* Preference among intervals of one start (Resolver._build_index): the
+ * greater is preferred, i.e. sorts later. */
+static int prefer_cmp(const kms_handle *h, uint32_t a, uint32_t b)
+{
+    int64_t la = h->size[a], lb = h->size[b];
+    if (la != lb)
+        return la < lb ? 1 : -1; /* smaller size preferred */
+    int ta = 0, tb = 0, ba, bb;
+    if (h->entry[a] >= 0) {
+        const unsigned char *s = ent(h, T_SYMBOLS, (uint32_t)h->entry[a]);
+        ta = s[SYM_TYPE] != 0;
+        ba = s[SYM_BINDING] == 1 ? 2 : s[SYM_BINDING] == 2 ? 1 : 0;
+    } else {
+        ba = h->type[a] >= 'A' && h->type[a] <= 'Z' ? 2 : 0;
+    }
+    if (h->entry[b] >= 0) {
+        const unsigned char *s = ent(h, T_SYMBOLS, (uint32_t)h->entry[b]);
+        tb = s[SYM_TYPE] != 0;
+        bb = s[SYM_BINDING] == 1 ? 2 : s[SYM_BINDING] == 2 ? 1 : 0;
+    } else {
+        bb = h->type[b] >= 'A' && h->type[b] <= 'Z' ? 2 : 0;
+    }
+    if (ta != tb)
+        return ta > tb ? 1 : -1;
+    if (ba != bb)
+        return ba > bb ? 1 : -1;
+    /* the name that sorts first is preferred; equal names: the later line */
+    size_t na = h->name_len[a], nb = h->name_len[b];
+    int c = memcmp(line_name(h, a), line_name(h, b), na < nb ? na : nb);
+    if (c == 0 && na != nb)
+        c = na < nb ? -1 : 1;
+    if (c)
+        return c < 0 ? 1 : -1;
+    return a > b ? 1 : -1;
+}
+
+static int build_index(kms_handle *h, kms_error *err)
+{
+    size_t n = h->n;
+    uint32_t ngroups = 2 * h->nmods;
+    struct keyed *iv = NULL;
+
+    if (!ALLOC(h, size, n) || !ALLOC(h, region_end, ngroups))
+        return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
+    for (size_t i = 0; i < n; i++)
+        h->size[i] = h->entry[i] >= 0
+            ? (int64_t)le64(ent(h, T_SYMBOLS, (uint32_t)h->entry[i]) + SYM_SIZE) : -1;
+    /* Padding (__pfx_/__cfi_) inside a placed section: its size is the
+     * distance to the next distinct address above, if one of the (first 4)
+     * lines there is the function it prefixes. */
+    for (size_t i = 0; i < n; i++) {
+        if (h->entry[i] >= 0 || h->section[i] < 0 ||
+            !(has_prefix(h, i, "__pfx_") || has_prefix(h, i, "__cfi_")))
+            continue;
+        size_t nxt = upper_bound(h->sorted_addr, n, h->addr[i]);
+        if (nxt >= n)
+            continue;
+        for (size_t k = 0; k < 4; k++) {
+            size_t at = nxt + k < n ? nxt + k : n - 1;
+            if (h->sorted_addr[at] != h->sorted_addr[nxt])
+                break;
+            if (line_name_is(h, h->by_address[at], line_name(h, i) + 6, h->name_len[i] - 6)) {
+                h->size[i] = (int64_t)(h->sorted_addr[nxt] - h->addr[i]);
+                break;
+            }
+        }
+    }
+    /* Regions outside placed sections: per module, per-cpu 'A' apart; the
+     * core's end at its highest line, a module's just before the next line
+     * of anything above its highest. */
+    for (size_t i = 0; i < n; i++) {
+        uint32_t g = 2 * h->module[i] + (h->type[i] == 'A');
+        if (h->addr[i] > h->region_end[g])
+            h->region_end[g] = h->addr[i];
+    }
+    for (uint32_t g = 2; g < ngroups; g++) {
+        size_t above = upper_bound(h->sorted_addr, n, h->region_end[g]);
+        h->region_end[g] = above < n ? h->sorted_addr[above] - 1 : UINT64_MAX;
+    }
+    /* Sized intervals by start, ties in preference order. */
+    size_t niv = 0;
+    for (size_t i = 0; i < n; i++)
+        niv += h->size[i] > 0;
+    if (!(iv = malloc((niv ? niv : 1) * sizeof *iv)))
+        return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
+    niv = 0;
+    for (size_t i = 0; i < n; i++)
+        if (h->size[i] > 0) {
+            iv[niv].key = h->addr[i];
+            iv[niv++].idx = (uint32_t)i;
+        }
+    if (sort_keyed(iv, niv) || !ALLOC(h, iv_start, niv) || !ALLOC(h, iv_end, niv) ||
+        !ALLOC(h, iv_line, niv) || !ALLOC(h, iv_parent, niv)) {
+        free(iv);
+        return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
+    }
+    for (size_t a = 0; a < niv;) {
+        size_t b = a + 1;
+        while (b < niv && iv[b].key == iv[a].key)
+            b++;
+        for (size_t k = a + 1; k < b; k++) { /* insertion sort of the tie run */
+            struct keyed x = iv[k];
+            size_t j = k;
+            while (j > a && prefer_cmp(h, iv[j - 1].idx, x.idx) > 0) {
+                iv[j] = iv[j - 1];
+                j--;
+            }
+            iv[j] = x;
+        }
+        a = b;
+    }
+    h->niv = (uint32_t)niv;
+    uint64_t reach = 0;
+    for (size_t k = 0; k < niv; k++) {
+        uint32_t i = iv[k].idx;
+        h->iv_line[k] = i;
+        h->iv_start[k] = h->addr[i];
+        h->iv_end[k] = h->addr[i] + (uint64_t)h->size[i];
+        /* _containers: the nearest earlier interval holding this one */
+        int32_t j = NO;
+        if (k > 0 && h->iv_start[k] < reach) {
+            j = (int32_t)k - 1;
+            while (j >= 0 && h->iv_end[j] < h->iv_end[k])
+                j = h->iv_parent[j];
+        }
+        h->iv_parent[k] = j;
+        if (k == 0 || h->iv_end[k] > reach)
+            reach = h->iv_end[k];
+    }
+    free(iv);
+    return KMS_OK;
+}
+
+/* ------------------------------------------------------------ loading */
+
+static int read_file(const char *path, char **out, size_t *len, kms_error *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    size_t cap, n = 0;
+    char *buf;
+    if (fd < 0)
+        return fail(err, KMS_E_IO, "cannot read %s: %s", path, strerror(errno));
+    /* /proc/kallsyms reports size 0: grow until end of file */
+    cap = (fstat(fd, &st) == 0 && st.st_size > 0) ? (size_t)st.st_size + 1 : (size_t)1 << 20;
+    if (!(buf = malloc(cap + 8))) {
+        close(fd);
+        return fail(err, KMS_E_NOMEM, "out of memory reading %s", path);
+    }
+    for (;;) {
+        if (n == cap) {
+            char *nb = realloc(buf, cap * 2 + 8);
+            if (!nb) {
+                free(buf);
+                close(fd);
+                return fail(err, KMS_E_NOMEM, "out of memory reading %s", path);
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t got = read(fd, buf + n, cap - n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            int e = errno;
+            free(buf);
+            close(fd);
+            return fail(err, KMS_E_IO, "cannot read %s: %s", path, strerror(e));
+        }
+        if (got == 0)
+            break;
+        n += (size_t)got;
+    }
+    close(fd);
+    memset(buf + n, 0, 8);
+    *out = buf;
+    *len = n;
+    return KMS_OK;
+}
+
+/* The GNU build-id in a buffer of ELF notes (kmodsyms.elfimage.parse_notes). */
+static void notes_build_id(const unsigned char *d, size_t n, char *hex, size_t cap)
+{
+    size_t pos = 0;
+    hex[0] = 0;
+    while (pos + 12 <= n) {
+        uint64_t namesz = le32(d + pos), descsz = le32(d + pos + 4), type = le32(d + pos + 8);
+        uint64_t name_at = pos + 12, desc_at = name_at + (namesz + 3) / 4 * 4;
+        uint64_t nlen = namesz;
+        if (name_at + nlen > n)
+            nlen = name_at < n ? n - name_at : 0;
+        while (nlen && d[name_at + nlen - 1] == 0)
+            nlen--;
+        if (nlen == 3 && !memcmp(d + name_at, "GNU", 3) && type == 3) {
+            size_t k = 0;
+            for (uint64_t b = desc_at; b < desc_at + descsz && b < n && 2 * k + 3 <= cap; b++, k++)
+                snprintf(hex + 2 * k, 3, "%02x", d[b]);
+            return;
+        }
+        pos = desc_at + (descsz + 3) / 4 * 4;
+    }
+}
+
+/* kmodsyms.live.check_live */
+static int check_live(const kms_handle *h, const char *syms_path, kms_error *err)
+{
+    struct utsname u;
+    char live_id[256];
+    unsigned char notes[4096];
+    if (uname(&u) == 0 && h->release[0] && strcmp(h->release, u.release) != 0)
+        return fail(err, KMS_E_STALE, "%s is for kernel %s, but %s is running; use the file "
+                    "of the running kernel or pass --force", syms_path, h->release, u.release);
+    live_id[0] = 0;
+    int fd = open("/sys/kernel/notes", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t got = read(fd, notes, sizeof notes);
+        if (got > 0)
+            notes_build_id(notes, (size_t)got, live_id, sizeof live_id);
+        close(fd);
+    }
+    if (h->build_id[0] && live_id[0] && strcmp(h->build_id, live_id) != 0)
+        return fail(err, KMS_E_STALE, "%s is for vmlinux build-id %s, but the running kernel's "
+                    "is %s; rebuild it or pass --force", syms_path, h->build_id, live_id);
+    return KMS_OK;
+}
+
+static kms_handle *load(const char *syms_path, char *text, size_t len, const char *source,
+                        int live, unsigned flags, kms_error *err)
+{
+    char default_path[400];
+    kms_handle *h = calloc(1, sizeof *h);
+    int check = !(flags & KMS_LOAD_FORCE);
+    if (err) {
+        err->code = KMS_OK;
+        err->message[0] = 0;
+    }
+    if (!h) {
+        free(text);
+        fail(err, KMS_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    h->text = text;
+    if (!syms_path) {
+        struct utsname u;
+        if (uname(&u) != 0)
+            u.release[0] = 0;
+        snprintf(default_path, sizeof default_path, "/lib/modules/%s/kernel/dtrace_syms",
+                 u.release);
+        syms_path = default_path;
+    }
+    if (len >= UINT32_MAX) {
+        fail(err, KMS_E_KALLSYMS, "%s: larger than 4 GiB: not a kallsyms file", source);
+        goto bad;
+    }
+    if (map_syms(h, syms_path, err) || parse_kallsyms(h, len, source, err))
+        goto bad;
+    if (live && check && check_live(h, syms_path, err))
+        goto bad;
+    if (h->count[T_SEGMENTS] == 0) {
+        fail(err, KMS_E_NO_LAYOUT, "%s has no link layout (built with --no-layout, or from a "
+             "tree without vmlinux and System.map): rebuild it with 'kmodsyms build' in the "
+             "kernel's build tree, or use kmodsyms' Python resolver", syms_path);
+        goto bad;
+    }
+    /* lines by address, stably */
+    struct keyed *order = malloc((h->n ? h->n : 1) * sizeof *order);
+    if (!order || !ALLOC(h, by_address, h->n) || !ALLOC(h, sorted_addr, h->n)) {
+        free(order);
+        fail(err, KMS_E_NOMEM, "out of memory indexing %s", source);
+        goto bad;
+    }
+    for (size_t i = 0; i < h->n; i++) {
+        order[i].key = h->addr[i];
+        order[i].idx = (uint32_t)i;
+    }
+    if (sort_keyed(order, h->n)) {
+        free(order);
+        fail(err, KMS_E_NOMEM, "out of memory indexing %s", source);
+        goto bad;
+    }
+    for (size_t k = 0; k < h->n; k++) {
+        h->by_address[k] = order[k].idx;
+        h->sorted_addr[k] = order[k].key;
+    }
+    free(order);
+    if (build_names(h)) {
+        fail(err, KMS_E_NOMEM, "out of memory indexing %s", source);
+        goto bad;
+    }
+    if (place_sections(h, syms_path, source, check, err) || attribute_lines(h, syms_path, err) ||
+        build_index(h, err))
+        goto bad;
+    return h;
+bad:
+    kms_free(h);
     return NULL;
 }
 
-kms_file *kms_open_mem(const void *data, size_t size, char *err, size_t errlen)
+kms_handle *kms_load(const char *syms_path, const char *kallsyms_path, unsigned flags,
+                     kms_error *err)
 {
-    kms_file *f = calloc(1, sizeof *f);
-    char detail[200];
-    const char *why;
-    if (!f || !(f->data = malloc(size ? size : 1))) {
-        free(f);
-        fail(err, errlen, "out of memory");
+    char *text = NULL;
+    size_t len = 0;
+    if (!kallsyms_path)
+        kallsyms_path = LIVE_KALLSYMS;
+    if (read_file(kallsyms_path, &text, &len, err))
         return NULL;
-    }
-    if (size)
-        memcpy(f->data, data, size);
-    f->size = size;
-    why = validate(f, detail, sizeof detail);
-    if (why) {
-        fail(err, errlen, "%s", why);
-        kms_close(f);
-        return NULL;
-    }
-    return f;
+    return load(syms_path, text, len, kallsyms_path, strcmp(kallsyms_path, LIVE_KALLSYMS) == 0,
+                 flags, err);
 }
 
-kms_file *kms_open(const char *path, char *err, size_t errlen)
+kms_handle *kms_load_buffer(const char *syms_path, const char *kallsyms_text, size_t len,
+                            const char *name, unsigned flags, kms_error *err)
 {
-    FILE *fp = fopen(path, "rb");
-    unsigned char *buf = NULL;
-    size_t size = 0, cap = 0;
-    kms_file *f;
-    char detail[200];
-    const char *why;
-
-    if (!fp) {
-        fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    char *text;
+    if ((!kallsyms_text && len) || len > SIZE_MAX - 8) {
+        fail(err, KMS_E_ARG, "kms_load_buffer: no kallsyms text given");
         return NULL;
     }
-    /* Size the buffer from the file's length when it can be had; the loop
-     * below still reads to EOF, whatever the length turns out to be. */
-    if (fseek(fp, 0, SEEK_END) == 0) {
-        long len = ftell(fp);
-        if (len >= 0 && (unsigned long)len < (size_t)-1 - 1)
-            cap = (size_t)len + 1;
-        if (fseek(fp, 0, SEEK_SET) != 0) {
-            fclose(fp);
-            fail(err, errlen, "%s: cannot seek", path);
-            return NULL;
-        }
-        if (cap && !(buf = malloc(cap)))
-            cap = 0;
+    if (!(text = malloc(len + 8))) {
+        fail(err, KMS_E_NOMEM, "out of memory copying kallsyms");
+        return NULL;
     }
-    for (;;) {
-        size_t got;
-        if (size == cap) {
-            size_t ncap = cap ? cap * 2 : 1 << 16;
-            unsigned char *nbuf = ncap > cap ? realloc(buf, ncap) : NULL;
-            if (!nbuf) {
-                free(buf);
-                fclose(fp);
-                fail(err, errlen, "%s: out of memory", path);
-                return NULL;
+    if (len)
+        memcpy(text, kallsyms_text, len);
+    memset(text + len, 0, 8);
+    return load(syms_path, text, len, name ? name : "kallsyms", (flags & KMS_LOAD_LIVE) != 0,
+                flags, err);
+}
+
+void kms_free(kms_handle *h)
+{
+    if (!h)
+        return;
+    if (h->map)
+        munmap((void *)h->map, h->map_size);
+    free(h->member_name);
+    free(h->text);
+    free(h->addr);
+    free(h->name);
+    free(h->name_len);
+    free(h->type);
+    free(h->module);
+    free(h->entry);
+    free(h->section);
+    free(h->size);
+    free(h->mod_name);
+    free(h->section_base);
+    free(h->ext_start);
+    free(h->ext_end);
+    free(h->ext_sec);
+    free(h->by_address);
+    free(h->sorted_addr);
+    free(h->region_end);
+    free(h->iv_start);
+    free(h->iv_end);
+    free(h->iv_line);
+    free(h->iv_parent);
+    free(h->slot);
+    free(h);
+}
+
+/* ------------------------------------------------------------ answers */
+
+static int is_pseudo_module(const char *name)
+{
+    return strcmp(name, "bpf") == 0 || strncmp(name, "__builtin__", 11) == 0;
+}
+
+/* The module list, origin and path of object OBJ (answer.Answers._fill_object). */
+static void fill_object(const kms_handle *h, uint32_t obj, struct kms_sym *out)
+{
+    const unsigned char *o = ent(h, T_OBJECTS, obj);
+    const unsigned char *ms = ent(h, T_MODSETS, le32(o + 4));
+    uint32_t count = le32(ms + 4);
+    out->object = str(h, le32(o));
+    if (count) {
+        out->modules = h->member_name + le32(ms);
+        out->nmodules = count;
+        out->origin = KMS_ORIGIN_BUILTIN;
+    } else {
+        out->modules = vmlinux_list;
+        out->nmodules = 1;
+        out->origin = KMS_ORIGIN_CORE;
+    }
+    out->dso = out->modules[0];
+}
+
+/* answer.Answers.record */
+static void record(const kms_handle *h, uint64_t address, long line, int sized,
+                   struct kms_sym *out)
+{
+    memset(out, 0, sizeof *out);
+    out->address = address;
+    out->size = -1;
+    out->sym_binding = KMS_BINDING_UNKNOWN;
+    if (line < 0) {
+        int32_t sec = extent_of(h, address);
+        if (sec >= 0)
+            fill_object(h, le32(ent(h, T_SECTIONS, (uint32_t)sec) + SEC_OBJECT), out);
+        return;
+    }
+    out->sym = line_name(h, (size_t)line);
+    out->sym_len = h->name_len[line];
+    out->sym_start = h->addr[line];
+    out->symoff = address - out->sym_start;
+    out->size = h->size[line] >= 0 ? h->size[line] : -1;
+    out->sym_end = out->sym_start + (out->size >= 0 ? (uint64_t)out->size : 0);
+    out->sized = (uint8_t)sized;
+    out->type = (char)h->type[line];
+    uint8_t b = line_binding(h, (size_t)line);
+    out->sym_binding = b <= 2 ? b : KMS_BINDING_UNKNOWN;
+    uint32_t mod = h->module[line];
+    if (mod) {
+        out->modules = h->mod_name + mod;
+        out->nmodules = 1;
+        out->dso = h->mod_name[mod];
+        out->origin = is_pseudo_module(out->dso) ? KMS_ORIGIN_PSEUDO : KMS_ORIGIN_LOADABLE;
+    } else if (h->section[line] >= 0) {
+        fill_object(h, le32(ent(h, T_SECTIONS, (uint32_t)h->section[line]) + SEC_OBJECT), out);
+    } else {
+        out->modules = vmlinux_list;
+        out->nmodules = 1;
+        out->dso = vmlinux_list[0];
+        out->origin = KMS_ORIGIN_CORE;
+    }
+}
+
+/* Resolver.resolve_many for one address: the line answering Q, -1 none. */
+static long resolve_line(const kms_handle *h, uint64_t q, int *sized)
+{
+    size_t j = upper_bound(h->iv_start, h->niv, q);
+    int32_t k = (int32_t)j - 1;
+    while (k >= 0 && h->iv_end[k] <= q)
+        k = h->iv_parent[k];
+    if (k >= 0) {
+        *sized = 1;
+        return h->iv_line[k];
+    }
+    *sized = 0;
+    /* Unsized fallback: the last line at the greatest address <= q, in the
+     * same region as q. */
+    size_t at = upper_bound(h->sorted_addr, h->n, q);
+    if (at == 0)
+        return NO;
+    uint32_t cand = h->by_address[at - 1];
+    int32_t rq = extent_of(h, q), rc = h->section[cand];
+    if (rq >= 0)
+        return rc == rq ? (long)cand : NO;
+    if (rc >= 0)
+        return NO;
+    return q <= h->region_end[2 * h->module[cand] + (h->type[cand] == 'A')] ? (long)cand : NO;
+}
+
+void kms_resolve(const kms_handle *h, uint64_t addr, struct kms_sym *out)
+{
+    int sized;
+    long line = resolve_line(h, addr, &sized);
+    record(h, addr, line, sized, out);
+}
+
+struct lookup_ctx {
+    const char *mod;
+    size_t modlen;
+    struct kms_sym *out;
+    size_t max, found;
+};
+
+static int lookup_one(const kms_handle *h, size_t line, void *arg)
+{
+    struct lookup_ctx *c = arg;
+    struct kms_sym rec;
+    record(h, h->addr[line], (long)line, h->size[line] > 0, &rec);
+    if (c->mod) {
+        int in = 0;
+        for (uint32_t k = 0; k < rec.nmodules && !in; k++)
+            in = strlen(rec.modules[k]) == c->modlen &&
+                 memcmp(rec.modules[k], c->mod, c->modlen) == 0;
+        if (!in)
+            return 0;
+    }
+    if (c->found < c->max)
+        c->out[c->found] = rec;
+    c->found++;
+    return 0;
+}
+
+size_t kms_lookup(const kms_handle *h, const char *spec, struct kms_sym *out, size_t max)
+{
+    char modbuf[256];
+    struct lookup_ctx c = {NULL, 0, out, out ? max : 0, 0};
+    const char *tick, *name = spec;
+    if (!h || !spec)
+        return 0;
+    if ((tick = strrchr(spec, '`')) != NULL) {
+        size_t len = (size_t)(tick - spec);
+        if (len >= sizeof modbuf)
+            return 0; /* no module name is that long */
+        for (size_t k = 0; k < len; k++)
+            modbuf[k] = spec[k] == '-' ? '_' : spec[k];
+        modbuf[len] = 0;
+        c.mod = modbuf;
+        c.modlen = len;
+        name = tick + 1;
+    }
+    find_lines(h, name, strlen(name), lookup_one, &c);
+    return c.found;
+}
+
+int kms_foreach(const kms_handle *h, int (*cb)(const struct kms_line *line, void *arg),
+                void *arg)
+{
+    for (size_t i = 0; i < h->n; i++) {
+        struct kms_sym rec;
+        struct kms_line l;
+        record(h, h->addr[i], (long)i, 0, &rec);
+        l.address = h->addr[i];
+        l.size = h->size[i] > 0 ? (uint64_t)h->size[i] : 0;
+        l.type = (char)h->type[i];
+        l.name = rec.sym;
+        l.name_len = rec.sym_len;
+        l.origin = rec.origin;
+        l.sym_binding = rec.sym_binding;
+        l.object = rec.object;
+        /* kallmodsyms shows no module for the core kernel */
+        l.nmodules = rec.origin == KMS_ORIGIN_CORE ? 0 : rec.nmodules;
+        l.modules = rec.modules;
+        int r = cb(&l, arg);
+        if (r)
+            return r;
+    }
+    return 0;
+}
+
+static size_t add_range(struct kms_range *out, size_t max, size_t count, uint64_t start,
+                        uint64_t end, int text)
+{
+    if (count && count <= max && out[count - 1].text == text && out[count - 1].end == start) {
+        out[count - 1].end = end;
+        return count;
+    }
+    if (count < max) {
+        out[count].start = start;
+        out[count].end = end;
+        out[count].text = (uint8_t)text;
+    }
+    return count + 1;
+}
+
+size_t kms_module_ranges(const kms_handle *h, const char *mod, struct kms_range *out, size_t max)
+{
+    char want[256];
+    size_t count = 0, len;
+    if (!h || !mod || (len = strlen(mod)) >= sizeof want)
+        return 0;
+    for (size_t k = 0; k <= len; k++)
+        want[k] = mod[k] == '-' ? '_' : mod[k];
+    if (!out)
+        max = 0;
+    for (uint32_t m = 1; m < h->nmods; m++) {
+        if (strcmp(h->mod_name[m], want) != 0)
+            continue;
+        uint64_t lo[2] = {UINT64_MAX, UINT64_MAX}, hi[2] = {0, 0};
+        for (size_t i = 0; i < h->n; i++)
+            if (h->module[i] == m) {
+                int text = h->type[i] == 't' || h->type[i] == 'T';
+                if (h->addr[i] < lo[text])
+                    lo[text] = h->addr[i];
+                if (h->addr[i] > hi[text])
+                    hi[text] = h->addr[i];
             }
-            buf = nbuf;
-            cap = ncap;
+        for (int text = 0; text < 2; text++)
+            if (lo[text] <= hi[text])
+                count = add_range(out, max, count, lo[text], hi[text] + 1, text);
+        if (count == 2 && max >= 2 && out[0].start > out[1].start) {
+            struct kms_range t = out[0];
+            out[0] = out[1];
+            out[1] = t;
         }
-        got = fread(buf + size, 1, cap - size, fp);
-        size += got;
-        if (got == 0)
+        return count;
+    }
+    int core = strcmp(want, "vmlinux") == 0;
+    uint32_t builtin = UINT32_MAX;
+    for (uint32_t m = 0; m < h->count[T_MODULES] && !core; m++)
+        if (strcmp(str(h, le32(ent(h, T_MODULES, m))), want) == 0) {
+            builtin = m;
             break;
+        }
+    if (!core && builtin == UINT32_MAX)
+        return 0;
+    for (uint32_t k = 0; k < h->next; k++) {
+        const unsigned char *se = ent(h, T_SECTIONS, h->ext_sec[k]);
+        const unsigned char *ms = ent(h, T_MODSETS, le32(ent(h, T_OBJECTS, le32(se)) + 4));
+        uint32_t first = le32(ms), n = le32(ms + 4);
+        int member = core ? n == 0 : 0;
+        for (uint32_t j = 0; j < n && !member; j++)
+            member = le32(ent(h, T_MEMBERS, first + j)) == builtin;
+        if (member)
+            count = add_range(out, max, count, h->ext_start[k], h->ext_end[k],
+                              (le32(se + SEC_FLAGS) & SHF_EXECINSTR) != 0);
     }
-    if (ferror(fp)) {
-        free(buf);
-        fclose(fp);
-        fail(err, errlen, "%s: read error", path);
-        return NULL;
-    }
-    fclose(fp);
-
-    f = calloc(1, sizeof *f);
-    if (!f) {
-        free(buf);
-        fail(err, errlen, "%s: out of memory", path);
-        return NULL;
-    }
-    f->data = buf;
-    f->size = size;
-    why = validate(f, detail, sizeof detail);
-    if (why) {
-        fail(err, errlen, "%s: %s", path, why);
-        kms_close(f);
-        return NULL;
-    }
-    return f;
+    return count;
 }
 
-void kms_close(kms_file *f)
+void kms_get_info(const kms_handle *h, struct kms_info *out)
 {
-    if (f) {
-        free(f->data);
-        free(f);
-    }
+    out->kernel_release = h->release;
+    out->build_id = h->build_id;
+    out->lines = h->n;
+    out->core_lines = h->core_lines;
+    out->segments = h->count[T_SEGMENTS];
+    out->anchors = h->count[T_ANCHORS];
+    out->anchors_verified = h->anchors_verified;
 }
-
-uint32_t kms_flags(const kms_file *f) { return f->flags; }
-const char *kms_kernel_release(const kms_file *f) { return str(f, f->header_str[0]); }
-const char *kms_build_id(const kms_file *f) { return str(f, f->header_str[1]); }
-const char *kms_tool_version(const kms_file *f) { return str(f, f->header_str[2]); }
-const char *kms_placement_stats(const kms_file *f) { return str(f, f->header_str[5]); }
-uint32_t kms_nsymbols(const kms_file *f) { return f->count[T_SYMBOLS]; }
-uint32_t kms_nmodules(const kms_file *f) { return f->count[T_MODULES]; }
-
-const char *kms_module_name(const kms_file *f, uint32_t m)
-{
-    return str(f, le32(entry(f, T_MODULES, m)));
-}
-
-uint32_t kms_find(const kms_file *f, const char *name, uint32_t *first)
-{
-    uint32_t lo = 0, hi = f->count[T_SYMBOLS], mid, end;
-    while (lo < hi) { /* first entry whose name is >= NAME */
-        mid = lo + (hi - lo) / 2;
-        if (strcmp(kms_sym_name(f, mid), name) < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    end = lo;
-    hi = f->count[T_SYMBOLS];
-    while (end < hi) { /* first entry whose name is > NAME */
-        mid = end + (hi - end) / 2;
-        if (strcmp(kms_sym_name(f, mid), name) <= 0)
-            end = mid + 1;
-        else
-            hi = mid;
-    }
-    if (first)
-        *first = lo;
-    return end - lo;
-}
-
-static const unsigned char *sym(const kms_file *f, uint32_t i) { return entry(f, T_SYMBOLS, i); }
-
-const char *kms_sym_name(const kms_file *f, uint32_t i) { return str(f, le32(sym(f, i))); }
-
-uint32_t kms_sym_nmodules(const kms_file *f, uint32_t i)
-{
-    return le32(entry(f, T_MODSETS, le32(sym(f, i) + 4)) + 4);
-}
-
-const char *kms_sym_module(const kms_file *f, uint32_t i, uint32_t k)
-{
-    const unsigned char *set = entry(f, T_MODSETS, le32(sym(f, i) + 4));
-    uint32_t member = le32(entry(f, T_MEMBERS, le32(set) + k));
-    return kms_module_name(f, member);
-}
-
-const char *kms_sym_object(const kms_file *f, uint32_t i)
-{
-    return str(f, le32(entry(f, T_OBJECTS, le32(sym(f, i) + 8))));
-}
-
-uint32_t kms_sym_object_flags(const kms_file *f, uint32_t i)
-{
-    return le32(entry(f, T_OBJECTS, le32(sym(f, i) + 8)) + 8);
-}
-
-const char *kms_sym_section(const kms_file *f, uint32_t i)
-{
-    const unsigned char *sec = entry(f, T_SECTIONS, le32(sym(f, i) + 12));
-    return str(f, le32(entry(f, T_SECNAMES, le32(sec + 4))));
-}
-
-uint64_t kms_sym_value(const kms_file *f, uint32_t i) { return le64(sym(f, i) + 16); }
-uint64_t kms_sym_size(const kms_file *f, uint32_t i) { return le64(sym(f, i) + 24); }
-unsigned kms_sym_type(const kms_file *f, uint32_t i) { return sym(f, i)[32]; }
-unsigned kms_sym_binding(const kms_file *f, uint32_t i) { return sym(f, i)[33]; }
-
-/* ---- link layout ---- */
-static const unsigned char *sym_section(const kms_file *f, uint32_t i)
-{
-    return entry(f, T_SECTIONS, le32(sym(f, i) + 12));
-}
-
-uint64_t kms_sym_link_address(const kms_file *f, uint32_t i)
-{
-    uint64_t address = le64(sym_section(f, i) + 24);
-    if (address == KMS_NO_ADDRESS)
-        return KMS_NO_ADDRESS;
-    return address + kms_sym_value(f, i); /* unsigned: wraps like the kernel's */
-}
-
-unsigned kms_sym_placement(const kms_file *f, uint32_t i)
-{
-    const unsigned char *sec = sym_section(f, i);
-    return le64(sec + 24) == KMS_NO_ADDRESS ? KMS_PLACED_NONE : (unsigned)le32(sec + 32);
-}
-
-uint32_t kms_nsegments(const kms_file *f) { return f->count[T_SEGMENTS]; }
-
-void kms_segment(const kms_file *f, uint32_t s, uint64_t *start, uint64_t *end)
-{
-    const unsigned char *e = entry(f, T_SEGMENTS, s);
-    if (start)
-        *start = le64(e);
-    if (end)
-        *end = le64(e + 8);
-}
-
-uint32_t kms_nanchors(const kms_file *f) { return f->count[T_ANCHORS]; }
-uint32_t kms_anchor_symbol(const kms_file *f, uint32_t a) { return le32(entry(f, T_ANCHORS, a)); }
-uint32_t kms_anchor_segment(const kms_file *f, uint32_t a) { return le32(entry(f, T_ANCHORS, a) + 4); }

@@ -1,15 +1,32 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0 */
 /*
- * kmodsyms.h - a small, dependency-free C99 reader for dtrace_syms files.
+ * libkmodsyms: which built-in module every kernel symbol belongs to, for a
+ * tracer's start-up (DTrace's dt_module.c), in C11 with libc only.
  *
- * The file format is specified in docs/format.md.  kms_open() reads the
- * whole file into memory and validates it completely (magic, version, size,
- * CRC-32, the bounds of every table and every index, the name order of the
- * symbol array); after a successful open every accessor below is safe for
- * any symbol index below kms_nsymbols().  All multi-byte fields are decoded
- * byte-wise from little-endian, so the reader works on any host.
+ * kms_load() maps a dtrace_syms file (docs/format.md), reads kallsyms
+ * (/proc/kallsyms or a saved copy), places the file's object sections by its
+ * recorded link layout (one KASLR shift per load segment, found and checked
+ * by the anchors), attributes every kallsyms line and builds an address
+ * index.  The answers are those of the Python resolver (kmodsyms.load(),
+ * docs/resolver.md), which the tests hold it to.
  *
- * Strings returned are NUL-terminated and point into the loaded file; they
- * stay valid until kms_close().
+ * Ownership and lifetime.  Every string and array the library returns (in
+ * struct kms_sym, struct kms_line, kms_error.message excepted) points into
+ * memory the handle owns: the mapped dtrace_syms file or the handle's copy
+ * of the kallsyms text.  They stay valid and unchanged until kms_free() of
+ * that handle; the caller never frees them.  A caller's kallsyms buffer
+ * (kms_load_buffer) is copied: the caller may free it as soon as the call
+ * returns.
+ *
+ * Threads.  kms_load*() and kms_free() are reentrant (no global state is
+ * written but a CRC table computed once, idempotently).  A loaded handle is
+ * read-only: any number of threads may call the query functions on one
+ * handle at the same time, without locking.  kms_free() must not run
+ * concurrently with queries on the same handle.
+ *
+ * Errors.  A function that can fail fills a caller's struct kms_error (if
+ * not NULL) with a code and one line of text saying what is wrong, which
+ * file, and what to do.  The library never prints, exits or aborts.
  */
 #ifndef KMODSYMS_H
 #define KMODSYMS_H
@@ -21,84 +38,152 @@
 extern "C" {
 #endif
 
-#define KMS_FORMAT_VERSION 1u
-#define KMS_HEADER_SIZE 160u
-#define KMS_FLAG_MISSING_OBJECTS 1u /* header flags: some objects were missing */
-#define KMS_OBJECT_MISSING 1u       /* object flags: missing at build time */
-#define KMS_NO_ADDRESS UINT64_MAX   /* section link address: not placed at build time */
+#define KMS_VERSION_MAJOR 1
 
-/* Section placement methods (how kmodsyms build placed a section). */
-#define KMS_PLACED_NONE 0u        /* unplaced: no link address */
-#define KMS_PLACED_ANCHORS 1u     /* by anchors (names unique in both) */
-#define KMS_PLACED_ELIMINATION 2u /* by elimination or shape */
-#define KMS_PLACED_LINK_ORDER 3u  /* by link-order block or bracketing linker symbols */
+/* Error codes (kms_error.code). */
+enum kms_code {
+    KMS_OK = 0,
+    KMS_E_NOMEM,        /* out of memory */
+    KMS_E_IO,           /* a file cannot be opened or read */
+    KMS_E_SYMS,         /* dtrace_syms is not a valid file: rebuild it */
+    KMS_E_VERSION,      /* dtrace_syms of another format version: rebuild it */
+    KMS_E_NO_LAYOUT,    /* dtrace_syms has no link layout: rebuild it with one */
+    KMS_E_KALLSYMS,     /* kallsyms text is malformed or empty */
+    KMS_E_HIDDEN,       /* every kallsyms address is 0: kernel.kptr_restrict, run as root */
+    KMS_E_STALE,        /* dtrace_syms is for another kernel (release, build-id, anchors) */
+    KMS_E_ARG           /* bad argument (NULL handle, malformed "mod`name") */
+};
 
-typedef struct kms_file kms_file;
+typedef struct kms_error {
+    int code;            /* enum kms_code */
+    char message[400];   /* one line, no newline; "" when code is KMS_OK */
+} kms_error;
 
-/*
- * Read and validate the file at PATH.  Returns NULL on failure and writes a
- * one-line message (no trailing newline) of at most ERRLEN-1 bytes to ERR.
- */
-kms_file *kms_open(const char *path, char *err, size_t errlen);
+/* kms_load() flags. */
+#define KMS_LOAD_FORCE 0x1u /* skip every staleness check (CLI --force) */
+#define KMS_LOAD_LIVE 0x2u  /* kms_load_buffer(): the text is the running kernel's
+                             * /proc/kallsyms, so check release and build-id */
 
-/* Validate an image already in memory (copied; DATA may be freed after). */
-kms_file *kms_open_mem(const void *data, size_t size, char *err, size_t errlen);
-
-void kms_close(kms_file *f);
-
-/* Header. */
-uint32_t kms_flags(const kms_file *f);
-const char *kms_kernel_release(const kms_file *f);
-const char *kms_build_id(const kms_file *f);
-const char *kms_tool_version(const kms_file *f);
-/* Build-time placement statistics as a JSON object, or "" (no layout). */
-const char *kms_placement_stats(const kms_file *f);
-
-/* Number of symbol entries. */
-uint32_t kms_nsymbols(const kms_file *f);
+typedef struct kms_handle kms_handle;
 
 /*
- * Binary search: the entries called NAME are [*first, *first + count), in
- * file order.  Returns count (0 when there is none; *first is then where
- * NAME would be inserted).  FIRST may be NULL.
+ * Load SYMS_PATH (NULL: /lib/modules/$(uname -r)/kernel/dtrace_syms) and
+ * KALLSYMS_PATH (NULL: /proc/kallsyms).  With the live /proc/kallsyms the
+ * file's kernel release must equal uname -r and its build-id the running
+ * kernel's (/sys/kernel/notes); for any kallsyms its anchors must sit at
+ * their link addresses plus their segment's shift.  KMS_LOAD_FORCE skips
+ * these checks.  Returns NULL on failure, with ERR filled.
  */
-uint32_t kms_find(const kms_file *f, const char *name, uint32_t *first);
-
-/* Accessors for symbol entry I (I < kms_nsymbols(f)). */
-const char *kms_sym_name(const kms_file *f, uint32_t i);
-uint32_t kms_sym_nmodules(const kms_file *f, uint32_t i);            /* 0: core kernel */
-const char *kms_sym_module(const kms_file *f, uint32_t i, uint32_t k); /* k < nmodules */
-const char *kms_sym_object(const kms_file *f, uint32_t i);           /* e.g. fs/ext4/super.o */
-uint32_t kms_sym_object_flags(const kms_file *f, uint32_t i);
-const char *kms_sym_section(const kms_file *f, uint32_t i);          /* e.g. .text */
-uint64_t kms_sym_value(const kms_file *f, uint32_t i); /* offset within the object's section */
-uint64_t kms_sym_size(const kms_file *f, uint32_t i);
-unsigned kms_sym_type(const kms_file *f, uint32_t i);    /* ELF STT_* */
-unsigned kms_sym_binding(const kms_file *f, uint32_t i); /* ELF STB_* */
+kms_handle *kms_load(const char *syms_path, const char *kallsyms_path, unsigned flags,
+                     kms_error *err);
 
 /*
- * Link layout (docs/format.md, "Placing symbols with the layout").  The
- * symbol's link address in vmlinux, before KASLR: its section's address plus
- * its value, or KMS_NO_ADDRESS when the section was not placed at build time
- * (always so for a file without a layout, kms_nsegments() == 0).  The
- * placement is one of KMS_PLACED_* (KMS_PLACED_NONE when unplaced).
+ * The same with kallsyms text the caller has read (LEN bytes, need not be
+ * NUL-terminated; copied).  NAME names it in messages (NULL: "kallsyms").
+ * Pass KMS_LOAD_LIVE when the text was read from the running kernel's
+ * /proc/kallsyms.
  */
-uint64_t kms_sym_link_address(const kms_file *f, uint32_t i);
-unsigned kms_sym_placement(const kms_file *f, uint32_t i);
+kms_handle *kms_load_buffer(const char *syms_path, const char *kallsyms_text, size_t len,
+                            const char *name, unsigned flags, kms_error *err);
 
-/* vmlinux's load segments, [*start, *end) each, S < kms_nsegments(f). */
-uint32_t kms_nsegments(const kms_file *f);
-void kms_segment(const kms_file *f, uint32_t s, uint64_t *start, uint64_t *end);
+void kms_free(kms_handle *h);
 
-/* Anchors, A < kms_nanchors(f): a symbol entry (< kms_nsymbols) and the
- * segment (< kms_nsegments) whose KASLR shift it gives. */
-uint32_t kms_nanchors(const kms_file *f);
-uint32_t kms_anchor_symbol(const kms_file *f, uint32_t a);
-uint32_t kms_anchor_segment(const kms_file *f, uint32_t a);
+/* Where an answer's module comes from. */
+enum kms_origin {
+    KMS_ORIGIN_NONE = 0, /* unknown (no symbol and no object) */
+    KMS_ORIGIN_CORE,     /* core kernel: module "vmlinux" */
+    KMS_ORIGIN_BUILTIN,  /* an object of one or more built-in modules */
+    KMS_ORIGIN_LOADABLE, /* a loaded module ([mod] in kallsyms) */
+    KMS_ORIGIN_PSEUDO    /* [bpf], [__builtin__ftrace], ... */
+};
 
-/* Table sizes, for walking the file. */
-uint32_t kms_nmodules(const kms_file *f);
-const char *kms_module_name(const kms_file *f, uint32_t m);
+#define KMS_BINDING_UNKNOWN 0xFF /* not STB_LOCAL (0), STB_GLOBAL (1), STB_WEAK (2) */
+
+/*
+ * One answer, modelled on perf's struct perf_dlfilter_al: an address
+ * resolved (kms_resolve), or a symbol's own line (kms_lookup).
+ */
+struct kms_sym {
+    uint64_t address;      /* the address asked about (lookup: the symbol's address) */
+    const char *sym;       /* symbol name, NULL when no symbol answers */
+    uint32_t sym_len;      /* its length in bytes (a NUL can be in it only in damaged input) */
+    uint64_t symoff;       /* address - sym_start */
+    uint64_t sym_start;    /* the symbol's address */
+    uint64_t sym_end;      /* sym_start + size when the size is known, else sym_start */
+    int64_t size;          /* the symbol's size, -1 when unknown (linker-made, loadable) */
+    const char *dso;       /* first module: built-in, "vmlinux", loaded or pseudo; NULL unknown */
+    uint8_t sym_binding;   /* STB_LOCAL/GLOBAL/WEAK, KMS_BINDING_UNKNOWN */
+    char type;             /* kallsyms type letter ('t', 'T', 'W', 'A', ...), 0 without symbol */
+    uint8_t sized;         /* 1 when [sym_start, sym_end) holds address */
+    uint8_t ambiguous;     /* 1 when the symbol's object cannot be known (never with a
+                            * link layout, which is all this library reads) */
+    uint8_t origin;        /* enum kms_origin */
+    uint32_t nmodules;     /* number of modules[] (0 when dso is NULL) */
+    const char *const *modules; /* every module, in module-map order */
+    const char *object;    /* build-tree path of the object (fs/ext4/super.o), or NULL */
+};
+
+/* Answer ADDR (docs/resolver.md section 4).  Never fails on a loaded handle. */
+void kms_resolve(const kms_handle *h, uint64_t addr, struct kms_sym *out);
+
+/*
+ * Every kallsyms line called NAME whose module list contains MOD, for SPEC
+ * "MOD`NAME" ("-" in MOD reads as "_"; "vmlinux" is the core kernel only), or
+ * every line called NAME for a bare "NAME", in kallsyms order.  Fills up to
+ * MAX records and returns how many there are (more than MAX: call again with
+ * room for them); 0 when none.
+ */
+size_t kms_lookup(const kms_handle *h, const char *spec, struct kms_sym *out, size_t max);
+
+/* One kallsyms line with its attribution (what dt_modsym_update() consumes). */
+struct kms_line {
+    uint64_t address;
+    uint64_t size;         /* 0 when unknown, as /proc/kallmodsyms printed it */
+    char type;             /* kallsyms type letter */
+    const char *name;
+    uint32_t name_len;     /* its length in bytes */
+    uint32_t nmodules;     /* 0 for core kernel */
+    const char *const *modules; /* built-in module(s), or the loaded/pseudo-module */
+    uint8_t origin;        /* enum kms_origin */
+    uint8_t sym_binding;
+    const char *object;    /* NULL for lines of no object and for loaded modules */
+};
+
+/*
+ * Call CB for every kallsyms line, in kallsyms order; stop early when CB
+ * returns nonzero and return that value, else return 0.
+ */
+int kms_foreach(const kms_handle *h, int (*cb)(const struct kms_line *line, void *arg),
+                void *arg);
+
+/* An address range of a module. */
+struct kms_range {
+    uint64_t start, end;   /* [start, end) */
+    uint8_t text;          /* 1: executable (SHF_EXECINSTR / type letter t,T), 0: data */
+};
+
+/*
+ * The address ranges of module MOD ("vmlinux", a built-in module, or a
+ * loaded one), ascending, adjacent ones of one kind merged: for vmlinux and
+ * built-in modules the placed object sections of its objects; for a loaded
+ * module [lowest, highest + 1) of its text lines and of its other lines
+ * (kallsyms gives no sizes).  Fills up to MAX and returns how many there
+ * are; 0 for an unknown module.
+ */
+size_t kms_module_ranges(const kms_handle *h, const char *mod, struct kms_range *out,
+                         size_t max);
+
+/* About the loaded files. */
+struct kms_info {
+    const char *kernel_release; /* recorded in dtrace_syms, or "" */
+    const char *build_id;       /* vmlinux build-id (hex), or "" */
+    size_t lines;               /* kallsyms lines kept */
+    size_t core_lines;
+    uint32_t segments;          /* load segments of the layout */
+    uint32_t anchors;           /* anchors in the file */
+    uint32_t anchors_verified;  /* found at link address + shift */
+};
+void kms_get_info(const kms_handle *h, struct kms_info *out);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,320 @@
+// SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
+/*
+ * kmodsyms-c: libkmodsyms from the command line, printing what the Python
+ * CLI prints, for scripts and for the tests that hold the two equal.
+ *
+ *   kmodsyms-c resolve --syms F --kallsyms K [--force] [ADDR...]
+ *       one JSON object a line, as 'kmodsyms resolve --json' (stdin when no ADDR)
+ *   kmodsyms-c lookup --syms F --kallsyms K [--force] [MOD`]NAME...
+ *       one JSON object per match, as 'kmodsyms lookup --json'; exit 1 if a name has none
+ *   kmodsyms-c kallmodsyms --syms F --kallsyms K [--force]
+ *       byte for byte what 'kmodsyms kallmodsyms' prints
+ *   kmodsyms-c lines --syms F --kallsyms K [--force]
+ *       every kallsyms line as kms_foreach() gives it, one JSON object a line
+ *
+ * --syms and --kallsyms default to the running kernel's files.  Bad input:
+ * one line on stderr, exit status 2.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kmodsyms.h"
+
+static const char *const origin_names[] = {NULL, "core", "builtin", "loadable", "pseudo"};
+static const char *const binding_names[] = {"local", "global", "weak"};
+
+/* A JSON string as Python's json.dumps writes it (ensure_ascii): bytes
+ * decoded as UTF-8 with surrogateescape, everything non-ASCII as \uXXXX. */
+static void put_json_string(const char *s, size_t len, FILE *out)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + len;
+    putc('"', out);
+    while (p < end) {
+        unsigned c = *p, need = 0, cp = 0, lo = 0x80, hi = 0xBF;
+        if (c < 0x80) {
+            switch (c) {
+            case '"': fputs("\\\"", out); break;
+            case '\\': fputs("\\\\", out); break;
+            case '\n': fputs("\\n", out); break;
+            case '\r': fputs("\\r", out); break;
+            case '\t': fputs("\\t", out); break;
+            case '\b': fputs("\\b", out); break;
+            case '\f': fputs("\\f", out); break;
+            default:
+                if (c < 0x20)
+                    fprintf(out, "\\u%04x", c);
+                else
+                    putc((int)c, out);
+            }
+            p++;
+            continue;
+        }
+        if (c >= 0xC2 && c <= 0xDF) {
+            need = 1;
+            cp = c & 0x1F;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            need = 2;
+            cp = c & 0x0F;
+            if (c == 0xE0)
+                lo = 0xA0;
+            if (c == 0xED)
+                hi = 0x9F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            need = 3;
+            cp = c & 0x07;
+            if (c == 0xF0)
+                lo = 0x90;
+            if (c == 0xF4)
+                hi = 0x8F;
+        }
+        unsigned k = 0;
+        if (need && (size_t)(end - p) > need) {
+            for (k = 1; k <= need; k++) {
+                unsigned b = p[k];
+                if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF))
+                    break;
+                cp = cp << 6 | (b & 0x3F);
+            }
+        }
+        if (!need || k != need + 1) { /* undecodable byte: its surrogate escape */
+            fprintf(out, "\\u%04x", 0xDC00 + c);
+            p++;
+            continue;
+        }
+        if (cp >= 0x10000) {
+            cp -= 0x10000;
+            fprintf(out, "\\u%04x\\u%04x", 0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF));
+        } else {
+            fprintf(out, "\\u%04x", cp);
+        }
+        p += need + 1;
+    }
+    putc('"', out);
+}
+
+static void put_json_cstring(const char *s, FILE *out)
+{
+    if (s)
+        put_json_string(s, strlen(s), out);
+    else
+        fputs("null", out);
+}
+
+static void put_modules(uint32_t n, const char *const *mods, FILE *out)
+{
+    if (!n) {
+        fputs("null", out);
+        return;
+    }
+    putc('[', out);
+    for (uint32_t k = 0; k < n; k++) {
+        if (k)
+            fputs(", ", out);
+        put_json_cstring(mods[k], out);
+    }
+    putc(']', out);
+}
+
+/* Symbolization.to_json() of kmodsyms/answer.py, key for key. */
+static void put_record(const struct kms_sym *r, FILE *out)
+{
+    fprintf(out, "{\"address\": \"0x%llx\", \"module\": ", (unsigned long long)r->address);
+    put_json_cstring(r->dso, out);
+    fputs(", \"modules\": ", out);
+    put_modules(r->nmodules, r->modules, out);
+    fputs(", \"origin\": ", out);
+    put_json_cstring(origin_names[r->origin], out);
+    fputs(", \"symbol\": ", out);
+    if (r->sym) {
+        put_json_string(r->sym, r->sym_len, out);
+        fprintf(out, ", \"offset\": %llu, \"start\": \"0x%llx\", \"size\": ",
+                (unsigned long long)r->symoff, (unsigned long long)r->sym_start);
+        if (r->size >= 0)
+            fprintf(out, "%lld", (long long)r->size);
+        else
+            fputs("null", out);
+        fprintf(out, ", \"sized\": %s, \"type\": ", r->sized ? "true" : "false");
+        put_json_string(&r->type, 1, out);
+    } else {
+        fputs("null, \"offset\": null, \"start\": null, \"size\": null, \"sized\": false, "
+              "\"type\": null", out);
+    }
+    fputs(", \"binding\": ", out);
+    put_json_cstring(r->sym_binding <= 2 ? binding_names[r->sym_binding] : NULL, out);
+    fputs(", \"object\": ", out);
+    put_json_cstring(r->object, out);
+    fprintf(out, ", \"ambiguous\": %s}\n", r->ambiguous ? "true" : "false");
+}
+
+static int die(const char *msg)
+{
+    fprintf(stderr, "kmodsyms-c: error: %s\n", msg);
+    return 2;
+}
+
+static int usage(void)
+{
+    fputs("usage: kmodsyms-c {resolve|lookup|kallmodsyms|lines} [--syms F] [--kallsyms K] "
+          "[--force] [ARG...]\n", stderr);
+    return 2;
+}
+
+/* parse_address of kmodsyms/answer.py: hex, 0x optional, at most 64 bits. */
+static int parse_address(const char *text, unsigned long long *out)
+{
+    const char *p = text, *e = text + strlen(text);
+    unsigned long long v = 0;
+    while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+        p++;
+    while (e > p && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' || e[-1] == '\r'))
+        e--;
+    if (e - p >= 2 && p[0] == '0' && (p[1] == 'x' || p[1] == 'X'))
+        p += 2;
+    if (p == e)
+        return -1;
+    for (; p < e; p++) {
+        int d = (*p >= '0' && *p <= '9') ? *p - '0'
+              : (*p >= 'a' && *p <= 'f') ? *p - 'a' + 10
+              : (*p >= 'A' && *p <= 'F') ? *p - 'A' + 10 : -1;
+        if (d < 0 || v >> 60)
+            return -1;
+        v = v << 4 | (unsigned)d;
+    }
+    *out = v;
+    return 0;
+}
+
+static int resolve_text(const kms_handle *h, const char *text)
+{
+    unsigned long long a;
+    struct kms_sym r;
+    if (parse_address(text, &a) != 0) {
+        fprintf(stderr, "kmodsyms-c: error: bad address '%s': give it in hex, e.g. "
+                "0xffffffff81000000\n", text);
+        return 2;
+    }
+    kms_resolve(h, a, &r);
+    put_record(&r, stdout);
+    return 0;
+}
+
+static int print_kallmodsyms(const struct kms_line *l, void *arg)
+{
+    (void)arg;
+    printf("%016llx %llx %c ", (unsigned long long)l->address, (unsigned long long)l->size,
+           l->type);
+    fwrite(l->name, 1, l->name_len, stdout);
+    for (uint32_t k = 0; k < l->nmodules; k++)
+        printf("%s[%s]", k ? " " : "\t", l->modules[k]);
+    putchar('\n');
+    return 0;
+}
+
+static int print_line(const struct kms_line *l, void *arg)
+{
+    (void)arg;
+    printf("{\"address\": \"0x%llx\", \"size\": %llu, \"type\": \"%c\", \"name\": ",
+           (unsigned long long)l->address, (unsigned long long)l->size, l->type);
+    put_json_string(l->name, l->name_len, stdout);
+    fputs(", \"modules\": ", stdout);
+    put_modules(l->nmodules, l->modules, stdout);
+    fputs(", \"origin\": ", stdout);
+    put_json_cstring(origin_names[l->origin], stdout);
+    fputs(", \"binding\": ", stdout);
+    put_json_cstring(l->sym_binding <= 2 ? binding_names[l->sym_binding] : NULL, stdout);
+    fputs(", \"object\": ", stdout);
+    put_json_cstring(l->object, stdout);
+    fputs("}\n", stdout);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *syms = NULL, *kallsyms = NULL, *cmd;
+    unsigned flags = 0;
+    int nargs = 0, status = 0;
+    char **args;
+    kms_error err;
+    kms_handle *h;
+
+    if (argc < 2)
+        return usage();
+    cmd = argv[1];
+    if (!(args = calloc((size_t)argc, sizeof *args)))
+        return die("out of memory");
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--syms") && i + 1 < argc)
+            syms = argv[++i];
+        else if (!strcmp(argv[i], "--kallsyms") && i + 1 < argc)
+            kallsyms = argv[++i];
+        else if (!strcmp(argv[i], "--force"))
+            flags |= KMS_LOAD_FORCE;
+        else if (!strcmp(argv[i], "--") )
+            while (++i < argc)
+                args[nargs++] = argv[i];
+        else
+            args[nargs++] = argv[i];
+    }
+    if (strcmp(cmd, "resolve") && strcmp(cmd, "lookup") && strcmp(cmd, "kallmodsyms") &&
+        strcmp(cmd, "lines"))
+        return free(args), usage();
+    if (!strcmp(cmd, "resolve"))
+        for (int i = 0; i < nargs; i++) {
+            unsigned long long a;
+            if (parse_address(args[i], &a) != 0) { /* refuse before loading */
+                fprintf(stderr, "kmodsyms-c: error: bad address '%s': give it in hex, e.g. "
+                        "0xffffffff81000000\n", args[i]);
+                return free(args), 2;
+            }
+        }
+    if (!strcmp(cmd, "lookup") && !nargs)
+        return free(args), usage();
+    if (!(h = kms_load(syms, kallsyms, flags, &err))) {
+        free(args);
+        return die(err.message);
+    }
+    if (!strcmp(cmd, "resolve")) {
+        if (nargs) {
+            for (int i = 0; i < nargs && !status; i++)
+                status = resolve_text(h, args[i]);
+        } else {
+            char line[512];
+            while (!status && fgets(line, sizeof line, stdin)) {
+                if (strspn(line, " \t\r\n") == strlen(line))
+                    continue;
+                status = resolve_text(h, line);
+            }
+        }
+    } else if (!strcmp(cmd, "lookup")) {
+        size_t cap = 16;
+        struct kms_sym *recs = malloc(cap * sizeof *recs);
+        for (int i = 0; i < nargs && recs; i++) {
+            size_t n = kms_lookup(h, args[i], recs, cap);
+            if (n > cap) {
+                struct kms_sym *more = realloc(recs, n * sizeof *recs);
+                if (!more)
+                    break;
+                recs = more;
+                cap = n;
+                n = kms_lookup(h, args[i], recs, cap);
+            }
+            if (!n) {
+                fprintf(stderr, "kmodsyms-c: no symbol %s\n", args[i]);
+                status = 1;
+            }
+            for (size_t k = 0; k < n; k++)
+                put_record(&recs[k], stdout);
+        }
+        if (!recs)
+            status = die("out of memory");
+        free(recs);
+    } else {
+        kms_foreach(h, strcmp(cmd, "lines") ? print_kallmodsyms : print_line, NULL);
+    }
+    kms_free(h);
+    free(args);
+    if (fflush(stdout) != 0 && !status)
+        status = 1;
+    return status;
+}

@@ -1,0 +1,254 @@
+// SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
+/*
+ * test_kms SYMS KALLSYMS SCRATCHDIR: the C tests of libkmodsyms, on the
+ * fixture tree's dtrace_syms and kallsyms (make check runs them under
+ * AddressSanitizer and UndefinedBehaviorSanitizer).  The expected answers
+ * are the fixture's documented ones (docs/resolver.md, docs/format.md); the
+ * full comparison with the Python resolver is tests/test_clib.py.
+ * Damaged inputs must load or fail with one line of text, never crash.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kmodsyms.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                    \
+    do {                                                                    \
+        if (!(cond)) {                                                      \
+            failures++;                                                     \
+            fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                   \
+            fputc('\n', stderr);                                            \
+        }                                                                   \
+    } while (0)
+
+static unsigned char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    unsigned char *buf = NULL;
+    long n;
+    if (!f || fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) ||
+        !(buf = malloc((size_t)n + 1)) || fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        fprintf(stderr, "cannot read %s\n", path);
+        exit(2);
+    }
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
+static void spit(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, len, f) != len || fclose(f)) {
+        fprintf(stderr, "cannot write %s\n", path);
+        exit(2);
+    }
+}
+
+static uint32_t crc32_plain(const unsigned char *p, size_t n)
+{
+    uint32_t c = 0xFFFFFFFFu;
+    while (n--) {
+        c ^= *p++;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+    }
+    return ~c;
+}
+
+static void put32(unsigned char *p, uint32_t v)
+{
+    for (int k = 0; k < 4; k++)
+        p[k] = (unsigned char)(v >> 8 * k);
+}
+
+static void fix_crc(unsigned char *img, size_t len)
+{
+    put32(img + 12, crc32_plain(img + 16, len - 16));
+}
+
+/* A failed load: NULL, a code, one line of text. */
+static void check_error(kms_handle *h, const kms_error *e, int code, const char *what)
+{
+    CHECK(h == NULL, "%s loaded", what);
+    kms_free(h);
+    CHECK(e->code == code, "%s: code %d, want %d (%s)", what, e->code, code, e->message);
+    CHECK(e->message[0] && !strchr(e->message, '\n'), "%s: message '%s'", what, e->message);
+}
+
+static void check_fixture(kms_handle *h)
+{
+    struct kms_sym r, recs[8];
+    size_t n;
+
+    kms_resolve(h, 0xffffffffab600400u, &r);
+    CHECK(r.sym && !strcmp(r.sym, "init_once") && r.symoff == 0x10 && r.size == 39 && r.sized &&
+          !strcmp(r.dso, "ext4") && r.origin == KMS_ORIGIN_BUILTIN && r.type == 't' &&
+          r.sym_binding == 0 && !strcmp(r.object, "fs/ext4/super.o") &&
+          r.sym_start == 0xffffffffab6003f0u && r.sym_end == r.sym_start + 39, "ext4 init_once");
+    kms_resolve(h, 0xffffffffab600a98u, &r);
+    CHECK(r.sym && !strcmp(r.sym, "__pfx___memcpy") && r.symoff == 8 && r.size == 0x10 &&
+          !strcmp(r.dso, "vmlinux") && r.origin == KMS_ORIGIN_CORE &&
+          !strcmp(r.object, "arch/x86/lib/memcpy_64.o"), "padding symbol");
+    kms_resolve(h, 0xffffffffc0a00020u, &r);
+    CHECK(r.sym && !strcmp(r.sym, "fuse_dev_open") && r.symoff == 0x10 && r.size == -1 &&
+          !r.sized && !strcmp(r.dso, "fuse") && r.origin == KMS_ORIGIN_LOADABLE && !r.object,
+          "loadable module");
+    kms_resolve(h, 0xffffffffab600a5cu, &r);
+    CHECK(!r.sym && r.dso && !strcmp(r.dso, "vmlinux") && r.object &&
+          !strcmp(r.object, "lib/weak.o"), "overridden weak bytes");
+    kms_resolve(h, 0x1000, &r);
+    CHECK(!r.sym && !r.dso && !r.object && r.nmodules == 0, "no symbol");
+
+    n = kms_lookup(h, "init_once", recs, 8);
+    CHECK(n == 4, "init_once: %zu matches", n);
+    n = kms_lookup(h, "ext4`init_once", recs, 8);
+    CHECK(n == 1 && recs[0].address == 0xffffffffab6003f0u && recs[0].symoff == 0, "ext4`init_once");
+    n = kms_lookup(h, "vmlinux`init_once", recs, 8);
+    CHECK(n == 1 && !strcmp(recs[0].object, "kernel/fork.o"), "vmlinux`init_once");
+    n = kms_lookup(h, "libphy`mdio_bus_read", recs, 8);
+    CHECK(n == 1 && recs[0].nmodules == 2 && !strcmp(recs[0].modules[1], "fwnode_mdio"),
+          "libphy`mdio_bus_read");
+    CHECK(kms_lookup(h, "fwnode-mdio`mdio_bus_read", NULL, 0) == 1, "'-' reads as '_'");
+    CHECK(kms_lookup(h, "isofs`mdio_bus_read", recs, 8) == 0, "wrong module");
+    CHECK(kms_lookup(h, "no_such_symbol", recs, 8) == 0, "absent");
+    CHECK(kms_lookup(h, "init_once", recs, 2) == 4, "count beyond MAX");
+
+    struct kms_range rg[16];
+    n = kms_module_ranges(h, "ext4", rg, 16);
+    CHECK(n >= 1 && n <= 16, "ext4 ranges: %zu", n);
+    for (size_t k = 0; k < n && k < 16; k++)
+        CHECK(rg[k].start < rg[k].end && (!k || rg[k - 1].end <= rg[k].start), "ext4 range %zu", k);
+    kms_resolve(h, 0xffffffffab600400u, &r);
+    int inside = 0;
+    for (size_t k = 0; k < n && k < 16; k++)
+        inside |= rg[k].text && rg[k].start <= r.address && r.address < rg[k].end;
+    CHECK(inside, "ext4 text range holds ext4`init_once");
+    CHECK(kms_module_ranges(h, "fuse", rg, 16) >= 1, "fuse ranges");
+    CHECK(kms_module_ranges(h, "no_such_module", rg, 16) == 0, "unknown module");
+
+    struct kms_info info;
+    kms_get_info(h, &info);
+    CHECK(info.segments == 5 && info.anchors == 51 && info.anchors_verified == 51,
+          "info: %u segments, %u/%u anchors", info.segments, info.anchors_verified, info.anchors);
+}
+
+static int count_lines(const struct kms_line *l, void *arg)
+{
+    size_t *n = arg;
+    if (!l->name || !l->name[0])
+        return 1;
+    (*n)++;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    kms_error e;
+    kms_handle *h;
+    size_t slen, klen, lines = 0;
+    char path[4096];
+
+    if (argc != 4) {
+        fputs("usage: test_kms SYMS KALLSYMS SCRATCHDIR\n", stderr);
+        return 2;
+    }
+    const char *syms = argv[1], *kallsyms = argv[2], *dir = argv[3];
+    unsigned char *simg = slurp(syms, &slen), *ktext = slurp(kallsyms, &klen);
+
+    h = kms_load(syms, kallsyms, 0, &e);
+    CHECK(h != NULL, "load: %s", e.message);
+    if (!h)
+        return 1;
+    check_fixture(h);
+    CHECK(kms_foreach(h, count_lines, &lines) == 0 && lines > 200, "foreach: %zu lines", lines);
+    kms_free(h);
+
+    h = kms_load_buffer(syms, (const char *)ktext, klen, "fixture", 0, &e);
+    CHECK(h != NULL, "load_buffer: %s", e.message);
+    if (h)
+        check_fixture(h);
+    kms_free(h);
+
+    /* errors, each with its code */
+    snprintf(path, sizeof path, "%s/absent", dir);
+    check_error(kms_load(path, kallsyms, 0, &e), &e, KMS_E_IO, "missing dtrace_syms");
+    check_error(kms_load(syms, path, 0, &e), &e, KMS_E_IO, "missing kallsyms");
+    check_error(kms_load_buffer(syms, "", 0, NULL, 0, &e), &e, KMS_E_KALLSYMS, "empty kallsyms");
+    check_error(kms_load_buffer(syms, "0000000000000000 t x\n", 21, NULL, 0, &e), &e,
+                KMS_E_HIDDEN, "hidden addresses");
+    check_error(kms_load_buffer(syms, "ffffffff8100000 t x\n", 20, NULL, 0, &e), &e,
+                KMS_E_KALLSYMS, "malformed line");
+
+    /* without a layout: segments and anchors emptied, CRC repaired */
+    unsigned char *img = malloc(slen);
+    memcpy(img, simg, slen);
+    put32(img + 56 + 8 * 8 + 4, 0);
+    put32(img + 56 + 8 * 9 + 4, 0);
+    fix_crc(img, slen);
+    snprintf(path, sizeof path, "%s/no-layout", dir);
+    spit(path, img, slen);
+    check_error(kms_load(path, kallsyms, 0, &e), &e, KMS_E_NO_LAYOUT, "no layout");
+
+    /* another version */
+    memcpy(img, simg, slen);
+    put32(img + 8, 2);
+    snprintf(path, sizeof path, "%s/version", dir);
+    spit(path, img, slen);
+    check_error(kms_load(path, kallsyms, 0, &e), &e, KMS_E_VERSION, "version 2");
+
+    /* stale: the first anchor (rest_init) moved, so the others are off */
+    const char *at = strstr((const char *)ktext, " t rest_init\n");
+    CHECK(at != NULL, "fixture kallsyms has rest_init");
+    if (at) {
+        char *moved = malloc(klen);
+        memcpy(moved, ktext, klen);
+        moved[at - (const char *)ktext - 3] ^= 1; /* a low hex digit of its address */
+        check_error(kms_load_buffer(syms, moved, klen, "moved", 0, &e), &e, KMS_E_STALE,
+                    "moved anchor");
+        h = kms_load_buffer(syms, moved, klen, "moved", KMS_LOAD_FORCE, &e);
+        CHECK(h != NULL, "--force loads it: %s", e.message);
+        kms_free(h);
+        free(moved);
+    }
+
+    /* every truncation, and a flipped bit at every byte with the CRC
+     * repaired: loads or fails with a message, never crashes */
+    snprintf(path, sizeof path, "%s/damaged", dir);
+    for (size_t keep = 0; keep < slen; keep += (keep < 200 ? 1 : 97)) {
+        spit(path, simg, keep);
+        check_error(kms_load(path, kallsyms, 0, &e), &e, KMS_E_SYMS, "truncated");
+    }
+    int refused = 0, loaded = 0;
+    for (size_t pos = 16; pos < slen; pos += 7) {
+        memcpy(img, simg, slen);
+        img[pos] ^= (unsigned char)(1u << (pos % 8));
+        fix_crc(img, slen);
+        spit(path, img, slen);
+        h = kms_load(path, kallsyms, 0, &e);
+        if (h) {
+            struct kms_sym r;
+            for (uint64_t a = 0xffffffffab600000u; a < 0xffffffffab605000u; a += 61)
+                kms_resolve(h, a, &r);
+            kms_foreach(h, count_lines, &lines);
+            loaded++;
+        } else {
+            CHECK(e.message[0] && !strchr(e.message, '\n'), "flip %zu: '%s'", pos, e.message);
+            refused++;
+        }
+        kms_free(h);
+    }
+    CHECK(loaded > 0 && refused > 0, "flips: %d loaded, %d refused", loaded, refused);
+    free(img);
+    free(simg);
+    free(ktext);
+    if (failures)
+        fprintf(stderr, "test_kms: %d failures\n", failures);
+    else
+        printf("test_kms: all passed\n");
+    return failures != 0;
+}

@@ -1,0 +1,384 @@
+"""libkmodsyms (contrib/c) answers exactly what the Python resolver answers.
+
+The library and its program ``kmodsyms-c`` are built with make into a
+temporary directory (skipped only when there is no C compiler or make), once
+plainly and once under AddressSanitizer and UndefinedBehaviorSanitizer.  Both
+sides then read the same files, and are compared:
+
+* every kallsyms line's attribution (module set, object, size, type, binding);
+* every line's start, end-1 and end, and random addresses, record field by
+  field (the JSON of ``kmodsyms resolve --json``);
+* ``kallmodsyms``, byte for byte;
+* lookups of every duplicated name (and ``mod`name`` forms);
+* damaged dtrace_syms and kallsyms (tests/test_fuzz.py's mutations): the same
+  accept/refuse decision, the same answers when accepted, and no sanitizer
+  report.
+
+On the fixture and on every corpus of ../shared/kernels (x86_64 defconfig,
+arm64; each also reduced to a text-only kallsyms, as a kernel without
+CONFIG_KALLSYMS_ALL prints), skipped when absent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+
+import numpy as np
+import pytest
+from hypothesis import given
+
+from conftest import FIXTURE, ROOT
+from kmodsyms.errors import KmodsymsError
+from kmodsyms.resolver import load
+from kmodsyms.symsfile import SymsFile
+from test_fuzz import (FAST_KALLSYMS, SLOW, _COMMON, kallsyms_mutation, mutate_kallsyms,
+                       mutate_syms, syms_mutation)
+from hypothesis import settings
+
+CSRC = os.path.join(ROOT, "contrib", "c")
+KERNELS = os.path.join(os.path.dirname(ROOT), "shared", "kernels")
+FIXTURE_KALLSYMS = os.path.join(FIXTURE, "kallsyms")
+N_RANDOM = 200_000
+SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=99",
+                 "UBSAN_OPTIONS": "halt_on_error=1:exitcode=99:print_stacktrace=1"}
+FUZZ_CASES = settings(max_examples=60, **_COMMON)
+
+
+# ------------------------------------------------------------------ building
+@pytest.fixture(scope="session")
+def clib(tmp_path_factory):
+    """contrib/c built into a temporary directory: ``{"plain": dir, "asan": dir}``."""
+    cc = os.environ.get("CC", "cc")
+    if not (shutil.which("make") and shutil.which(cc)):
+        pytest.skip("cc or make is not installed")
+    out = tmp_path_factory.mktemp("clib")
+    proc = subprocess.run(["make", "-s", "-C", CSRC, f"O={out}", "all", "sanitized"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return {"plain": str(out), "asan": os.path.join(str(out), "asan")}
+
+
+def run_c(clib, args, stdin=None, sanitized=False, check=True):
+    prog = os.path.join(clib["asan" if sanitized else "plain"], "kmodsyms-c")
+    env = dict(os.environ, **SANITIZER_ENV) if sanitized else None
+    proc = subprocess.run([prog] + args, input=stdin, capture_output=True, env=env, timeout=300)
+    assert proc.returncode != 99, proc.stderr.decode(errors="replace")[-3000:]
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+# ------------------------------------------------------------------ inputs
+def text_only(kallsyms: str, dest: str) -> str:
+    """kallsyms as a kernel without CONFIG_KALLSYMS_ALL prints it: core
+    lines of text symbols only (letters t, T, w, W), module lines as they are."""
+    keep = []
+    with open(kallsyms, "rb") as f:
+        for line in f:
+            fields = line.split(b" ", 2)
+            if b"\t" in line or (len(fields) == 3 and fields[1] in (b"t", b"T", b"w", b"W")):
+                keep.append(line)
+    with open(dest, "wb") as f:
+        f.writelines(keep)
+    return dest
+
+
+def unpacked(name: str, tmp_path_factory) -> str | None:
+    """../shared/kernels/NAME.tar.xz unpacked once per machine (the corpus
+    cache of bench/corpus.py), or None when absent."""
+    from bench.corpus import _corpus_cache_dir
+    tarball = os.path.join(KERNELS, name + ".tar.xz")
+    if not os.path.exists(tarball):
+        return None
+    st = os.stat(tarball)
+    root = os.path.join(_corpus_cache_dir(), f"{st.st_size}-{int(st.st_mtime)}")
+    tree = os.path.join(root, name)
+    stamp = os.path.join(root, ".complete")
+    if not os.path.exists(stamp):
+        shutil.rmtree(root, ignore_errors=True)
+        os.makedirs(root)
+        if shutil.which("tar"):
+            subprocess.run(["tar", "xJf", tarball, "-C", root], check=True)
+        else:
+            with tarfile.open(tarball) as tar:
+                tar.extractall(root)
+        open(stamp, "w").close()
+    return tree
+
+
+def built_syms(tree: str, tmp_path_factory) -> str:
+    from kmodsyms.build import build
+    from kmodsyms.thick import read_thick
+    out = str(tmp_path_factory.mktemp("clib-syms") / "dtrace_syms")
+    thick = os.path.join(tree, "modules_thick.builtin.reference")
+    build(tree, read_thick(thick), thick, out, use_cache=False)
+    return out
+
+
+CORPORA = ["linux-6.12-defconfig", "linux-6.12-arm64"]
+
+
+@pytest.fixture(scope="session")
+def kernel_pairs(request, fixture_syms, tmp_path_factory):
+    """(name, dtrace_syms, kallsyms) of the fixture, and of each corpus
+    present, each with its text-only variant."""
+    scratch = tmp_path_factory.mktemp("text-only")
+    pairs = [("fixture", fixture_syms, FIXTURE_KALLSYMS),
+             ("fixture-text-only", fixture_syms,
+              text_only(FIXTURE_KALLSYMS, str(scratch / "fixture")))]
+    for name in CORPORA:
+        tree = unpacked(name, tmp_path_factory)
+        if tree is None:
+            continue
+        syms = built_syms(tree, tmp_path_factory)
+        ks = os.path.join(tree, "kallsyms")
+        pairs += [(name, syms, ks), (name + "-text-only", syms, text_only(ks, str(scratch / name)))]
+    return pairs
+
+
+# ------------------------------------------------------------------ comparing
+def python_line_json(r, line: int) -> dict:
+    """What kmodsyms-c's ``lines`` prints for a line, from the Python resolver."""
+    rec = r.record(int(r.line_address[line]), line, False)
+    return {"address": f"{rec.start:#x}", "size": max(int(r.line_size[line]), 0),
+            "type": rec.type, "name": rec.symbol,
+            "modules": None if rec.origin == "core" else rec.modules,
+            "origin": rec.origin, "binding": rec.binding, "object": rec.object}
+
+
+def json_lines(data: bytes) -> list[dict]:
+    return [json.loads(line) for line in data.decode("utf-8").splitlines()]
+
+
+def compare_resolve(clib, syms, kallsyms, r, addresses, sanitized=False) -> None:
+    stdin = "".join(f"{a:#x}\n" for a in addresses).encode()
+    got = json_lines(run_c(clib, ["resolve", "--syms", syms, "--kallsyms", kallsyms],
+                           stdin=stdin, sanitized=sanitized).stdout)
+    assert len(got) == len(addresses)
+    for a, c in zip(addresses, got):
+        want = r.resolve(a).to_json()
+        assert c == want, (hex(a), c, want)
+
+
+def compare_all(clib, name, syms, kallsyms, random_count: int) -> None:
+    base = ["--syms", syms, "--kallsyms", kallsyms]
+    try:
+        r = load(syms, kallsyms, cache=False)
+    except KmodsymsError as e:      # both refuse (a text-only kallsyms, while Python does)
+        proc = run_c(clib, ["kallmodsyms"] + base, check=False)
+        assert proc.returncode == 2 and proc.stdout == b"", (name, e, proc.stderr)
+        return
+    # kallmodsyms, byte for byte
+    want = "".join(t + "\n" for t in r.kallmodsyms_lines()).encode("utf-8", "surrogateescape")
+    assert run_c(clib, ["kallmodsyms"] + base).stdout == want, name
+    # every line's attribution
+    got = json_lines(run_c(clib, ["lines"] + base).stdout)
+    assert len(got) == len(r.line_address)
+    for line, c in enumerate(got):
+        assert c == python_line_json(r, line), (name, line)
+    # every line's start, end-1 and end, and random addresses
+    starts = r.line_address.astype(np.uint64)
+    ends = starts + np.maximum(r.line_size, 1).astype(np.uint64)
+    rng = np.random.default_rng(20261201)
+    lo, hi = int(starts.min()), int(starts.max())
+    rand = rng.integers(lo, hi + 0x10000, size=random_count, dtype=np.uint64, endpoint=True)
+    addrs = np.unique(np.concatenate([starts, ends - np.uint64(1), ends, rand,
+                                      np.array([0, 1, 2**64 - 1], dtype=np.uint64)]))
+    stdin = "".join(f"{a:x}\n" for a in addrs.tolist()).encode()
+    got = run_c(clib, ["resolve"] + base, stdin=stdin).stdout.decode().splitlines()
+    assert len(got) == len(addrs)
+    lines, sized = r.resolve_many(addrs)
+    for k, a in enumerate(addrs.tolist()):
+        want = r.record(a, int(lines[k]), bool(sized[k])).to_json()
+        c = json.loads(got[k])
+        assert c == want, (name, hex(a), c, want)
+    # lookups of every duplicated name, bare and module-qualified
+    names = [r.ks.name(i) for i in range(len(r.ks))]
+    seen, dups = set(), set()
+    for n in names:
+        (dups if n in seen else seen).add(n)
+    specs = sorted(dups)
+    for n in specs[:200]:
+        for rec in r.lookup(n):
+            specs += [f"{m}`{n}" for m in rec.modules or []]
+    specs += ["no_such_symbol_anywhere", "vmlinux`" + names[0]]
+    proc = run_c(clib, ["lookup"] + base + ["--"] + specs, check=False)
+    want = [rec.to_json() for spec in specs
+            for rec in r.lookup(spec.rpartition("`")[2], spec.rpartition("`")[0] or None)]
+    assert json_lines(proc.stdout) == want, name
+    assert proc.returncode == 1     # the absent name
+    assert proc.stderr == b"kmodsyms-c: no symbol no_such_symbol_anywhere\n"
+
+
+def test_fixture_equal(clib, fixture_syms):
+    compare_all(clib, "fixture", fixture_syms, FIXTURE_KALLSYMS, 20_000)
+
+
+def test_fixture_text_only_equal(clib, fixture_syms, tmp_path):
+    compare_all(clib, "fixture-text-only", fixture_syms,
+                text_only(FIXTURE_KALLSYMS, str(tmp_path / "ks")), 20_000)
+
+
+@pytest.mark.slow
+def test_corpora_equal(clib, kernel_pairs):
+    corpora = [p for p in kernel_pairs if not p[0].startswith("fixture")]
+    if not corpora:
+        pytest.skip("no corpus in ../shared/kernels")
+    for name, syms, kallsyms in corpora:
+        compare_all(clib, name, syms, kallsyms, N_RANDOM)
+
+
+def test_corpus_equal(clib, corpus_syms, corpus):
+    """The x86_64 corpus in the default run: kallmodsyms byte for byte and
+    every line's start, end-1 and end (the slow test adds the rest)."""
+    kallsyms = os.path.join(corpus, "kallsyms")
+    r = load(corpus_syms, kallsyms, cache=False)
+    base = ["--syms", corpus_syms, "--kallsyms", kallsyms]
+    want = "".join(t + "\n" for t in r.kallmodsyms_lines()).encode("utf-8", "surrogateescape")
+    assert run_c(clib, ["kallmodsyms"] + base).stdout == want
+    starts = r.line_address.astype(np.uint64)
+    ends = starts + np.maximum(r.line_size, 1).astype(np.uint64)
+    addrs = np.unique(np.concatenate([starts, ends - np.uint64(1), ends]))[::7]
+    compare_resolve(clib, corpus_syms, kallsyms, r, addrs.tolist())
+
+
+# ------------------------------------------------------------------ the program
+def test_resolve_arguments_and_errors(clib, fixture_syms):
+    base = ["--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS]
+    out = json_lines(run_c(clib, ["resolve"] + base + ["0xffffffffab600400", "ffffffffab600a98"]).stdout)
+    r = load(fixture_syms, FIXTURE_KALLSYMS, cache=False)
+    assert out == [r.resolve(0xffffffffab600400).to_json(), r.resolve(0xffffffffab600a98).to_json()]
+    bad = run_c(clib, ["resolve"] + base + ["0xzz"], check=False)
+    assert bad.returncode == 2 and bad.stdout == b"" and bad.stderr.count(b"\n") == 1
+    missing = run_c(clib, ["resolve", "--syms", "/nonexistent", "--kallsyms", FIXTURE_KALLSYMS,
+                           "0x1"], check=False)
+    assert missing.returncode == 2 and b"cannot read /nonexistent" in missing.stderr
+
+
+def test_no_layout_is_refused_with_its_code(clib, fixture_syms, tmp_path):
+    from test_fuzz import _without_layout
+    path = tmp_path / "no-layout"
+    path.write_bytes(_without_layout(open(fixture_syms, "rb").read()))
+    load(str(path), FIXTURE_KALLSYMS, cache=False)       # Python places it by search
+    proc = run_c(clib, ["resolve", "--syms", str(path), "--kallsyms", FIXTURE_KALLSYMS, "0x1"],
+                 check=False)
+    assert proc.returncode == 2
+    assert b"no link layout" in proc.stderr and b"rebuild it" in proc.stderr
+
+
+def test_c_unit_tests_under_sanitizers(clib, fixture_syms, tmp_path):
+    """contrib/c/test_kms.c (what 'make check' runs), built with ASan+UBSan."""
+    prog = os.path.join(clib["asan"], "test_kms")
+    proc = subprocess.run([prog, fixture_syms, FIXTURE_KALLSYMS, str(tmp_path)],
+                          capture_output=True, env=dict(os.environ, **SANITIZER_ENV), timeout=600)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
+
+
+def test_shared_library_exports_only_the_api(clib):
+    if not shutil.which("nm"):
+        pytest.skip("nm is not installed")
+    lib = os.path.join(clib["plain"], "libkmodsyms.so")
+    out = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True,
+                         check=True).stdout
+    exported = sorted(line.split()[-1].split("@")[0] for line in out.splitlines()
+                      if line.split()[1] == "T")
+    header = open(os.path.join(CSRC, "kmodsyms.h")).read()
+    assert exported and all(name.startswith("kms_") and name + "(" in header for name in exported)
+    soname = subprocess.run(["readelf", "-d", lib], capture_output=True, text=True).stdout
+    assert "libkmodsyms.so.1" in soname
+
+
+def test_install(clib, tmp_path):
+    dest = tmp_path / "root"
+    proc = subprocess.run(["make", "-s", "-C", CSRC, f"O={clib['plain']}", "install",
+                           "PREFIX=/usr", f"DESTDIR={dest}"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    for path in ("usr/include/kmodsyms.h", "usr/lib/libkmodsyms.a", "usr/lib/libkmodsyms.so",
+                 "usr/lib/libkmodsyms.so.1", "usr/lib/pkgconfig/kmodsyms.pc", "usr/bin/kmodsyms-c"):
+        assert (dest / path).exists(), path
+    pc = (dest / "usr/lib/pkgconfig/kmodsyms.pc").read_text()
+    assert "libdir=/usr/lib" in pc and "-lkmodsyms" in pc
+
+
+# ------------------------------------------------------------------ damaged input
+def python_decision(syms_path: str, kallsyms_path: str) -> str:
+    try:
+        data = open(syms_path, "rb").read()
+        has_layout = SymsFile(data, syms_path).has_layout
+    except KmodsymsError:
+        return "refused"
+    try:
+        load(syms_path, kallsyms_path, cache=False)
+    except KmodsymsError:
+        return "refused"
+    return "accepted" if has_layout else "no-layout"
+
+
+def check_same_decision(clib, syms_path: str, kallsyms_path: str, probes) -> None:
+    want = python_decision(syms_path, kallsyms_path)
+    base = ["--syms", syms_path, "--kallsyms", kallsyms_path]
+    stdin = "".join(f"{a:#x}\n" for a in probes).encode()
+    proc = run_c(clib, ["resolve"] + base, stdin=stdin, sanitized=True, check=False)
+    if want == "refused":
+        assert proc.returncode == 2 and proc.stdout == b"", proc
+        assert proc.stderr.count(b"\n") == 1
+        return
+    if want == "no-layout":
+        assert proc.returncode == 2 and b"no link layout" in proc.stderr, proc
+        return
+    assert proc.returncode == 0, proc.stderr
+    r = load(syms_path, kallsyms_path, cache=False)
+    got = json_lines(proc.stdout)
+    assert got == [r.resolve(a).to_json() for a in probes]
+    want_km = "".join(t + "\n" for t in r.kallmodsyms_lines()).encode("utf-8", "surrogateescape")
+    assert run_c(clib, ["kallmodsyms"] + base, sanitized=True).stdout == want_km
+
+
+@pytest.fixture(scope="session")
+def probe_addresses():
+    addrs = set()
+    for line in open(FIXTURE_KALLSYMS, "rb"):
+        a = int(line.split()[0], 16)
+        addrs.update({a, a + 1, max(a - 1, 0)})
+    return sorted(addrs)[::3] + [0, 2**64 - 1]
+
+
+@FUZZ_CASES
+@given(mutation=syms_mutation)
+def test_damaged_dtrace_syms_same_decision(clib, fixture_syms, probe_addresses, tmp_path_factory,
+                                           mutation):
+    path = str(tmp_path_factory.mktemp("fuzz") / "dtrace_syms")
+    with open(fixture_syms, "rb") as f:
+        open(path, "wb").write(mutate_syms(f.read(), mutation))
+    check_same_decision(clib, path, FIXTURE_KALLSYMS, probe_addresses)
+
+
+@FUZZ_CASES
+@given(ops=kallsyms_mutation)
+def test_damaged_kallsyms_same_decision(clib, fixture_syms, probe_addresses, tmp_path_factory, ops):
+    path = str(tmp_path_factory.mktemp("fuzz") / "kallsyms")
+    with open(FIXTURE_KALLSYMS, "rb") as f:
+        open(path, "wb").write(mutate_kallsyms(f.read(), ops))
+    check_same_decision(clib, fixture_syms, path, probe_addresses)
+
+
+@pytest.mark.slow
+@SLOW
+@given(mutation=syms_mutation)
+def test_damaged_dtrace_syms_same_decision_slow(clib, fixture_syms, probe_addresses,
+                                                tmp_path_factory, mutation):
+    test_damaged_dtrace_syms_same_decision.hypothesis.inner_test(
+        clib, fixture_syms, probe_addresses, tmp_path_factory, mutation)
+
+
+@pytest.mark.slow
+@SLOW
+@given(ops=kallsyms_mutation)
+def test_damaged_kallsyms_same_decision_slow(clib, fixture_syms, probe_addresses,
+                                             tmp_path_factory, ops):
+    test_damaged_kallsyms_same_decision.hypothesis.inner_test(
+        clib, fixture_syms, probe_addresses, tmp_path_factory, ops)
