@@ -105,9 +105,6 @@ struct kms_handle {
     uint32_t *iv_line;
     int32_t *iv_parent;
 
-    /* names: open addressing over every line, in kallsyms order */
-    uint32_t *slot;             /* line + 1, 0 empty */
-    size_t slot_mask;
 };
 
 static const char *const vmlinux_list[] = {"vmlinux"};
@@ -321,15 +318,14 @@ static int map_syms(kms_handle *h, const char *path, kms_error *err)
 
 /* ------------------------------------------------------------ kallsyms */
 
-static int hexval(unsigned char c)
+/* Hex digit values, 0xFF for anything else. */
+static void hex_table(uint8_t tab[256])
 {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
+    memset(tab, 0xFF, 256);
+    for (int c = 0; c < 10; c++)
+        tab['0' + c] = (uint8_t)c;
+    for (int c = 0; c < 6; c++)
+        tab['a' + c] = tab['A' + c] = (uint8_t)(10 + c);
 }
 
 static int is_space(unsigned char c) /* Python's bytes.strip() set */
@@ -372,8 +368,20 @@ static int parse_kallsyms(kms_handle *h, size_t len, const char *source, kms_err
     char **tags = NULL;         /* each module's stripped tag */
     size_t *taglen = NULL;
 
+    uint8_t hex[256];
+    hex_table(hex);
     h->nmods = 1;
     h->unterminated = SIZE_MAX;
+    /* one row per line at most: count them first, so nothing is copied */
+    for (const char *p = t, *end = t + len; p < end; cap++) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        p = nl ? nl + 1 : end;
+    }
+    if (!ALLOC(h, addr, cap) || !ALLOC(h, name, cap) || !ALLOC(h, name_len, cap) ||
+        !ALLOC(h, type, cap) || !ALLOC(h, module, cap)) {
+        fail(err, KMS_E_NOMEM, "out of memory reading %s", source);
+        goto bad;
+    }
     for (size_t s = 0; s < len;) {
         char *nl = memchr(t + s, '\n', len - s);
         size_t e = nl ? (size_t)(nl - t) : len, next = nl ? e + 1 : len, ne;
@@ -400,11 +408,13 @@ static int parse_kallsyms(kms_handle *h, size_t len, const char *source, kms_err
         }
         uint64_t a = 0;
         int ok = line[width] == ' ' && line[width + 2] == ' ';
+        uint8_t bad = 0;
         for (size_t k = 0; k < width; k++) {
-            int v = hexval((unsigned char)line[k]);
-            ok &= v >= 0;
-            a = a << 4 | (uint64_t)(v & 15);
+            uint8_t v = hex[(unsigned char)line[k]];
+            bad |= v;
+            a = a << 4 | (v & 15);
         }
+        ok &= !(bad & 0xF0);
         unsigned char type = (unsigned char)line[width + 1];
         ok &= (type >= 'A' && type <= 'Z') || (type >= 'a' && type <= 'z') || type == '?';
         if (!ok) {
@@ -463,28 +473,6 @@ static int parse_kallsyms(kms_handle *h, size_t len, const char *source, kms_err
         any_nonzero |= a != 0;
         /* A hidden address prints as 0; only per-cpu 'A' lines really are at 0. */
         if (a != 0 || type == 'A' || type == 'a') {
-            if (n == cap) {
-                size_t nc = cap ? cap * 2 : 4096;
-                uint64_t *na = realloc(h->addr, nc * sizeof *na);
-                if (na)
-                    h->addr = na;
-                uint32_t *nn = na ? realloc(h->name, nc * sizeof *nn) : NULL;
-                if (nn)
-                    h->name = nn;
-                uint32_t *nl2 = nn ? realloc(h->name_len, nc * sizeof *nl2) : NULL;
-                if (nl2)
-                    h->name_len = nl2;
-                uint8_t *nt = nl2 ? realloc(h->type, nc) : NULL;
-                if (nt)
-                    h->type = nt;
-                uint32_t *nm = nt ? realloc(h->module, nc * sizeof *nm) : NULL;
-                if (!nm) {
-                    fail(err, KMS_E_NOMEM, "out of memory reading %s", source);
-                    goto bad;
-                }
-                h->module = nm;
-                cap = nc;
-            }
             h->addr[n] = a;
             h->name[n] = (uint32_t)(s + width + 3);
             h->name_len[n] = (uint32_t)(ne - (s + width + 3));
@@ -586,12 +574,28 @@ static void merge_sort(struct keyed *a, size_t n, struct keyed *tmp)
         memcpy(a, src, n * sizeof *a);
 }
 
+/* The same, for input whose long sorted prefix (kallsyms' core lines) is
+ * followed by a few unsorted lines (loaded modules list theirs in symbol
+ * table order): the rest is sorted alone, then merged once. */
 static int sort_keyed(struct keyed *a, size_t n)
 {
-    struct keyed *tmp = malloc((n ? n : 1) * sizeof *tmp);
+    size_t p = 1;
+    while (p < n && a[p].key >= a[p - 1].key)
+        p++;
+    if (p >= n)
+        return 0;
+    struct keyed *tmp = malloc(n * sizeof *tmp);
     if (!tmp)
         return -1;
-    merge_sort(a, n, tmp);
+    merge_sort(a + p, n - p, tmp);
+    size_t i = 0, j = p, o = 0;
+    while (i < p && j < n)
+        tmp[o++] = a[j].key < a[i].key ? a[j++] : a[i++];
+    while (i < p)
+        tmp[o++] = a[i++];
+    while (j < n)
+        tmp[o++] = a[j++];
+    memcpy(a, tmp, n * sizeof *a);
     free(tmp);
     return 0;
 }
@@ -628,32 +632,26 @@ static size_t lower_bound(const uint64_t *v, size_t n, uint64_t x)
 
 /* ------------------------------------------------------------ names */
 
-static int build_names(kms_handle *h)
+/* Whether line I is called NAME (NUL-terminated, read no further than its NUL). */
+static int name_eq(const kms_handle *h, size_t i, const char *name)
 {
-    size_t cap = 16;
-    while (cap < 2 * h->n)
-        cap *= 2;
-    if (!(h->slot = calloc(cap, sizeof *h->slot)))
-        return -1;
-    h->slot_mask = cap - 1;
-    for (size_t i = 0; i < h->n; i++) {
-        size_t k = name_hash(line_name(h, i), h->name_len[i]) & h->slot_mask;
-        while (h->slot[k])
-            k = (k + 1) & h->slot_mask;
-        h->slot[k] = (uint32_t)i + 1;
-    }
-    return 0;
+    const char *p = line_name(h, i);
+    uint32_t len = h->name_len[i];
+    for (uint32_t k = 0; k < len; k++)
+        if (name[k] != p[k] || !name[k])
+            return 0;
+    return name[len] == 0;
 }
 
-/* Lines called NAME, in kallsyms order: call FN(line) for each until it returns nonzero. */
+/* Lines called NAME (LEN bytes), in kallsyms order: call FN(line) for each
+ * until it returns nonzero; that line, or -1.  A scan (no name index is
+ * kept: lookups by name are rare, and the lines' lengths are compared first). */
 static long find_lines(const kms_handle *h, const char *name, size_t len,
                        int (*fn)(const kms_handle *, size_t, void *), void *arg)
 {
-    for (size_t k = name_hash(name, len) & h->slot_mask; h->slot[k]; k = (k + 1) & h->slot_mask) {
-        size_t i = h->slot[k] - 1;
-        if (line_name_is(h, i, name, len) && fn(h, i, arg))
+    for (size_t i = 0; i < h->n; i++)
+        if (h->name_len[i] == len && memcmp(line_name(h, i), name, len) == 0 && fn(h, i, arg))
             return (long)i;
-    }
     return NO;
 }
 
@@ -696,7 +694,8 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
     uint8_t *known = calloc(nseg ? nseg : 1, 1);
     uint64_t *core_addr = NULL;
     uint32_t *core_line = NULL;
-    size_t ncore = 0;
+    long *first_line = NULL;
+    size_t *anchor_len = NULL, ncore = 0;
     uint32_t verified = 0, total = 0;
     int any_known = 0, rc = KMS_OK;
 
@@ -713,19 +712,39 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
             core_line[ncore++] = i;
         }
     }
-    for (uint32_t seg = 0; seg < nseg; seg++) {
-        for (uint32_t a = 0; a < nanch && !known[seg]; a++) {
-            const unsigned char *an = ent(h, T_ANCHORS, a);
-            if (le32(an + 4) != seg)
-                continue;
-            uint32_t s = le32(an);
-            const char *name = str(h, le32(ent(h, T_SYMBOLS, s) + SYM_NAME));
-            long line = find_lines(h, name, strlen(name), is_core_terminated, NULL);
-            if (line >= 0) {
-                shift[seg] = h->addr[line] - sym_link(h, s);
-                known[seg] = 1;
-                any_known = 1;
+    /* The first core line of each anchor's name (one pass over the lines,
+     * comparing lengths first), then each segment's first anchor found. */
+    if (!(first_line = malloc((nanch ? nanch : 1) * sizeof *first_line)) ||
+        !(anchor_len = malloc((nanch ? nanch : 1) * sizeof *anchor_len))) {
+        rc = fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
+        goto out;
+    }
+    uint64_t lengths[8] = {0};  /* bit L % 512: some anchor name is L bytes long */
+    for (uint32_t a = 0; a < nanch; a++) {
+        const char *name = str(h, le32(ent(h, T_SYMBOLS, le32(ent(h, T_ANCHORS, a))) + SYM_NAME));
+        anchor_len[a] = strlen(name);
+        first_line[a] = NO;
+        lengths[anchor_len[a] / 64 % 8] |= UINT64_C(1) << anchor_len[a] % 64;
+    }
+    for (size_t i = 0, missing = nanch; i < h->n && missing; i++) {
+        uint32_t len = h->name_len[i];
+        if (!(lengths[len / 64 % 8] >> len % 64 & 1) || !is_core_terminated(h, i, NULL))
+            continue;
+        for (uint32_t a = 0; a < nanch; a++)
+            if (first_line[a] == NO && anchor_len[a] == len &&
+                !memcmp(line_name(h, i),
+                        str(h, le32(ent(h, T_SYMBOLS, le32(ent(h, T_ANCHORS, a))) + SYM_NAME)),
+                        len)) {
+                first_line[a] = (long)i;
+                missing--;
             }
+    }
+    for (uint32_t a = 0; a < nanch; a++) {
+        uint32_t seg = le32(ent(h, T_ANCHORS, a) + 4);
+        if (!known[seg] && first_line[a] >= 0) {
+            shift[seg] = h->addr[first_line[a]] - sym_link(h, le32(ent(h, T_ANCHORS, a)));
+            known[seg] = 1;
+            any_known = 1;
         }
     }
     for (uint32_t a = 0; a < nanch; a++) {
@@ -735,10 +754,9 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
         if (!known[seg])
             continue;
         const char *name = str(h, le32(ent(h, T_SYMBOLS, s) + SYM_NAME));
-        size_t len = strlen(name);
         uint64_t at = sym_link(h, s) + shift[seg];
         for (size_t k = lower_bound(core_addr, ncore, at); k < ncore && core_addr[k] == at; k++)
-            if (line_name_is(h, core_line[k], name, len)) {
+            if (name_eq(h, core_line[k], name)) {
                 verified++;
                 break;
             }
@@ -795,6 +813,8 @@ out:
     free(known);
     free(core_addr);
     free(core_line);
+    free(first_line);
+    free(anchor_len);
     return rc;
 }
 
@@ -846,21 +866,32 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
         }
         free(ks);
     }
-    for (size_t i = 0; i < h->n; i++) {
+    for (size_t i = 0; i < h->n; i++)
         h->entry[i] = h->section[i] = NO;
-        if (h->module[i] != 0)
+    /* Lines in address order walk the extents (extent_of, without a search). */
+    for (size_t k = 0, e = 0; k < h->n; k++) {
+        size_t i = h->by_address[k];
+        while (e < h->next && h->ext_start[e] <= h->addr[i])
+            e++;
+        if (h->module[i] != 0 || e == 0 || h->addr[i] >= h->ext_end[e - 1])
             continue;
-        int32_t sec = extent_of(h, h->addr[i]);
+        int32_t sec = (int32_t)h->ext_sec[e - 1];
         h->section[i] = sec;
-        if (sec < 0 || !keyed)
+        if (!keyed)
             continue;
-        uint64_t k = (uint64_t)sec << 32 | (h->addr[i] - h->section_base[sec]);
-        size_t lo = lower_bound(key, nsym, k), hi = lo;
+        uint64_t off = h->addr[i] - h->section_base[sec];
+        uint64_t k = (uint64_t)sec << 32 | off;
+        /* An offset below 2^32 keys within the section's own slice; a larger
+         * one (a section of 4 GiB or more: damaged) ORs into the section
+         * bits, as the Python's key does, and is searched for everywhere. */
+        size_t from = off >> 32 ? 0 : (sec ? sec_first[sec - 1] : 0);
+        size_t to = off >> 32 ? nsym : sec_first[sec];
+        size_t lo = from + lower_bound(key + from, to - from, k), hi = lo;
         while (hi < nsym && key[hi] == k)
             hi++;
         for (size_t j = lo; j < hi; j++) {
             const char *nm = str(h, le32(ent(h, T_SYMBOLS, by_key[j]) + SYM_NAME));
-            if (line_name_is(h, i, nm, strlen(nm))) {
+            if (name_eq(h, i, nm)) {
                 h->entry[i] = (int32_t)by_key[j];
                 break;
             }
@@ -939,15 +970,17 @@ static int build_index(kms_handle *h, kms_error *err)
     /* Padding (__pfx_/__cfi_) inside a placed section: its size is the
      * distance to the next distinct address above, if one of the (first 4)
      * lines there is the function it prefixes. */
-    for (size_t i = 0; i < n; i++) {
+    for (size_t k = 0; k < n; k++) {
+        size_t i = h->by_address[k], nxt = k + 1;
         if (h->entry[i] >= 0 || h->section[i] < 0 ||
             !(has_prefix(h, i, "__pfx_") || has_prefix(h, i, "__cfi_")))
             continue;
-        size_t nxt = upper_bound(h->sorted_addr, n, h->addr[i]);
+        while (nxt < n && h->sorted_addr[nxt] == h->addr[i])
+            nxt++;
         if (nxt >= n)
             continue;
-        for (size_t k = 0; k < 4; k++) {
-            size_t at = nxt + k < n ? nxt + k : n - 1;
+        for (size_t j = 0; j < 4; j++) {
+            size_t at = nxt + j < n ? nxt + j : n - 1;
             if (h->sorted_addr[at] != h->sorted_addr[nxt])
                 break;
             if (line_name_is(h, h->by_address[at], line_name(h, i) + 6, h->name_len[i] - 6)) {
@@ -1174,10 +1207,6 @@ static kms_handle *load(const char *syms_path, char *text, size_t len, const cha
         h->sorted_addr[k] = order[k].key;
     }
     free(order);
-    if (build_names(h)) {
-        fail(err, KMS_E_NOMEM, "out of memory indexing %s", source);
-        goto bad;
-    }
     if (place_sections(h, syms_path, source, check, err) || attribute_lines(h, syms_path, err) ||
         build_index(h, err))
         goto bad;
@@ -1247,7 +1276,6 @@ void kms_free(kms_handle *h)
     free(h->iv_end);
     free(h->iv_line);
     free(h->iv_parent);
-    free(h->slot);
     free(h);
 }
 

@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
+/*
+ * kms-bench: what bench/rows.py times for libkmodsyms (one JSON line each).
+ *
+ *   kms-bench floor KALLSYMS RUNS        read the file and split its lines: the floor
+ *   kms-bench load SYMS KALLSYMS RUNS    kms_load + kms_free, each run cold (nothing kept)
+ *   kms-bench resolve SYMS KALLSYMS N LO HI
+ *                                        kms_resolve of N addresses uniform in [LO, HI]
+ *   kms-bench memory SYMS KALLSYMS       peak RSS of one load above the process's before it
+ *
+ * Times are seconds of CLOCK_MONOTONIC, one per run.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kmodsyms.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int die(const char *what)
+{
+    fprintf(stderr, "kms-bench: %s\n", what);
+    return 2;
+}
+
+/* The floor: one read of the whole file, then every line found (memchr). */
+static long floor_once(const char *path)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0 || fstat(fd, &st) != 0)
+        return -1;
+    size_t cap = st.st_size > 0 ? (size_t)st.st_size + 1 : 1 << 20, n = 0;
+    char *buf = malloc(cap);
+    ssize_t got;
+    while (buf && (got = read(fd, buf + n, cap - n)) > 0) {
+        n += (size_t)got;
+        if (n == cap) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+            }
+            buf = nb;
+        }
+    }
+    close(fd);
+    if (!buf)
+        return -1;
+    long lines = 0;
+    for (const char *p = buf, *end = buf + n; p < end; lines++) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        p = nl ? nl + 1 : end;
+    }
+    free(buf);
+    return lines;
+}
+
+static long status_field(const char *field)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    size_t len = strlen(field);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, field, len) && line[len] == ':')
+            v = strtol(line + len + 1, NULL, 10) * 1024;
+    if (f)
+        fclose(f);
+    return v;
+}
+
+int main(int argc, char **argv)
+{
+    kms_error err;
+    if (argc < 3)
+        return die("usage: kms-bench floor|load|resolve|memory ARGS");
+    const char *mode = argv[1];
+    if (!strcmp(mode, "floor") && argc == 4) {
+        int runs = atoi(argv[3]);
+        printf("{\"seconds\": [");
+        for (int r = 0; r < runs; r++) {
+            double t0 = now();
+            if (floor_once(argv[2]) < 0)
+                return die("cannot read kallsyms");
+            printf("%s%.6f", r ? ", " : "", now() - t0);
+        }
+        printf("]}\n");
+        return 0;
+    }
+    if (!strcmp(mode, "load") && argc == 5) {
+        int runs = atoi(argv[4]);
+        printf("{\"seconds\": [");
+        for (int r = 0; r < runs; r++) {
+            double t0 = now();
+            kms_handle *h = kms_load(argv[2], argv[3], 0, &err);
+            double dt = now() - t0;
+            if (!h)
+                return die(err.message);
+            kms_free(h);
+            printf("%s%.6f", r ? ", " : "", dt);
+        }
+        printf("]}\n");
+        return 0;
+    }
+    if (!strcmp(mode, "resolve") && argc == 7) {
+        long n = atol(argv[4]);
+        unsigned long long lo = strtoull(argv[5], NULL, 0), hi = strtoull(argv[6], NULL, 0);
+        uint64_t *q = malloc((size_t)n * sizeof *q), x = 0x9E3779B97F4A7C15u, sized = 0, found = 0;
+        kms_handle *h = kms_load(argv[2], argv[3], 0, &err);
+        if (!h || !q)
+            return die(h ? "out of memory" : err.message);
+        for (long i = 0; i < n; i++) { /* xorshift64: uniform enough, reproducible */
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            q[i] = lo + x % (hi - lo + 1);
+        }
+        double t0 = now();
+        for (long i = 0; i < n; i++) {
+            struct kms_sym s;
+            kms_resolve(h, q[i], &s);
+            sized += s.sized;
+            found += s.sym != NULL;
+        }
+        double dt = now() - t0;
+        printf("{\"seconds\": %.6f, \"addresses\": %ld, \"answered\": %llu, \"sized\": %llu}\n", dt,
+               n, (unsigned long long)found, (unsigned long long)sized);
+        kms_free(h);
+        free(q);
+        return 0;
+    }
+    if (!strcmp(mode, "memory") && argc == 4) {
+        /* Reset the high-water mark to the current RSS (Linux >= 4.0). */
+        FILE *f = fopen("/proc/self/clear_refs", "w");
+        if (f) {
+            fputs("5", f);
+            fclose(f);
+        }
+        long before = status_field("VmRSS");
+        kms_handle *h = kms_load(argv[2], argv[3], 0, &err);
+        if (!h)
+            return die(err.message);
+        long peak = status_field("VmHWM"), anon = status_field("RssAnon"),
+             file = status_field("RssFile");
+        printf("{\"before\": %ld, \"peak\": %ld, \"rss_anon\": %ld, \"rss_file\": %ld}\n", before,
+               peak - before, anon, file);
+        kms_free(h);
+        return 0;
+    }
+    return die("usage: kms-bench floor|load|resolve|memory ARGS");
+}
