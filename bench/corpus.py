@@ -21,7 +21,8 @@ from typing import Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURE = os.path.join(ROOT, "fixtures", "kbuild")
-KERNELS = os.path.join(os.path.dirname(ROOT), "shared", "kernels")
+# ../shared/kernels of the repository; KMODSYMS_KERNELS names another (a git worktree's).
+KERNELS = os.environ.get("KMODSYMS_KERNELS") or os.path.join(os.path.dirname(ROOT), "shared", "kernels")
 CORPUS_NAME = "linux-6.12-defconfig"            # x86_64, the benchmark's
 ARM64_CORPUS_NAME = "linux-6.12-arm64"
 CORPUS_NAMES = (CORPUS_NAME, ARM64_CORPUS_NAME)

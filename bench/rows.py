@@ -497,6 +497,96 @@ def row_refresh(b: Bench) -> list[dict]:
                    "vmlinux's placement kept, modules matched again)")]
 
 
+# -- 9. the C loader (contrib/c, libkmodsyms) ------------------------------------
+def _kms_bench(b: Bench) -> str:
+    """contrib/c's kms-bench, built (optimised, as installed) into the scratch dir once."""
+    out = b.path("clib", "kms-bench")
+    if not os.path.exists(out):
+        src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "contrib", "c")
+        subprocess.run(["make", "-s", "-C", src, f"O={os.path.dirname(out)}",
+                        os.path.join(os.path.dirname(out), "kms-bench")],
+                       check=True, stdout=subprocess.DEVNULL)
+    return out
+
+
+def _kms(b: Bench, *args) -> dict:
+    proc = subprocess.run([_kms_bench(b)] + [str(a) for a in args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"kms-bench {args[0]} exited {proc.returncode}: {proc.stderr.strip()}")
+    return json.loads(proc.stdout)
+
+
+def row_c_load(b: Bench) -> list[dict]:
+    """Cold kms_load() of the corpus (map and check dtrace_syms, read and
+    parse kallsyms, place, attribute, index: nothing is cached between
+    loads), against drgn's kallsyms loader and against the floor: reading
+    the kallsyms file and finding its lines, in C."""
+    syms, ks = b.syms(), b.corpus.kallsyms
+
+    def ours() -> float:
+        return _kms(b, "load", syms, ks, 1)["seconds"][0]
+
+    def floor() -> float:
+        return _kms(b, "floor", ks, 1)["seconds"][0]
+
+    fn, why = _drgn_loader()
+    fns = [ours, floor]
+    if fn is not None:
+        def drgn() -> float:
+            gc.collect()
+            t0 = time.perf_counter()
+            fn(ks, True)
+            return time.perf_counter() - t0
+        fns.append(drgn)
+    samples = interleaved(fns, b.runs)
+    o, f = median(samples[0]), median(samples[1])
+    size = f"kallsyms {os.path.getsize(ks):,} bytes, dtrace_syms {os.path.getsize(syms):,} bytes"
+    rows = [result("c_load_floor", "C kms_load() cold / reading kallsyms and splitting its lines in C",
+                   "s", o, f, o / f, "<= 2x", o / f <= 2.0,
+                   {"ours": samples[0], "baseline": samples[1]},
+                   f"in-process, one load per fresh process; {size}")]
+    if fn is None:
+        rows.append(result("c_load_drgn", "C kms_load() cold / drgn's kallsyms loader", "s", o,
+                           target="<= 0.25x", samples={"ours": samples[0]},
+                           note=f"baseline missing: {why}", status="baseline missing"))
+    else:
+        d = median(samples[2])
+        rows.append(result("c_load_drgn", "C kms_load() cold / drgn's kallsyms loader", "s", o, d,
+                           o / d, "<= 0.25x", o / d <= 0.25,
+                           {"ours": samples[0], "baseline": samples[2]},
+                           f"baseline: {why} _load_proc_kallsyms(FILE, modules=True) in-process; {size}"))
+    return rows
+
+
+def row_c_resolve(b: Bench) -> list[dict]:
+    lo, hi, _ = b.core_range()
+    runs = [_kms(b, "resolve", b.syms(), b.corpus.kallsyms, N_ADDRESSES, hex(lo), hex(hi))
+            for _ in range(b.runs)]
+    s = [r["seconds"] for r in runs]
+    rate = N_ADDRESSES / median(s)
+    return [result("c_resolve", f"C kms_resolve(), {N_ADDRESSES:,} random core addresses, one thread",
+                   "addr/s", rate, None, None, ">= 20,000,000/s", rate >= 20_000_000,
+                   {"seconds": s},
+                   f"uniform over [{lo:#x}, {hi:#x}] (xorshift64); {runs[0]['answered'] / N_ADDRESSES:.1%} "
+                   f"answered, {runs[0]['sized'] / N_ADDRESSES:.1%} sized; the full record is filled")]
+
+
+def row_c_memory(b: Bench) -> list[dict]:
+    syms, ks = b.syms(), b.corpus.kallsyms
+    size = os.path.getsize(ks)
+    probes = [_kms(b, "memory", syms, ks) for _ in range(b.runs)]
+    peak = median([p["peak"] for p in probes])
+    anon = median([p["rss_anon"] for p in probes])
+    file = median([p["rss_file"] for p in probes])
+    return [result("c_memory", "C kms_load(): peak RSS above the process's / kallsyms size", "bytes",
+                   peak, size, peak / size, "<= 1.5x", peak / size <= 1.5, {"probes": probes},
+                   f"fresh process, VmHWM after the load - VmRSS before; after it, anonymous "
+                   f"{anon / 2**20:.1f} MiB (the kallsyms text {size / 2**20:.1f} MiB kept for the names, "
+                   f"per-line arrays, index) and file-backed {file / 2**20:.1f} MiB (the mapped "
+                   f"dtrace_syms, {os.path.getsize(syms) / 2**20:.1f} MiB, shared with the page cache)")]
+
+
 ROWS = {
     "build": row_build,
     "rebuild": row_rebuild,
@@ -507,7 +597,11 @@ ROWS = {
     "memory": row_memory,
     "scaling": row_scaling,
     "refresh": row_refresh,
+    "c_load": row_c_load,
+    "c_resolve": row_c_resolve,
+    "c_memory": row_c_memory,
 }
 ALIASES = {"1": "build", "2": "rebuild", "3": "load", "4": "resolve_many", "5": "resolve_cli",
            "6": "memory", "7": "scaling", "resolve": "resolve_cli", "mem": "memory",
-           "scan_scaling": "scaling", "lookup": "lookup_cli", "8": "refresh"}
+           "scan_scaling": "scaling", "lookup": "lookup_cli", "8": "refresh", "9": "c_load",
+           "10": "c_resolve", "11": "c_memory"}

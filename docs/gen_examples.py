@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import io
+import json
 import os
 import re
 import struct
@@ -375,8 +376,10 @@ def mdio_entry(d: Dump) -> str:
         f" size {sec['size']}, address {sec['address']:#x}, placement {sec['placement']};",
         f"* value {s['value']}, size {s['size']}, type {s['type']} ({STT[s['type']]}), binding "
         f"{s['binding']} ({STB[s['binding']]}): link address {d.link(i):#x}.",
-        "", f"`contrib/c`'s `kmodsyms-c-lookup {SYMS} mdio_bus_read` prints",
-        f"`{','.join(d.modset_names(s['modset']))} {d.object_path(s['object'])} {s['size']}`."])
+        "", f"`contrib/c`'s `kmodsyms-c lookup --syms {SYMS} --kallsyms fixtures/kbuild/kallsyms "
+        "mdio_bus_read`",
+        f"prints its kallsyms line with `\"modules\": {json.dumps(d.modset_names(s['modset']))}`, "
+        f"`\"object\": \"{d.object_path(s['object'])}\"` and `\"size\": {s['size']}`."])
 
 
 def segments_and_anchors(d: Dump) -> str:

@@ -40,7 +40,6 @@ from test_fuzz import (FAST_KALLSYMS, SLOW, _COMMON, kallsyms_mutation, mutate_k
 from hypothesis import settings
 
 CSRC = os.path.join(ROOT, "contrib", "c")
-KERNELS = os.path.join(os.path.dirname(ROOT), "shared", "kernels")
 FIXTURE_KALLSYMS = os.path.join(FIXTURE, "kallsyms")
 N_RANDOM = 200_000
 SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=99",
@@ -90,7 +89,7 @@ def text_only(kallsyms: str, dest: str) -> str:
 def unpacked(name: str, tmp_path_factory) -> str | None:
     """../shared/kernels/NAME.tar.xz unpacked once per machine (the corpus
     cache of bench/corpus.py), or None when absent."""
-    from bench.corpus import _corpus_cache_dir
+    from bench.corpus import KERNELS, _corpus_cache_dir
     tarball = os.path.join(KERNELS, name + ".tar.xz")
     if not os.path.exists(tarball):
         return None
