@@ -144,7 +144,17 @@ static void put_record(const struct kms_sym *r, FILE *out)
     put_json_cstring(r->sym_binding <= 2 ? binding_names[r->sym_binding] : NULL, out);
     fputs(", \"object\": ", out);
     put_json_cstring(r->object, out);
-    fprintf(out, ", \"ambiguous\": %s}\n", r->ambiguous ? "true" : "false");
+    fprintf(out, ", \"ambiguous\": %s", r->ambiguous ? "true" : "false");
+    if (r->ambiguous) {
+        fputs(", \"candidates\": [", out);
+        for (uint32_t k = 0; k < r->ncandidates; k++) {
+            if (k)
+                fputs(", ", out);
+            put_modules(r->candidates[k].nmodules, r->candidates[k].modules, out);
+        }
+        putc(']', out);
+    }
+    fputs("}\n", out);
 }
 
 static int die(const char *msg)

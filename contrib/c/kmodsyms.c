@@ -101,10 +101,14 @@ struct kms_handle {
     uint32_t nmods;
     const char **mod_name;      /* [0] "vmlinux"; loaded and pseudo-modules */
     size_t core_lines;
-    size_t unterminated;        /* the last line when no newline ends it, else SIZE_MAX */
 
     /* placement */
     uint64_t *section_base;
+    uint8_t *placed;            /* per section: moved by a known shift, placement != 0 */
+    size_t namb;                /* ambiguous lines, ascending, and their candidates */
+    uint32_t *amb_line, *amb_first, *amb_count;
+    struct kms_modlist *cand_list; /* module list of each candidate entry */
+    uint32_t *cand_modset;
     uint32_t next;              /* placed extents, by base */
     uint64_t *ext_start, *ext_end;
     struct sampled ext_index, line_index, iv_index; /* over ext_start, sorted_addr, iv_start */
@@ -386,7 +390,6 @@ static int parse_kallsyms(kms_handle *h, size_t len, const char *source, kms_err
     uint8_t hex[256];
     hex_table(hex);
     h->nmods = 1;
-    h->unterminated = SIZE_MAX;
     /* one row per line at most: count them first, so nothing is copied */
     for (const char *p = t, *end = t + len; p < end; cap++) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -493,8 +496,6 @@ static int parse_kallsyms(kms_handle *h, size_t len, const char *source, kms_err
             h->name_len[n] = (uint32_t)(ne - (s + width + 3));
             h->type[n] = type;
             h->module[n] = mod;
-            if (!nl)
-                h->unterminated = n;
             n++;
         }
         s = next;
@@ -696,14 +697,6 @@ static long find_lines(const kms_handle *h, const char *name, size_t len,
 
 /* ------------------------------------------------------------ placement */
 
-static int is_core_terminated(const kms_handle *h, size_t i, void *arg)
-{
-    (void)arg;
-    /* LinkedPlacement._find_core_line searches " NAME\n": a core line whose
-     * name is followed by a newline (not a last line without one). */
-    return h->module[i] == 0 && i != h->unterminated;
-}
-
 static uint64_t sym_link(const kms_handle *h, uint32_t s)
 {
     const unsigned char *sym = ent(h, T_SYMBOLS, s);
@@ -718,11 +711,29 @@ static int32_t extent_of(const kms_handle *h, uint64_t a)
     return (int32_t)h->ext_sec[i - 1];
 }
 
+static const char *sym_name(const kms_handle *h, uint32_t s)
+{
+    return str(h, le32(ent(h, T_SYMBOLS, s) + SYM_NAME));
+}
+
+/* Allowed misplaced anchors among those present (placement.misplaced_anchors_allowed). */
+static uint32_t misplaced_allowed(uint32_t present)
+{
+    return present / 10 > 2 ? present / 10 : 2;
+}
+
+struct anchor_line {
+    uint32_t anchor, line;
+};
+
 /*
- * LinkedPlacement._shift_segments: each segment's shift from its first
- * anchor found by name among the core lines; every anchor checked at its
- * link address + shift; each section with a link address moves with the
- * (last) segment holding it.
+ * LinkedPlacement._shift_segments: each segment's shift is the one most of
+ * its anchors' core lines vote for (ties: the lowest); each anchor is then
+ * placed (a line of its name at link address + shift), misplaced (lines of
+ * its name, none there) or absent (AnchorCheck); a segment none of whose
+ * anchors is present moves with the segments around it when they moved
+ * alike; each section with a link address moves with the (last) segment
+ * holding it.
  */
 static int place_sections(kms_handle *h, const char *syms_path, const char *source, int check,
                           kms_error *err)
@@ -731,84 +742,181 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
     uint32_t nsec = h->count[T_SECTIONS];
     uint64_t *shift = calloc(nseg ? nseg : 1, sizeof *shift);
     uint8_t *known = calloc(nseg ? nseg : 1, 1);
-    uint64_t *core_addr = NULL;
-    uint32_t *core_line = NULL;
-    long *first_line = NULL;
-    size_t *anchor_len = NULL, ncore = 0;
-    uint32_t verified = 0, total = 0;
-    int any_known = 0, rc = KMS_OK;
+    size_t *anchor_len = malloc((nanch ? nanch : 1) * sizeof *anchor_len);
+    uint32_t *order = malloc((nseg ? nseg : 1) * sizeof *order);
+    struct anchor_line *found = NULL;
+    size_t nfound = 0, capfound = 0;
+    uint32_t verified = 0, misplaced = 0, absent = 0, absent_functions = 0;
+    const char *example_absent = "";
+    int rc = KMS_OK;
 
-    if (!shift || !known || !ALLOC(h, section_base, nsec) ||
-        !(core_addr = malloc((h->core_lines ? h->core_lines : 1) * sizeof *core_addr)) ||
-        !(core_line = malloc((h->core_lines ? h->core_lines : 1) * sizeof *core_line))) {
+    if (!shift || !known || !anchor_len || !order ||
+        !ALLOC(h, section_base, nsec)) {
         rc = fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
         goto out;
     }
-    for (size_t k = 0; k < h->n; k++) {
-        uint32_t i = h->by_address[k];
-        if (h->module[i] == 0) {
-            core_addr[ncore] = h->addr[i];
-            core_line[ncore++] = i;
-        }
-    }
-    /* The first core line of each anchor's name (one pass over the lines,
-     * comparing lengths first), then each segment's first anchor found. */
-    if (!(first_line = malloc((nanch ? nanch : 1) * sizeof *first_line)) ||
-        !(anchor_len = malloc((nanch ? nanch : 1) * sizeof *anchor_len))) {
-        rc = fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
-        goto out;
-    }
-    uint64_t lengths[8] = {0};  /* bit L % 512: some anchor name is L bytes long */
+    /* The core lines of each anchor's name, in kallsyms order (one pass,
+     * comparing only lines of a length some anchor name has). */
+    uint64_t lengths[8] = {0}; /* bit L % 512: some anchor name is L bytes long */
     for (uint32_t a = 0; a < nanch; a++) {
-        const char *name = str(h, le32(ent(h, T_SYMBOLS, le32(ent(h, T_ANCHORS, a))) + SYM_NAME));
-        anchor_len[a] = strlen(name);
-        first_line[a] = NO;
+        anchor_len[a] = strlen(sym_name(h, le32(ent(h, T_ANCHORS, a))));
         lengths[anchor_len[a] / 64 % 8] |= UINT64_C(1) << anchor_len[a] % 64;
     }
-    for (size_t i = 0, missing = nanch; i < h->n && missing; i++) {
+    for (size_t i = 0; i < h->n; i++) {
         uint32_t len = h->name_len[i];
-        if (!(lengths[len / 64 % 8] >> len % 64 & 1) || !is_core_terminated(h, i, NULL))
+        if (h->module[i] != 0 || !(lengths[len / 64 % 8] >> len % 64 & 1))
             continue;
-        for (uint32_t a = 0; a < nanch; a++)
-            if (first_line[a] == NO && anchor_len[a] == len &&
-                !memcmp(line_name(h, i),
-                        str(h, le32(ent(h, T_SYMBOLS, le32(ent(h, T_ANCHORS, a))) + SYM_NAME)),
-                        len)) {
-                first_line[a] = (long)i;
-                missing--;
+        for (uint32_t a = 0; a < nanch; a++) {
+            if (anchor_len[a] != len ||
+                memcmp(line_name(h, i), sym_name(h, le32(ent(h, T_ANCHORS, a))), len) != 0)
+                continue;
+            if (nfound == capfound) {
+                size_t nc = capfound ? 2 * capfound : 64;
+                struct anchor_line *nf = realloc(found, nc * sizeof *nf);
+                if (!nf) {
+                    rc = fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
+                    goto out;
+                }
+                found = nf;
+                capfound = nc;
             }
-    }
-    for (uint32_t a = 0; a < nanch; a++) {
-        uint32_t seg = le32(ent(h, T_ANCHORS, a) + 4);
-        if (!known[seg] && first_line[a] >= 0) {
-            shift[seg] = h->addr[first_line[a]] - sym_link(h, le32(ent(h, T_ANCHORS, a)));
-            known[seg] = 1;
-            any_known = 1;
+            found[nfound].anchor = a;
+            found[nfound++].line = (uint32_t)i;
         }
     }
-    for (uint32_t a = 0; a < nanch; a++) {
-        const unsigned char *an = ent(h, T_ANCHORS, a);
-        uint32_t s = le32(an), seg = le32(an + 4);
-        total++;
-        if (!known[seg])
-            continue;
-        const char *name = str(h, le32(ent(h, T_SYMBOLS, s) + SYM_NAME));
-        uint64_t at = sym_link(h, s) + shift[seg];
-        for (size_t k = lower_bound(core_addr, ncore, at); k < ncore && core_addr[k] == at; k++)
-            if (name_eq(h, core_line[k], name)) {
-                verified++;
-                break;
+    for (uint32_t seg = 0; seg < nseg; seg++) {
+        /* votes: each anchor once for each distinct shift its lines imply */
+        size_t nvotes = 0, cap = 0;
+        uint32_t best = 0;
+        uint64_t *vs = NULL;
+        uint32_t *vc = NULL;
+        for (uint32_t a = 0; a < nanch; a++) {
+            const unsigned char *an = ent(h, T_ANCHORS, a);
+            if (le32(an + 4) != seg)
+                continue;
+            uint64_t link = sym_link(h, le32(an));
+            for (size_t f = 0; f < nfound; f++) {
+                if (found[f].anchor != a)
+                    continue;
+                uint64_t sh = h->addr[found[f].line] - link;
+                /* distinct within this anchor's shifts */
+                int dup = 0;
+                for (size_t g = 0; g < f; g++)
+                    if (found[g].anchor == a && h->addr[found[g].line] - link == sh)
+                        dup = 1;
+                if (dup)
+                    continue;
+                size_t v = 0;
+                while (v < nvotes && vs[v] != sh)
+                    v++;
+                if (v == nvotes) {
+                    if (nvotes == cap) {
+                        size_t nc = cap ? 2 * cap : 16;
+                        uint64_t *nvs = realloc(vs, nc * sizeof *nvs);
+                        if (nvs)
+                            vs = nvs;
+                        uint32_t *nvc = nvs ? realloc(vc, nc * sizeof *nvc) : NULL;
+                        if (!nvc) {
+                            free(vs);
+                            free(vc);
+                            rc = fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
+                            goto out;
+                        }
+                        vc = nvc;
+                        cap = nc;
+                    }
+                    vs[nvotes] = sh;
+                    vc[nvotes++] = 0;
+                }
+                vc[v]++;
             }
+        }
+        for (size_t v = 0; v < nvotes; v++) /* most votes; ties: the lowest shift */
+            if (!known[seg] || vc[v] > best || (vc[v] == best && vs[v] < shift[seg])) {
+                shift[seg] = vs[v];
+                best = vc[v];
+                known[seg] = 1;
+            }
+        free(vs);
+        free(vc);
+        for (uint32_t a = 0; a < nanch; a++) {
+            const unsigned char *an = ent(h, T_ANCHORS, a);
+            if (le32(an + 4) != seg)
+                continue;
+            uint32_t s = le32(an);
+            uint64_t at = sym_link(h, s) + shift[seg];
+            int present = 0, placed = 0;
+            for (size_t f = 0; f < nfound; f++)
+                if (found[f].anchor == a) {
+                    present = 1;
+                    placed |= known[seg] && h->addr[found[f].line] == at;
+                }
+            if (placed)
+                verified++;
+            else if (present)
+                misplaced++;
+            else {
+                absent++;
+                if (ent(h, T_SYMBOLS, s)[SYM_TYPE] == 2 /* STT_FUNC */) {
+                    if (!absent_functions)
+                        example_absent = sym_name(h, s);
+                    absent_functions++;
+                }
+            }
+        }
+    }
+    /* _shift_between: segments in address order */
+    for (uint32_t g = 0; g < nseg; g++)
+        order[g] = g;
+    for (uint32_t g = 1; g < nseg; g++) { /* stable insertion sort by start */
+        uint32_t x = order[g], j = g;
+        while (j > 0 && le64(ent(h, T_SEGMENTS, order[j - 1])) > le64(ent(h, T_SEGMENTS, x))) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = x;
+    }
+    for (uint32_t r = 0; r < nseg; r++) {
+        uint32_t seg = order[r];
+        long below = NO, above = NO;
+        if (known[seg])
+            continue;
+        for (uint32_t q = 0; q < r; q++)
+            if (known[order[q]])
+                below = order[q];
+        for (uint32_t q = r + 1; q < nseg && above < 0; q++)
+            if (known[order[q]])
+                above = order[q];
+        if (below >= 0 && above >= 0 && shift[below] == shift[above]) {
+            shift[seg] = shift[below];
+            known[seg] = 1;
+        }
     }
     h->anchors_verified = verified;
-    if (check && (!any_known || total - verified > (total / 10 > 2 ? total / 10 : 2))) {
-        rc = fail(err, KMS_E_STALE, "%s does not match %s: %u of its %u anchor symbols are "
-                  "where its link addresses say; rebuild dtrace_syms for this kernel",
-                  syms_path, source, verified, total);
-        goto out;
+    if (check) {
+        uint32_t present = verified + misplaced;
+        if (verified == 0 || misplaced > misplaced_allowed(present)) {
+            rc = fail(err, KMS_E_STALE, "%s does not match %s: of its %u anchor symbols, %u are "
+                      "where its link addresses say, %u elsewhere and %u absent; they are of "
+                      "different kernels: use the dtrace_syms built for the kernel whose "
+                      "kallsyms this is (or rebuild it)", syms_path, source, present + absent,
+                      verified, misplaced, absent);
+            goto out;
+        }
+        if (absent_functions) {
+            rc = fail(err, KMS_E_KALLSYMS, "%s lacks %u function symbols that every kallsyms of "
+                      "this kernel lists (such as %.80s), though the %u it has are where %s says: "
+                      "it is truncated or filtered; read /proc/kallsyms again, whole and as root",
+                      source, absent_functions, example_absent, verified, syms_path);
+            goto out;
+        }
     }
     /* Placed extents: sections moved by a known shift, placement != 0 (as
      * int8, the Python's dtype), size > 0; by base, stably. */
+    if (!ALLOC(h, placed, nsec)) {
+        rc = fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
+        goto out;
+    }
     struct keyed *ext = malloc((nsec ? nsec : 1) * sizeof *ext);
     if (!ext) {
         rc = fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
@@ -829,7 +937,8 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
         if (seg_of < 0)
             continue;
         h->section_base[sec] = address + shift[seg_of];
-        if ((uint8_t)le32(se + SEC_PLACEMENT) != 0 && le64(se + SEC_SIZE) > 0) {
+        h->placed[sec] = (uint8_t)le32(se + SEC_PLACEMENT) != 0;
+        if (h->placed[sec] && le64(se + SEC_SIZE) > 0) {
             ext[next].key = h->section_base[sec];
             ext[next++].idx = sec;
         }
@@ -850,58 +959,121 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
 out:
     free(shift);
     free(known);
-    free(core_addr);
-    free(core_line);
-    free(first_line);
     free(anchor_len);
+    free(order);
+    free(found);
     return rc;
+}
+
+/* Entries by the key section << 32 | value (LinkedPlacement._entry_keys). */
+struct entry_keys {
+    uint64_t *key;
+    uint32_t *by_key;
+    uint32_t *sec_end;   /* end of each section's slice */
+    uint32_t n, nsec;
+};
+
+/* LinkedPlacement._match_entries for one line and section: the entry of SEC
+ * at the line's offset with its name, or -1. */
+static int32_t match_entry(const kms_handle *h, const struct entry_keys *ek, size_t i,
+                           int32_t sec)
+{
+    uint64_t off = h->addr[i] - h->section_base[sec];
+    uint64_t k = (uint64_t)sec << 32 | off;
+    /* An offset below 2^32 keys within the section's own slice; a larger
+     * one (a section of 4 GiB or more: damaged) ORs into the section bits,
+     * as the Python's key does, and is searched for everywhere. */
+    size_t from = off >> 32 ? 0 : (sec ? ek->sec_end[sec - 1] : 0);
+    size_t to = off >> 32 ? ek->n : ek->sec_end[sec];
+    size_t lo = from + lower_bound(ek->key + from, to - from, k), hi = lo;
+    while (hi < ek->n && ek->key[hi] == k)
+        hi++;
+    for (size_t j = lo; j < hi; j++)
+        if (name_eq(h, i, sym_name(h, ek->by_key[j])))
+            return (int32_t)ek->by_key[j];
+    return NO;
+}
+
+/* Stable merge sort of entry indices by name (strcmp); TMP: room for N. */
+static void sort_by_name(const kms_handle *h, uint32_t *a, size_t n, uint32_t *tmp)
+{
+    if (n < 2)
+        return;
+    size_t m = n / 2;
+    sort_by_name(h, a, m, tmp);
+    sort_by_name(h, a + m, n - m, tmp);
+    size_t i = 0, j = m, o = 0;
+    while (i < m && j < n)
+        tmp[o++] = strcmp(sym_name(h, a[j]), sym_name(h, a[i])) < 0 ? a[j++] : a[i++];
+    while (i < m)
+        tmp[o++] = a[i++];
+    while (j < n)
+        tmp[o++] = a[j++];
+    memcpy(a, tmp, n * sizeof *a);
+}
+
+/* Compare line I's name (bytes) with NAME (strcmp order). */
+static int line_name_cmp(const kms_handle *h, size_t i, const char *name)
+{
+    const unsigned char *p = (const unsigned char *)line_name(h, i);
+    const unsigned char *q = (const unsigned char *)name;
+    uint32_t len = h->name_len[i];
+    for (uint32_t k = 0;; k++) {
+        if (k == len)
+            return q[k] ? -1 : 0;
+        if (!q[k])
+            return 1;
+        if (p[k] != q[k])
+            return p[k] < q[k] ? -1 : 1;
+    }
 }
 
 /*
  * LinkedPlacement._attribute_lines: a core line is in the placed section
- * holding its address; it is the symbol entry of that section at that
- * offset with its name (entries looked up by the key section << 32 | value,
- * only when every value fits in 32 bits).
+ * holding its address, and is the entry of that section at that offset with
+ * its name; a line in none is a zero-size symbol at the end of a section
+ * ending exactly there, if one has it; a line still in none whose name only
+ * unplaced sized copies carry is ambiguous between them (_find_ambiguous).
  */
 static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
 {
     uint32_t nsym = h->count[T_SYMBOLS], nsec = h->count[T_SECTIONS];
-    uint64_t *key = NULL;
-    uint32_t *by_key = NULL, *sec_first = NULL;
-    int keyed = nsym > 0;
+    struct entry_keys ek = {NULL, NULL, NULL, nsym, nsec};
+    struct keyed *ends = NULL;
+    uint32_t *cand = NULL;
+    int keyed = nsym > 0, rc = KMS_OK;
 
     if (!ALLOC(h, entry, h->n) || !ALLOC(h, section, h->n))
         return fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
     for (uint32_t s = 0; s < nsym && keyed; s++)
         keyed = le64(ent(h, T_SYMBOLS, s) + SYM_VALUE) < (UINT64_C(1) << 32);
     if (keyed) {
-        /* Entries by (section << 32 | value, index): a counting sort by
-         * section, then each section's entries by value, stably. */
+        /* a counting sort by section, then each section's entries by value, stably */
         struct keyed *ks = malloc(2 * (size_t)nsym * sizeof *ks);
-        if (!ks || !(key = malloc(nsym * sizeof *key)) ||
-            !(by_key = malloc(nsym * sizeof *by_key)) ||
-            !(sec_first = calloc((size_t)nsec + 1, sizeof *sec_first))) {
+        if (!ks || !(ek.key = malloc(nsym * sizeof *ek.key)) ||
+            !(ek.by_key = malloc(nsym * sizeof *ek.by_key)) ||
+            !(ek.sec_end = calloc((size_t)nsec + 1, sizeof *ek.sec_end))) {
             free(ks);
-            free(key);
-            free(by_key);
-            return fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
+            rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
+            goto out;
         }
+        uint32_t *start = ek.sec_end; /* counts, then starts, then ends */
         for (uint32_t s = 0; s < nsym; s++)
-            sec_first[le32(ent(h, T_SYMBOLS, s) + SYM_SECTION) + 1]++;
+            start[le32(ent(h, T_SYMBOLS, s) + SYM_SECTION) + 1]++;
         for (uint32_t c = 0; c < nsec; c++)
-            sec_first[c + 1] += sec_first[c];
+            start[c + 1] += start[c];
         for (uint32_t s = 0; s < nsym; s++) {
             const unsigned char *sy = ent(h, T_SYMBOLS, s);
             uint32_t c = le32(sy + SYM_SECTION);
-            struct keyed *k = &ks[sec_first[c]++];
+            struct keyed *k = &ks[start[c]++];
             k->key = (uint64_t)c << 32 | le64(sy + SYM_VALUE);
             k->idx = s;
         }
-        for (uint32_t c = 0, lo = 0; c < nsec; lo = sec_first[c++])
-            merge_sort(ks + lo, sec_first[c] - lo, ks + nsym);
+        for (uint32_t c = 0, lo = 0; c < nsec; lo = ek.sec_end[c++])
+            merge_sort(ks + lo, ek.sec_end[c] - lo, ks + nsym);
         for (uint32_t s = 0; s < nsym; s++) {
-            key[s] = ks[s].key;
-            by_key[s] = ks[s].idx;
+            ek.key[s] = ks[s].key;
+            ek.by_key[s] = ks[s].idx;
         }
         free(ks);
     }
@@ -914,32 +1086,133 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
             e++;
         if (h->module[i] != 0 || e == 0 || h->addr[i] >= h->ext_end[e - 1])
             continue;
-        int32_t sec = (int32_t)h->ext_sec[e - 1];
-        h->section[i] = sec;
-        if (!keyed)
-            continue;
-        uint64_t off = h->addr[i] - h->section_base[sec];
-        uint64_t k = (uint64_t)sec << 32 | off;
-        /* An offset below 2^32 keys within the section's own slice; a larger
-         * one (a section of 4 GiB or more: damaged) ORs into the section
-         * bits, as the Python's key does, and is searched for everywhere. */
-        size_t from = off >> 32 ? 0 : (sec ? sec_first[sec - 1] : 0);
-        size_t to = off >> 32 ? nsym : sec_first[sec];
-        size_t lo = from + lower_bound(key + from, to - from, k), hi = lo;
-        while (hi < nsym && key[hi] == k)
-            hi++;
-        for (size_t j = lo; j < hi; j++) {
-            const char *nm = str(h, le32(ent(h, T_SYMBOLS, by_key[j]) + SYM_NAME));
-            if (name_eq(h, i, nm)) {
-                h->entry[i] = (int32_t)by_key[j];
-                break;
+        h->section[i] = (int32_t)h->ext_sec[e - 1];
+        if (keyed)
+            h->entry[i] = match_entry(h, &ek, i, h->section[i]);
+    }
+    /* Lines in no extent, at the end of placed sections ending there: the
+     * sections by end (stably), each line tried against each in order; the
+     * last match wins (the Python assigns all matches in turn). */
+    if (!(ends = malloc((h->next ? h->next : 1) * sizeof *ends))) {
+        rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
+        goto out;
+    }
+    for (uint32_t k = 0; k < h->next; k++) {
+        ends[k].key = h->ext_end[k];
+        ends[k].idx = h->ext_sec[k];
+    }
+    /* extents are by base then section; Python sorts the placed sections by
+     * end in section order: restore section order first, then sort by end */
+    for (uint32_t k = 0; k < h->next; k++)
+        ends[k].key = h->ext_sec[k];
+    if (sort_keyed(ends, h->next)) {
+        rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
+        goto out;
+    }
+    for (uint32_t k = 0; k < h->next; k++)
+        ends[k].key = h->section_base[ends[k].idx] + le64(ent(h, T_SECTIONS, ends[k].idx) + SEC_SIZE);
+    if (sort_keyed(ends, h->next)) {
+        rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
+        goto out;
+    }
+    if (keyed && h->next) {
+        uint64_t *end_key = malloc(h->next * sizeof *end_key);
+        if (!end_key) {
+            rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
+            goto out;
+        }
+        for (uint32_t k = 0; k < h->next; k++)
+            end_key[k] = ends[k].key;
+        for (size_t i = 0; i < h->n; i++) {
+            if (h->module[i] != 0 || h->section[i] >= 0)
+                continue;
+            int32_t got = NO;
+            for (size_t j = lower_bound(end_key, h->next, h->addr[i]);
+                 j < h->next && end_key[j] == h->addr[i]; j++) {
+                int32_t m = match_entry(h, &ek, i, (int32_t)ends[j].idx);
+                if (m >= 0)
+                    got = m;
+            }
+            if (got >= 0) {
+                h->entry[i] = got;
+                h->section[i] = (int32_t)le32(ent(h, T_SYMBOLS, (uint32_t)got) + SYM_SECTION);
+            }
+        }
+        free(end_key);
+    }
+    /* Ambiguous: loose lines whose name only unplaced sized copies carry. */
+    size_t ncand = 0;
+    if (!(cand = malloc(2 * (nsym ? nsym : 1) * sizeof *cand))) {
+        rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
+        goto out;
+    }
+    for (uint32_t s = 0; s < nsym; s++) {
+        const unsigned char *sy = ent(h, T_SYMBOLS, s);
+        if (!h->placed[le32(sy + SYM_SECTION)] && le64(sy + SYM_SIZE) > 0)
+            cand[ncand++] = s;
+    }
+    if (ncand) {
+        sort_by_name(h, cand, ncand, cand + nsym);
+        for (size_t i = 0; i < h->n; i++) {
+            if (h->module[i] != 0 || h->section[i] >= 0)
+                continue;
+            size_t lo = 0, hi = ncand;
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (line_name_cmp(h, i, sym_name(h, cand[mid])) > 0)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            size_t end = lo;
+            while (end < ncand && line_name_cmp(h, i, sym_name(h, cand[end])) == 0)
+                end++;
+            if (end == lo)
+                continue;
+            if (h->namb % 64 == 0) {
+                size_t nc = h->namb + 64;
+                uint32_t *nl = realloc(h->amb_line, nc * sizeof *nl);
+                if (nl)
+                    h->amb_line = nl;
+                uint32_t *nf = nl ? realloc(h->amb_first, nc * sizeof *nf) : NULL;
+                if (nf)
+                    h->amb_first = nf;
+                uint32_t *nn = nf ? realloc(h->amb_count, nc * sizeof *nn) : NULL;
+                if (!nn) {
+                    rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
+                    goto out;
+                }
+                h->amb_count = nn;
+            }
+            h->amb_line[h->namb] = (uint32_t)i;
+            h->amb_first[h->namb] = (uint32_t)lo;
+            h->amb_count[h->namb++] = (uint32_t)(end - lo);
+        }
+    }
+    if (h->namb) { /* each candidate's module list */
+        if (!ALLOC(h, cand_list, ncand) || !ALLOC(h, cand_modset, ncand)) {
+            rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
+            goto out;
+        }
+        for (size_t c = 0; c < ncand; c++) {
+            uint32_t modset = le32(ent(h, T_SYMBOLS, cand[c]) + 4);
+            const unsigned char *ms = ent(h, T_MODSETS, modset);
+            h->cand_modset[c] = modset;
+            h->cand_list[c].nmodules = le32(ms + 4);
+            h->cand_list[c].modules = h->member_name + le32(ms);
+            if (!h->cand_list[c].nmodules) {
+                h->cand_list[c].nmodules = 1;
+                h->cand_list[c].modules = vmlinux_list;
             }
         }
     }
-    free(key);
-    free(by_key);
-    free(sec_first);
-    return KMS_OK;
+out:
+    free(ek.key);
+    free(ek.by_key);
+    free(ek.sec_end);
+    free(ends);
+    free(cand);
+    return rc;
 }
 
 /* ------------------------------------------------------------ the index */
@@ -1310,6 +1583,12 @@ void kms_free(kms_handle *h)
     free(h->size);
     free(h->mod_name);
     free(h->section_base);
+    free(h->placed);
+    free(h->amb_line);
+    free(h->amb_first);
+    free(h->amb_count);
+    free(h->cand_list);
+    free(h->cand_modset);
     free(h->ext_start);
     free(h->ext_end);
     free(h->ext_sec);
@@ -1352,6 +1631,30 @@ static void fill_object(const kms_handle *h, uint32_t obj, struct kms_sym *out)
     out->dso = out->modules[0];
 }
 
+/* The ambiguous-line index of LINE, or -1. */
+static long ambiguous_of(const kms_handle *h, size_t line)
+{
+    size_t lo = 0, hi = h->namb;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (h->amb_line[mid] < line)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < h->namb && h->amb_line[lo] == line ? (long)lo : NO;
+}
+
+static int same_list(const struct kms_modlist *a, const struct kms_modlist *b)
+{
+    if (a->nmodules != b->nmodules)
+        return 0;
+    for (uint32_t k = 0; k < a->nmodules; k++)
+        if (strcmp(a->modules[k], b->modules[k]) != 0)
+            return 0;
+    return 1;
+}
+
 /* answer.Answers.record */
 static void record(const kms_handle *h, uint64_t address, long line, int sized,
                    struct kms_sym *out)
@@ -1377,11 +1680,27 @@ static void record(const kms_handle *h, uint64_t address, long line, int sized,
     uint8_t b = line_binding(h, (size_t)line);
     out->sym_binding = b <= 2 ? b : KMS_BINDING_UNKNOWN;
     uint32_t mod = h->module[line];
+    long amb = mod ? NO : ambiguous_of(h, (size_t)line);
     if (mod) {
         out->modules = h->mod_name + mod;
         out->nmodules = 1;
         out->dso = h->mod_name[mod];
         out->origin = is_pseudo_module(out->dso) ? KMS_ORIGIN_PSEUDO : KMS_ORIGIN_LOADABLE;
+    } else if (amb >= 0) {
+        const struct kms_modlist *c = h->cand_list + h->amb_first[amb];
+        uint32_t n = h->amb_count[amb], k = 1;
+        out->ambiguous = 1;
+        out->candidates = c;
+        out->ncandidates = n;
+        while (k < n && same_list(&c[k], &c[0]))
+            k++;
+        if (k == n) { /* the same module(s): only the object is unknown */
+            out->modules = c[0].modules;
+            out->nmodules = c[0].nmodules;
+            out->dso = c[0].modules[0];
+            out->origin = c[0].nmodules == 1 && !strcmp(c[0].modules[0], "vmlinux")
+                ? KMS_ORIGIN_CORE : KMS_ORIGIN_BUILTIN;
+        }
     } else if (h->section[line] >= 0) {
         fill_object(h, le32(ent(h, T_SECTIONS, (uint32_t)h->section[line]) + SEC_OBJECT), out);
     } else {
@@ -1427,7 +1746,6 @@ void kms_resolve(const kms_handle *h, uint64_t addr, struct kms_sym *out)
 
 struct lookup_ctx {
     const char *mod;
-    size_t modlen;
     struct kms_sym *out;
     size_t max, found;
 };
@@ -1440,8 +1758,10 @@ static int lookup_one(const kms_handle *h, size_t line, void *arg)
     if (c->mod) {
         int in = 0;
         for (uint32_t k = 0; k < rec.nmodules && !in; k++)
-            in = strlen(rec.modules[k]) == c->modlen &&
-                 memcmp(rec.modules[k], c->mod, c->modlen) == 0;
+            in = !strcmp(rec.modules[k], c->mod);
+        for (uint32_t j = 0; j < rec.ncandidates && !in; j++)
+            for (uint32_t k = 0; k < rec.candidates[j].nmodules && !in; k++)
+                in = !strcmp(rec.candidates[j].modules[k], c->mod);
         if (!in)
             return 0;
     }
@@ -1454,7 +1774,7 @@ static int lookup_one(const kms_handle *h, size_t line, void *arg)
 size_t kms_lookup(const kms_handle *h, const char *spec, struct kms_sym *out, size_t max)
 {
     char modbuf[256];
-    struct lookup_ctx c = {NULL, 0, out, out ? max : 0, 0};
+    struct lookup_ctx c = {NULL, out, out ? max : 0, 0};
     const char *tick, *name = spec;
     if (!h || !spec)
         return 0;
@@ -1466,7 +1786,6 @@ size_t kms_lookup(const kms_handle *h, const char *spec, struct kms_sym *out, si
             modbuf[k] = spec[k] == '-' ? '_' : spec[k];
         modbuf[len] = 0;
         c.mod = modbuf;
-        c.modlen = len;
         name = tick + 1;
     }
     find_lines(h, name, strlen(name), lookup_one, &c);
@@ -1491,6 +1810,20 @@ int kms_foreach(const kms_handle *h, int (*cb)(const struct kms_line *line, void
         /* kallmodsyms shows no module for the core kernel */
         l.nmodules = rec.origin == KMS_ORIGIN_CORE ? 0 : rec.nmodules;
         l.modules = rec.modules;
+        if (rec.ambiguous) {
+            /* Resolver.line_modsets: the candidates' one module set, else none */
+            long amb = ambiguous_of(h, i);
+            const uint32_t *ms = h->cand_modset + h->amb_first[amb];
+            uint32_t n = h->amb_count[amb], k = 1;
+            while (k < n && ms[k] == ms[0])
+                k++;
+            l.nmodules = 0;
+            if (k == n) {
+                const unsigned char *set = ent(h, T_MODSETS, ms[0]);
+                l.nmodules = le32(set + 4);
+                l.modules = h->member_name + le32(set);
+            }
+        }
         int r = cb(&l, arg);
         if (r)
             return r;

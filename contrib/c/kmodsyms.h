@@ -97,6 +97,12 @@ enum kms_origin {
     KMS_ORIGIN_PSEUDO    /* [bpf], [__builtin__ftrace], ... */
 };
 
+/* A list of module names (kms_sym.candidates). */
+struct kms_modlist {
+    const char *const *modules;
+    uint32_t nmodules;
+};
+
 #define KMS_BINDING_UNKNOWN 0xFF /* not STB_LOCAL (0), STB_GLOBAL (1), STB_WEAK (2) */
 
 /*
@@ -115,12 +121,14 @@ struct kms_sym {
     uint8_t sym_binding;   /* STB_LOCAL/GLOBAL/WEAK, KMS_BINDING_UNKNOWN */
     char type;             /* kallsyms type letter ('t', 'T', 'W', 'A', ...), 0 without symbol */
     uint8_t sized;         /* 1 when [sym_start, sym_end) holds address */
-    uint8_t ambiguous;     /* 1 when the symbol's object cannot be known (never with a
-                            * link layout, which is all this library reads) */
+    uint8_t ambiguous;     /* 1 when the symbol's object cannot be known: its name is only
+                            * on copies in sections the build could not place */
     uint8_t origin;        /* enum kms_origin */
     uint32_t nmodules;     /* number of modules[] (0 when dso is NULL) */
     const char *const *modules; /* every module, in module-map order */
     const char *object;    /* build-tree path of the object (fs/ext4/super.o), or NULL */
+    uint32_t ncandidates;  /* when ambiguous: the module list of every candidate copy */
+    const struct kms_modlist *candidates; /* ("vmlinux" for core kernel) */
 };
 
 /* Answer ADDR (docs/resolver.md section 4).  Never fails on a loaded handle. */

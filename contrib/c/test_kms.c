@@ -133,7 +133,7 @@ static void check_fixture(kms_handle *h)
 
     struct kms_info info;
     kms_get_info(h, &info);
-    CHECK(info.segments == 5 && info.anchors == 51 && info.anchors_verified == 51,
+    CHECK(info.segments == 5 && info.anchors > 16 && info.anchors_verified == info.anchors,
           "info: %u segments, %u/%u anchors", info.segments, info.anchors_verified, info.anchors);
 }
 
@@ -201,20 +201,31 @@ int main(int argc, char **argv)
     spit(path, img, slen);
     check_error(kms_load(path, kallsyms, 0, &e), &e, KMS_E_VERSION, "version 2");
 
-    /* stale: the first anchor (rest_init) moved, so the others are off */
-    const char *at = strstr((const char *)ktext, " t rest_init\n");
-    CHECK(at != NULL, "fixture kallsyms has rest_init");
-    if (at) {
-        char *moved = malloc(klen);
-        memcpy(moved, ktext, klen);
-        moved[at - (const char *)ktext - 3] ^= 1; /* a low hex digit of its address */
-        check_error(kms_load_buffer(syms, moved, klen, "moved", 0, &e), &e, KMS_E_STALE,
-                    "moved anchor");
-        h = kms_load_buffer(syms, moved, klen, "moved", KMS_LOAD_FORCE, &e);
-        CHECK(h != NULL, "--force loads it: %s", e.message);
-        kms_free(h);
-        free(moved);
+    /* stale: the first half of the lines moved against the rest, as in a
+     * rebuilt kernel: the anchors disagree; KMS_LOAD_FORCE loads it anyway */
+    char *moved = malloc(klen + 1);
+    memcpy(moved, ktext, klen);
+    moved[klen] = 0;
+    size_t nlines = 0, half, k = 0;
+    for (size_t p = 0; p < klen; p++)
+        nlines += moved[p] == '\n';
+    half = nlines / 2;
+    for (char *line = moved; line < moved + klen && k < half; k++) {
+        char *nl = strchr(line, '\n');
+        unsigned long long a = strtoull(line, NULL, 16);
+        if (a && line[17] != 'A') {
+            char digits[17];
+            snprintf(digits, sizeof digits, "%016llx", a + 0x100);
+            memcpy(line, digits, 16);
+        }
+        line = nl ? nl + 1 : moved + klen;
     }
+    check_error(kms_load_buffer(syms, moved, klen, "moved", 0, &e), &e, KMS_E_STALE,
+                "moved lines");
+    h = kms_load_buffer(syms, moved, klen, "moved", KMS_LOAD_FORCE, &e);
+    CHECK(h != NULL, "--force loads it: %s", e.message);
+    kms_free(h);
+    free(moved);
 
     /* every truncation, and a flipped bit at every byte with the CRC
      * repaired: loads or fails with a message, never crashes */
