@@ -25,13 +25,13 @@ import json
 import os
 import shutil
 import subprocess
-import tarfile
 
 import numpy as np
 import pytest
 from hypothesis import given
 
 from conftest import FIXTURE, ROOT
+from kallsyms_variants import text_only
 from kmodsyms.errors import KmodsymsError
 from kmodsyms.resolver import load
 from kmodsyms.symsfile import SymsFile
@@ -72,71 +72,14 @@ def run_c(clib, args, stdin=None, sanitized=False, check=True):
 
 
 # ------------------------------------------------------------------ inputs
-def text_only(kallsyms: str, dest: str) -> str:
-    """kallsyms as a kernel without CONFIG_KALLSYMS_ALL prints it: core
-    lines of text symbols only (letters t, T, w, W), module lines as they are."""
-    keep = []
+def text_only_file(tree: str, kallsyms: str, dest: str) -> str:
+    """kallsyms as the same kernel built without CONFIG_KALLSYMS_ALL prints
+    it (tests/kallsyms_variants.py), written to ``dest``."""
     with open(kallsyms, "rb") as f:
-        for line in f:
-            fields = line.split(b" ", 2)
-            if b"\t" in line or (len(fields) == 3 and fields[1] in (b"t", b"T", b"w", b"W")):
-                keep.append(line)
+        text = text_only(os.path.join(tree, "System.map"), f.read())
     with open(dest, "wb") as f:
-        f.writelines(keep)
+        f.write(text)
     return dest
-
-
-def unpacked(name: str, tmp_path_factory) -> str | None:
-    """../shared/kernels/NAME.tar.xz unpacked once per machine (the corpus
-    cache of bench/corpus.py), or None when absent."""
-    from bench.corpus import KERNELS, _corpus_cache_dir
-    tarball = os.path.join(KERNELS, name + ".tar.xz")
-    if not os.path.exists(tarball):
-        return None
-    st = os.stat(tarball)
-    root = os.path.join(_corpus_cache_dir(), f"{st.st_size}-{int(st.st_mtime)}")
-    tree = os.path.join(root, name)
-    stamp = os.path.join(root, ".complete")
-    if not os.path.exists(stamp):
-        shutil.rmtree(root, ignore_errors=True)
-        os.makedirs(root)
-        if shutil.which("tar"):
-            subprocess.run(["tar", "xJf", tarball, "-C", root], check=True)
-        else:
-            with tarfile.open(tarball) as tar:
-                tar.extractall(root)
-        open(stamp, "w").close()
-    return tree
-
-
-def built_syms(tree: str, tmp_path_factory) -> str:
-    from kmodsyms.build import build
-    from kmodsyms.thick import read_thick
-    out = str(tmp_path_factory.mktemp("clib-syms") / "dtrace_syms")
-    thick = os.path.join(tree, "modules_thick.builtin.reference")
-    build(tree, read_thick(thick), thick, out, use_cache=False)
-    return out
-
-
-CORPORA = ["linux-6.12-defconfig", "linux-6.12-arm64"]
-
-
-@pytest.fixture(scope="session")
-def kernel_pairs(request, fixture_syms, tmp_path_factory):
-    """(name, dtrace_syms, kallsyms) of the fixture, and of each corpus
-    present, each with its text-only variant."""
-    scratch = tmp_path_factory.mktemp("text-only")
-    pairs = [("fixture", fixture_syms, FIXTURE_KALLSYMS),
-             ("fixture-text-only", fixture_syms,
-              text_only(FIXTURE_KALLSYMS, str(scratch / "fixture")))]
-    for name in CORPORA:
-        tree = unpacked(name, tmp_path_factory)
-        if tree is None:
-            continue
-        syms = built_syms(tree, tmp_path_factory)
-        ks = os.path.join(tree, "kallsyms")
-        pairs += [(name, syms, ks), (name + "-text-only", syms, text_only(ks, str(scratch / name)))]
-    return pairs
 
 
 # ------------------------------------------------------------------ comparing
@@ -219,16 +162,27 @@ def test_fixture_equal(clib, fixture_syms):
 
 def test_fixture_text_only_equal(clib, fixture_syms, tmp_path):
     compare_all(clib, "fixture-text-only", fixture_syms,
-                text_only(FIXTURE_KALLSYMS, str(tmp_path / "ks")), 20_000)
+                text_only_file(FIXTURE, FIXTURE_KALLSYMS, str(tmp_path / "ks")), 20_000)
+
+
+def test_fixture_ambiguous_equal(clib, fixture_syms, tmp_path):
+    """Sections the build could not place: their symbols' lines are
+    ambiguous, with candidates, on both sides."""
+    from test_corpora import _unplace_sections_of
+    out = str(tmp_path / "dtrace_syms")
+    assert _unplace_sections_of(fixture_syms, "init_once", out) == 3
+    r = load(out, FIXTURE_KALLSYMS, cache=False)
+    assert r.stats.lines_ambiguous >= 3
+    compare_all(clib, "fixture-ambiguous", out, FIXTURE_KALLSYMS, 20_000)
 
 
 @pytest.mark.slow
-def test_corpora_equal(clib, kernel_pairs):
-    corpora = [p for p in kernel_pairs if not p[0].startswith("fixture")]
-    if not corpora:
-        pytest.skip("no corpus in ../shared/kernels")
-    for name, syms, kallsyms in corpora:
-        compare_all(clib, name, syms, kallsyms, N_RANDOM)
+def test_corpora_equal(clib, any_corpus, any_corpus_syms, tmp_path):
+    """Every corpus (x86_64, arm64), with its full and its text-only kallsyms."""
+    kallsyms = os.path.join(any_corpus, "kallsyms")
+    compare_all(clib, any_corpus, any_corpus_syms, kallsyms, N_RANDOM)
+    compare_all(clib, any_corpus + " text-only", any_corpus_syms,
+                text_only_file(any_corpus, kallsyms, str(tmp_path / "ks")), N_RANDOM)
 
 
 def test_corpus_equal(clib, corpus_syms, corpus):
