@@ -64,6 +64,18 @@ static uint64_t le64(const unsigned char *p)
 
 /* ------------------------------------------------------------ the handle */
 
+/* One kallsyms line: all an answer needs of it in one cache line. */
+struct line {
+    uint64_t addr;
+    int64_t size;       /* -1 unknown */
+    uint32_t name;      /* offset of the name in the text */
+    uint32_t name_len;
+    uint32_t module;    /* 0 core, else index into mod_name */
+    int32_t entry;      /* dtrace_syms symbol the line is, or -1 */
+    int32_t section;    /* placed object section holding the line (or its entry's), or -1 */
+    uint8_t type;       /* kallsyms letter */
+};
+
 /*
  * A sorted array with every TOP_STEP-th key copied into a small array of its
  * own, so that a search touches the small array (cache-resident) and then
@@ -90,14 +102,7 @@ struct kms_handle {
     /* kallsyms: the text (names NUL-terminated in place) and one row per kept line */
     char *text;
     size_t n;
-    uint64_t *addr;
-    uint32_t *name;             /* offset of the name in text */
-    uint32_t *name_len;
-    uint8_t *type;
-    uint32_t *module;           /* 0 core, else index into mod_name */
-    int32_t *entry;             /* dtrace_syms symbol the line is, or -1 */
-    int32_t *section;           /* placed object section holding the line, or -1 */
-    int64_t *size;              /* -1 unknown */
+    struct line *line;
     uint32_t nmods;
     const char **mod_name;      /* [0] "vmlinux"; loaded and pseudo-modules */
     size_t core_lines;
@@ -395,8 +400,7 @@ static int parse_kallsyms(kms_handle *h, size_t len, const char *source, kms_err
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         p = nl ? nl + 1 : end;
     }
-    if (!ALLOC(h, addr, cap) || !ALLOC(h, name, cap) || !ALLOC(h, name_len, cap) ||
-        !ALLOC(h, type, cap) || !ALLOC(h, module, cap)) {
+    if (!ALLOC(h, line, cap)) {
         fail(err, KMS_E_NOMEM, "out of memory reading %s", source);
         goto bad;
     }
@@ -491,11 +495,11 @@ static int parse_kallsyms(kms_handle *h, size_t len, const char *source, kms_err
         any_nonzero |= a != 0;
         /* A hidden address prints as 0; only per-cpu 'A' lines really are at 0. */
         if (a != 0 || type == 'A' || type == 'a') {
-            h->addr[n] = a;
-            h->name[n] = (uint32_t)(s + width + 3);
-            h->name_len[n] = (uint32_t)(ne - (s + width + 3));
-            h->type[n] = type;
-            h->module[n] = mod;
+            h->line[n].addr = a;
+            h->line[n].name = (uint32_t)(s + width + 3);
+            h->line[n].name_len = (uint32_t)(ne - (s + width + 3));
+            h->line[n].type = type;
+            h->line[n].module = mod;
             n++;
         }
         s = next;
@@ -525,8 +529,8 @@ static int parse_kallsyms(kms_handle *h, size_t len, const char *source, kms_err
      * text has a spare byte for the last one).  After the module names, whose
      * tags lie behind the names' ends. */
     for (size_t i = 0; i < n; i++) {
-        h->text[h->name[i] + h->name_len[i]] = 0;
-        h->core_lines += h->module[i] == 0;
+        h->text[h->line[i].name + h->line[i].name_len] = 0;
+        h->core_lines += h->line[i].module == 0;
     }
     free(tagh);
     free(tags);
@@ -541,12 +545,12 @@ bad:
 
 static const char *line_name(const kms_handle *h, size_t i)
 {
-    return h->text + h->name[i];
+    return h->text + h->line[i].name;
 }
 
 static int line_name_is(const kms_handle *h, size_t i, const char *s, size_t len)
 {
-    return h->name_len[i] == len && memcmp(line_name(h, i), s, len) == 0;
+    return h->line[i].name_len == len && memcmp(line_name(h, i), s, len) == 0;
 }
 
 /* ------------------------------------------------------------ sorting */
@@ -676,7 +680,7 @@ static size_t sampled_upper(const struct sampled *s, uint64_t x)
 static int name_eq(const kms_handle *h, size_t i, const char *name)
 {
     const char *p = line_name(h, i);
-    uint32_t len = h->name_len[i];
+    uint32_t len = h->line[i].name_len;
     for (uint32_t k = 0; k < len; k++)
         if (name[k] != p[k] || !name[k])
             return 0;
@@ -690,7 +694,7 @@ static long find_lines(const kms_handle *h, const char *name, size_t len,
                        int (*fn)(const kms_handle *, size_t, void *), void *arg)
 {
     for (size_t i = 0; i < h->n; i++)
-        if (h->name_len[i] == len && memcmp(line_name(h, i), name, len) == 0 && fn(h, i, arg))
+        if (h->line[i].name_len == len && memcmp(line_name(h, i), name, len) == 0 && fn(h, i, arg))
             return (long)i;
     return NO;
 }
@@ -763,8 +767,8 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
         lengths[anchor_len[a] / 64 % 8] |= UINT64_C(1) << anchor_len[a] % 64;
     }
     for (size_t i = 0; i < h->n; i++) {
-        uint32_t len = h->name_len[i];
-        if (h->module[i] != 0 || !(lengths[len / 64 % 8] >> len % 64 & 1))
+        uint32_t len = h->line[i].name_len;
+        if (h->line[i].module != 0 || !(lengths[len / 64 % 8] >> len % 64 & 1))
             continue;
         for (uint32_t a = 0; a < nanch; a++) {
             if (anchor_len[a] != len ||
@@ -798,11 +802,11 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
             for (size_t f = 0; f < nfound; f++) {
                 if (found[f].anchor != a)
                     continue;
-                uint64_t sh = h->addr[found[f].line] - link;
+                uint64_t sh = h->line[found[f].line].addr - link;
                 /* distinct within this anchor's shifts */
                 int dup = 0;
                 for (size_t g = 0; g < f; g++)
-                    if (found[g].anchor == a && h->addr[found[g].line] - link == sh)
+                    if (found[g].anchor == a && h->line[found[g].line].addr - link == sh)
                         dup = 1;
                 if (dup)
                     continue;
@@ -849,7 +853,7 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
             for (size_t f = 0; f < nfound; f++)
                 if (found[f].anchor == a) {
                     present = 1;
-                    placed |= known[seg] && h->addr[found[f].line] == at;
+                    placed |= known[seg] && h->line[found[f].line].addr == at;
                 }
             if (placed)
                 verified++;
@@ -978,7 +982,7 @@ struct entry_keys {
 static int32_t match_entry(const kms_handle *h, const struct entry_keys *ek, size_t i,
                            int32_t sec)
 {
-    uint64_t off = h->addr[i] - h->section_base[sec];
+    uint64_t off = h->line[i].addr - h->section_base[sec];
     uint64_t k = (uint64_t)sec << 32 | off;
     /* An offset below 2^32 keys within the section's own slice; a larger
      * one (a section of 4 GiB or more: damaged) ORs into the section bits,
@@ -1017,7 +1021,7 @@ static int line_name_cmp(const kms_handle *h, size_t i, const char *name)
 {
     const unsigned char *p = (const unsigned char *)line_name(h, i);
     const unsigned char *q = (const unsigned char *)name;
-    uint32_t len = h->name_len[i];
+    uint32_t len = h->line[i].name_len;
     for (uint32_t k = 0;; k++) {
         if (k == len)
             return q[k] ? -1 : 0;
@@ -1043,8 +1047,6 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
     uint32_t *cand = NULL;
     int keyed = nsym > 0, rc = KMS_OK;
 
-    if (!ALLOC(h, entry, h->n) || !ALLOC(h, section, h->n))
-        return fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
     for (uint32_t s = 0; s < nsym && keyed; s++)
         keyed = le64(ent(h, T_SYMBOLS, s) + SYM_VALUE) < (UINT64_C(1) << 32);
     if (keyed) {
@@ -1078,17 +1080,17 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
         free(ks);
     }
     for (size_t i = 0; i < h->n; i++)
-        h->entry[i] = h->section[i] = NO;
+        h->line[i].entry = h->line[i].section = NO;
     /* Lines in address order walk the extents (extent_of, without a search). */
     for (size_t k = 0, e = 0; k < h->n; k++) {
         size_t i = h->by_address[k];
-        while (e < h->next && h->ext_start[e] <= h->addr[i])
+        while (e < h->next && h->ext_start[e] <= h->line[i].addr)
             e++;
-        if (h->module[i] != 0 || e == 0 || h->addr[i] >= h->ext_end[e - 1])
+        if (h->line[i].module != 0 || e == 0 || h->line[i].addr >= h->ext_end[e - 1])
             continue;
-        h->section[i] = (int32_t)h->ext_sec[e - 1];
+        h->line[i].section = (int32_t)h->ext_sec[e - 1];
         if (keyed)
-            h->entry[i] = match_entry(h, &ek, i, h->section[i]);
+            h->line[i].entry = match_entry(h, &ek, i, h->line[i].section);
     }
     /* Lines in no extent, at the end of placed sections ending there: the
      * sections by end (stably), each line tried against each in order; the
@@ -1124,18 +1126,18 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
         for (uint32_t k = 0; k < h->next; k++)
             end_key[k] = ends[k].key;
         for (size_t i = 0; i < h->n; i++) {
-            if (h->module[i] != 0 || h->section[i] >= 0)
+            if (h->line[i].module != 0 || h->line[i].section >= 0)
                 continue;
             int32_t got = NO;
-            for (size_t j = lower_bound(end_key, h->next, h->addr[i]);
-                 j < h->next && end_key[j] == h->addr[i]; j++) {
+            for (size_t j = lower_bound(end_key, h->next, h->line[i].addr);
+                 j < h->next && end_key[j] == h->line[i].addr; j++) {
                 int32_t m = match_entry(h, &ek, i, (int32_t)ends[j].idx);
                 if (m >= 0)
                     got = m;
             }
             if (got >= 0) {
-                h->entry[i] = got;
-                h->section[i] = (int32_t)le32(ent(h, T_SYMBOLS, (uint32_t)got) + SYM_SECTION);
+                h->line[i].entry = got;
+                h->line[i].section = (int32_t)le32(ent(h, T_SYMBOLS, (uint32_t)got) + SYM_SECTION);
             }
         }
         free(end_key);
@@ -1154,7 +1156,7 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
     if (ncand) {
         sort_by_name(h, cand, ncand, cand + nsym);
         for (size_t i = 0; i < h->n; i++) {
-            if (h->module[i] != 0 || h->section[i] >= 0)
+            if (h->line[i].module != 0 || h->line[i].section >= 0)
                 continue;
             size_t lo = 0, hi = ncand;
             while (lo < hi) {
@@ -1219,14 +1221,14 @@ out:
 
 static int has_prefix(const kms_handle *h, size_t i, const char *p)
 {
-    return h->name_len[i] >= 6 && memcmp(line_name(h, i), p, 6) == 0;
+    return h->line[i].name_len >= 6 && memcmp(line_name(h, i), p, 6) == 0;
 }
 
 static uint8_t line_binding(const kms_handle *h, size_t i)
 {
-    if (h->entry[i] >= 0)
-        return ent(h, T_SYMBOLS, (uint32_t)h->entry[i])[SYM_BINDING];
-    unsigned char c = h->type[i];
+    if (h->line[i].entry >= 0)
+        return ent(h, T_SYMBOLS, (uint32_t)h->line[i].entry)[SYM_BINDING];
+    unsigned char c = h->line[i].type;
     if (c == 'w' || c == 'W' || c == 'v' || c == 'V')
         return 2;
     return c >= 'A' && c <= 'Z' ? 1 : 0;
@@ -1236,30 +1238,30 @@ static uint8_t line_binding(const kms_handle *h, size_t i)
  * greater is preferred, i.e. sorts later. */
 static int prefer_cmp(const kms_handle *h, uint32_t a, uint32_t b)
 {
-    int64_t la = h->size[a], lb = h->size[b];
+    int64_t la = h->line[a].size, lb = h->line[b].size;
     if (la != lb)
         return la < lb ? 1 : -1; /* smaller size preferred */
     int ta = 0, tb = 0, ba, bb;
-    if (h->entry[a] >= 0) {
-        const unsigned char *s = ent(h, T_SYMBOLS, (uint32_t)h->entry[a]);
+    if (h->line[a].entry >= 0) {
+        const unsigned char *s = ent(h, T_SYMBOLS, (uint32_t)h->line[a].entry);
         ta = s[SYM_TYPE] != 0;
         ba = s[SYM_BINDING] == 1 ? 2 : s[SYM_BINDING] == 2 ? 1 : 0;
     } else {
-        ba = h->type[a] >= 'A' && h->type[a] <= 'Z' ? 2 : 0;
+        ba = h->line[a].type >= 'A' && h->line[a].type <= 'Z' ? 2 : 0;
     }
-    if (h->entry[b] >= 0) {
-        const unsigned char *s = ent(h, T_SYMBOLS, (uint32_t)h->entry[b]);
+    if (h->line[b].entry >= 0) {
+        const unsigned char *s = ent(h, T_SYMBOLS, (uint32_t)h->line[b].entry);
         tb = s[SYM_TYPE] != 0;
         bb = s[SYM_BINDING] == 1 ? 2 : s[SYM_BINDING] == 2 ? 1 : 0;
     } else {
-        bb = h->type[b] >= 'A' && h->type[b] <= 'Z' ? 2 : 0;
+        bb = h->line[b].type >= 'A' && h->line[b].type <= 'Z' ? 2 : 0;
     }
     if (ta != tb)
         return ta > tb ? 1 : -1;
     if (ba != bb)
         return ba > bb ? 1 : -1;
     /* the name that sorts first is preferred; equal names: the later line */
-    size_t na = h->name_len[a], nb = h->name_len[b];
+    size_t na = h->line[a].name_len, nb = h->line[b].name_len;
     int c = memcmp(line_name(h, a), line_name(h, b), na < nb ? na : nb);
     if (c == 0 && na != nb)
         c = na < nb ? -1 : 1;
@@ -1274,20 +1276,20 @@ static int build_index(kms_handle *h, kms_error *err)
     uint32_t ngroups = 2 * h->nmods;
     struct keyed *iv = NULL;
 
-    if (!ALLOC(h, size, n) || !ALLOC(h, region_end, ngroups))
+    if (!ALLOC(h, region_end, ngroups))
         return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
     for (size_t i = 0; i < n; i++)
-        h->size[i] = h->entry[i] >= 0
-            ? (int64_t)le64(ent(h, T_SYMBOLS, (uint32_t)h->entry[i]) + SYM_SIZE) : -1;
+        h->line[i].size = h->line[i].entry >= 0
+            ? (int64_t)le64(ent(h, T_SYMBOLS, (uint32_t)h->line[i].entry) + SYM_SIZE) : -1;
     /* Padding (__pfx_/__cfi_) inside a placed section: its size is the
      * distance to the next distinct address above, if one of the (first 4)
      * lines there is the function it prefixes. */
     for (size_t k = 0; k < n; k++) {
         size_t i = h->by_address[k], nxt = k + 1;
-        if (h->entry[i] >= 0 || h->section[i] < 0 ||
+        if (h->line[i].entry >= 0 || h->line[i].section < 0 ||
             !(has_prefix(h, i, "__pfx_") || has_prefix(h, i, "__cfi_")))
             continue;
-        while (nxt < n && h->sorted_addr[nxt] == h->addr[i])
+        while (nxt < n && h->sorted_addr[nxt] == h->line[i].addr)
             nxt++;
         if (nxt >= n)
             continue;
@@ -1295,8 +1297,8 @@ static int build_index(kms_handle *h, kms_error *err)
             size_t at = nxt + j < n ? nxt + j : n - 1;
             if (h->sorted_addr[at] != h->sorted_addr[nxt])
                 break;
-            if (line_name_is(h, h->by_address[at], line_name(h, i) + 6, h->name_len[i] - 6)) {
-                h->size[i] = (int64_t)(h->sorted_addr[nxt] - h->addr[i]);
+            if (line_name_is(h, h->by_address[at], line_name(h, i) + 6, h->line[i].name_len - 6)) {
+                h->line[i].size = (int64_t)(h->sorted_addr[nxt] - h->line[i].addr);
                 break;
             }
         }
@@ -1305,9 +1307,9 @@ static int build_index(kms_handle *h, kms_error *err)
      * core's end at its highest line, a module's just before the next line
      * of anything above its highest. */
     for (size_t i = 0; i < n; i++) {
-        uint32_t g = 2 * h->module[i] + (h->type[i] == 'A');
-        if (h->addr[i] > h->region_end[g])
-            h->region_end[g] = h->addr[i];
+        uint32_t g = 2 * h->line[i].module + (h->line[i].type == 'A');
+        if (h->line[i].addr > h->region_end[g])
+            h->region_end[g] = h->line[i].addr;
     }
     for (uint32_t g = 2; g < ngroups; g++) {
         size_t above = upper_bound(h->sorted_addr, n, h->region_end[g]);
@@ -1316,13 +1318,13 @@ static int build_index(kms_handle *h, kms_error *err)
     /* Sized intervals by start, ties in preference order. */
     size_t niv = 0;
     for (size_t i = 0; i < n; i++)
-        niv += h->size[i] > 0;
+        niv += h->line[i].size > 0;
     if (!(iv = malloc((niv ? niv : 1) * sizeof *iv)))
         return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
     niv = 0;
     for (size_t i = 0; i < n; i++)
-        if (h->size[i] > 0) {
-            iv[niv].key = h->addr[i];
+        if (h->line[i].size > 0) {
+            iv[niv].key = h->line[i].addr;
             iv[niv++].idx = (uint32_t)i;
         }
     if (sort_keyed(iv, niv) || !ALLOC(h, iv_start, niv) || !ALLOC(h, iv_end, niv) ||
@@ -1350,8 +1352,8 @@ static int build_index(kms_handle *h, kms_error *err)
     for (size_t k = 0; k < niv; k++) {
         uint32_t i = iv[k].idx;
         h->iv_line[k] = i;
-        h->iv_start[k] = h->addr[i];
-        h->iv_end[k] = h->addr[i] + (uint64_t)h->size[i];
+        h->iv_start[k] = h->line[i].addr;
+        h->iv_end[k] = h->line[i].addr + (uint64_t)h->line[i].size;
         /* _containers: the nearest earlier interval holding this one */
         int32_t j = NO;
         if (k > 0 && h->iv_start[k] < reach) {
@@ -1506,7 +1508,7 @@ static kms_handle *load(const char *syms_path, char *text, size_t len, const cha
         goto bad;
     }
     for (size_t i = 0; i < h->n; i++) {
-        order[i].key = h->addr[i];
+        order[i].key = h->line[i].addr;
         order[i].idx = (uint32_t)i;
     }
     if (sort_keyed(order, h->n)) {
@@ -1573,14 +1575,7 @@ void kms_free(kms_handle *h)
         munmap((void *)h->map, h->map_size);
     free(h->member_name);
     free(h->text);
-    free(h->addr);
-    free(h->name);
-    free(h->name_len);
-    free(h->type);
-    free(h->module);
-    free(h->entry);
-    free(h->section);
-    free(h->size);
+    free(h->line);
     free(h->mod_name);
     free(h->section_base);
     free(h->placed);
@@ -1670,16 +1665,16 @@ static void record(const kms_handle *h, uint64_t address, long line, int sized,
         return;
     }
     out->sym = line_name(h, (size_t)line);
-    out->sym_len = h->name_len[line];
-    out->sym_start = h->addr[line];
+    out->sym_len = h->line[line].name_len;
+    out->sym_start = h->line[line].addr;
     out->symoff = address - out->sym_start;
-    out->size = h->size[line] >= 0 ? h->size[line] : -1;
+    out->size = h->line[line].size >= 0 ? h->line[line].size : -1;
     out->sym_end = out->sym_start + (out->size >= 0 ? (uint64_t)out->size : 0);
     out->sized = (uint8_t)sized;
-    out->type = (char)h->type[line];
+    out->type = (char)h->line[line].type;
     uint8_t b = line_binding(h, (size_t)line);
     out->sym_binding = b <= 2 ? b : KMS_BINDING_UNKNOWN;
-    uint32_t mod = h->module[line];
+    uint32_t mod = h->line[line].module;
     long amb = mod ? NO : ambiguous_of(h, (size_t)line);
     if (mod) {
         out->modules = h->mod_name + mod;
@@ -1701,8 +1696,8 @@ static void record(const kms_handle *h, uint64_t address, long line, int sized,
             out->origin = c[0].nmodules == 1 && !strcmp(c[0].modules[0], "vmlinux")
                 ? KMS_ORIGIN_CORE : KMS_ORIGIN_BUILTIN;
         }
-    } else if (h->section[line] >= 0) {
-        fill_object(h, le32(ent(h, T_SECTIONS, (uint32_t)h->section[line]) + SEC_OBJECT), out);
+    } else if (h->line[line].section >= 0) {
+        fill_object(h, le32(ent(h, T_SECTIONS, (uint32_t)h->line[line].section) + SEC_OBJECT), out);
     } else {
         out->modules = vmlinux_list;
         out->nmodules = 1;
@@ -1729,12 +1724,12 @@ static long resolve_line(const kms_handle *h, uint64_t q, int *sized)
     if (at == 0)
         return NO;
     uint32_t cand = h->by_address[at - 1];
-    int32_t rq = extent_of(h, q), rc = h->section[cand];
+    int32_t rq = extent_of(h, q), rc = h->line[cand].section;
     if (rq >= 0)
         return rc == rq ? (long)cand : NO;
     if (rc >= 0)
         return NO;
-    return q <= h->region_end[2 * h->module[cand] + (h->type[cand] == 'A')] ? (long)cand : NO;
+    return q <= h->region_end[2 * h->line[cand].module + (h->line[cand].type == 'A')] ? (long)cand : NO;
 }
 
 void kms_resolve(const kms_handle *h, uint64_t addr, struct kms_sym *out)
@@ -1754,7 +1749,7 @@ static int lookup_one(const kms_handle *h, size_t line, void *arg)
 {
     struct lookup_ctx *c = arg;
     struct kms_sym rec;
-    record(h, h->addr[line], (long)line, h->size[line] > 0, &rec);
+    record(h, h->line[line].addr, (long)line, h->line[line].size > 0, &rec);
     if (c->mod) {
         int in = 0;
         for (uint32_t k = 0; k < rec.nmodules && !in; k++)
@@ -1798,10 +1793,10 @@ int kms_foreach(const kms_handle *h, int (*cb)(const struct kms_line *line, void
     for (size_t i = 0; i < h->n; i++) {
         struct kms_sym rec;
         struct kms_line l;
-        record(h, h->addr[i], (long)i, 0, &rec);
-        l.address = h->addr[i];
-        l.size = h->size[i] > 0 ? (uint64_t)h->size[i] : 0;
-        l.type = (char)h->type[i];
+        record(h, h->line[i].addr, (long)i, 0, &rec);
+        l.address = h->line[i].addr;
+        l.size = h->line[i].size > 0 ? (uint64_t)h->line[i].size : 0;
+        l.type = (char)h->line[i].type;
         l.name = rec.sym;
         l.name_len = rec.sym_len;
         l.origin = rec.origin;
@@ -1861,12 +1856,12 @@ size_t kms_module_ranges(const kms_handle *h, const char *mod, struct kms_range 
             continue;
         uint64_t lo[2] = {UINT64_MAX, UINT64_MAX}, hi[2] = {0, 0};
         for (size_t i = 0; i < h->n; i++)
-            if (h->module[i] == m) {
-                int text = h->type[i] == 't' || h->type[i] == 'T';
-                if (h->addr[i] < lo[text])
-                    lo[text] = h->addr[i];
-                if (h->addr[i] > hi[text])
-                    hi[text] = h->addr[i];
+            if (h->line[i].module == m) {
+                int text = h->line[i].type == 't' || h->line[i].type == 'T';
+                if (h->line[i].addr < lo[text])
+                    lo[text] = h->line[i].addr;
+                if (h->line[i].addr > hi[text])
+                    hi[text] = h->line[i].addr;
             }
         for (int text = 0; text < 2; text++)
             if (lo[text] <= hi[text])
