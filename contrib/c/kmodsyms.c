@@ -64,6 +64,13 @@ static uint64_t le64(const unsigned char *p)
 
 /* ------------------------------------------------------------ the handle */
 
+/* What an answer says of an object: its path and modules. */
+struct object_info {
+    const char *path;
+    struct kms_modlist modules; /* "vmlinux" for the core kernel */
+    uint8_t origin;             /* KMS_ORIGIN_CORE or KMS_ORIGIN_BUILTIN */
+};
+
 /* One kallsyms line: all an answer needs of it in one cache line. */
 struct line {
     uint64_t addr;
@@ -74,6 +81,7 @@ struct line {
     int32_t entry;      /* dtrace_syms symbol the line is, or -1 */
     int32_t section;    /* placed object section holding the line (or its entry's), or -1 */
     uint8_t type;       /* kallsyms letter */
+    uint8_t binding;    /* ELF STB_*: the entry's, else from the letter */
 };
 
 /*
@@ -98,6 +106,8 @@ struct kms_handle {
     uint32_t count[T_COUNT];
     const char *release, *build_id;
     const char **member_name;   /* module name of each modset_members entry */
+    struct object_info *object; /* per object */
+    uint32_t *section_object;   /* per section: its object */
 
     /* kallsyms: the text (names NUL-terminated in place) and one row per kept line */
     char *text;
@@ -115,9 +125,9 @@ struct kms_handle {
     struct kms_modlist *cand_list; /* module list of each candidate entry */
     uint32_t *cand_modset;
     uint32_t next;              /* placed extents, by base */
-    uint64_t *ext_start, *ext_end;
+    uint64_t *ext_start;        /* for the search */
+    struct { uint64_t end; uint32_t sec; } *ext;
     struct sampled ext_index, line_index, iv_index; /* over ext_start, sorted_addr, iv_start */
-    uint32_t *ext_sec;
     uint32_t anchors_verified;
 
     /* address index */
@@ -125,9 +135,8 @@ struct kms_handle {
     uint64_t *sorted_addr;
     uint64_t *region_end;       /* per group 2 * module + (type == 'A') */
     uint32_t niv;               /* sized intervals, innermost-preferred last */
-    uint64_t *iv_start, *iv_end;
-    uint32_t *iv_line;
-    int32_t *iv_parent;
+    uint64_t *iv_start;         /* for the search */
+    struct { uint64_t end; uint32_t line; int32_t parent; } *iv;
 
 };
 
@@ -306,6 +315,25 @@ static int validate_syms(kms_handle *h, const char *path, kms_error *err)
         return fail(err, KMS_E_NOMEM, "out of memory reading %s", path);
     for (uint32_t k = 0; k < h->count[T_MEMBERS]; k++)
         h->member_name[k] = str(h, le32(ent(h, T_MODULES, le32(ent(h, T_MEMBERS, k)))));
+    if (!ALLOC(h, object, h->count[T_OBJECTS]) ||
+        !ALLOC(h, section_object, h->count[T_SECTIONS]))
+        return fail(err, KMS_E_NOMEM, "out of memory reading %s", path);
+    for (uint32_t o = 0; o < h->count[T_OBJECTS]; o++) {
+        const unsigned char *ob = ent(h, T_OBJECTS, o);
+        const unsigned char *ms = ent(h, T_MODSETS, le32(ob + 4));
+        struct object_info *info = &h->object[o];
+        info->path = str(h, le32(ob));
+        info->modules.nmodules = le32(ms + 4);
+        info->modules.modules = h->member_name + le32(ms);
+        info->origin = KMS_ORIGIN_BUILTIN;
+        if (!info->modules.nmodules) {
+            info->modules.modules = vmlinux_list;
+            info->modules.nmodules = 1;
+            info->origin = KMS_ORIGIN_CORE;
+        }
+    }
+    for (uint32_t c = 0; c < h->count[T_SECTIONS]; c++)
+        h->section_object[c] = le32(ent(h, T_SECTIONS, c) + SEC_OBJECT);
     return KMS_OK;
 }
 
@@ -710,9 +738,9 @@ static uint64_t sym_link(const kms_handle *h, uint32_t s)
 static int32_t extent_of(const kms_handle *h, uint64_t a)
 {
     size_t i = sampled_upper(&h->ext_index, a);
-    if (i == 0 || a >= h->ext_end[i - 1])
+    if (i == 0 || a >= h->ext[i - 1].end)
         return NO;
-    return (int32_t)h->ext_sec[i - 1];
+    return (int32_t)h->ext[i - 1].sec;
 }
 
 static const char *sym_name(const kms_handle *h, uint32_t s)
@@ -947,8 +975,7 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
             ext[next++].idx = sec;
         }
     }
-    if (sort_keyed(ext, next) || !ALLOC(h, ext_start, next) || !ALLOC(h, ext_end, next) ||
-        !ALLOC(h, ext_sec, next)) {
+    if (sort_keyed(ext, next) || !ALLOC(h, ext_start, next) || !ALLOC(h, ext, next)) {
         free(ext);
         rc = fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
         goto out;
@@ -956,8 +983,8 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
     h->next = (uint32_t)next;
     for (size_t k = 0; k < next; k++) {
         h->ext_start[k] = ext[k].key;
-        h->ext_end[k] = ext[k].key + le64(ent(h, T_SECTIONS, ext[k].idx) + SEC_SIZE);
-        h->ext_sec[k] = ext[k].idx;
+        h->ext[k].end = ext[k].key + le64(ent(h, T_SECTIONS, ext[k].idx) + SEC_SIZE);
+        h->ext[k].sec = ext[k].idx;
     }
     free(ext);
 out:
@@ -1086,9 +1113,9 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
         size_t i = h->by_address[k];
         while (e < h->next && h->ext_start[e] <= h->line[i].addr)
             e++;
-        if (h->line[i].module != 0 || e == 0 || h->line[i].addr >= h->ext_end[e - 1])
+        if (h->line[i].module != 0 || e == 0 || h->line[i].addr >= h->ext[e - 1].end)
             continue;
-        h->line[i].section = (int32_t)h->ext_sec[e - 1];
+        h->line[i].section = (int32_t)h->ext[e - 1].sec;
         if (keyed)
             h->line[i].entry = match_entry(h, &ek, i, h->line[i].section);
     }
@@ -1100,13 +1127,13 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
         goto out;
     }
     for (uint32_t k = 0; k < h->next; k++) {
-        ends[k].key = h->ext_end[k];
-        ends[k].idx = h->ext_sec[k];
+        ends[k].key = h->ext[k].end;
+        ends[k].idx = h->ext[k].sec;
     }
     /* extents are by base then section; Python sorts the placed sections by
      * end in section order: restore section order first, then sort by end */
     for (uint32_t k = 0; k < h->next; k++)
-        ends[k].key = h->ext_sec[k];
+        ends[k].key = h->ext[k].sec;
     if (sort_keyed(ends, h->next)) {
         rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
         goto out;
@@ -1279,6 +1306,8 @@ static int build_index(kms_handle *h, kms_error *err)
     if (!ALLOC(h, region_end, ngroups))
         return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
     for (size_t i = 0; i < n; i++)
+        h->line[i].binding = line_binding(h, i);
+    for (size_t i = 0; i < n; i++)
         h->line[i].size = h->line[i].entry >= 0
             ? (int64_t)le64(ent(h, T_SYMBOLS, (uint32_t)h->line[i].entry) + SYM_SIZE) : -1;
     /* Padding (__pfx_/__cfi_) inside a placed section: its size is the
@@ -1327,8 +1356,7 @@ static int build_index(kms_handle *h, kms_error *err)
             iv[niv].key = h->line[i].addr;
             iv[niv++].idx = (uint32_t)i;
         }
-    if (sort_keyed(iv, niv) || !ALLOC(h, iv_start, niv) || !ALLOC(h, iv_end, niv) ||
-        !ALLOC(h, iv_line, niv) || !ALLOC(h, iv_parent, niv)) {
+    if (sort_keyed(iv, niv) || !ALLOC(h, iv_start, niv) || !ALLOC(h, iv, niv)) {
         free(iv);
         return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
     }
@@ -1351,19 +1379,19 @@ static int build_index(kms_handle *h, kms_error *err)
     uint64_t reach = 0;
     for (size_t k = 0; k < niv; k++) {
         uint32_t i = iv[k].idx;
-        h->iv_line[k] = i;
+        h->iv[k].line = i;
         h->iv_start[k] = h->line[i].addr;
-        h->iv_end[k] = h->line[i].addr + (uint64_t)h->line[i].size;
+        h->iv[k].end = h->line[i].addr + (uint64_t)h->line[i].size;
         /* _containers: the nearest earlier interval holding this one */
         int32_t j = NO;
         if (k > 0 && h->iv_start[k] < reach) {
             j = (int32_t)k - 1;
-            while (j >= 0 && h->iv_end[j] < h->iv_end[k])
-                j = h->iv_parent[j];
+            while (j >= 0 && h->iv[j].end < h->iv[k].end)
+                j = h->iv[j].parent;
         }
-        h->iv_parent[k] = j;
-        if (k == 0 || h->iv_end[k] > reach)
-            reach = h->iv_end[k];
+        h->iv[k].parent = j;
+        if (k == 0 || h->iv[k].end > reach)
+            reach = h->iv[k].end;
     }
     free(iv);
     return KMS_OK;
@@ -1574,6 +1602,8 @@ void kms_free(kms_handle *h)
     if (h->map)
         munmap((void *)h->map, h->map_size);
     free(h->member_name);
+    free(h->object);
+    free(h->section_object);
     free(h->text);
     free(h->line);
     free(h->mod_name);
@@ -1585,8 +1615,7 @@ void kms_free(kms_handle *h)
     free(h->cand_list);
     free(h->cand_modset);
     free(h->ext_start);
-    free(h->ext_end);
-    free(h->ext_sec);
+    free(h->ext);
     free(h->ext_index.top);
     free(h->line_index.top);
     free(h->iv_index.top);
@@ -1594,9 +1623,7 @@ void kms_free(kms_handle *h)
     free(h->sorted_addr);
     free(h->region_end);
     free(h->iv_start);
-    free(h->iv_end);
-    free(h->iv_line);
-    free(h->iv_parent);
+    free(h->iv);
     free(h);
 }
 
@@ -1610,19 +1637,11 @@ static int is_pseudo_module(const char *name)
 /* The module list, origin and path of object OBJ (answer.Answers._fill_object). */
 static void fill_object(const kms_handle *h, uint32_t obj, struct kms_sym *out)
 {
-    const unsigned char *o = ent(h, T_OBJECTS, obj);
-    const unsigned char *ms = ent(h, T_MODSETS, le32(o + 4));
-    uint32_t count = le32(ms + 4);
-    out->object = str(h, le32(o));
-    if (count) {
-        out->modules = h->member_name + le32(ms);
-        out->nmodules = count;
-        out->origin = KMS_ORIGIN_BUILTIN;
-    } else {
-        out->modules = vmlinux_list;
-        out->nmodules = 1;
-        out->origin = KMS_ORIGIN_CORE;
-    }
+    const struct object_info *info = &h->object[obj];
+    out->object = info->path;
+    out->modules = info->modules.modules;
+    out->nmodules = info->modules.nmodules;
+    out->origin = info->origin;
     out->dso = out->modules[0];
 }
 
@@ -1661,7 +1680,7 @@ static void record(const kms_handle *h, uint64_t address, long line, int sized,
     if (line < 0) {
         int32_t sec = extent_of(h, address);
         if (sec >= 0)
-            fill_object(h, le32(ent(h, T_SECTIONS, (uint32_t)sec) + SEC_OBJECT), out);
+            fill_object(h, h->section_object[sec], out);
         return;
     }
     out->sym = line_name(h, (size_t)line);
@@ -1672,7 +1691,7 @@ static void record(const kms_handle *h, uint64_t address, long line, int sized,
     out->sym_end = out->sym_start + (out->size >= 0 ? (uint64_t)out->size : 0);
     out->sized = (uint8_t)sized;
     out->type = (char)h->line[line].type;
-    uint8_t b = line_binding(h, (size_t)line);
+    uint8_t b = h->line[line].binding;
     out->sym_binding = b <= 2 ? b : KMS_BINDING_UNKNOWN;
     uint32_t mod = h->line[line].module;
     long amb = mod ? NO : ambiguous_of(h, (size_t)line);
@@ -1697,7 +1716,7 @@ static void record(const kms_handle *h, uint64_t address, long line, int sized,
                 ? KMS_ORIGIN_CORE : KMS_ORIGIN_BUILTIN;
         }
     } else if (h->line[line].section >= 0) {
-        fill_object(h, le32(ent(h, T_SECTIONS, (uint32_t)h->line[line].section) + SEC_OBJECT), out);
+        fill_object(h, h->section_object[h->line[line].section], out);
     } else {
         out->modules = vmlinux_list;
         out->nmodules = 1;
@@ -1711,11 +1730,11 @@ static long resolve_line(const kms_handle *h, uint64_t q, int *sized)
 {
     size_t j = sampled_upper(&h->iv_index, q);
     int32_t k = (int32_t)j - 1;
-    while (k >= 0 && h->iv_end[k] <= q)
-        k = h->iv_parent[k];
+    while (k >= 0 && h->iv[k].end <= q)
+        k = h->iv[k].parent;
     if (k >= 0) {
         *sized = 1;
-        return h->iv_line[k];
+        return h->iv[k].line;
     }
     *sized = 0;
     /* Unsized fallback: the last line at the greatest address <= q, in the
@@ -1883,14 +1902,14 @@ size_t kms_module_ranges(const kms_handle *h, const char *mod, struct kms_range 
     if (!core && builtin == UINT32_MAX)
         return 0;
     for (uint32_t k = 0; k < h->next; k++) {
-        const unsigned char *se = ent(h, T_SECTIONS, h->ext_sec[k]);
+        const unsigned char *se = ent(h, T_SECTIONS, h->ext[k].sec);
         const unsigned char *ms = ent(h, T_MODSETS, le32(ent(h, T_OBJECTS, le32(se)) + 4));
         uint32_t first = le32(ms), n = le32(ms + 4);
         int member = core ? n == 0 : 0;
         for (uint32_t j = 0; j < n && !member; j++)
             member = le32(ent(h, T_MEMBERS, first + j)) == builtin;
         if (member)
-            count = add_range(out, max, count, h->ext_start[k], h->ext_end[k],
+            count = add_range(out, max, count, h->ext_start[k], h->ext[k].end,
                               (le32(se + SEC_FLAGS) & SHF_EXECINSTR) != 0);
     }
     return count;
