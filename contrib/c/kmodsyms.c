@@ -586,6 +586,7 @@ static int line_name_is(const kms_handle *h, size_t i, const char *s, size_t len
 struct keyed {
     uint64_t key;
     uint32_t idx;
+    uint32_t aux;   /* what the user of the sort keeps alongside */
 };
 
 /* Stable sort of A (N items) by key: natural merge sort, linear on sorted
@@ -707,12 +708,9 @@ static size_t sampled_upper(const struct sampled *s, uint64_t x)
 /* Whether line I is called NAME (NUL-terminated, read no further than its NUL). */
 static int name_eq(const kms_handle *h, size_t i, const char *name)
 {
-    const char *p = line_name(h, i);
     uint32_t len = h->line[i].name_len;
-    for (uint32_t k = 0; k < len; k++)
-        if (name[k] != p[k] || !name[k])
-            return 0;
-    return name[len] == 0;
+    /* strnlen first: NAME is read no further than its NUL */
+    return strnlen(name, (size_t)len + 1) == len && memcmp(name, line_name(h, i), len) == 0;
 }
 
 /* Lines called NAME (LEN bytes), in kallsyms order: call FN(line) for each
@@ -1000,6 +998,7 @@ out:
 struct entry_keys {
     uint64_t *key;
     uint32_t *by_key;
+    uint32_t *name;      /* each one's name offset (read here, not in the symbol table) */
     uint32_t *sec_end;   /* end of each section's slice */
     uint32_t n, nsec;
 };
@@ -1020,7 +1019,7 @@ static int32_t match_entry(const kms_handle *h, const struct entry_keys *ek, siz
     while (hi < ek->n && ek->key[hi] == k)
         hi++;
     for (size_t j = lo; j < hi; j++)
-        if (name_eq(h, i, sym_name(h, ek->by_key[j])))
+        if (name_eq(h, i, str(h, ek->name[j])))
             return (int32_t)ek->by_key[j];
     return NO;
 }
@@ -1069,9 +1068,10 @@ static int line_name_cmp(const kms_handle *h, size_t i, const char *name)
 static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
 {
     uint32_t nsym = h->count[T_SYMBOLS], nsec = h->count[T_SECTIONS];
-    struct entry_keys ek = {NULL, NULL, NULL, nsym, nsec};
+    struct entry_keys ek = {NULL, NULL, NULL, NULL, nsym, nsec};
     struct keyed *ends = NULL;
     uint32_t *cand = NULL;
+    const char **cand_name = NULL;
     int keyed = nsym > 0, rc = KMS_OK;
 
     for (uint32_t s = 0; s < nsym && keyed; s++)
@@ -1081,6 +1081,7 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
         struct keyed *ks = malloc(2 * (size_t)nsym * sizeof *ks);
         if (!ks || !(ek.key = malloc(nsym * sizeof *ek.key)) ||
             !(ek.by_key = malloc(nsym * sizeof *ek.by_key)) ||
+            !(ek.name = malloc(nsym * sizeof *ek.name)) ||
             !(ek.sec_end = calloc((size_t)nsec + 1, sizeof *ek.sec_end))) {
             free(ks);
             rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
@@ -1097,12 +1098,14 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
             struct keyed *k = &ks[start[c]++];
             k->key = (uint64_t)c << 32 | le64(sy + SYM_VALUE);
             k->idx = s;
+            k->aux = le32(sy + SYM_NAME);
         }
         for (uint32_t c = 0, lo = 0; c < nsec; lo = ek.sec_end[c++])
             merge_sort(ks + lo, ek.sec_end[c] - lo, ks + nsym);
         for (uint32_t s = 0; s < nsym; s++) {
             ek.key[s] = ks[s].key;
             ek.by_key[s] = ks[s].idx;
+            ek.name[s] = ks[s].aux;
         }
         free(ks);
     }
@@ -1181,20 +1184,36 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
             cand[ncand++] = s;
     }
     if (ncand) {
-        sort_by_name(h, cand, ncand, cand + nsym);
+        /* by name, then index: the file's own order when it is sorted, as
+         * kmodsyms writes it (checked here, not assumed) */
+        if (!(cand_name = malloc(ncand * sizeof *cand_name))) {
+            rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
+            goto out;
+        }
+        size_t c = 1;
+        cand_name[0] = sym_name(h, cand[0]);
+        for (; c < ncand; c++) {
+            cand_name[c] = sym_name(h, cand[c]);
+            if (strcmp(cand_name[c - 1], cand_name[c]) > 0)
+                break;
+        }
+        if (c < ncand)
+            sort_by_name(h, cand, ncand, cand + nsym);
+        for (c = 0; c < ncand; c++)
+            cand_name[c] = sym_name(h, cand[c]);
         for (size_t i = 0; i < h->n; i++) {
             if (h->line[i].module != 0 || h->line[i].section >= 0)
                 continue;
             size_t lo = 0, hi = ncand;
             while (lo < hi) {
                 size_t mid = lo + (hi - lo) / 2;
-                if (line_name_cmp(h, i, sym_name(h, cand[mid])) > 0)
+                if (line_name_cmp(h, i, cand_name[mid]) > 0)
                     lo = mid + 1;
                 else
                     hi = mid;
             }
             size_t end = lo;
-            while (end < ncand && line_name_cmp(h, i, sym_name(h, cand[end])) == 0)
+            while (end < ncand && line_name_cmp(h, i, cand_name[end]) == 0)
                 end++;
             if (end == lo)
                 continue;
@@ -1238,9 +1257,11 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
 out:
     free(ek.key);
     free(ek.by_key);
+    free(ek.name);
     free(ek.sec_end);
     free(ends);
     free(cand);
+    free((void *)cand_name);
     return rc;
 }
 
