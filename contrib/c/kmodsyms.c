@@ -773,6 +773,8 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
     uint64_t *shift = calloc(nseg ? nseg : 1, sizeof *shift);
     uint8_t *known = calloc(nseg ? nseg : 1, 1);
     size_t *anchor_len = malloc((nanch ? nanch : 1) * sizeof *anchor_len);
+    const char **anchor_name = NULL;
+    uint32_t *by_len = NULL;
     uint32_t *order = malloc((nseg ? nseg : 1) * sizeof *order);
     struct anchor_line *found = NULL;
     size_t nfound = 0, capfound = 0;
@@ -785,20 +787,36 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
         rc = fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
         goto out;
     }
-    /* The core lines of each anchor's name, in kallsyms order (one pass,
-     * comparing only lines of a length some anchor name has). */
-    uint64_t lengths[8] = {0}; /* bit L % 512: some anchor name is L bytes long */
-    for (uint32_t a = 0; a < nanch; a++) {
-        anchor_len[a] = strlen(sym_name(h, le32(ent(h, T_ANCHORS, a))));
-        lengths[anchor_len[a] / 64 % 8] |= UINT64_C(1) << anchor_len[a] % 64;
+    /* The core lines of each anchor's name, in kallsyms order: one pass,
+     * each line compared only with the anchors of its name's length
+     * (anchors bucketed by length; longer than MAX_BUCKET share the last). */
+#define MAX_BUCKET 512
+    uint32_t bucket[MAX_BUCKET + 2] = {0};
+    if (!(anchor_name = malloc((nanch ? nanch : 1) * sizeof *anchor_name)) ||
+        !(by_len = malloc((nanch ? nanch : 1) * sizeof *by_len))) {
+        rc = fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
+        goto out;
     }
+    for (uint32_t a = 0; a < nanch; a++) {
+        anchor_name[a] = sym_name(h, le32(ent(h, T_ANCHORS, a)));
+        anchor_len[a] = strlen(anchor_name[a]);
+        bucket[(anchor_len[a] < MAX_BUCKET ? anchor_len[a] : MAX_BUCKET) + 1]++;
+    }
+    for (uint32_t b = 0; b <= MAX_BUCKET; b++)
+        bucket[b + 1] += bucket[b];
+    uint32_t fill[MAX_BUCKET + 1];
+    memcpy(fill, bucket, sizeof fill);
+    for (uint32_t a = 0; a < nanch; a++)
+        by_len[fill[anchor_len[a] < MAX_BUCKET ? anchor_len[a] : MAX_BUCKET]++] = a;
     for (size_t i = 0; i < h->n; i++) {
-        uint32_t len = h->line[i].name_len;
-        if (h->line[i].module != 0 || !(lengths[len / 64 % 8] >> len % 64 & 1))
+        uint32_t len = h->line[i].name_len, b = len < MAX_BUCKET ? len : MAX_BUCKET;
+        if (h->line[i].module != 0 || bucket[b] == bucket[b + 1])
             continue;
-        for (uint32_t a = 0; a < nanch; a++) {
-            if (anchor_len[a] != len ||
-                memcmp(line_name(h, i), sym_name(h, le32(ent(h, T_ANCHORS, a))), len) != 0)
+        const char *name = line_name(h, i);
+        for (uint32_t k = bucket[b]; k < bucket[b + 1]; k++) {
+            uint32_t a = by_len[k];
+            if (anchor_len[a] != len || anchor_name[a][0] != name[0] ||
+                memcmp(name, anchor_name[a], len) != 0)
                 continue;
             if (nfound == capfound) {
                 size_t nc = capfound ? 2 * capfound : 64;
@@ -989,6 +1007,8 @@ out:
     free(shift);
     free(known);
     free(anchor_len);
+    free((void *)anchor_name);
+    free(by_len);
     free(order);
     free(found);
     return rc;
