@@ -160,9 +160,9 @@ def test_fixture_equal(clib, fixture_syms):
     compare_all(clib, "fixture", fixture_syms, FIXTURE_KALLSYMS, 20_000)
 
 
-def test_fixture_text_only_equal(clib, fixture_syms, tmp_path):
+def test_fixture_text_only_equal(clib, fixture_syms):
     compare_all(clib, "fixture-text-only", fixture_syms,
-                text_only_file(FIXTURE, FIXTURE_KALLSYMS, str(tmp_path / "ks")), 20_000)
+                os.path.join(FIXTURE, "kallsyms.text-only"), 20_000)
 
 
 def test_fixture_ambiguous_equal(clib, fixture_syms, tmp_path):

@@ -746,10 +746,18 @@ static const char *sym_name(const kms_handle *h, uint32_t s)
     return str(h, le32(ent(h, T_SYMBOLS, s) + SYM_NAME));
 }
 
-/* Allowed misplaced anchors among those present (placement.misplaced_anchors_allowed). */
-static uint32_t misplaced_allowed(uint32_t present)
+/* placement.MISPLACED_ANCHORS_ALLOWED: in kallsyms of the file's own kernel,
+ * every anchor it shows is at its link address plus its segment's shift. */
+#define MISPLACED_ANCHORS_ALLOWED 0u
+/* placement.SHIFT_ALIGNMENT: KASLR shifts by whole pages. */
+#define SHIFT_ALIGNMENT 4096u
+
+/* An anchor in a section without a link address locates nothing: skipped. */
+static int anchor_usable(const kms_handle *h, uint32_t a)
 {
-    return present / 10 > 2 ? present / 10 : 2;
+    uint32_t s = le32(ent(h, T_ANCHORS, a));
+    return le64(ent(h, T_SECTIONS, le32(ent(h, T_SYMBOLS, s) + SYM_SECTION)) + SEC_ADDRESS) !=
+           NO_ADDRESS;
 }
 
 struct anchor_line {
@@ -775,6 +783,7 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
     size_t *anchor_len = malloc((nanch ? nanch : 1) * sizeof *anchor_len);
     const char **anchor_name = NULL;
     uint32_t *by_len = NULL;
+    uint8_t *usable = NULL;
     uint32_t *order = malloc((nseg ? nseg : 1) * sizeof *order);
     struct anchor_line *found = NULL;
     size_t nfound = 0, capfound = 0;
@@ -793,11 +802,13 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
 #define MAX_BUCKET 512
     uint32_t bucket[MAX_BUCKET + 2] = {0};
     if (!(anchor_name = malloc((nanch ? nanch : 1) * sizeof *anchor_name)) ||
-        !(by_len = malloc((nanch ? nanch : 1) * sizeof *by_len))) {
+        !(by_len = malloc((nanch ? nanch : 1) * sizeof *by_len)) ||
+        !(usable = malloc(nanch ? nanch : 1))) {
         rc = fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
         goto out;
     }
     for (uint32_t a = 0; a < nanch; a++) {
+        usable[a] = (uint8_t)anchor_usable(h, a);
         anchor_name[a] = sym_name(h, le32(ent(h, T_ANCHORS, a)));
         anchor_len[a] = strlen(anchor_name[a]);
         bucket[(anchor_len[a] < MAX_BUCKET ? anchor_len[a] : MAX_BUCKET) + 1]++;
@@ -840,7 +851,7 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
         uint32_t *vc = NULL;
         for (uint32_t a = 0; a < nanch; a++) {
             const unsigned char *an = ent(h, T_ANCHORS, a);
-            if (le32(an + 4) != seg)
+            if (le32(an + 4) != seg || !usable[a])
                 continue;
             uint64_t link = sym_link(h, le32(an));
             for (size_t f = 0; f < nfound; f++) {
@@ -879,17 +890,22 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
                 vc[v]++;
             }
         }
+        uint64_t best_shift = 0;
         for (size_t v = 0; v < nvotes; v++) /* most votes; ties: the lowest shift */
-            if (!known[seg] || vc[v] > best || (vc[v] == best && vs[v] < shift[seg])) {
-                shift[seg] = vs[v];
+            if (v == 0 || vc[v] > best || (vc[v] == best && vs[v] < best_shift)) {
+                best_shift = vs[v];
                 best = vc[v];
-                known[seg] = 1;
             }
+        /* a shift by part of a page is no KASLR: the segment stays unknown */
+        if (nvotes && best_shift % SHIFT_ALIGNMENT == 0) {
+            shift[seg] = best_shift;
+            known[seg] = 1;
+        }
         free(vs);
         free(vc);
         for (uint32_t a = 0; a < nanch; a++) {
             const unsigned char *an = ent(h, T_ANCHORS, a);
-            if (le32(an + 4) != seg)
+            if (le32(an + 4) != seg || !usable[a])
                 continue;
             uint32_t s = le32(an);
             uint64_t at = sym_link(h, s) + shift[seg];
@@ -943,7 +959,7 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
     h->anchors_verified = verified;
     if (check) {
         uint32_t present = verified + misplaced;
-        if (verified == 0 || misplaced > misplaced_allowed(present)) {
+        if (verified == 0 || misplaced > MISPLACED_ANCHORS_ALLOWED) {
             rc = fail(err, KMS_E_STALE, "%s does not match %s: of its %u anchor symbols, %u are "
                       "where its link addresses say, %u elsewhere and %u absent; they are of "
                       "different kernels: use the dtrace_syms built for the kernel whose "
@@ -1009,6 +1025,7 @@ out:
     free(anchor_len);
     free((void *)anchor_name);
     free(by_len);
+    free(usable);
     free(order);
     free(found);
     return rc;
