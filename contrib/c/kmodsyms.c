@@ -1817,10 +1817,22 @@ void kms_resolve(const kms_handle *h, uint64_t addr, struct kms_sym *out)
 }
 
 struct lookup_ctx {
-    const char *mod;
+    const char *mod;    /* MOD of "MOD`NAME" (not NUL-terminated), or NULL */
+    size_t modlen;
     struct kms_sym *out;
     size_t max, found;
 };
+
+/* Whether module NAME is MOD (MODLEN bytes, '-' read as '_'). */
+static int module_is(const char *name, const char *mod, size_t modlen)
+{
+    if (strnlen(name, modlen + 1) != modlen)
+        return 0;
+    for (size_t k = 0; k < modlen; k++)
+        if (name[k] != (mod[k] == '-' ? '_' : mod[k]))
+            return 0;
+    return 1;
+}
 
 static int lookup_one(const kms_handle *h, size_t line, void *arg)
 {
@@ -1830,10 +1842,10 @@ static int lookup_one(const kms_handle *h, size_t line, void *arg)
     if (c->mod) {
         int in = 0;
         for (uint32_t k = 0; k < rec.nmodules && !in; k++)
-            in = !strcmp(rec.modules[k], c->mod);
+            in = module_is(rec.modules[k], c->mod, c->modlen);
         for (uint32_t j = 0; j < rec.ncandidates && !in; j++)
             for (uint32_t k = 0; k < rec.candidates[j].nmodules && !in; k++)
-                in = !strcmp(rec.candidates[j].modules[k], c->mod);
+                in = module_is(rec.candidates[j].modules[k], c->mod, c->modlen);
         if (!in)
             return 0;
     }
@@ -1845,19 +1857,13 @@ static int lookup_one(const kms_handle *h, size_t line, void *arg)
 
 size_t kms_lookup(const kms_handle *h, const char *spec, struct kms_sym *out, size_t max)
 {
-    char modbuf[256];
-    struct lookup_ctx c = {NULL, out, out ? max : 0, 0};
+    struct lookup_ctx c = {NULL, 0, out, out ? max : 0, 0};
     const char *tick, *name = spec;
     if (!h || !spec)
         return 0;
     if ((tick = strrchr(spec, '`')) != NULL) {
-        size_t len = (size_t)(tick - spec);
-        if (len >= sizeof modbuf)
-            return 0; /* no module name is that long */
-        for (size_t k = 0; k < len; k++)
-            modbuf[k] = spec[k] == '-' ? '_' : spec[k];
-        modbuf[len] = 0;
-        c.mod = modbuf;
+        c.mod = spec;
+        c.modlen = (size_t)(tick - spec);
         name = tick + 1;
     }
     find_lines(h, name, strlen(name), lookup_one, &c);
