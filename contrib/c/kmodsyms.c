@@ -170,9 +170,9 @@ static int fail(kms_error *err, int code, const char *fmt, ...)
 
 /* ------------------------------------------------------------ CRC-32 */
 
-/* ISO-HDLC (zlib's crc32()), slicing by 8; the table is the caller's so
+/* ISO-HDLC (zlib's crc32()), slicing by 16; the table is the caller's so
  * that nothing global is written. */
-static void crc_table(uint32_t tab[8][256])
+static void crc_table(uint32_t tab[16][256])
 {
     for (uint32_t i = 0; i < 256; i++) {
         uint32_t c = i;
@@ -181,20 +181,23 @@ static void crc_table(uint32_t tab[8][256])
         tab[0][i] = c;
     }
     for (int i = 0; i < 256; i++)
-        for (int k = 1; k < 8; k++)
+        for (int k = 1; k < 16; k++)
             tab[k][i] = tab[0][tab[k - 1][i] & 0xFF] ^ (tab[k - 1][i] >> 8);
 }
 
 static uint32_t crc32_bytes(const unsigned char *p, size_t n)
 {
-    uint32_t tab[8][256];
+    uint32_t tab[16][256];
     uint32_t c = 0xFFFFFFFFu;
     crc_table(tab);
-    for (; n >= 8; n -= 8, p += 8) {
-        uint32_t lo = c ^ le32(p), hi = le32(p + 4);
-        c = tab[7][lo & 0xFF] ^ tab[6][(lo >> 8) & 0xFF] ^ tab[5][(lo >> 16) & 0xFF] ^
-            tab[4][lo >> 24] ^ tab[3][hi & 0xFF] ^ tab[2][(hi >> 8) & 0xFF] ^
-            tab[1][(hi >> 16) & 0xFF] ^ tab[0][hi >> 24];
+    for (; n >= 16; n -= 16, p += 16) {
+        uint32_t w0 = c ^ le32(p), w1 = le32(p + 4), w2 = le32(p + 8), w3 = le32(p + 12);
+        c = tab[15][w0 & 0xFF] ^ tab[14][(w0 >> 8) & 0xFF] ^ tab[13][(w0 >> 16) & 0xFF] ^
+            tab[12][w0 >> 24] ^ tab[11][w1 & 0xFF] ^ tab[10][(w1 >> 8) & 0xFF] ^
+            tab[9][(w1 >> 16) & 0xFF] ^ tab[8][w1 >> 24] ^ tab[7][w2 & 0xFF] ^
+            tab[6][(w2 >> 8) & 0xFF] ^ tab[5][(w2 >> 16) & 0xFF] ^ tab[4][w2 >> 24] ^
+            tab[3][w3 & 0xFF] ^ tab[2][(w3 >> 8) & 0xFF] ^ tab[1][(w3 >> 16) & 0xFF] ^
+            tab[0][w3 >> 24];
     }
     for (; n; n--, p++)
         c = tab[0][(c ^ *p) & 0xFF] ^ (c >> 8);
