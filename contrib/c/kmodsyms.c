@@ -1036,12 +1036,26 @@ out:
 
 /* Entries by the key section << 32 | value (LinkedPlacement._entry_keys). */
 struct entry_keys {
-    uint64_t *key;
-    uint32_t *by_key;
-    uint32_t *name;      /* each one's name offset (read here, not in the symbol table) */
+    struct keyed *k;     /* key; idx: the entry; aux: its name offset (read here, not in
+                          * the symbol table) */
     uint32_t *sec_end;   /* end of each section's slice */
     uint32_t n, nsec;
 };
+
+static size_t keyed_lower_bound(const struct keyed *v, size_t n, uint64_t x)
+{
+    size_t lo = 0;
+    while (n > 0) {
+        size_t half = n / 2;
+        if (v[lo + half].key < x) {
+            lo += half + 1;
+            n -= half + 1;
+        } else {
+            n = half;
+        }
+    }
+    return lo;
+}
 
 /* LinkedPlacement._match_entries for one line and section: the entry of SEC
  * at the line's offset with its name, or -1. */
@@ -1055,12 +1069,12 @@ static int32_t match_entry(const kms_handle *h, const struct entry_keys *ek, siz
      * as the Python's key does, and is searched for everywhere. */
     size_t from = off >> 32 ? 0 : (sec ? ek->sec_end[sec - 1] : 0);
     size_t to = off >> 32 ? ek->n : ek->sec_end[sec];
-    size_t lo = from + lower_bound(ek->key + from, to - from, k), hi = lo;
-    while (hi < ek->n && ek->key[hi] == k)
+    size_t lo = from + keyed_lower_bound(ek->k + from, to - from, k), hi = lo;
+    while (hi < ek->n && ek->k[hi].key == k)
         hi++;
     for (size_t j = lo; j < hi; j++)
-        if (name_eq(h, i, str(h, ek->name[j])))
-            return (int32_t)ek->by_key[j];
+        if (name_eq(h, i, str(h, ek->k[j].aux)))
+            return (int32_t)ek->k[j].idx;
     return NO;
 }
 
@@ -1108,7 +1122,7 @@ static int line_name_cmp(const kms_handle *h, size_t i, const char *name)
 static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
 {
     uint32_t nsym = h->count[T_SYMBOLS], nsec = h->count[T_SECTIONS];
-    struct entry_keys ek = {NULL, NULL, NULL, NULL, nsym, nsec};
+    struct entry_keys ek = {NULL, NULL, nsym, nsec};
     struct keyed *ends = NULL;
     uint32_t *cand = NULL;
     const char **cand_name = NULL;
@@ -1118,12 +1132,8 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
         keyed = le64(ent(h, T_SYMBOLS, s) + SYM_VALUE) < (UINT64_C(1) << 32);
     if (keyed) {
         /* a counting sort by section, then each section's entries by value, stably */
-        struct keyed *ks = malloc(2 * (size_t)nsym * sizeof *ks);
-        if (!ks || !(ek.key = malloc(nsym * sizeof *ek.key)) ||
-            !(ek.by_key = malloc(nsym * sizeof *ek.by_key)) ||
-            !(ek.name = malloc(nsym * sizeof *ek.name)) ||
-            !(ek.sec_end = calloc((size_t)nsec + 1, sizeof *ek.sec_end))) {
-            free(ks);
+        struct keyed *ks = ek.k = malloc((size_t)nsym * sizeof *ks), *tmp = NULL;
+        if (!ks || !(ek.sec_end = calloc((size_t)nsec + 1, sizeof *ek.sec_end))) {
             rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
             goto out;
         }
@@ -1140,14 +1150,17 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
             k->idx = s;
             k->aux = le32(sy + SYM_NAME);
         }
+        uint32_t widest = 0;
         for (uint32_t c = 0, lo = 0; c < nsec; lo = ek.sec_end[c++])
-            merge_sort(ks + lo, ek.sec_end[c] - lo, ks + nsym);
-        for (uint32_t s = 0; s < nsym; s++) {
-            ek.key[s] = ks[s].key;
-            ek.by_key[s] = ks[s].idx;
-            ek.name[s] = ks[s].aux;
+            if (ek.sec_end[c] - lo > widest)
+                widest = ek.sec_end[c] - lo;
+        if (!(tmp = malloc((widest ? widest : 1) * sizeof *tmp))) {
+            rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
+            goto out;
         }
-        free(ks);
+        for (uint32_t c = 0, lo = 0; c < nsec; lo = ek.sec_end[c++])
+            merge_sort(ks + lo, ek.sec_end[c] - lo, tmp);
+        free(tmp);
     }
     for (size_t i = 0; i < h->n; i++)
         h->line[i].entry = h->line[i].section = NO;
@@ -1295,9 +1308,7 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
         }
     }
 out:
-    free(ek.key);
-    free(ek.by_key);
-    free(ek.name);
+    free(ek.k);
     free(ek.sec_end);
     free(ends);
     free(cand);
