@@ -33,6 +33,7 @@ from hypothesis import given
 from conftest import FIXTURE, ROOT
 from kallsyms_variants import text_only
 from kmodsyms.errors import KmodsymsError
+from kmodsyms.frontend import parse_name
 from kmodsyms.resolver import load
 from kmodsyms.symsfile import SymsFile
 from test_fuzz import (FAST_KALLSYMS, SLOW, _COMMON, kallsyms_mutation, mutate_kallsyms,
@@ -92,6 +93,12 @@ def python_line_json(r, line: int) -> dict:
             "origin": rec.origin, "binding": rec.binding, "object": rec.object}
 
 
+def _lookup_args(spec: str):
+    """(name, module, offset) of a lookup spec, as 'kmodsyms lookup' reads it."""
+    module, name, offset = parse_name(spec)
+    return name, module, offset
+
+
 def json_lines(data: bytes) -> list[dict]:
     return [json.loads(line) for line in data.decode("utf-8").splitlines()]
 
@@ -147,10 +154,10 @@ def compare_all(clib, name, syms, kallsyms, random_count: int) -> None:
     for n in specs[:200]:
         for rec in r.lookup(n):
             specs += [f"{m}`{n}" for m in rec.modules or []]
+    specs += [spec + "+0x4" for spec in specs[:100]]          # DTrace's mod`sym+0xoff
     specs += ["no_such_symbol_anywhere", "vmlinux`" + names[0]]
     proc = run_c(clib, ["lookup"] + base + ["--"] + specs, check=False)
-    want = [rec.to_json() for spec in specs
-            for rec in r.lookup(spec.rpartition("`")[2], spec.rpartition("`")[0] or None)]
+    want = [rec.to_json() for spec in specs for rec in r.lookup(*_lookup_args(spec))]
     assert json_lines(proc.stdout) == want, name
     assert proc.returncode == 1     # the absent name
     assert proc.stderr == b"kmodsyms-c: no symbol no_such_symbol_anywhere\n"
@@ -205,6 +212,12 @@ def test_resolve_arguments_and_errors(clib, fixture_syms):
     out = json_lines(run_c(clib, ["resolve"] + base + ["0xffffffffab600400", "ffffffffab600a98"]).stdout)
     r = load(fixture_syms, FIXTURE_KALLSYMS, cache=False)
     assert out == [r.resolve(0xffffffffab600400).to_json(), r.resolve(0xffffffffab600a98).to_json()]
+    # a bad line of stdin is answered in place, the rest still are (exit 1)
+    batch = run_c(clib, ["resolve"] + base, stdin=b"0xffffffffab600400\n zz \n0x1\n", check=False)
+    got = json_lines(batch.stdout)
+    assert batch.returncode == 1 and len(got) == 3
+    assert got[0] == r.resolve(0xffffffffab600400).to_json() and got[2] == r.resolve(1).to_json()
+    assert got[1]["input"] == "zz" and "bad address" in got[1]["error"]
     bad = run_c(clib, ["resolve"] + base + ["0xzz"], check=False)
     assert bad.returncode == 2 and bad.stdout == b"" and bad.stderr.count(b"\n") == 1
     missing = run_c(clib, ["resolve", "--syms", "/nonexistent", "--kallsyms", FIXTURE_KALLSYMS,

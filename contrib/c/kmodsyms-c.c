@@ -15,6 +15,7 @@
  * --syms and --kallsyms default to the running kernel's files.  Bad input:
  * one line on stderr, exit status 2.
  */
+#define _POSIX_C_SOURCE 200809L /* getline, strdup */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,18 +196,49 @@ static int parse_address(const char *text, unsigned long long *out)
     return 0;
 }
 
+/* One address of stdin: its record, or, for a bad line, {"input", "error"}
+ * in its place (as 'kmodsyms resolve --json' does); 1 when bad. */
 static int resolve_text(const kms_handle *h, const char *text)
 {
     unsigned long long a;
     struct kms_sym r;
     if (parse_address(text, &a) != 0) {
-        fprintf(stderr, "kmodsyms-c: error: bad address '%s': give it in hex, e.g. "
-                "0xffffffff81000000\n", text);
-        return 2;
+        size_t len = strlen(text);
+        while (len && strchr(" \t\r\n\v\f", text[len - 1]))
+            len--;
+        while (len && strchr(" \t\r\n\v\f", *text)) {
+            text++;
+            len--;
+        }
+        fputs("{\"input\": ", stdout);
+        put_json_string(text, len, stdout);
+        fputs(", \"error\": \"bad address: give it in hex, e.g. 0xffffffff81000000\"}\n", stdout);
+        return 1;
     }
     kms_resolve(h, a, &r);
     put_record(&r, stdout);
     return 0;
+}
+
+/* [MOD`]NAME[+OFF] (OFF in hex): parse_name of kmodsyms/frontend.py.  NAME
+ * is cut in place; *MOD is NULL without a tick. */
+static int parse_name(char *spec, const char **mod, const char **name, unsigned long long *off)
+{
+    char *tick = strrchr(spec, '`'), *rest = spec, *plus;
+    *mod = NULL;
+    *off = 0;
+    if (tick) {
+        *tick = 0;
+        *mod = spec;
+        rest = tick + 1;
+    }
+    *name = rest;
+    if ((plus = strchr(rest, '+')) != NULL) {
+        *plus = 0;
+        if (parse_address(plus + 1, off) != 0 || strspn(plus + 1, " \t\r\n\v\f"))
+            return -1;
+    }
+    return (*name)[0] && (!tick || (*mod)[0]) ? 0 : -1;
 }
 
 static int print_kallmodsyms(const struct kms_line *l, void *arg)
@@ -280,41 +312,82 @@ int main(int argc, char **argv)
         }
     if (!strcmp(cmd, "lookup") && !nargs)
         return free(args), usage();
+    for (int i = 0; !strcmp(cmd, "lookup") && i < nargs; i++) {
+        const char *mod, *name;
+        unsigned long long off;
+        char *spec = strdup(args[i]);
+        int bad = !spec || parse_name(spec, &mod, &name, &off) != 0;
+        free(spec);
+        if (bad) {
+            fprintf(stderr, "kmodsyms-c: error: bad name '%s': give [MOD`]NAME[+0xOFF], e.g. "
+                    "ext4`ext4_file_open+0x1c\n", args[i]);
+            return free(args), 2;
+        }
+    }
     if (!(h = kms_load(syms, kallsyms, flags, &err))) {
         free(args);
         return die(err.message);
     }
     if (!strcmp(cmd, "resolve")) {
         if (nargs) {
-            for (int i = 0; i < nargs && !status; i++)
-                status = resolve_text(h, args[i]);
+            for (int i = 0; i < nargs; i++)
+                resolve_text(h, args[i]); /* checked before loading */
         } else {
-            char line[512];
-            while (!status && fgets(line, sizeof line, stdin)) {
-                if (strspn(line, " \t\r\n") == strlen(line))
+            char *line = NULL;
+            size_t cap = 0;
+            while (getline(&line, &cap, stdin) > 0) {
+                if (strspn(line, " \t\r\n\v\f") == strlen(line))
                     continue;
-                status = resolve_text(h, line);
+                if (resolve_text(h, line))
+                    status = 1;
             }
+            free(line);
         }
     } else if (!strcmp(cmd, "lookup")) {
         size_t cap = 16;
         struct kms_sym *recs = malloc(cap * sizeof *recs);
         for (int i = 0; i < nargs && recs; i++) {
-            size_t n = kms_lookup(h, args[i], recs, cap);
+            const char *mod, *name;
+            unsigned long long off;
+            char *spec = strdup(args[i]), *query;
+            if (!spec || parse_name(spec, &mod, &name, &off) != 0 ||
+                !(query = malloc(strlen(args[i]) + 1))) {
+                free(spec);
+                break;
+            }
+            if (mod && !kms_module_known(h, mod)) {
+                fprintf(stderr, "kmodsyms-c: no module '%s' (for %s): not vmlinux, a built-in "
+                        "module or a loaded module\n", mod, args[i]);
+                status = 1;
+                free(spec);
+                free(query);
+                continue;
+            }
+            sprintf(query, "%s%s%s", mod ? mod : "", mod ? "`" : "", name);
+            size_t n = kms_lookup(h, query, recs, cap);
             if (n > cap) {
                 struct kms_sym *more = realloc(recs, n * sizeof *recs);
                 if (!more)
-                    break;
-                recs = more;
-                cap = n;
-                n = kms_lookup(h, args[i], recs, cap);
+                    n = 0;
+                else {
+                    recs = more;
+                    cap = n;
+                    n = kms_lookup(h, query, recs, cap);
+                }
             }
             if (!n) {
                 fprintf(stderr, "kmodsyms-c: no symbol %s\n", args[i]);
                 status = 1;
             }
-            for (size_t k = 0; k < n; k++)
+            for (size_t k = 0; k < n; k++) {
+                /* the record of the address OFF bytes into the symbol */
+                recs[k].address = recs[k].sym_start + off;
+                recs[k].symoff = off;
+                recs[k].sized = recs[k].size >= 0 && off < (unsigned long long)recs[k].size;
                 put_record(&recs[k], stdout);
+            }
+            free(spec);
+            free(query);
         }
         if (!recs)
             status = die("out of memory");

@@ -1993,6 +1993,20 @@ size_t kms_module_ranges(const kms_handle *h, const char *mod, struct kms_range 
     return count;
 }
 
+int kms_module_known(const kms_handle *h, const char *mod)
+{
+    size_t len = strlen(mod);
+    if (module_is("vmlinux", mod, len))
+        return 1;
+    for (uint32_t m = 0; m < h->count[T_MODULES]; m++)
+        if (module_is(str(h, le32(ent(h, T_MODULES, m))), mod, len))
+            return 1;
+    for (uint32_t m = 1; m < h->nmods; m++)
+        if (module_is(h->mod_name[m], mod, len))
+            return 1;
+    return 0;
+}
+
 void kms_get_info(const kms_handle *h, struct kms_info *out)
 {
     out->kernel_release = h->release;

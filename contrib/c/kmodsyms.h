@@ -143,6 +143,10 @@ void kms_resolve(const kms_handle *h, uint64_t addr, struct kms_sym *out);
  */
 size_t kms_lookup(const kms_handle *h, const char *spec, struct kms_sym *out, size_t max);
 
+/* Whether MOD ("-" read as "_") is vmlinux, a built-in module of the file,
+ * or a loaded or pseudo-module of kallsyms. */
+int kms_module_known(const kms_handle *h, const char *mod);
+
 /* One kallsyms line with its attribution (what dt_modsym_update() consumes). */
 struct kms_line {
     uint64_t address;
