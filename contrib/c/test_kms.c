@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <threads.h>
 
 #include "kmodsyms.h"
 
@@ -137,6 +138,52 @@ static void check_fixture(kms_handle *h)
           "info: %u segments, %u/%u anchors", info.segments, info.anchors_verified, info.anchors);
 }
 
+/* Threads querying one handle at once must get the single-threaded answers. */
+#define N_THREADS 4
+#define N_PROBES 4096
+
+struct probe_run {
+    const kms_handle *h;
+    const struct kms_sym *want;
+    int mismatches;
+};
+
+static uint64_t probe(size_t k)
+{
+    return 0xffffffffab600000u + (uint64_t)k * 5;
+}
+
+static int probe_thread(void *arg)
+{
+    struct probe_run *run = arg;
+    for (int round = 0; round < 4; round++)
+        for (size_t k = 0; k < N_PROBES; k++) {
+            struct kms_sym r, l[8];
+            kms_resolve(run->h, probe(k), &r);
+            run->mismatches += memcmp(&r, &run->want[k], sizeof r) != 0;
+            if (r.sym && kms_lookup(run->h, r.sym, l, 8) == 0)
+                run->mismatches++;
+        }
+    return 0;
+}
+
+static void check_threads(const kms_handle *h)
+{
+    static struct kms_sym want[N_PROBES];
+    struct probe_run runs[N_THREADS];
+    thrd_t t[N_THREADS];
+    for (size_t k = 0; k < N_PROBES; k++)
+        kms_resolve(h, probe(k), &want[k]);
+    for (int i = 0; i < N_THREADS; i++) {
+        runs[i] = (struct probe_run){h, want, 0};
+        CHECK(thrd_create(&t[i], probe_thread, &runs[i]) == thrd_success, "thread %d", i);
+    }
+    for (int i = 0; i < N_THREADS; i++) {
+        thrd_join(t[i], NULL);
+        CHECK(runs[i].mismatches == 0, "thread %d: %d answers differ", i, runs[i].mismatches);
+    }
+}
+
 static int count_lines(const struct kms_line *l, void *arg)
 {
     size_t *n = arg;
@@ -165,6 +212,7 @@ int main(int argc, char **argv)
     if (!h)
         return 1;
     check_fixture(h);
+    check_threads(h);
     CHECK(kms_foreach(h, count_lines, &lines) == 0 && lines > 200, "foreach: %zu lines", lines);
     kms_free(h);
 
