@@ -36,8 +36,7 @@ from kmodsyms.errors import KmodsymsError
 from kmodsyms.frontend import parse_name
 from kmodsyms.resolver import load
 from kmodsyms.symsfile import SymsFile
-from test_fuzz import (FAST_KALLSYMS, SLOW, _COMMON, kallsyms_mutation, mutate_kallsyms,
-                       mutate_syms, syms_mutation)
+from test_fuzz import _COMMON, kallsyms_mutation, mutate_kallsyms, mutate_syms, syms_mutation
 from hypothesis import settings
 
 CSRC = os.path.join(ROOT, "contrib", "c")
@@ -46,6 +45,8 @@ N_RANDOM = 200_000
 SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=99",
                  "UBSAN_OPTIONS": "halt_on_error=1:exitcode=99:print_stacktrace=1"}
 FUZZ_CASES = settings(max_examples=40, **_COMMON)
+# Each case runs the sanitized program twice and loads in Python: ~0.3 s.
+FUZZ_CASES_SLOW = settings(max_examples=2_000, **_COMMON)
 
 
 # ------------------------------------------------------------------ building
@@ -333,7 +334,7 @@ def test_damaged_kallsyms_same_decision(clib, fixture_syms, probe_addresses, tmp
 
 
 @pytest.mark.slow
-@SLOW
+@FUZZ_CASES_SLOW
 @given(mutation=syms_mutation)
 def test_damaged_dtrace_syms_same_decision_slow(clib, fixture_syms, probe_addresses,
                                                 tmp_path_factory, mutation):
@@ -342,7 +343,7 @@ def test_damaged_dtrace_syms_same_decision_slow(clib, fixture_syms, probe_addres
 
 
 @pytest.mark.slow
-@SLOW
+@FUZZ_CASES_SLOW
 @given(ops=kallsyms_mutation)
 def test_damaged_kallsyms_same_decision_slow(clib, fixture_syms, probe_addresses,
                                              tmp_path_factory, ops):
