@@ -10,19 +10,24 @@
  * index.  The answers are those of the Python resolver (kmodsyms.load(),
  * docs/resolver.md), which the tests hold it to.
  *
- * Ownership and lifetime.  Every string and array the library returns (in
- * struct kms_sym, struct kms_line, kms_error.message excepted) points into
- * memory the handle owns: the mapped dtrace_syms file or the handle's copy
- * of the kallsyms text.  They stay valid and unchanged until kms_free() of
- * that handle; the caller never frees them.  A caller's kallsyms buffer
- * (kms_load_buffer) is copied: the caller may free it as soon as the call
- * returns.
+ * Ownership and lifetime.  Every string and array the library returns in
+ * struct kms_sym, struct kms_line and struct kms_info points into memory the
+ * handle owns: the mapped dtrace_syms file (module names, object paths), the
+ * handle's copy of the kallsyms text (symbol names, loaded module names) or
+ * its own tables (module lists).  They stay valid and unchanged until
+ * kms_free() of that handle; the caller never frees them.  (kms_error holds
+ * its message itself.)  A caller's kallsyms buffer (kms_load_buffer) is
+ * copied: the caller may free it as soon as the call returns.  Names are
+ * NUL-terminated; a name holding a NUL byte (damaged kallsyms only) reads
+ * short as a C string, and sym_len / name_len give its whole length.
  *
- * Threads.  kms_load*() and kms_free() are reentrant (no global state is
- * written but a CRC table computed once, idempotently).  A loaded handle is
- * read-only: any number of threads may call the query functions on one
- * handle at the same time, without locking.  kms_free() must not run
- * concurrently with queries on the same handle.
+ * Threads.  kms_load*() and kms_free() are reentrant: the library has no
+ * global state.  A loaded handle is read-only: any number of threads may
+ * call the query functions on one handle at the same time, without locking
+ * (test_kms.c does, with four).  kms_free() must not run concurrently with
+ * queries on the same handle.
+ *
+ * Not read: .ko files of loaded modules; their lines are unsized.
  *
  * Errors.  A function that can fail fills a caller's struct kms_error (if
  * not NULL) with a code and one line of text saying what is wrong, which
