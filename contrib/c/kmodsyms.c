@@ -546,23 +546,36 @@ static int parse_kallsyms(kms_handle *h, size_t len, const char *source, kms_err
         goto bad;
     }
     h->n = n;
-    /* Module names: NUL-terminate each first tag in place ("[mod]" -> "mod"). */
-    if (!(h->mod_name = calloc(h->nmods, sizeof *h->mod_name))) {
+    /* Keep only the names, each NUL-terminated, in a buffer of their own:
+     * the addresses, letters and tags of the text are in the rows now. */
+    size_t total = 8; /* spare bytes, as the text had */
+    for (size_t i = 0; i < n; i++)
+        total += (size_t)h->line[i].name_len + 1;
+    for (uint32_t m = 1; m < h->nmods; m++)
+        total += taglen[m] - 1;
+    char *names = malloc(total), *at = names;
+    if (!names || !(h->mod_name = calloc(h->nmods, sizeof *h->mod_name))) {
+        free(names);
         fail(err, KMS_E_NOMEM, "out of memory reading %s", source);
         goto bad;
     }
-    h->mod_name[0] = vmlinux_list[0];
-    for (uint32_t m = 1; m < h->nmods; m++) {
-        tags[m][taglen[m] - 1] = 0;
-        h->mod_name[m] = tags[m] + 1;
-    }
-    /* Names end at their tab, '\r' or '\n': NUL-terminate them in place (the
-     * text has a spare byte for the last one).  After the module names, whose
-     * tags lie behind the names' ends. */
     for (size_t i = 0; i < n; i++) {
-        h->text[h->line[i].name + h->line[i].name_len] = 0;
+        memcpy(at, t + h->line[i].name, h->line[i].name_len);
+        h->line[i].name = (uint32_t)(at - names);
+        at += h->line[i].name_len;
+        *at++ = 0;
         h->core_lines += h->line[i].module == 0;
     }
+    h->mod_name[0] = vmlinux_list[0];
+    for (uint32_t m = 1; m < h->nmods; m++) { /* "[mod]" -> "mod" */
+        memcpy(at, tags[m] + 1, taglen[m] - 2);
+        h->mod_name[m] = at;
+        at += taglen[m] - 2;
+        *at++ = 0;
+    }
+    memset(at, 0, 8);
+    free(h->text);
+    h->text = names;
     free(tagh);
     free(tags);
     free(taglen);
