@@ -13,7 +13,7 @@
  * Ownership and lifetime.  Every string and array the library returns in
  * struct kms_sym, struct kms_line and struct kms_info points into memory the
  * handle owns: the mapped dtrace_syms file (module names, object paths), the
- * handle's copy of the kallsyms text (symbol names, loaded module names) or
+ * handle's copy of the kallsyms names (symbol names, loaded module names) or
  * its own tables (module lists).  They stay valid and unchanged until
  * kms_free() of that handle; the caller never frees them.  (kms_error holds
  * its message itself.)  A caller's kallsyms buffer (kms_load_buffer) is
