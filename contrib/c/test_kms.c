@@ -232,6 +232,16 @@ int main(int argc, char **argv)
     check_error(kms_load_buffer(syms, "ffffffff8100000 t x\n", 20, NULL, 0, &e), &e,
                 KMS_E_KALLSYMS, "malformed line");
 
+    /* as the running kernel's: the fixture's release is not this host's */
+    check_error(kms_load_buffer(syms, (const char *)ktext, klen, "/proc/kallsyms", KMS_LOAD_LIVE,
+                                &e), &e, KMS_E_STALE, "fixture as the live kernel");
+    CHECK(strstr(e.message, "is for kernel") && strstr(e.message, "is running"), "'%s'",
+          e.message);
+    h = kms_load_buffer(syms, (const char *)ktext, klen, "/proc/kallsyms",
+                        KMS_LOAD_LIVE | KMS_LOAD_FORCE, &e);
+    CHECK(h != NULL, "live --force: %s", e.message);
+    kms_free(h);
+
     /* without a layout: segments and anchors emptied, CRC repaired */
     unsigned char *img = malloc(slen);
     memcpy(img, simg, slen);
