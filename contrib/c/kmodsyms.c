@@ -611,6 +611,16 @@ static void merge_sort(struct keyed *a, size_t n, struct keyed *tmp)
 {
     struct keyed *src = a, *dst = tmp;
     size_t i, runs;
+    if (n <= 16) { /* a section's few entries: insertion, stable */
+        for (i = 1; i < n; i++) {
+            struct keyed x = a[i];
+            size_t j = i;
+            for (; j > 0 && a[j - 1].key > x.key; j--)
+                a[j] = a[j - 1];
+            a[j] = x;
+        }
+        return;
+    }
     for (i = 1; i < n && a[i].key >= a[i - 1].key; i++)
         ;
     if (i >= n)
@@ -1390,11 +1400,11 @@ static int build_index(kms_handle *h, kms_error *err)
 
     if (!ALLOC(h, region_end, ngroups))
         return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) { /* one visit to each matched entry's row */
         h->line[i].binding = line_binding(h, i);
-    for (size_t i = 0; i < n; i++)
         h->line[i].size = h->line[i].entry >= 0
             ? (int64_t)le64(ent(h, T_SYMBOLS, (uint32_t)h->line[i].entry) + SYM_SIZE) : -1;
+    }
     /* Padding (__pfx_/__cfi_) inside a placed section: its size is the
      * distance to the next distinct address above, if one of the (first 4)
      * lines there is the function it prefixes. */
