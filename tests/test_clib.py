@@ -28,7 +28,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 
 from conftest import FIXTURE, ROOT
 from kallsyms_variants import text_only
@@ -37,7 +37,6 @@ from kmodsyms.frontend import parse_name
 from kmodsyms.resolver import load
 from kmodsyms.symsfile import SymsFile
 from test_fuzz import _COMMON, kallsyms_mutation, mutate_kallsyms, mutate_syms, syms_mutation
-from hypothesis import settings
 
 CSRC = os.path.join(ROOT, "contrib", "c")
 FIXTURE_KALLSYMS = os.path.join(FIXTURE, "kallsyms")
