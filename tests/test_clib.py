@@ -21,6 +21,7 @@ CONFIG_KALLSYMS_ALL prints), skipped when absent.
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import shutil
@@ -190,6 +191,7 @@ def test_corpora_equal(clib, any_corpus, any_corpus_syms, tmp_path):
     compare_all(clib, any_corpus, any_corpus_syms, kallsyms, N_RANDOM)
     compare_all(clib, any_corpus + " text-only", any_corpus_syms,
                 text_only_file(any_corpus, kallsyms, str(tmp_path / "ks")), N_RANDOM)
+    assert check_module_ranges(clib, any_corpus, any_corpus_syms) > 40_000
 
 
 def test_corpus_equal(clib, corpus_syms, corpus):
@@ -204,6 +206,40 @@ def test_corpus_equal(clib, corpus_syms, corpus):
     ends = starts + np.maximum(r.line_size, 1).astype(np.uint64)
     addrs = np.unique(np.concatenate([starts, ends - np.uint64(1), ends]))[::50]
     compare_resolve(clib, corpus_syms, kallsyms, r, addrs.tolist())
+
+
+def check_module_ranges(clib, tree, syms) -> int:
+    """kms_module_ranges() against the linker maps (truth.tsv): every sized
+    symbol of an object lies in the ranges of each of its modules, text
+    symbols in text ranges.  Returns how many rows were checked."""
+    kallsyms = os.path.join(tree, "kallsyms")
+    rows = []
+    for line in open(os.path.join(tree, "truth.tsv")):
+        if line.startswith("#"):
+            continue
+        addr, letter, _name, obj, mods, size, flag = line.rstrip("\n").split("\t")
+        if flag == "ok" and obj != "-" and int(size) > 0:
+            rows.append((int(addr, 16), letter in "tT", mods.split(",")))
+    modules = sorted({m for _a, _t, mods in rows for m in mods})
+    ranges: dict[str, list] = {m: [] for m in modules}
+    for rec in json_lines(run_c(clib, ["ranges", "--syms", syms, "--kallsyms", kallsyms, "--"]
+                                + modules).stdout):
+        ranges[rec["module"]].append((int(rec["start"], 16), int(rec["end"], 16), rec["text"]))
+    ranges = {m: sorted(rs) for m, rs in ranges.items()}
+    starts = {m: [r[0] for r in rs] for m, rs in ranges.items()}
+    outside = []
+    for addr, is_text, mods in rows:
+        for m in mods:
+            rs = ranges[m]
+            k = bisect.bisect_right(starts[m], addr) - 1
+            if k < 0 or not addr < rs[k][1] or (is_text and not rs[k][2]):
+                outside.append((hex(addr), m))
+    assert outside == []
+    return len(rows)
+
+
+def test_module_ranges_hold_every_symbol(clib, corpus, corpus_syms):
+    assert check_module_ranges(clib, corpus, corpus_syms) > 100_000
 
 
 # ------------------------------------------------------------------ the program

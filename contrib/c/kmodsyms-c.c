@@ -11,6 +11,8 @@
  *       byte for byte what 'kmodsyms kallmodsyms' prints
  *   kmodsyms-c lines --syms F --kallsyms K [--force]
  *       every kallsyms line as kms_foreach() gives it, one JSON object a line
+ *   kmodsyms-c ranges --syms F --kallsyms K [--force] MOD...
+ *       kms_module_ranges() of each MOD: {"module", "start", "end", "text"} a line
  *
  * --syms and --kallsyms default to the running kernel's files.  Bad input:
  * one line on stderr, exit status 2.
@@ -166,7 +168,7 @@ static int die(const char *msg)
 
 static int usage(void)
 {
-    fputs("usage: kmodsyms-c {resolve|lookup|kallmodsyms|lines} [--syms F] [--kallsyms K] "
+    fputs("usage: kmodsyms-c {resolve|lookup|kallmodsyms|lines|ranges} [--syms F] [--kallsyms K] "
           "[--force] [ARG...]\n", stderr);
     return 2;
 }
@@ -299,7 +301,7 @@ int main(int argc, char **argv)
             args[nargs++] = argv[i];
     }
     if (strcmp(cmd, "resolve") && strcmp(cmd, "lookup") && strcmp(cmd, "kallmodsyms") &&
-        strcmp(cmd, "lines"))
+        strcmp(cmd, "lines") && strcmp(cmd, "ranges"))
         return free(args), usage();
     if (!strcmp(cmd, "resolve"))
         for (int i = 0; i < nargs; i++) {
@@ -392,6 +394,24 @@ int main(int argc, char **argv)
         if (!recs)
             status = die("out of memory");
         free(recs);
+    } else if (!strcmp(cmd, "ranges")) {
+        for (int i = 0; i < nargs; i++) {
+            size_t n = kms_module_ranges(h, args[i], NULL, 0);
+            struct kms_range *r = malloc((n ? n : 1) * sizeof *r);
+            if (!r) {
+                status = die("out of memory");
+                break;
+            }
+            n = kms_module_ranges(h, args[i], r, n);
+            for (size_t k = 0; k < n; k++) {
+                fputs("{\"module\": ", stdout);
+                put_json_cstring(args[i], stdout);
+                printf(", \"start\": \"0x%llx\", \"end\": \"0x%llx\", \"text\": %s}\n",
+                       (unsigned long long)r[k].start, (unsigned long long)r[k].end,
+                       r[k].text ? "true" : "false");
+            }
+            free(r);
+        }
     } else {
         kms_foreach(h, strcmp(cmd, "lines") ? print_kallmodsyms : print_line, NULL);
     }

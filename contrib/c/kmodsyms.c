@@ -64,6 +64,9 @@ static uint64_t le64(const unsigned char *p)
 
 /* ------------------------------------------------------------ the handle */
 
+#define PLACED 1
+#define HOLDS_TEXT 2
+
 /* What an answer says of an object: its path and modules. */
 struct object_info {
     const char *path;
@@ -119,7 +122,8 @@ struct kms_handle {
 
     /* placement */
     uint64_t *section_base;
-    uint8_t *placed;            /* per section: moved by a known shift, placement != 0 */
+    uint8_t *placed;            /* per section: PLACED (moved by a known shift, placement
+                                 * != 0), HOLDS_TEXT (a t/T kallsyms line is in it) */
     size_t namb;                /* ambiguous lines, ascending, and their candidates */
     uint32_t *amb_line, *amb_first, *amb_count;
     struct kms_modlist *cand_list; /* module list of each candidate entry */
@@ -1027,7 +1031,7 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
         if (seg_of < 0)
             continue;
         h->section_base[sec] = address + shift[seg_of];
-        h->placed[sec] = (uint8_t)le32(se + SEC_PLACEMENT) != 0;
+        h->placed[sec] = (uint8_t)le32(se + SEC_PLACEMENT) != 0 ? PLACED : 0;
         if (h->placed[sec] && le64(se + SEC_SIZE) > 0) {
             ext[next].key = h->section_base[sec];
             ext[next++].idx = sec;
@@ -1256,7 +1260,7 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
     }
     for (uint32_t s = 0; s < nsym; s++) {
         const unsigned char *sy = ent(h, T_SYMBOLS, s);
-        if (!h->placed[le32(sy + SYM_SECTION)] && le64(sy + SYM_SIZE) > 0)
+        if (!(h->placed[le32(sy + SYM_SECTION)] & PLACED) && le64(sy + SYM_SIZE) > 0)
             cand[ncand++] = s;
     }
     if (ncand) {
@@ -1401,6 +1405,8 @@ static int build_index(kms_handle *h, kms_error *err)
     if (!ALLOC(h, region_end, ngroups))
         return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
     for (size_t i = 0; i < n; i++) { /* one visit to each matched entry's row */
+        if (h->line[i].section >= 0 && (h->line[i].type == 't' || h->line[i].type == 'T'))
+            h->placed[h->line[i].section] |= HOLDS_TEXT;
         h->line[i].binding = line_binding(h, i);
         h->line[i].size = h->line[i].entry >= 0
             ? (int64_t)le64(ent(h, T_SYMBOLS, (uint32_t)h->line[i].entry) + SYM_SIZE) : -1;
@@ -2011,7 +2017,8 @@ size_t kms_module_ranges(const kms_handle *h, const char *mod, struct kms_range 
             member = le32(ent(h, T_MEMBERS, first + j)) == builtin;
         if (member)
             count = add_range(out, max, count, h->ext_start[k], h->ext[k].end,
-                              (le32(se + SEC_FLAGS) & SHF_EXECINSTR) != 0);
+                              (le32(se + SEC_FLAGS) & SHF_EXECINSTR) ||
+                                  (h->placed[h->ext[k].sec] & HOLDS_TEXT));
     }
     return count;
 }

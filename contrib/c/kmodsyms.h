@@ -176,7 +176,8 @@ int kms_foreach(const kms_handle *h, int (*cb)(const struct kms_line *line, void
 /* An address range of a module. */
 struct kms_range {
     uint64_t start, end;   /* [start, end) */
-    uint8_t text;          /* 1: executable (SHF_EXECINSTR / type letter t,T), 0: data */
+    uint8_t text;          /* 1: code (an SHF_EXECINSTR section, or one holding t/T lines;
+                            * a loaded module's t/T lines), 0: data */
 };
 
 /*
