@@ -85,6 +85,8 @@ struct line {
     int32_t section;    /* placed object section holding the line (or its entry's), or -1 */
     uint8_t type;       /* kallsyms letter */
     uint8_t binding;    /* ELF STB_*: the entry's, else from the letter */
+    uint8_t answers;    /* may answer an address: not per-cpu 'A', not a module's mapping symbol */
+    int32_t region;     /* the placed section holding it, else -1 - its region group */
 };
 
 /*
@@ -131,13 +133,21 @@ struct kms_handle {
     uint32_t next;              /* placed extents, by base */
     uint64_t *ext_start;        /* for the search */
     struct { uint64_t end; uint32_t sec; } *ext;
-    struct sampled ext_index, line_index, iv_index; /* over ext_start, sorted_addr, iv_start */
+    struct sampled ext_index, answer_index, iv_index; /* over ext_start (from ext_first),
+                                                         * answer_addr, iv_start */
+    uint32_t ext_first;         /* queries see the extents from here: those at or above the
+                                 * lowest core address (x86's per-cpu sections hold none) */
+    uint64_t *answer_addr;      /* the lines that may answer, by address */
+    uint32_t *answer_line;
+    size_t nanswer;
+    uint64_t core_range[4];     /* where core lines answer (is_ksym_addr()): [start, last]... */
+    uint32_t ncore_ranges;
     uint32_t anchors_verified;
 
     /* address index */
     uint32_t *by_address;       /* lines, stably sorted by address */
     uint64_t *sorted_addr;
-    uint64_t *region_end;       /* per group 2 * module + (type == 'A') */
+    uint64_t *region_end;       /* per region group (Resolver._regions) */
     uint32_t niv;               /* sized intervals, innermost-preferred last */
     uint64_t *iv_start;         /* for the search */
     struct { uint64_t end; uint32_t line; int32_t parent; } *iv;
@@ -765,8 +775,8 @@ static uint64_t sym_link(const kms_handle *h, uint32_t s)
 
 static int32_t extent_of(const kms_handle *h, uint64_t a)
 {
-    size_t i = sampled_upper(&h->ext_index, a);
-    if (i == 0 || a >= h->ext[i - 1].end)
+    size_t i = sampled_upper(&h->ext_index, a) + h->ext_first;
+    if (i == h->ext_first || a >= h->ext[i - 1].end)
         return NO;
     return (int32_t)h->ext[i - 1].sec;
 }
@@ -1396,14 +1406,151 @@ static int prefer_cmp(const kms_handle *h, uint32_t a, uint32_t b)
     return a > b ? 1 : -1;
 }
 
+static int is_pseudo_module(const char *name)
+{
+    return strcmp(name, "bpf") == 0 || strncmp(name, "__builtin__", 11) == 0;
+}
+
+/* loadable.is_mapping_symbol: .L*, L0*, $a $d $t $x (alone or with a '.' suffix). */
+static int is_mapping_symbol(const char *p, uint32_t len)
+{
+    if ((len >= 2 && p[0] == '.' && p[1] == 'L') || (len >= 2 && p[0] == 'L' && p[1] == '0'))
+        return 1;
+    return len >= 2 && p[0] == '$' && strchr("adtx", p[1]) && p[1] && (len == 2 || p[2] == '.');
+}
+
+/* resolver._core_ranges: where core lines answer (the kernel's is_ksym_addr()). */
+static void core_ranges(kms_handle *h)
+{
+    static const char *const marker[] = {"_etext", "_sinittext", "_einittext", "_end"};
+    uint64_t lowest = UINT64_MAX, highest = 0, at[4];
+    int seen[4] = {0, 0, 0, 0}, any = 0;
+    for (size_t i = 0; i < h->n; i++) {
+        const struct line *l = &h->line[i];
+        if (l->module != 0 || !l->answers)
+            continue;
+        any = 1;
+        lowest = l->addr < lowest ? l->addr : lowest;
+        highest = l->addr > highest ? l->addr : highest;
+        for (int k = 0; k < 4; k++)
+            if (line_name_is(h, i, marker[k], strlen(marker[k]))) {
+                at[k] = l->addr; /* the last such line, as the Python's dict keeps */
+                seen[k] = 1;
+            }
+    }
+    h->ncore_ranges = 0;
+    if (!any)
+        return;
+    h->core_range[0] = lowest;
+    h->core_range[1] = highest;
+    h->ncore_ranges = 1;
+    if (!seen[0] || seen[3])
+        return;
+    int init = seen[1] && seen[2];
+    for (size_t i = 0; i < h->n; i++) {
+        const struct line *l = &h->line[i];
+        if (l->module == 0 && l->answers && l->addr > at[0] &&
+            (!init || l->addr < at[1] || l->addr > at[2]))
+            return; /* a line past _etext: every symbol is listed */
+    }
+    h->core_range[1] = at[0];
+    if (init) {
+        h->core_range[2] = at[1];
+        h->core_range[3] = at[2];
+        h->ncore_ranges = 2;
+    }
+}
+
+static int in_core_ranges(const kms_handle *h, uint64_t q)
+{
+    /* the last range starting at or below q (the starts are ascending) */
+    long k = NO;
+    for (uint32_t r = 0; r < h->ncore_ranges; r++)
+        if (h->core_range[2 * r] <= q)
+            k = r;
+    return k >= 0 && q <= h->core_range[2 * k + 1];
+}
+
+/*
+ * Resolver._regions, without the cores of loaded modules (no /proc/modules
+ * or .ko is read): every line's region, the end of each group's, the lines
+ * that may answer by address, and which extents queries see.
+ */
+static int regions(kms_handle *h, kms_error *err)
+{
+    size_t n = h->n, npseudo = 0;
+    uint8_t *pseudo = calloc(h->nmods ? h->nmods : 1, 1);
+    if (!pseudo)
+        return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
+    for (uint32_t m = 1; m < h->nmods; m++)
+        pseudo[m] = (uint8_t)is_pseudo_module(h->mod_name[m]);
+    for (size_t i = 0; i < n; i++) {
+        struct line *l = &h->line[i];
+        l->answers = l->type != 'A' &&
+                     !(l->module && is_mapping_symbol(line_name(h, i), l->name_len));
+        npseudo += pseudo[l->module] != 0;
+    }
+    size_t ngroups = 2 * (size_t)h->nmods + npseudo, k = 0;
+    uint64_t *highest = calloc(ngroups, sizeof *highest);
+    if (!highest || !ALLOC(h, region_end, ngroups)) {
+        free(pseudo);
+        free(highest);
+        return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct line *l = &h->line[i];
+        size_t g = pseudo[l->module] ? 2 * (size_t)h->nmods + k++ : 2 * (size_t)l->module;
+        if (!l->answers)
+            g = 1;
+        l->region = l->section >= 0 ? l->section : -1 - (int32_t)g;
+        if (l->addr > highest[g])
+            highest[g] = l->addr;
+    }
+    k = 0;
+    for (size_t g = 0; g < ngroups; g++) {
+        size_t above = upper_bound(h->sorted_addr, n, highest[g]);
+        uint64_t end = g < 2 ? highest[g] : above < n ? h->sorted_addr[above] - 1 : UINT64_MAX;
+        if (g >= 2 && g < 2 * (size_t)h->nmods && g % 2 == 0 && above >= n &&
+            highest[g] <= UINT64_MAX - 4095 && highest[g] + 4095 < end)
+            end = highest[g] + 4095; /* the highest module, its end unknown: a page */
+        h->region_end[g] = end;
+    }
+    /* a pseudo-module line answers at most a page */
+    for (size_t i = 0; i < n; i++) {
+        const struct line *l = &h->line[i];
+        if (!pseudo[l->module])
+            continue;
+        size_t g = 2 * (size_t)h->nmods + k++;
+        uint64_t page_end = l->addr + 4095; /* wraps, as the Python's uint64 */
+        if (page_end < h->region_end[g])
+            h->region_end[g] = page_end;
+    }
+    free(pseudo);
+    free(highest);
+    core_ranges(h);
+    /* the lines that may answer, by address; the extents at or above the
+     * lowest core line that may */
+    uint64_t lowest = h->ncore_ranges ? h->core_range[0] : 0;
+    for (size_t j = 0; j < n; j++)
+        h->nanswer += h->line[h->by_address[j]].answers;
+    if (!ALLOC(h, answer_addr, h->nanswer) || !ALLOC(h, answer_line, h->nanswer))
+        return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
+    for (size_t j = 0, a = 0; j < n; j++) {
+        uint32_t i = h->by_address[j];
+        if (h->line[i].answers) {
+            h->answer_addr[a] = h->line[i].addr;
+            h->answer_line[a++] = i;
+        }
+    }
+    h->ext_first = (uint32_t)lower_bound(h->ext_start, h->next, lowest);
+    return KMS_OK;
+}
+
 static int build_index(kms_handle *h, kms_error *err)
 {
     size_t n = h->n;
-    uint32_t ngroups = 2 * h->nmods;
     struct keyed *iv = NULL;
 
-    if (!ALLOC(h, region_end, ngroups))
-        return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
     for (size_t i = 0; i < n; i++) { /* one visit to each matched entry's row */
         if (h->line[i].section >= 0 && (h->line[i].type == 't' || h->line[i].type == 'T'))
             h->placed[h->line[i].section] |= HOLDS_TEXT;
@@ -1433,27 +1580,17 @@ static int build_index(kms_handle *h, kms_error *err)
             }
         }
     }
-    /* Regions outside placed sections: per module, per-cpu 'A' apart; the
-     * core's end at its highest line, a module's just before the next line
-     * of anything above its highest. */
-    for (size_t i = 0; i < n; i++) {
-        uint32_t g = 2 * h->line[i].module + (h->line[i].type == 'A');
-        if (h->line[i].addr > h->region_end[g])
-            h->region_end[g] = h->line[i].addr;
-    }
-    for (uint32_t g = 2; g < ngroups; g++) {
-        size_t above = upper_bound(h->sorted_addr, n, h->region_end[g]);
-        h->region_end[g] = above < n ? h->sorted_addr[above] - 1 : UINT64_MAX;
-    }
+    if (regions(h, err))
+        return err ? err->code : KMS_E_NOMEM;
     /* Sized intervals by start, ties in preference order. */
     size_t niv = 0;
     for (size_t i = 0; i < n; i++)
-        niv += h->line[i].size > 0;
+        niv += h->line[i].size > 0 && h->line[i].answers;
     if (!(iv = malloc((niv ? niv : 1) * sizeof *iv)))
         return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
     niv = 0;
     for (size_t i = 0; i < n; i++)
-        if (h->line[i].size > 0) {
+        if (h->line[i].size > 0 && h->line[i].answers) {
             iv[niv].key = h->line[i].addr;
             iv[niv++].idx = (uint32_t)i;
         }
@@ -1653,8 +1790,9 @@ static kms_handle *load(const char *syms_path, char *text, size_t len, const cha
     if (place_sections(h, syms_path, source, check, err) || attribute_lines(h, syms_path, err) ||
         build_index(h, err))
         goto bad;
-    if (sample(&h->ext_index, h->ext_start, h->next) ||
-        sample(&h->line_index, h->sorted_addr, h->n) || sample(&h->iv_index, h->iv_start, h->niv)) {
+    if (sample(&h->ext_index, h->ext_start + h->ext_first, h->next - h->ext_first) ||
+        sample(&h->answer_index, h->answer_addr, h->nanswer) ||
+        sample(&h->iv_index, h->iv_start, h->niv)) {
         fail(err, KMS_E_NOMEM, "out of memory indexing %s", source);
         goto bad;
     }
@@ -1718,7 +1856,9 @@ void kms_free(kms_handle *h)
     free(h->ext_start);
     free(h->ext);
     free(h->ext_index.top);
-    free(h->line_index.top);
+    free(h->answer_index.top);
+    free(h->answer_addr);
+    free(h->answer_line);
     free(h->iv_index.top);
     free(h->by_address);
     free(h->sorted_addr);
@@ -1730,10 +1870,6 @@ void kms_free(kms_handle *h)
 
 /* ------------------------------------------------------------ answers */
 
-static int is_pseudo_module(const char *name)
-{
-    return strcmp(name, "bpf") == 0 || strncmp(name, "__builtin__", 11) == 0;
-}
 
 /* The module list, origin and path of object OBJ (answer.Answers._fill_object). */
 static void fill_object(const kms_handle *h, uint32_t obj, struct kms_sym *out)
@@ -1840,16 +1976,17 @@ static long resolve_line(const kms_handle *h, uint64_t q, int *sized)
     *sized = 0;
     /* Unsized fallback: the last line at the greatest address <= q, in the
      * same region as q. */
-    size_t at = sampled_upper(&h->line_index, q);
+    size_t at = sampled_upper(&h->answer_index, q);
     if (at == 0)
         return NO;
-    uint32_t cand = h->by_address[at - 1];
-    int32_t rq = extent_of(h, q), rc = h->line[cand].section;
+    uint32_t cand = h->answer_line[at - 1];
+    int32_t rq = extent_of(h, q), rc = h->line[cand].region;
     if (rq >= 0)
         return rc == rq ? (long)cand : NO;
-    if (rc >= 0)
+    if (rc >= 0 || q > h->region_end[-1 - rc])
         return NO;
-    return q <= h->region_end[2 * h->line[cand].module + (h->line[cand].type == 'A')] ? (long)cand : NO;
+    /* the core kernel's lines answer only inside its ranges */
+    return rc != -1 || in_core_ranges(h, q) ? (long)cand : NO;
 }
 
 void kms_resolve(const kms_handle *h, uint64_t addr, struct kms_sym *out)
