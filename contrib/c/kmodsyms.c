@@ -1796,6 +1796,11 @@ static kms_handle *load(const char *syms_path, char *text, size_t len, const cha
         fail(err, KMS_E_NOMEM, "out of memory indexing %s", source);
         goto bad;
     }
+    /* needed only to build the rest */
+    free(h->by_address);
+    free(h->sorted_addr);
+    h->by_address = NULL;
+    h->sorted_addr = NULL;
     return h;
 bad:
     kms_free(h);
