@@ -16,8 +16,8 @@ from ..kallsyms import Kallsyms
 from ..spans import hash_spans
 from ..symsfile import NO_ADDRESS, SymsFile
 from .names import _same_names
-from .result import (LINE_AMBIGUOUS, LINE_EXTENT, LINE_SYMBOL, MASK, NO, U64, UNPLACED, Placed, Placement,
-                     PlacementStats, count_lines)
+from .result import (LINE_AMBIGUOUS, LINE_EXTENT, LINE_SYMBOL, MASK, NO, U64, UNPLACED, Placed,
+                     Placer, PlacementStats, count_lines)
 
 # Linked placement: in a kallsyms of the kernel the file was built for, every
 # anchor it shows is exactly at its link address plus its segment's shift,
@@ -124,7 +124,7 @@ def _core_lines_named(ks: Kallsyms, names: list[bytes]) -> list[list[int]]:
 
 
 
-class LinkedPlacer:
+class LinkedPlacer(Placer):
     """Placement from the link addresses ``kmodsyms build`` recorded.
 
     Each of vmlinux's load segments moves as a whole (KASLR), so one shift
@@ -146,12 +146,6 @@ class LinkedPlacer:
         self._shift_segments(check_anchors)
         self.placed = Placed.of_sections(self.stats, syms, self.section_base, self.section_how)
         self._attribute_lines()
-
-    def result(self) -> Placement:
-        placed = self.placed
-        return Placement(self.stats, placed.extent_start, placed.extent_end, placed.extent_section,
-                         self.section_base, self.section_how, self.line_entry, self.line_section,
-                         self.line_how, self.ambiguous, self.core_lines)
 
     def _shift_segments(self, check: bool) -> None:
         """One KASLR shift per load segment, from its anchors (see
@@ -245,7 +239,7 @@ class LinkedPlacer:
         """A core line in no placed section, whose name only unplaced copies
         of some size carry, is one of them, but which one the file cannot
         say: ambiguous, with those copies as candidates (as in
-        :class:`Placement`).  It is never quietly core kernel."""
+        :class:`~kmodsyms.placement.search.SearchPlacer`).  It is never quietly core kernel."""
         syms, ks = self.syms, self.ks
         sym = syms.symbols
         candidates = np.flatnonzero((self.section_how[sym["section"]] == UNPLACED) & (sym["size"] > 0))

@@ -96,6 +96,27 @@ class Placement(Placed):
     core_lines: np.ndarray = field(default=None)
 
 
+class Placer:
+    """What a strategy (:mod:`.search`, :mod:`.linked`) fills in as it
+    places, and the :class:`Placement` it then yields."""
+
+    stats: PlacementStats
+    placed: Placed
+    section_base: np.ndarray
+    section_how: np.ndarray
+    line_entry: np.ndarray
+    line_section: np.ndarray
+    line_how: np.ndarray
+    ambiguous: dict[int, list[int]]
+    core_lines: np.ndarray
+
+    def result(self) -> Placement:
+        placed = self.placed
+        return Placement(self.stats, placed.extent_start, placed.extent_end, placed.extent_section,
+                         self.section_base, self.section_how, self.line_entry, self.line_section,
+                         self.line_how, self.ambiguous, self.core_lines)
+
+
 def count_lines(stats: PlacementStats, section_how: np.ndarray, core: np.ndarray,
                 line_section: np.ndarray, line_how: np.ndarray) -> None:
     """Fill ``stats`` from a finished placement; every core line counts

@@ -39,7 +39,7 @@ from ..spans import equal_spans
 from ..symsfile import SymsFile
 from .names import _match_names
 from .result import (BY_ANCHOR, BY_ELIMINATION, BY_NEIGHBOURS, LINE_AMBIGUOUS, LINE_EXTENT, LINE_SYMBOL,
-                     MASK, NO, U64, UNPLACED, Placed, Placement, PlacementStats, count_lines)
+                     MASK, NO, U64, UNPLACED, Placed, Placer, PlacementStats, count_lines)
 from ..elfdefs import SHF_LINK_ORDER
 
 # Search placement (no layout): the unique names that match must be this
@@ -54,7 +54,7 @@ def conflicting_votes_allowed(anchors: int) -> int:
 
 
 
-class SearchPlacer:
+class SearchPlacer(Placer):
     """Search placement of ``syms`` against ``ks`` (see the module doc);
     :meth:`result` is the :class:`~kmodsyms.placement.result.Placement`."""
 
@@ -496,12 +496,6 @@ class SearchPlacer:
 
     def _build_extents(self) -> None:
         self.placed = Placed.of_sections(self.stats, self.syms, self.section_base, self.section_how)
-
-    def result(self) -> Placement:
-        placed = self.placed
-        return Placement(self.stats, placed.extent_start, placed.extent_end, placed.extent_section,
-                         self.section_base, self.section_how, self.line_entry, self.line_section,
-                         self.line_how, self.ambiguous, self.core_lines)
 
     def unique_lines(self) -> np.ndarray:
         """The lines matched to a symbol whose name occurs once in the file
