@@ -98,16 +98,29 @@ def _shift_between(starts: np.ndarray, shift: np.ndarray, known: np.ndarray) -> 
             shift[seg], known[seg] = shift[below[-1]], True
 
 
-
 def _core_lines_named(ks: Kallsyms, names: list[bytes]) -> list[list[int]]:
     """The core kallsyms lines called each of ``names`` (few names, many
     lines): only lines of a length some name has are hashed."""
+    found: list[list[int]] = [[] for _ in names]
+    name_lengths = np.array([len(n) for n in names], dtype=np.int64)
     core = np.flatnonzero(ks.module == 0)
     length = (ks.name_end[core] - ks.name_start[core]).astype(np.int64)
-    core = core[np.isin(length, [len(n) for n in names])]
-    found: list[list[int]] = [[] for _ in names]
+    fits = np.isin(length, name_lengths)
+    core, length = core[fits], length[fits]
     if not len(core) or not names:
         return found
+    line_hash = hash_spans(ks.text, ks.name_start[core], length)
+    starts = np.concatenate(([0], np.cumsum(name_lengths)[:-1]))
+    name_hash = hash_spans(b"".join(names), starts, name_lengths)
+    wanted: dict[int, list[int]] = {}
+    for k, h in enumerate(name_hash.tolist()):
+        wanted.setdefault(h, []).append(k)
+    hit = np.isin(line_hash, name_hash)
+    for line, h in zip(core[hit].tolist(), line_hash[hit].tolist()):
+        for k in wanted[h]:
+            if ks.name_bytes(line) == names[k]:
+                found[k].append(line)
+    return found
     line_hash = hash_spans(ks.text, ks.name_start[core], (ks.name_end[core] - ks.name_start[core]).astype(np.int64))
     joined = b"".join(names)
     starts = np.cumsum([0] + [len(n) for n in names[:-1]]).astype(np.int64)
