@@ -1,5 +1,9 @@
-"""contrib/kbuild/Makefile.dtrace_syms included from a real kernel's top-level
-Makefile, with the exact lines docs/kernel-integration.md tells a user to add.
+"""A real kernel built from source: contrib/kbuild/Makefile.dtrace_syms
+included from its top-level Makefile, with the exact lines
+docs/kernel-integration.md tells a user to add; and our answers on it, a
+configuration unlike the shared corpora's (tinyconfig: its kallsyms lists
+text only, other built-in modules, the module map derived from kbuild's
+.cmd files), checked against its linker maps and modules.builtin.ranges.
 
 The tree is Debian's linux-source-* tarball (``apt-get install
 linux-source-6.12``) configured with tinyconfig plus modules, kallsyms and a
@@ -15,6 +19,7 @@ tarball or a build tool is absent.
 from __future__ import annotations
 
 import glob
+import json
 import os
 import re
 import shutil
@@ -24,16 +29,26 @@ import sys
 import pytest
 
 from docblocks import section_blocks
+from kallsyms_image import proc_kallsyms
+from kallsyms_variants import text_only
+from test_clib import clib, compare_all  # noqa: F401 (clib: the fixture)
 from kmodsyms.symsfile import read_syms
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FRAGMENT = os.path.join(ROOT, "contrib", "kbuild", "Makefile.dtrace_syms")
 SOURCE_TARBALLS = "/usr/src/linux-source-*.tar.xz"
 # tinyconfig, then: a 64-bit x86 kernel (tinyconfig alone gives i386), loadable
-# modules (so modules.builtin is written), kallsyms, and tristate drivers built
-# in: configfs has several objects, binfmt_misc and crc-ccitt one each.
-CONFIG_ENABLE = ("64BIT", "MODULES", "KALLSYMS", "CONFIGFS_FS", "BINFMT_MISC", "CRC_CCITT")
-BUILD_TOOLS = ("make", "gcc", "ld", "flex", "bison", "bc", "tar", "xz")
+# modules (so modules.builtin is written), kallsyms, tristate drivers built
+# in (configfs has several objects, binfmt_misc and crc-ccitt one each), and
+# the independent truths: ld's maps and upstream's modules.builtin.ranges.
+CONFIG_ENABLE = ("64BIT", "MODULES", "KALLSYMS", "CONFIGFS_FS", "BINFMT_MISC", "CRC_CCITT",
+                 "EXPERT", "VMLINUX_MAP", "BUILTIN_MODULE_RANGES")
+# Without CONFIG_KALLSYMS_ALL, kallsyms lists only the text ranges.
+CONFIG_DISABLE = ("KALLSYMS_ALL",)
+# gawk: scripts/generate_builtin_ranges.awk writes modules.builtin.ranges.
+BUILD_TOOLS = ("make", "gcc", "ld", "flex", "bison", "bc", "tar", "xz", "gawk")
+# A KASLR shift for the kallsyms of a boot (x86_64 moves the kernel by 2 MiB steps).
+KASLR_SHIFT = 0x2a00000
 KMODSYMS = f"{sys.executable} -m kmodsyms"
 
 pytestmark = pytest.mark.slow
@@ -60,7 +75,7 @@ def _build_tree(tarball: str, root: str) -> str:
     """Unpack, configure and build the kernel into ROOT (once: a stamp file
     records the configuration it was built with)."""
     stamp = os.path.join(root, ".complete")
-    recipe = " ".join(CONFIG_ENABLE) + "\n"
+    recipe = " ".join(CONFIG_ENABLE) + " -" + " -".join(CONFIG_DISABLE) + "\n"
     trees = glob.glob(os.path.join(root, "linux-source-*"))
     if os.path.exists(stamp) and open(stamp).read() == recipe and len(trees) == 1:
         return trees[0]
@@ -69,12 +84,14 @@ def _build_tree(tarball: str, root: str) -> str:
     _run(["tar", "xJf", tarball, "-C", root], cwd=root)
     (tree,) = glob.glob(os.path.join(root, "linux-source-*"))
     _run(["make", "-s", "tinyconfig"], cwd=tree)
-    enable = [arg for name in CONFIG_ENABLE for arg in ("--enable", name)]
-    _run(["scripts/config", "--file", ".config", *enable], cwd=tree)
+    switches = [arg for name in CONFIG_ENABLE for arg in ("--enable", name)] + \
+        [arg for name in CONFIG_DISABLE for arg in ("--disable", name)]
+    _run(["scripts/config", "--file", ".config", *switches], cwd=tree)
     _run(["make", "-s", "olddefconfig"], cwd=tree)
     with open(os.path.join(tree, ".config")) as f:
         config = f.read()
-    missing = [name for name in CONFIG_ENABLE if f"\nCONFIG_{name}=y\n" not in config]
+    missing = [name for name in CONFIG_ENABLE if f"\nCONFIG_{name}=y\n" not in config] + \
+        [f"-{name}" for name in CONFIG_DISABLE if f"\n# CONFIG_{name} is not set\n" not in config]
     assert not missing, f"tinyconfig dropped {missing}: their dependencies changed in this kernel"
     _run(["make", f"-j{os.cpu_count() or 1}"], cwd=tree)
     shutil.copy(os.path.join(tree, "Makefile"), os.path.join(tree, "Makefile.pristine"))
@@ -189,3 +206,101 @@ def test_included_fragment_keeps_the_default_goal_and_builds_nothing_else(includ
     proc = make(included)
     assert "DTRACE_SYMS" not in proc.stdout + proc.stderr
     assert not os.path.exists(os.path.join(included, "dtrace_syms"))
+
+
+# ------------------------------------------------------------------ exactness
+@pytest.fixture(scope="module")
+def tree_syms(kernel_tree, tmp_path_factory):
+    """dtrace_syms of the tree, built as a user would, with no module map
+    given: kmodsyms derives it from kbuild's .cmd files."""
+    out = str(tmp_path_factory.mktemp("source") / "dtrace_syms")
+    _run([sys.executable, "-m", "kmodsyms", "build", "--kbuild", kernel_tree, "-o", out], cwd=ROOT)
+    return out
+
+
+@pytest.fixture(scope="module")
+def booted_kallsyms(kernel_tree, tmp_path_factory) -> str:
+    """vmlinux's /proc/kallsyms for a boot moved by KASLR_SHIFT, decoded from
+    the tables scripts/kallsyms.c compiled into it."""
+    path = tmp_path_factory.mktemp("boot") / "kallsyms"
+    path.write_bytes(proc_kallsyms(os.path.join(kernel_tree, "vmlinux"), KASLR_SHIFT))
+    return str(path)
+
+
+def test_verify_agrees_with_the_linker_maps_and_ranges(kernel_tree, tree_syms):
+    """Every System.map line against ld's maps and upstream's ranges."""
+    proc = subprocess.run([sys.executable, "-m", "kmodsyms", "verify", "--kbuild", kernel_tree,
+                           "--syms", tree_syms, "--json"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["ambiguous"] == 0
+    maps, ranges = report["comparisons"]["linker_maps"], report["comparisons"]["ranges"]
+    assert maps["counts"]["agree"] > 10_000 and maps["disagreements"] == 0, maps
+    # The ranges have no __modver (MODULE_VERSION's attribute), which ld's
+    # maps put in configfs: ours may say more than they, never otherwise.
+    assert ranges["counts"]["differ"] == 0 and ranges["counts"]["only_theirs"] == 0, ranges
+    assert all(sect == "__modver" for sect, counts in ranges["per_section"].items()
+               if counts["only_ours"]), ranges["per_section"]
+
+
+def test_text_only_rule_is_the_kernels(kernel_tree, booted_kallsyms):
+    """tests/kallsyms_variants.text_only, which derives the corpora's
+    text-only kallsyms, lists exactly what this CONFIG_KALLSYMS_ALL=n kernel
+    compiled into itself."""
+    with open(os.path.join(kernel_tree, "System.map"), "rb") as f:
+        full = b"".join(b"%016x %s" % (int(line[:16], 16) + KASLR_SHIFT, line[17:]) for line in f)
+    derived = text_only(os.path.join(kernel_tree, "System.map"), full)
+    with open(booted_kallsyms, "rb") as f:
+        real = f.read()
+    assert sorted(derived.splitlines()) == sorted(real.splitlines())
+    assert len(real.splitlines()) < len(full.splitlines()) * 3 // 4    # text only indeed
+
+
+def test_real_text_only_kallsyms_is_answered_as_the_linker_placed_it(kernel_tree, tree_syms,
+                                                                    booted_kallsyms):
+    """Each line of the booted kernel's kallsyms: its object is the one ld's
+    map has at its link address (none for what the link script defines),
+    its modules the ones upstream's ranges give there (lines at an object's
+    very end, with no bytes, excepted)."""
+    from kmodsyms.linkmap import vmlinux_object_map
+    from kmodsyms.resolver import load
+    from kmodsyms.verify import parse_ranges, read_elf_info
+
+    path = lambda name: os.path.join(kernel_tree, name)  # noqa: E731
+    objects = vmlinux_object_map(path("vmlinux.map"), path("vmlinux.o.map"), path("vmlinux"))
+    link = {}
+    with open(path("System.map")) as f:
+        for line in f:
+            address, _letter, name = line.split()
+            link.setdefault(name, int(address, 16))
+    elf = read_elf_info(path("vmlinux"))
+    with open(path("modules.builtin.ranges")) as f:
+        ranges = parse_ranges(f.read(), lambda name, _section: link.get(name), elf.addresses)
+    enders = set(objects.end.tolist())
+    with open(path("vmlinux.map")) as f:     # "0x... name = ." : what the link script defines
+        linker_defined = set(re.findall(r"^\s+0x[0-9a-f]+\s+(\S+) = ", f.read(), re.M))
+
+    r = load(tree_syms, booted_kallsyms, cache=False)
+    checked = with_module = 0
+    for line in range(len(r.ks)):
+        address = int(r.ks.address[line])
+        at_link = address - KASLR_SHIFT
+        name = r.ks.name_bytes(line)
+        answer = r.record(address, line, False)     # the line itself, not an alias
+        if elf.sizes.get((name, at_link), 0) == 0 and at_link in enders:
+            continue
+        assert answer.symbol == name.decode() and not answer.ambiguous, (hex(address), answer)
+        if answer.object is None:       # defined by no object, as the map says
+            assert name.decode() in linker_defined, (hex(address), answer)
+        else:
+            assert answer.object == objects.object_at(at_link), (hex(address), answer)
+        hit = int(ranges.lookup([at_link])[0])
+        want = sorted(ranges.ranges[hit].modules) if hit >= 0 else ["vmlinux"]
+        assert sorted(answer.modules) == want, (hex(address), answer, want)
+        checked += 1
+        with_module += hit >= 0
+    assert checked > len(r.ks) * 9 // 10 and with_module > 50, (checked, with_module)
+
+
+def test_c_loader_answers_the_real_text_only_kallsyms_as_python(clib, tree_syms, booted_kallsyms):
+    compare_all(clib, "linux-source tinyconfig", tree_syms, booted_kallsyms, 20_000)
