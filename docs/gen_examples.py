@@ -459,6 +459,8 @@ SKIPPING_FIXTURES = {
                   "arm64 `linux-6.12-arm64`), each run for both and skipped for a missing one",
     "kernel_tree": "Debian's kernel source, `/usr/src/linux-source-*.tar.xz` "
                    "(`apt-get install linux-source-6.12`; these are also `-m slow`)",
+    "any_kernel": "the same source, each run for x86_64 and for s390, which also needs "
+                  "`gcc-s390x-linux-gnu` (`-m slow`)",
 }
 
 
