@@ -2,8 +2,9 @@
 
 :func:`scan_object` reads the section headers and ``.symtab`` through
 :mod:`kmodsyms.elffile` in bulk (one ``struct`` pass per table, no object
-per symbol): it runs on each of the thousands of objects of vmlinux, most
-with a few hundred symbols, where this beats numpy's per-call cost.  The
+per symbol; names found with one ``bytes.find`` each): it runs on each of
+the thousands of objects of vmlinux, most with tens to hundreds of symbols,
+where this beats numpy's per-call cost.  The
 tests hold it to pyelftools, the ELF reader of record, object by object
 (tests/elf_reference.py).
 
@@ -113,11 +114,7 @@ def object_scan(sections: list[tuple], symbols: list[tuple], local: dict[int, in
     alignment, size) and ``symbols`` (name, value, size, info, ELF section
     index), ``local`` numbering the kept sections by ELF section index."""
     names, flags, aligns, sizes = zip(*sections) if sections else ((),) * 4
-    scan = ObjectScan(list(names), array("Q", flags), array("Q", aligns), array("Q", sizes))
-    if symbols:
-        sym_names, values, sym_sizes, infos, shndx = zip(*symbols)
-        scan.sym_names = b"\0".join(sym_names) + b"\0"
-        scan.sym_value, scan.sym_size = array("Q", values), array("Q", sym_sizes)
-        scan.sym_info = bytes(infos)
-        scan.sym_section = array("I", map(local.__getitem__, shndx))
-    return scan
+    sym_names, values, sym_sizes, infos, shndx = zip(*symbols) if symbols else ((),) * 5
+    return ObjectScan(list(names), array("Q", flags), array("Q", aligns), array("Q", sizes),
+                      b"\0".join(sym_names) + b"\0" if symbols else b"", array("Q", values),
+                      array("Q", sym_sizes), bytes(infos), array("I", map(local.__getitem__, shndx)))
