@@ -9,7 +9,9 @@ The pipeline, one module per stage:
   scans each; :mod:`kmodsyms.build` writes them as one dtrace_syms file,
   whose layout :mod:`kmodsyms.symsfile` implements and docs/format.md
   specifies (with vmlinux's segments and build-id from
-  :mod:`kmodsyms.elfimage`).
+  :mod:`kmodsyms.elfimage`).  The three read ELF files (objects, vmlinux,
+  .ko) through one layer, :mod:`kmodsyms.elffile`, with the constants of
+  :mod:`kmodsyms.elfdefs`.
 * :mod:`kmodsyms.kallsyms` reads /proc/kallsyms; :mod:`kmodsyms.placement`
   places every object of the file in the running kernel;
   :mod:`kmodsyms.loadable` matches each loaded module with its own .ko;

@@ -14,8 +14,8 @@ import re
 
 from .errors import KmodsymsError
 
-_THIN_MAGIC = b"!<thin>\n"
-_ARCH_MAGIC = b"!<arch>\n"
+THIN_MAGIC = b"!<thin>\n"
+ARCH_MAGIC = b"!<arch>\n"
 _HEADER_SIZE = 60
 _LONG_NAME_REF = re.compile(rb"/(\d+)")
 
@@ -30,9 +30,9 @@ def archive_members(path: str, _depth: int = 0) -> list[str]:
     except OSError as e:
         raise KmodsymsError(f"cannot read archive {path}: {e.strerror}") from None
     magic = data[:8]
-    if magic not in (_THIN_MAGIC, _ARCH_MAGIC):
+    if magic not in (THIN_MAGIC, ARCH_MAGIC):
         raise KmodsymsError(f"{path}: not an ar archive (bad magic {magic!r})")
-    thin = magic == _THIN_MAGIC
+    thin = magic == THIN_MAGIC
     base = os.path.dirname(path)
     long_names = b""
     members: list[str] = []

@@ -35,13 +35,14 @@ from __future__ import annotations
 
 import os
 import re
-import struct
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .elfdefs import STB_GLOBAL, STB_GNU_UNIQUE
+from .elffile import ElfFile
 from .elfimage import parse_notes
-from .elfscan import SHT_NOBITS, scan_object
+from .elfscan import scan_elf
 from .errors import KmodsymsError
 from .live import ModuleSources, parse_proc_modules
 
@@ -52,7 +53,7 @@ _MAPPING_SYMBOL = re.compile(rb"(\.L|L0|\$[adtx](\.|\Z))")
 # Where an install keeps modules that override the distribution's
 # (depmod's default search order: updates first, then extra, then the rest).
 _SEARCH_PRIORITY = ("updates", "extra")
-_STB_GNU_UNIQUE = 10
+_REMEDY = "reinstall it"
 
 # Match outcomes (ModuleStats.status).
 MATCHED, MISSING, REFUSED = "matched", "missing", "refused"
@@ -141,45 +142,7 @@ def read_ko_bytes(path: str) -> bytes:
         raise KmodsymsError(f"cannot read module {path}: {e.strerror or e}") from None
     except Exception as e:   # lzma.LZMAError, gzip.BadGzipFile, zstandard.ZstdError, EOFError
         raise KmodsymsError(f"{path}: cannot decompress ({e}); reinstall the module") from None
-    return data[:elf_size(path, data)]
-
-
-def _section_headers(path: str, data: bytes) -> tuple[str, list[tuple[int, int, int, int]], int]:
-    """Byte order, ``(name, type, offset, size)`` of every section header,
-    and the section-name table's index, of a 64- or 32-bit ELF file."""
-    try:
-        if data[:4] != b"\x7fELF" or data[4] not in (1, 2) or data[5] not in (1, 2):
-            raise ValueError
-        end = "<" if data[5] == 1 else ">"
-        if data[4] == 2:
-            shoff, = struct.unpack_from(end + "Q", data, 0x28)
-            shentsize, shnum, shstrndx = struct.unpack_from(end + "HHH", data, 0x3A)
-            header = struct.Struct(end + "IIQQQQ")   # name type flags addr offset size
-        else:
-            shoff, = struct.unpack_from(end + "I", data, 0x20)
-            shentsize, shnum, shstrndx = struct.unpack_from(end + "HHH", data, 0x2E)
-            header = struct.Struct(end + "IIIIII")
-        if shnum == 0 and shoff:                     # extended numbering: count in section 0
-            shnum = header.unpack_from(data, shoff)[5]
-        if shoff + shnum * shentsize > len(data):
-            raise ValueError
-        fields = [header.unpack_from(data, shoff + i * shentsize) for i in range(shnum)]
-    except (ValueError, struct.error):
-        raise KmodsymsError(f"{path}: not an ELF module (or truncated); reinstall it") from None
-    headers = [(f[0], f[1], f[4], f[5]) for f in fields]
-    headers.append((0, 0, shoff, shnum * shentsize))   # the table itself, for elf_size
-    return end, headers, shstrndx
-
-
-def elf_size(path: str, data: bytes) -> int:
-    """Where an ELF file ends: past its section header table and every
-    section's contents, whichever is last."""
-    _end, headers, _shstrndx = _section_headers(path, data)
-    size = max(offset + length for _name, sh_type, offset, length in headers
-               if sh_type != SHT_NOBITS)
-    if size > len(data):
-        raise KmodsymsError(f"{path}: truncated ELF module; reinstall it")
-    return size
+    return data[:ElfFile(path, data, "module", _REMEDY).extent()]
 
 
 @dataclass
@@ -201,15 +164,13 @@ class KoFile:
 
 def read_ko(modules_dir: str, path: str) -> KoFile:
     full = os.path.join(modules_dir, path)
-    data = read_ko_bytes(full)
-    scan = scan_object(full, data)
-    modinfo = _section_bytes(full, data, ".modinfo")
+    elf = ElfFile(full, read_ko_bytes(full), "module", _REMEDY)
+    scan = scan_elf(elf)
     srcversion = None
-    for item in modinfo.split(b"\0"):
+    for item in _section_named(elf, ".modinfo").split(b"\0"):
         if item.startswith(b"srcversion="):
             srcversion = item[len(b"srcversion="):].decode("ascii", "replace")
-    build_id = parse_notes(_section_bytes(full, data, ".note.gnu.build-id"),
-                           "<" if data[5] == 1 else ">")
+    build_id = parse_notes(_section_named(elf, ".note.gnu.build-id"), elf.layout.byteorder)
     return KoFile(path, scan.sym_name, np.array(scan.sym_value, dtype=np.uint64),
                   np.array(scan.sym_size, dtype=np.uint64),
                   np.frombuffer(scan.sym_info, dtype=np.uint8),
@@ -217,18 +178,10 @@ def read_ko(modules_dir: str, path: str) -> KoFile:
                   np.array(scan.sec_size, dtype=np.uint64), srcversion, build_id)
 
 
-def _section_bytes(path: str, data: bytes, wanted: str) -> bytes:
-    """The contents of the section called ``wanted`` (b"" if none)."""
-    _end, headers, shstrndx = _section_headers(path, data)
-    if shstrndx >= len(headers) - 1:
-        return b""
-    _n, _t, str_offset, str_size = headers[shstrndx]
-    strtab = data[str_offset:str_offset + str_size]
-    name = wanted.encode() + b"\0"
-    for name_at, sh_type, offset, size in headers[:-1]:
-        if strtab[name_at:name_at + len(name)] == name and sh_type != SHT_NOBITS:
-            return data[offset:offset + size]
-    return b""
+def _section_named(elf: ElfFile, name: str) -> bytes:
+    """The contents of the section called ``name`` (b"" if none)."""
+    index = elf.section_index(name)
+    return b"" if index is None else elf.section_data(index)
 
 
 # ------------------------------------------------------------ kernel's word
@@ -393,7 +346,7 @@ def typed_and_binding(info: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """From ELF ``st_info``: whether each symbol is typed (FUNC, OBJECT...,
     not NOTYPE) and its binding (STB_GNU_UNIQUE counted as GLOBAL)."""
     binding = (info >> 4).astype(np.uint8)
-    binding[binding == _STB_GNU_UNIQUE] = 1
+    binding[binding == STB_GNU_UNIQUE] = STB_GLOBAL
     return (info & 0xF) != 0, binding
 
 

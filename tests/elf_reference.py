@@ -1,8 +1,8 @@
 """The reference readers the tests hold kmodsyms' fast ELF paths to:
 pyelftools, the ELF reader of record, walking the same tables."""
 
-from kmodsyms.elfdefs import SHN_LORESERVE, SHN_XINDEX, SHT_NOBITS, SHT_SYMTAB
-from kmodsyms.elfscan import ObjectScan, _check_header, _finish, _keep_symbol
+from kmodsyms.elfdefs import SHF_ALLOC, SHN_LORESERVE, SHN_XINDEX, SHT_NOBITS, SHT_SYMTAB
+from kmodsyms.elfscan import ObjectScan, object_scan
 from kmodsyms.errors import KmodsymsError
 
 
@@ -24,7 +24,8 @@ def scan_object_pyelftools(path: str) -> ObjectScan:
 
     with open(path, "rb") as f:
         data = f.read()
-    _check_header(path, data)
+    if data[:8] in (b"!<arch>\n", b"!<thin>\n"):
+        raise KmodsymsError(f"{path}: is an ar archive, expected an object file")
     import io
     try:
         elf = ELFFile(io.BytesIO(data))
@@ -46,11 +47,24 @@ def scan_object_pyelftools(path: str) -> ObjectScan:
                     continue
                 info = _STB[sym["st_info"]["bind"]] << 4 | _STT[sym["st_info"]["type"]]
                 name = sym.name.encode("utf-8", "surrogateescape")
-                if _keep_symbol(name, info, shndx):
+                if _kept(name, info, shndx):
                     kept.append((name, sym["st_value"], sym["st_size"], info, shndx))
     except ELFError as e:
         raise KmodsymsError(f"{path}: corrupt ELF object ({e})") from None
-    return _finish(sections, kept)
+    used = {k[4] for k in kept}
+    local, kept_sections = {}, []
+    for index, (name, _type, flags, align, size) in enumerate(sections):
+        if index and ((flags & SHF_ALLOC and size) or index in used):
+            local[index] = len(kept_sections)
+            kept_sections.append((name, flags, align, size))
+    return object_scan(kept_sections, kept, local)
+
+
+def _kept(name: bytes, info: int, shndx: int) -> bool:
+    """kmodsyms.elfscan's rule, from its docstring: defined in a section,
+    not STT_SECTION/STT_FILE, named, not a mapping symbol or .L label."""
+    return (shndx != 0 and (info & 0xF) not in (3, 4) and name != b""
+            and not name.startswith((b"$", b".L")))
 
 
 _SHT = {"SHT_NOBITS": SHT_NOBITS, "SHT_SYMTAB": SHT_SYMTAB}
