@@ -253,8 +253,8 @@ def import_time_us(module: str, runs: int = 5) -> float:
 def row_resolve_cli(b: Bench) -> list[dict]:
     """Whole ``kmodsyms resolve`` processes against cat + python.  The first
     run of a pair of files loads them in full and saves a snapshot
-    (kmodsyms.snapshot); the timed runs answer from it, as every later run
-    on the same boot does.  The full load's cost is measured too
+    (kmodsyms.snapshot); the timed runs answer from it (kmodsyms.quick), as
+    every later run on the same boot does.  The full load's cost is measured too
     (``--no-cache``) and given in the note."""
     syms, ks = b.syms(), b.corpus.kallsyms
     _, _, addr = b.core_range()
@@ -269,7 +269,7 @@ def row_resolve_cli(b: Bench) -> list[dict]:
     s, c, p, f = interleaved([lambda: wall(cmd, env=env), lambda: wall(cat), lambda: wall(py),
                               lambda: wall(cmd + ["--no-cache"], env=env)], b.runs)
     o, r = median(s), median(c) + median(p)
-    quick_imports = import_time_us("kmodsyms.snapshot", runs=3 if b.quick else 5)
+    quick_imports = import_time_us("kmodsyms.quick", runs=3 if b.quick else 5)
     cli_imports = import_time_us("kmodsyms.cli", runs=3 if b.quick else 5)
     snapshots = os.path.join(cache_home, "kmodsyms")
     size = sum(os.path.getsize(os.path.join(snapshots, n)) for n in os.listdir(snapshots))
@@ -279,7 +279,7 @@ def row_resolve_cli(b: Bench) -> list[dict]:
                    f"({median(p):.3f}s); answered from the snapshot the first run saved "
                    f"({size / 2**20:.1f} MiB); a full load (--no-cache, as a first run) takes "
                    f"{median(f):.3f}s ({median(f) / r:.1f}x); imports (-X importtime, cumulative): "
-                   f"kmodsyms.snapshot {quick_imports / 1000:.1f} ms, kmodsyms.cli "
+                   f"kmodsyms.quick {quick_imports / 1000:.1f} ms, kmodsyms.cli "
                    f"{cli_imports / 1000:.1f} ms; answer: {out.stdout.strip()}")]
 
 

@@ -15,11 +15,14 @@ The pipeline, one module per stage:
 * :mod:`kmodsyms.kallsyms` reads /proc/kallsyms; :mod:`kmodsyms.placement`
   places every object of the file in the running kernel;
   :mod:`kmodsyms.loadable` matches each loaded module with its own .ko;
-  :mod:`kmodsyms.resolver` answers address -> ``mod`sym+off`` and
-  ``mod`name`` -> address, as :mod:`kmodsyms.answer` records.
-* :mod:`kmodsyms.snapshot` saves a loaded resolver's answer arrays so that
-  the next ``kmodsyms resolve`` answers without numpy (entry point:
-  :mod:`kmodsyms.__main__`; CLI: :mod:`kmodsyms.cli`).
+  :mod:`kmodsyms.resolver` indexes it all and answers address ->
+  ``mod`sym+off`` and ``mod`name`` -> address through the
+  :class:`kmodsyms.answer.Answerer` it holds, which makes the records.
+* :mod:`kmodsyms.snapshot` saves a loaded resolver's state so that the next
+  load restores it and the next ``kmodsyms resolve`` answers without numpy
+  (:mod:`kmodsyms.quick`; entry point: :mod:`kmodsyms.__main__`; CLI:
+  :mod:`kmodsyms.cli`, output shared by both in :mod:`kmodsyms.frontend`).
+  docs/resolver.md section 10 shows the layers.
 
 :func:`load` is the entry point a tracer's start-up code calls.
 """

@@ -1,7 +1,7 @@
 """Console entry point (``kmodsyms``, ``python -m kmodsyms``).
 
 ``kmodsyms resolve`` and ``kmodsyms lookup`` are first offered to
-:func:`kmodsyms.snapshot.quick_run`, which answers from a saved snapshot
+:func:`kmodsyms.quick.quick_run`, which answers from a saved snapshot
 without importing typer or numpy (~0.15 s of imports, where the whole
 answer then takes ~70 ms); everything else, and whatever it declines, runs
 the typer CLI in :mod:`kmodsyms.cli`.
@@ -13,7 +13,7 @@ import sys
 def main() -> None:
     args = sys.argv[1:]
     if args[:1] in (["resolve"], ["lookup"]):
-        from .snapshot import quick_run
+        from .quick import quick_run
         status = quick_run(args[0], args[1:])
         if status is not None:
             sys.exit(status)

@@ -1,19 +1,25 @@
-"""The answer for one address or name, and how it is put together from a
-resolver's per-line arrays.  Plain Python (no numpy): both the numpy
-:class:`kmodsyms.resolver.Resolver` and the saved
-:class:`kmodsyms.snapshot.Snapshot` answer through :class:`Answers`, so the
-two give the same record by construction."""
+"""The answer for one address or name (:class:`Symbolization`), and the one
+way it is made (:class:`Answerer`) from a declared table of arrays
+(:class:`AnswerTable`).
+
+Data flows one way, as blazesym's sources -> symbolizer -> ``Sym``: the
+resolver (:mod:`kmodsyms.resolver`: numpy arrays) or a snapshot
+(:mod:`kmodsyms.snapshot`: memoryviews of its file) fills a table, the
+:class:`Answerer` each of them holds makes the records from it, and the
+output (:mod:`kmodsyms.frontend`) writes them.  Plain Python (no numpy):
+the quick ``resolve`` path answers through it too, so a snapshot and the
+resolver give the same record by construction.
+"""
 
 from __future__ import annotations
 
 import bisect
 import operator
 
+from .elfdefs import BINDING_NAMES
 from .errors import KmodsymsError
+from .kernelnames import is_pseudo_module, kernel_spelling
 from .namehash import name_hash
-from .thick import kernel_spelling
-
-BINDING_NAMES = {0: "local", 1: "global", 2: "weak"}   # ELF STB_*
 
 
 def check_address(address) -> int:
@@ -31,13 +37,9 @@ def check_address(address) -> int:
     return value
 
 
-def is_pseudo_module(name: str) -> bool:
-    """True for the kernel's pseudo-modules: ``bpf``, ``__builtin__ftrace``..."""
-    return name == "bpf" or name.startswith("__builtin__")
-
-
 class Symbolization:
-    """One answered address, modelled on perf's dlfilter address record.
+    """One answered address, modelled on perf's dlfilter address record
+    (made by an :class:`Answerer` only; the caller reads it).
 
     ``module`` is the first module (``vmlinux`` for core kernel);
     ``modules`` all of them in thick-file order; ``origin`` is ``builtin``,
@@ -110,106 +112,174 @@ class Symbolization:
         return f"{text} ({', '.join(notes)})"
 
 
-class Answers:
-    """Builds :class:`Symbolization` records.  The class using it provides,
-    indexable by kallsyms line: ``line_address``, ``line_type`` (ASCII
-    letter), ``line_module`` (0 core, else index into
-    ``loaded_module_names``), ``line_size`` (-1 unknown), ``line_object``
-    (-1 none; from ``first_ko_object`` on, a loaded module's .ko) and
-    ``line_binding`` (ELF binding); and the methods below that raise
-    NotImplementedError."""
+class AnswerTable:
+    """What the records of one kernel are made of, declared once for the
+    resolver (numpy arrays) and a snapshot (memoryviews of its file): any
+    sequence indexable by position serves.  (A plain class, as
+    :class:`Symbolization`: the quick path imports no dataclasses.)
 
-    loaded_module_names: list[str]
-    builtin_module_names: list[str]
-    builtin_modules_known = True
-    first_ko_object: int
+    Per kallsyms line, in kallsyms order: ``line_address``, ``line_type``
+    (ASCII letter), ``line_module`` (0 core kernel, else an index into
+    ``loaded_module_names``), ``line_size`` (-1: unknown), ``line_object``
+    (-1: none), ``line_binding`` (ELF binding), ``line_region`` (the placed
+    section holding it, else ``-1 - g`` for region group ``g``) and its
+    name, ``text[name_start:name_end]``.
 
-    def _name_index(self):
-        """(hashes, lines): every line's :func:`name_hash`, sorted, and the
-        lines in that order (lines of one hash in kallsyms order)."""
-        raise NotImplementedError
+    ``answer_address``/``answer_line``: the lines that may answer an
+    address, in address order.  ``iv_start``/``iv_end``/``iv_line``: the
+    sized intervals ``[start, end)``, by start (preferred last among equal
+    starts), and ``iv_parent`` the nearest earlier one holding each (-1).
+    ``region_end``: the last address of each region group;
+    ``core_ranges``: where core kernel lines answer, ``[start, last, ...]``.
+    ``extent_start``/``extent_end``/``extent_section``: the placed sections
+    (vmlinux's, then the matched .ko files'), by address;
+    ``section_object``: the object of each section.
 
-    def _line_name(self, line: int) -> str:
-        raise NotImplementedError
+    Objects: vmlinux's, then from ``first_ko_object`` on the matched .ko
+    files; ``object_paths`` their paths and ``object_modset`` an index into
+    ``modsets``, the module name lists (``[]``: core kernel).
+    ``candidates``: an ambiguous line's candidates' module lists.
+    ``name_index()``: every line's :func:`name_hash`, sorted, and the lines
+    in that order (a function: a full load computes it only when a name is
+    first looked up).  ``builtin_modules_known``: False when made from
+    kallsyms alone (built-in modules then show as ``vmlinux``).
+    """
 
-    def _candidates(self, line: int) -> list[list[str]] | None:
-        """Module lists of an ambiguous line's candidates, else None."""
-        raise NotImplementedError
+    def __init__(self, *, text: bytes, name_start, name_end, line_address, line_type,
+                 line_module, line_size, line_object, line_binding, line_region,
+                 answer_address, answer_line, iv_start, iv_end, iv_line, iv_parent, region_end,
+                 core_ranges, extent_start, extent_end, extent_section, section_object,
+                 object_paths, object_modset, modsets: list[list[str]], first_ko_object: int,
+                 loaded_module_names: list[str], builtin_module_names: list[str],
+                 candidates: dict[int, list[list[str]]], name_index,
+                 builtin_modules_known: bool):
+        self.text, self.name_start, self.name_end = text, name_start, name_end
+        self.line_address, self.line_type, self.line_module = line_address, line_type, line_module
+        self.line_size, self.line_object = line_size, line_object
+        self.line_binding, self.line_region = line_binding, line_region
+        self.answer_address, self.answer_line = answer_address, answer_line
+        self.iv_start, self.iv_end, self.iv_line, self.iv_parent = iv_start, iv_end, iv_line, iv_parent
+        self.region_end, self.core_ranges = region_end, core_ranges
+        self.extent_start, self.extent_end = extent_start, extent_end
+        self.extent_section, self.section_object = extent_section, section_object
+        self.object_paths, self.object_modset, self.modsets = object_paths, object_modset, modsets
+        self.first_ko_object = first_ko_object
+        self.loaded_module_names = loaded_module_names
+        self.builtin_module_names = builtin_module_names
+        self.candidates = candidates
+        self.name_index = name_index
+        self.builtin_modules_known = builtin_modules_known
 
-    def _object_at(self, address: int) -> int:
-        """Object whose placed section holds ``address``, or -1."""
-        raise NotImplementedError
 
-    def _object_path(self, obj: int) -> str:
-        raise NotImplementedError
+class Answerer:
+    """Makes the records of one :class:`AnswerTable` (plain Python, one
+    address at a time).  The resolver and a snapshot each hold one."""
 
-    def _object_modules(self, obj: int) -> list[str]:
-        raise NotImplementedError
+    def __init__(self, table: AnswerTable):
+        self.table = table
+
+    # ------------------------------------------------------------ addresses
+    def find(self, q: int) -> tuple[int, bool]:
+        """The line answering address ``q`` (-1: none) and whether it is a
+        sized hit, by the rules of docs/resolver.md section 4 (the resolver's
+        vectorised ``resolve_many`` follows the same)."""
+        t = self.table
+        j = bisect.bisect_right(t.iv_start, q) - 1
+        while j >= 0 and t.iv_end[j] <= q:
+            j = t.iv_parent[j]
+        if j >= 0:
+            return int(t.iv_line[j]), True
+        k = bisect.bisect_right(t.answer_address, q) - 1
+        if k < 0:
+            return -1, False
+        line = int(t.answer_line[k])
+        region, section = t.line_region[line], self.section_at(q)
+        if section >= 0:
+            ok = region == section
+        else:
+            ok = region < 0 and q <= t.region_end[-1 - region]
+        if ok and region == -1:     # the core kernel: only inside its ranges
+            i = bisect.bisect_right(t.core_ranges[0::2], q) - 1
+            ok = i >= 0 and q <= t.core_ranges[2 * i + 1]
+        return (line if ok else -1), False
+
+    def section_at(self, q: int) -> int:
+        """The placed section (vmlinux's or a .ko's) holding ``q``, or -1."""
+        t = self.table
+        i = bisect.bisect_right(t.extent_start, q) - 1
+        return int(t.extent_section[i]) if i >= 0 and q < t.extent_end[i] else -1
 
     def record(self, address: int, line: int, sized: bool) -> Symbolization:
         """The answer for ``address`` answered by kallsyms ``line`` (-1:
         none), ``sized`` if the line's symbol holds the address."""
+        t = self.table
+        known = t.builtin_modules_known
         if line < 0:
-            result = Symbolization(address, builtin_modules_known=self.builtin_modules_known)
-            obj = self._object_at(address)
-            if obj >= 0:
-                self._fill_object(result, obj)
-            return result
-        start = int(self.line_address[line])
-        size = int(self.line_size[line])
-        result = Symbolization(address, symbol=self._line_name(line), offset=address - start,
-                               start=start, size=size if size >= 0 else None,
-                               sized=sized, type=chr(self.line_type[line]),
-                               binding=BINDING_NAMES.get(int(self.line_binding[line])),
-                               builtin_modules_known=self.builtin_modules_known)
-        mod = int(self.line_module[line])
-        candidates = None if mod else self._candidates(line)
+            section = self.section_at(address)
+            obj = int(t.section_object[section]) if section >= 0 else -1
+            if obj < 0:
+                return Symbolization(address, builtin_modules_known=known)
+            return Symbolization(address, *self._object_modules(obj), object=t.object_paths[obj],
+                                 builtin_modules_known=known)
+        start = int(t.line_address[line])
+        size = int(t.line_size[line])
+        of_line = dict(symbol=self.line_name(line), offset=address - start, start=start,
+                       size=size if size >= 0 else None, sized=sized,
+                       type=chr(t.line_type[line]),
+                       binding=BINDING_NAMES.get(int(t.line_binding[line])),
+                       builtin_modules_known=known)
+        obj = int(t.line_object[line])
+        mod = int(t.line_module[line])
         if mod:
-            name = self.loaded_module_names[mod]
-            result.module, result.modules = name, [name]
-            result.origin = "pseudo" if is_pseudo_module(name) else "loadable"
-            obj = int(self.line_object[line])
-            if obj >= 0:
-                result.object = self._object_path(obj)
-        elif candidates is not None:
-            result.ambiguous = True
-            result.candidates = candidates
-            if all(c == candidates[0] for c in candidates):   # same module(s): only the object is unknown
-                result.modules = candidates[0]
-                result.module = candidates[0][0]
-                result.origin = "core" if candidates[0] == ["vmlinux"] else "builtin"
-        else:
-            obj = int(self.line_object[line])
-            if obj >= 0:
-                self._fill_object(result, obj)
-            else:
-                result.module, result.modules, result.origin = "vmlinux", ["vmlinux"], "core"
-        return result
+            name = t.loaded_module_names[mod]
+            return Symbolization(address, name, [name],
+                                 "pseudo" if is_pseudo_module(name) else "loadable",
+                                 object=t.object_paths[obj] if obj >= 0 else None, **of_line)
+        candidates = t.candidates.get(line)
+        if candidates is not None:
+            candidates = [list(c) for c in candidates]
+            if all(c == candidates[0] for c in candidates):
+                # The same module(s): only the object is unknown.
+                first = list(candidates[0])
+                return Symbolization(address, first[0], first,
+                                     "core" if first == ["vmlinux"] else "builtin",
+                                     ambiguous=True, candidates=candidates, **of_line)
+            return Symbolization(address, ambiguous=True, candidates=candidates, **of_line)
+        if obj >= 0:
+            return Symbolization(address, *self._object_modules(obj), object=t.object_paths[obj],
+                                 **of_line)
+        return Symbolization(address, "vmlinux", ["vmlinux"], "core", **of_line)
 
-    def _fill_object(self, result: Symbolization, obj: int) -> None:
-        mods = self._object_modules(obj)
-        result.object = self._object_path(obj)
-        result.modules = mods or ["vmlinux"]
-        result.module = result.modules[0]
-        if obj >= self.first_ko_object:
-            result.origin = "loadable"
+    def _object_modules(self, obj: int) -> tuple[str, list[str], str]:
+        """(module, modules, origin) of the answers in object ``obj``."""
+        t = self.table
+        mods = list(t.modsets[t.object_modset[obj]])
+        if obj >= t.first_ko_object:
+            origin = "loadable"
         else:
-            result.origin = "builtin" if mods else "core"
+            origin = "builtin" if mods else "core"
+        modules = mods or ["vmlinux"]
+        return modules[0], modules, origin
 
     # ---------------------------------------------------------------- names
+    def line_name(self, line: int) -> str:
+        t = self.table
+        return t.text[t.name_start[line]:t.name_end[line]].decode("utf-8", "surrogateescape")
+
     def modules(self) -> list[str]:
         """Every module name: ``vmlinux``, the built-in modules, the loaded ones."""
-        return ["vmlinux"] + self.builtin_module_names + self.loaded_module_names[1:]
+        t = self.table
+        return ["vmlinux"] + list(t.builtin_module_names) + list(t.loaded_module_names[1:])
 
     def lines_named(self, name: str) -> list[int]:
         """The kallsyms lines of symbol ``name``, in kallsyms order: found by
         bisection in the name-hash order, confirmed by name."""
-        hashes, lines = self._name_index()
+        hashes, lines = self.table.name_index()
         h = name_hash(name.encode("utf-8", "surrogateescape"))
         i = bisect.bisect_left(hashes, h)
         found = []
         while i < len(hashes) and hashes[i] == h:
-            if self._line_name(int(lines[i])) == name:
+            if self.line_name(int(lines[i])) == name:
                 found.append(int(lines[i]))
             i += 1
         return found
@@ -221,11 +291,12 @@ class Answers:
         that address, ``start`` the symbol's)."""
         if module is not None:
             module = kernel_spelling(module)
+        t = self.table
         results = []
         for line in self.lines_named(name):
-            start = int(self.line_address[line])
+            start = int(t.line_address[line])
             address = check_address(start + offset)
-            rec = self.record(address, line, offset < int(self.line_size[line]))
+            rec = self.record(address, line, offset < int(t.line_size[line]))
             if module is None or (rec.modules and module in rec.modules) or \
                     (rec.ambiguous and any(module in c for c in rec.candidates)):
                 results.append(rec)

@@ -18,7 +18,7 @@ from . import __version__
 from .errors import KmodsymsError
 from .frontend import (OPTIONS, byte_exact_stdout, check_addresses, guarded, output_format,
                        parse_name, run_lookup, run_resolve, warn)
-from .thick import kernel_spelling
+from .kernelnames import kernel_spelling
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,

@@ -1,6 +1,6 @@
 """What the two ways into ``kmodsyms resolve`` and ``lookup`` share: the
 typer CLI (:mod:`kmodsyms.cli`) and the quick path that answers from a
-snapshot without importing typer or numpy (:mod:`kmodsyms.snapshot`).
+snapshot without importing typer or numpy (:mod:`kmodsyms.quick`).
 
 One table of the options (:data:`OPTIONS`, :data:`COMMAND_OPTIONS`): typer
 builds its parameters from it and :func:`parse_args` reads the same command
@@ -20,7 +20,7 @@ import os
 import sys
 
 from .errors import KmodsymsError
-from .thick import kernel_spelling
+from .kernelnames import kernel_spelling
 
 PROG = "kmodsyms"
 
@@ -123,16 +123,6 @@ def output_format(options: dict) -> str:
 # ------------------------------------------------------------------- errors
 def warn(message: str) -> None:
     print(f"{PROG}: warning: {message}", file=sys.stderr)
-
-
-def forced_warning(stale: KmodsymsError) -> str:
-    """The line ``--force`` prints on every run over a mismatched file."""
-    return f"used anyway (--force), answers may be wrong: {stale}"
-
-
-def degraded_warning(kallsyms_source: str, why: str) -> str:
-    """The line every answer from kallsyms alone prints, once per run."""
-    return f"answering from {kallsyms_source} alone, built-in modules show as vmlinux: {why}"
 
 
 def guarded(run) -> int:

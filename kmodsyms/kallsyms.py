@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .answer import is_pseudo_module
 from .errors import KmodsymsError
 from .fileformat import MAGIC
+from .kernelnames import is_pseudo_module
 from .spans import equal_spans, words
 
 # Bounds of the address ranges that scripts/kallsyms.c keeps when it is not

@@ -1,7 +1,7 @@
 """The running kernel: where its files are (dtrace_syms, kallsyms, modules,
 sysfs), its build-id, and the check that a dtrace_syms file was built for
 it.  Plain Python (no numpy), as the quick ``resolve`` path
-(:mod:`kmodsyms.snapshot`) uses it too."""
+(:mod:`kmodsyms.quick`) uses it too."""
 
 from __future__ import annotations
 

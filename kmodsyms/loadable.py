@@ -44,6 +44,7 @@ from .elffile import ElfFile
 from .elfimage import parse_notes
 from .elfscan import scan_elf
 from .errors import KmodsymsError
+from .kernelnames import is_pseudo_module
 from .live import ModuleSources, parse_proc_modules
 
 KO_SUFFIXES = (".ko", ".ko.xz", ".ko.zst", ".ko.gz")
@@ -397,7 +398,6 @@ def load_modules(ks, sources: ModuleSources, ko_cache: dict | None = None) -> Lo
     with its .ko under ``sources.modules_dir``.  ``ko_cache`` keeps across
     calls (:meth:`kmodsyms.resolver.Resolver.refresh`) the files found, the
     files read (by path, size and mtime) and each module's match."""
-    from .answer import is_pseudo_module
     n = len(ks)
     line_size = np.full(n, -1, dtype=np.int64)
     line_typed = np.zeros(n, dtype=bool)

@@ -17,29 +17,33 @@ past what the kernel says of the region (a module's core, a page for
 pseudo-modules); per-cpu offsets and mapping symbols answer no address.
 docs/resolver.md states the rules in full.
 
-:func:`load` saves what it built as a snapshot (:mod:`kmodsyms.snapshot`)
-and restores it, without placing or indexing, while kallsyms and
-dtrace_syms stay the same.
+The index is an :class:`kmodsyms.answer.AnswerTable` of numpy arrays; the
+records (:class:`Symbolization`) are made from it by the
+:class:`kmodsyms.answer.Answerer` the resolver holds.  :func:`load` hands
+the whole state (:meth:`Resolver.state`) to :mod:`kmodsyms.snapshot` to
+save, and restores it from there (:meth:`Resolver.restore`), without
+placing or indexing, while kallsyms and dtrace_syms stay the same.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from .answer import Answers, Symbolization, check_address
-from .errors import KmodsymsError, StaleError
+from .answer import Answerer, AnswerTable, Symbolization, check_address
+from .errors import KmodsymsError, StaleError, degraded_warning, forced_warning
 from .fileformat import CRC_FIELD
-from .frontend import degraded_warning, forced_warning
 from .kallsyms import Kallsyms, read_text
+from .kernelnames import kernel_spelling
 from .live import LIVE_KALLSYMS, ModuleSources, check_live, default_syms_path, module_sources
 from .loadable import ModuleStats, is_mapping_symbol, load_modules
 from .placement import NO, place, saved_placement
+from .snapshot import State, open_saved, save
 from .spans import equal_spans, hash_spans
 from .symsfile import SymsFile, read_syms
-from .thick import kernel_spelling
 
 _U64 = np.uint64
 _PADDING_PREFIXES = (b"__pfx_", b"__cfi_")
@@ -51,18 +55,22 @@ PAGE_SIZE = 4096
 __all__ = ["ModuleChanges", "Resolver", "Symbolization", "load"]
 
 
-class Resolver(Answers):
+class Resolver:
     """Answers for one kernel: built from a :class:`SymsFile` and a
-    :class:`Kallsyms` of the same kernel (see :func:`load`)."""
+    :class:`Kallsyms` of the same kernel (see :func:`load`).  ``degraded``:
+    why the file is one of no objects, answering from kallsyms alone
+    (``stats`` then say ``builtin_modules_known=False``)."""
 
     def __init__(self, syms: SymsFile, ks: Kallsyms, check_anchors: bool = True,
-                 sources: ModuleSources | None = None):
+                 sources: ModuleSources | None = None, degraded: str = ""):
         self.syms = syms
         self.ks = ks
         self.sources = sources or ModuleSources()
+        self.degraded = degraded
         self._ko_cache: dict = {}     # files found, .ko read, matches (kept by refresh())
         self._check_anchors = check_anchors
         self._proc_modules_text = _read_optional(self.sources.proc_modules)
+        self._names = None            # the name index, made on first use (_name_index)
         placed = place(syms, ks, check_anchors)
         self._placed(placed, placed.core_lines, placed.line_entry, placed.line_section,
                      placed.ambiguous)
@@ -71,6 +79,9 @@ class Resolver(Answers):
     def _placed(self, placed, core_lines, line_entry, line_section, ambiguous) -> None:
         self.placement = placed
         self.stats = placed.stats
+        if self.degraded:
+            self.stats.builtin_modules_known = False
+            self.stats.degraded = self.degraded
         self.core_lines = core_lines
         self.line_entry, self.line_section, self.ambiguous = line_entry, line_section, ambiguous
 
@@ -83,45 +94,65 @@ class Resolver(Answers):
         self._build_index()
 
     @classmethod
-    def restore(cls, syms: SymsFile, saved, sources: ModuleSources | None = None) -> "Resolver":
-        """The resolver a :mod:`kmodsyms.snapshot` holds (``saved``, checked
-        to match ``syms`` and its kallsyms): its arrays are views of the
-        mapped snapshot, nothing is placed or indexed again."""
-        doc, a = saved.doc, saved.numpy_arrays()
+    def restore(cls, syms: SymsFile, state: State,
+                sources: ModuleSources | None = None) -> "Resolver":
+        """The resolver a snapshot holds (``state``, checked to match
+        ``syms`` and its kallsyms): its arrays are views of the mapped
+        snapshot, nothing is placed or indexed again."""
+        table = state.table
         self = cls.__new__(cls)
         self.syms = syms
         self.sources = sources or ModuleSources()
+        self.degraded = "" if state.stats["builtin_modules_known"] else state.stats["degraded"]
         self._ko_cache, self._check_anchors = {}, True
         self._proc_modules_text = _read_optional(self.sources.proc_modules)
+        self._names = None
         self.ks = ks = Kallsyms.from_columns(
-            saved.kallsyms_text, doc["meta"]["kallsyms_source"], doc["loaded_module_names"],
-            a["line_address"], a["line_type"], a["line_module"], a["name_start"], a["name_end"],
-            a["by_address"])
-        placed = saved_placement(doc["stats"], a["extent_start"], a["extent_end"], a["extent_section"])
-        ambiguous = {line: entries for line, (entries, _names) in doc["ambiguous"].items()}
-        self._placed(placed, np.flatnonzero(ks.module == 0), a["line_entry"], a["line_section"],
-                     ambiguous)
-        self.by_address, self.sorted_address = a["by_address"], a["sorted_address"]
-        self.line_address, self.line_type, self.line_module = ks.address, ks.type, ks.module
-        self.loaded_module_names = ks.module_names
-        self.builtin_module_names = syms.module_names
-        self.first_ko_object = len(syms.objects)
-        modules = doc["modules"]
-        self.ko_paths, self.ko_modules = modules["ko_paths"], modules["ko_modules"]
-        self.module_stats = [ModuleStats(*row) for row in modules["stats"]]
-        self.module_warnings = modules["warnings"]
-        self.ko_files = modules["ko_files"]
-        for name in ("line_size", "line_object", "line_binding", "line_region", "region_end",
-                     "iv_start", "iv_end", "iv_line", "iv_parent", "answer_address",
-                     "answer_line", "extent_start", "extent_end", "extent_section",
-                     "section_object", "core_ranges", "name_hash", "name_order"):
-            setattr(self, name, a[name])
+            table.text, state.kallsyms_source, table.loaded_module_names, table.line_address,
+            table.line_type, table.line_module, table.name_start, table.name_end, state.by_address)
+        placed = saved_placement(state.stats, state.vmlinux_extent_start, state.vmlinux_extent_end,
+                                 state.vmlinux_extent_section)
+        self._placed(placed, np.flatnonzero(ks.module == 0), state.line_entry, state.line_section,
+                     state.ambiguous)
+        self.by_address, self.sorted_address = state.by_address, state.sorted_address
+        self.module_stats = [ModuleStats(*row) for row in state.module_stats]
+        self.module_warnings, self.ko_files = state.module_warnings, state.ko_files
+        self.answers = Answerer(table)
         return self
 
+    def state(self) -> State:
+        """Everything a snapshot of this resolver holds, handed to
+        :mod:`kmodsyms.snapshot` (which alone knows its bytes)."""
+        syms, placed = self.syms, self.placement
+        return State(
+            table=self.answers.table, by_address=self.by_address,
+            sorted_address=self.sorted_address, line_entry=self.line_entry,
+            line_section=self.line_section, vmlinux_extent_start=placed.extent_start,
+            vmlinux_extent_end=placed.extent_end, vmlinux_extent_section=placed.extent_section,
+            ambiguous=self.ambiguous, stats=dict(self.stats.__dict__),
+            module_stats=[tuple(st.__dict__.values()) for st in self.module_stats],
+            module_warnings=self.module_warnings, ko_files=self.ko_files,
+            source=syms.source, kernel_release=syms.meta_kernel_release,
+            build_id=syms.meta_build_id, kallsyms_source=self.ks.source,
+            syms_id=(len(syms.data), bytes(syms.data[CRC_FIELD]))
+            if self.builtin_modules_known else None)
+
+    # The answer table's columns that callers read off the resolver.
+    line_address = property(lambda self: self.answers.table.line_address)
+    line_size = property(lambda self: self.answers.table.line_size)
+    line_object = property(lambda self: self.answers.table.line_object)
+    iv_start = property(lambda self: self.answers.table.iv_start)
+    iv_end = property(lambda self: self.answers.table.iv_end)
+
+    @property
+    def builtin_modules_known(self) -> bool:
+        """False when answering from kallsyms alone (``stats.degraded`` says why)."""
+        return self.stats.builtin_modules_known
+
     def _build_index(self) -> None:
-        """Arrays for answering addresses: every line's size and module set,
-        the sized intervals sorted for innermost-first search, and all lines
-        sorted by address for the unsized fallback."""
+        """The answer table (:class:`AnswerTable`): every line's size,
+        object and binding, the sized intervals sorted for innermost-first
+        search, and the lines sorted by address for the unsized fallback."""
         ks, syms = self.ks, self.syms
         n = len(ks)
         sym = syms.symbols
@@ -154,25 +185,17 @@ class Resolver(Answers):
         lm = self.loaded
         from_ko = lm.line_ko >= 0
         size[from_ko] = lm.line_size[from_ko]
-        self.line_size = size
-        # What answers need per line (kmodsyms.answer.Answers).
-        self.line_address, self.line_type, self.line_module = ks.address, ks.type, ks.module
-        self.loaded_module_names = ks.module_names
-        self.builtin_module_names = syms.module_names
         n_objects, n_sections = len(syms.objects), len(syms.sections)
-        self.first_ko_object = n_objects
-        self.ko_paths, self.ko_modules = lm.ko_paths, lm.ko_modules
-        self.line_object = np.full(n, NO, dtype=np.int32)
+        line_object = np.full(n, NO, dtype=np.int32)
         placed = self.line_section >= 0
-        self.line_object[placed] = syms.sections["object"][self.line_section[placed]]
-        self.line_object[from_ko] = n_objects + lm.line_ko[from_ko]
+        line_object[placed] = syms.sections["object"][self.line_section[placed]]
+        line_object[from_ko] = n_objects + lm.line_ko[from_ko]
         # ELF binding: the symbol's own, else read off the type letter.
         letters = ks.type
         binding = np.where((letters >= 65) & (letters <= 90), 1, 0).astype(np.uint8)
         binding[np.isin(letters, np.frombuffer(b"wWvV", dtype=np.uint8))] = 2
         binding[has_entry] = sym["binding"][self.line_entry[has_entry]]
         binding[from_ko] = lm.line_binding[from_ko]
-        self.line_binding = binding
         # Lines that may answer an address: not the per-cpu offsets printed
         # as 'A' (offsets, not addresses), not the mapping symbols of module
         # lines (the kernel's find_kallsyms_symbol() skips them too).
@@ -184,11 +207,9 @@ class Resolver(Answers):
         # the .ko's, and per-line groups outside them.
         in_ko = lm.line_section >= 0
         section = np.where(in_ko, n_sections + lm.line_section, self.line_section)
-        self._extents(n_sections, n_objects, answerable)
-        self._regions(section, answerable)
+        extent_start, extent_end, extent_section = self._extents(n_sections, answerable)
+        line_region, region_end = self._regions(section, answerable)
         keep = answerable[by_address]
-        self.answer_line = by_address[keep]
-        self.answer_address = self.sorted_address[keep]
         sized = np.flatnonzero((size > 0) & answerable)
         start = ks.address[sized]
         end = start + size[sized].astype(_U64)
@@ -223,38 +244,62 @@ class Resolver(Answers):
                 members.sort(key=lambda i: ks.name_bytes(int(sized[i])), reverse=True)
                 members.sort(key=lambda i: (-length[i], types[i], binds[i]))
                 order[span] = members
-        self.iv_line = sized[order].astype(np.int32)
-        self.iv_start = start[order]
-        self.iv_end = end[order]
-        self.iv_parent = _containers(self.iv_start, self.iv_end)
+        iv_start, iv_end = start[order], end[order]
+        n_ko = len(lm.ko_paths)
+        self.answers = Answerer(AnswerTable(
+            text=ks.text, name_start=ks.name_start, name_end=ks.name_end,
+            line_address=ks.address, line_type=ks.type, line_module=ks.module, line_size=size,
+            line_object=line_object, line_binding=binding, line_region=line_region,
+            answer_address=self.sorted_address[keep], answer_line=by_address[keep],
+            iv_start=iv_start, iv_end=iv_end, iv_line=sized[order].astype(np.int32),
+            iv_parent=_containers(iv_start, iv_end), region_end=region_end,
+            core_ranges=_core_ranges(ks, answerable), extent_start=extent_start,
+            extent_end=extent_end, extent_section=extent_section,
+            section_object=np.concatenate((syms.sections["object"].astype(np.int64),
+                                           n_objects + lm.section_ko.astype(np.int64))),
+            object_paths=_ObjectPaths(syms, lm.ko_paths),
+            object_modset=np.concatenate((syms.objects["modset"].astype(np.int64),
+                                          len(syms.modsets) + np.arange(n_ko))),
+            modsets=[syms.modset_names(i) for i in range(len(syms.modsets))]
+            + [[name] for name in lm.ko_modules],
+            first_ko_object=n_objects, loaded_module_names=ks.module_names,
+            builtin_module_names=syms.module_names, candidates=self._candidates(),
+            name_index=self._name_index,
+            builtin_modules_known=self.stats.builtin_modules_known))
 
-    def _extents(self, n_sections: int, n_objects: int, answerable: np.ndarray) -> None:
-        """Placed sections as address extents, sorted: vmlinux's (those
-        inside the core kernel's addresses: per-cpu sections placed at their
-        offsets, x86_64's at 0, hold no address) and the matched .ko files'
-        (numbered from ``n_sections`` on).  ``section_object``: the object
-        of each, .ko files numbered from ``n_objects`` on."""
+    def _extents(self, n_sections: int, answerable: np.ndarray) -> tuple:
+        """Placed sections as address extents, sorted (start, end,
+        section): vmlinux's (those inside the core kernel's addresses:
+        per-cpu sections placed at their offsets, x86_64's at 0, hold no
+        address) and the matched .ko files' (numbered from ``n_sections``
+        on)."""
         ks, lm, placed = self.ks, self.loaded, self.placement
         core = ks.address[(ks.module == 0) & answerable]
         lowest = core.min() if len(core) else _U64(0)
         real = placed.extent_start >= lowest
         starts = np.concatenate((placed.extent_start[real], lm.extent_start))
         order = np.argsort(starts, kind="stable")
-        self.extent_start = starts[order]
-        self.extent_end = np.concatenate((placed.extent_end[real], lm.extent_end))[order]
-        self.extent_section = np.concatenate((placed.extent_section[real].astype(np.int64),
-                                              n_sections + lm.extent_section))[order]
-        self.section_object = np.concatenate((self.syms.sections["object"].astype(np.int64),
-                                              n_objects + lm.section_ko.astype(np.int64)))
+        return (starts[order],
+                np.concatenate((placed.extent_end[real], lm.extent_end))[order],
+                np.concatenate((placed.extent_section[real].astype(np.int64),
+                                n_sections + lm.extent_section))[order])
 
-    def _regions(self, section: np.ndarray, answerable: np.ndarray) -> None:
+    def _candidates(self) -> dict[int, list[list[str]]]:
+        """The module lists of each ambiguous line's candidates."""
+        syms = self.syms
+        return {line: [syms.modset_names(int(syms.symbols["modset"][e])) or ["vmlinux"]
+                       for e in entries]
+                for line, entries in self.ambiguous.items()}
+
+    def _regions(self, section: np.ndarray, answerable: np.ndarray) -> tuple:
         """Region of every line, so that the unsized fallback never crosses
         one: the placed section holding it (``section``), else a group
         ``-1 - g`` whose last address is ``region_end[g]``, bounded by what
-        the kernel says of that part of memory:
+        the kernel says of that part of memory.  Returns (line_region,
+        region_end):
 
         * g = 0, the core kernel: up to its highest symbol, and within
-          ``core_ranges`` (:func:`_core_ranges`: the kernel's
+          the table's ``core_ranges`` (:func:`_core_ranges`: the kernel's
           ``is_ksym_addr()``);
         * g = 2m, loadable module m: up to just before the next line of
           anything above its highest line, and, when /proc/modules or sysfs
@@ -280,7 +325,7 @@ class Resolver(Answers):
         pseudo = np.flatnonzero(np.isin(ks.module, ks.pseudo_module_ids()))
         group[pseudo] = 2 * len(names) + np.arange(len(pseudo))
         group[~answerable] = 1
-        self.line_region = np.where(section >= 0, section, -1 - group)
+        line_region = np.where(section >= 0, section, -1 - group)
         highest = np.zeros(2 * len(names) + len(pseudo), dtype=_U64)
         np.maximum.at(highest, group, ks.address)
         above = np.searchsorted(self.sorted_address, highest, side="right")
@@ -299,54 +344,55 @@ class Resolver(Answers):
         page_end = ks.address[pseudo] + _U64(PAGE_SIZE - 1)
         first = 2 * len(names)
         region_end[first:] = np.minimum(region_end[first:], page_end)
-        self.region_end = region_end
-        self.core_ranges = _core_ranges(ks, answerable)
+        return line_region, region_end
 
     def extent_of(self, addresses) -> np.ndarray:
         """The placed section (vmlinux's or a .ko's) holding each address, or -1."""
+        t = self.answers.table
         addresses = np.asarray(addresses, dtype=_U64)
-        if not len(self.extent_start):
+        if not len(t.extent_start):
             return np.full(addresses.shape, NO, dtype=np.int64)
-        i = np.searchsorted(self.extent_start, addresses, side="right") - 1
+        i = np.searchsorted(t.extent_start, addresses, side="right") - 1
         ok = i >= 0
-        ok[ok] = addresses[ok] < self.extent_end[i[ok]]
-        return np.where(ok, self.extent_section[np.maximum(i, 0)], NO)
+        ok[ok] = addresses[ok] < t.extent_end[i[ok]]
+        return np.where(ok, t.extent_section[np.maximum(i, 0)], NO)
 
     # ---------------------------------------------------------------- answers
     def resolve_many(self, addresses) -> tuple[np.ndarray, np.ndarray]:
         """Vectorised core of :meth:`resolve`: for each address, the kallsyms
         line that answers it (-1: none) and whether it is a sized hit."""
+        t = self.answers.table
         q = np.asarray(addresses, dtype=_U64)
-        j = np.searchsorted(self.iv_start, q, side="right") - 1
+        j = np.searchsorted(t.iv_start, q, side="right") - 1
         out = np.full(len(q), NO, dtype=np.int64)
         live = j >= 0
         jj = j.copy()
         # Walk out through containers to the innermost interval still
         # holding q (each step goes to an earlier interval, so it ends).
-        while len(self.iv_end):
-            miss = live & (self.iv_end[np.maximum(jj, 0)] <= q)
+        while len(t.iv_end):
+            miss = live & (t.iv_end[np.maximum(jj, 0)] <= q)
             if not miss.any():
                 break
-            jj[miss] = self.iv_parent[jj[miss]]
+            jj[miss] = t.iv_parent[jj[miss]]
             live &= jj >= 0
         sized = live.copy()
-        out[sized] = self.iv_line[jj[sized]]
+        out[sized] = t.iv_line[jj[sized]]
         # Unsized fallback: nearest line at or below, same region as the address.
         rest = np.flatnonzero(~sized)
         if len(rest):
-            k = np.searchsorted(self.answer_address, q[rest], side="right") - 1
+            k = np.searchsorted(t.answer_address, q[rest], side="right") - 1
             ok = k >= 0
-            cand = np.where(ok, self.answer_line[np.maximum(k, 0)], NO)
+            cand = np.where(ok, t.answer_line[np.maximum(k, 0)], NO)
             region_of_q = self.extent_of(q[rest])
-            cand_region = self.line_region[np.maximum(cand, 0)]
+            cand_region = t.line_region[np.maximum(cand, 0)]
             # Inside a placed section: the candidate must be in it.  Outside
             # any: the candidate must be outside every placed section too.
             ok &= np.where(region_of_q >= 0, cand_region == region_of_q,
-                           (cand_region < 0) & (q[rest] <= self.region_end[np.maximum(-1 - cand_region, 0)]))
+                           (cand_region < 0) & (q[rest] <= t.region_end[np.maximum(-1 - cand_region, 0)]))
             # The core kernel's lines answer only inside its ranges (is_ksym_addr()).
             core = ok & (cand_region == -1)
             if core.any():
-                ok[core] = _in_ranges(self.core_ranges, q[rest][core])
+                ok[core] = _in_ranges(t.core_ranges, q[rest][core])
             out[rest[ok]] = cand[ok]
         return out, sized
 
@@ -354,32 +400,23 @@ class Resolver(Answers):
         """Answer one address (see :class:`Symbolization`)."""
         address = check_address(address)
         line, sized = self.resolve_many(np.array([address], dtype=_U64))
-        return self.record(address, int(line[0]), bool(sized[0]))
+        return self.answers.record(address, int(line[0]), bool(sized[0]))
 
-    # Answers' hooks (see kmodsyms.answer): record() is shared with Snapshot.
-    def _line_name(self, line: int) -> str:
-        return self.ks.name(line)
+    def record(self, address: int, line: int, sized: bool) -> Symbolization:
+        """The record of ``address`` answered by kallsyms ``line`` (-1:
+        none), ``sized`` if the line's symbol holds it (see
+        :meth:`resolve_many`)."""
+        return self.answers.record(address, line, sized)
 
-    def _candidates(self, line: int) -> list[list[str]] | None:
-        entries = self.ambiguous.get(line)
-        if entries is None:
-            return None
-        return [self.syms.modset_names(int(self.syms.symbols["modset"][e])) or ["vmlinux"]
-                for e in entries]
+    def lookup(self, name: str, module: str | None = None, offset: int = 0) -> list[Symbolization]:
+        """Every symbol called ``name`` (in ``module`` if given: a built-in
+        module, a loadable module, or ``vmlinux`` for core kernel), as the
+        records of the address ``offset`` bytes into it."""
+        return self.answers.lookup(name, module, offset)
 
-    def _object_at(self, address: int) -> int:
-        sec = int(self.extent_of(np.array([address], dtype=_U64))[0])
-        return int(self.section_object[sec]) if sec >= 0 else -1
-
-    def _object_path(self, obj: int) -> str:
-        if obj >= self.first_ko_object:
-            return self.ko_paths[obj - self.first_ko_object]
-        return self.syms.object_path(obj)
-
-    def _object_modules(self, obj: int) -> list[str]:
-        if obj >= self.first_ko_object:
-            return [self.ko_modules[obj - self.first_ko_object]]
-        return self.syms.modset_names(int(self.syms.objects["modset"][obj]))
+    def modules(self) -> list[str]:
+        """Every module name: ``vmlinux``, the built-in modules, the loaded ones."""
+        return self.answers.modules()
 
     def line_modsets(self) -> np.ndarray:
         """Module set of every kallsyms line: an index into the dtrace_syms
@@ -388,7 +425,7 @@ class Resolver(Answers):
         -2 where the candidates' modules differ (ambiguous)."""
         objects = self.line_object
         modsets = np.zeros(len(self.ks), dtype=np.int64)
-        has = (objects >= 0) & (objects < self.first_ko_object)
+        has = (objects >= 0) & (objects < len(self.syms.objects))
         modsets[has] = self.syms.objects["modset"][objects[has]]
         modsets[self.ks.module != 0] = -1
         for line, entries in self.ambiguous.items():
@@ -429,7 +466,7 @@ class Resolver(Answers):
                      and bool((old.module[:ncore] == 0).all())
                      and ks.text[:core_end] == old.text[:core_end])
         self.ks = ks
-        self.name_hash = self.name_order = None     # the name index is of the old lines
+        self._names = None     # the name index is of the old lines
         if same_core:
             rest = len(ks) - ncore
             pad = np.full(rest, NO, dtype=self.line_entry.dtype)
@@ -444,13 +481,15 @@ class Resolver(Answers):
         return changes
 
     # --------------------------------------------------------------- reverse
-    def _name_index(self):
-        if getattr(self, "name_hash", None) is None:
+    def _name_index(self) -> tuple[np.ndarray, np.ndarray]:
+        """The answer table's ``name_index``, made on first use: hashing
+        every name costs a full load ~70 ms, and only lookups need it."""
+        if self._names is None:
             ks = self.ks
             hashes = hash_spans(ks.text, ks.name_start, ks.name_end - ks.name_start)
             order = np.argsort(hashes, kind="stable")
-            self.name_hash, self.name_order = hashes[order], order.astype(np.int32)
-        return self.name_hash, self.name_order
+            self._names = hashes[order], order.astype(np.int32)
+        return self._names
 
     def symbols(self, module: str) -> list[Symbolization]:
         """Every kallsyms symbol of ``module`` (built-in, loaded, or
@@ -486,6 +525,23 @@ class Resolver(Answers):
                 ks.address.tolist(), ks.type.tolist(), modsets.tolist(), ks.module.tolist())):
             tail = loadable[mod] if mod else (suffix[modset] if modset >= 0 else "")
             yield f"{addr:016x} {sizes[line]:x} {chr(letter)} {ks.name(line)}{tail}"
+
+
+class _ObjectPaths:
+    """The answer table's ``object_paths``: vmlinux's objects read off
+    dtrace_syms only when an answer names one (all of them cost a full
+    load ~6 ms), then the matched .ko files'."""
+
+    def __init__(self, syms: SymsFile, ko_paths: list[str]):
+        self.syms, self.ko_paths, self.first_ko = syms, ko_paths, len(syms.objects)
+
+    def __len__(self) -> int:
+        return self.first_ko + len(self.ko_paths)
+
+    def __getitem__(self, obj: int) -> str:
+        if obj >= self.first_ko:
+            return self.ko_paths[obj - self.first_ko]
+        return self.syms.object_path(obj)
 
 
 @dataclass(frozen=True)
@@ -651,56 +707,118 @@ def load(syms: str | SymsFile | None = None, kallsyms: str | Kallsyms | None = N
     as a snapshot (:mod:`kmodsyms.snapshot`, not under ``force``), and a
     later load of the very same files restores it instead of placing again.
     """
-    warn = warn or _warn
-    may_fall_back = fallback and syms is None   # a file the caller names must be used
+    request = _request(syms, kallsyms, force, cache, fallback, warn, modules_dir, sysfs_root,
+                       proc_modules)
+    # kallsyms is read once: to match a snapshot, and to load if none does.
+    # Its faults are never the fallback's to hide, so it is read first.
+    text = read_text(request.kallsyms_path) if request.kallsyms_path is not None else None
+    try:
+        restored = _restore(request, text) if request.snapshots else None
+        if restored is not None:
+            return restored
+        if not isinstance(syms, SymsFile):
+            syms = read_syms(request.syms_path)
+        checked = not request.live or _check_live(syms.source, syms.meta_kernel_release,
+                                                  syms.meta_build_id, force, request.warn)
+    except KmodsymsError as e:
+        if not request.may_fall_back:
+            raise
+        return _load_kallsyms_only(request, _kallsyms(kallsyms, text, request.kallsyms_path),
+                                   str(e))
+    return _load_full(request, syms, _kallsyms(kallsyms, text, request.kallsyms_path), checked)
+
+
+@dataclass(frozen=True)
+class _Request:
+    """What one :func:`load` reads and may do, its defaults filled in."""
+
+    syms_path: str | None         # None: a SymsFile was given
+    kallsyms_path: str | None     # None: a Kallsyms was given
+    live: bool                    # the running kernel's /proc/kallsyms
+    sources: ModuleSources
+    may_fall_back: bool           # to kallsyms alone (only for the default file)
+    snapshots: bool               # restore and save (both given as paths, cache on)
+    force: bool
+    warn: Callable[[str], None]
+
+
+def _request(syms, kallsyms, force: bool, cache: bool, fallback: bool, warn,
+             modules_dir: str | None, sysfs_root: str | None,
+             proc_modules: str | None) -> _Request:
+    """:func:`load`'s defaults: the running kernel's files where none is given."""
     syms_path = None if isinstance(syms, SymsFile) else syms or default_syms_path()
     kallsyms_path = None if isinstance(kallsyms, Kallsyms) else kallsyms or LIVE_KALLSYMS
     live = kallsyms_path == LIVE_KALLSYMS
-    sources = module_sources(live, modules_dir, sysfs_root, proc_modules)
-    snapshots = cache and syms_path is not None and kallsyms_path is not None
-    # kallsyms is read once: to match a snapshot, and to load if none does.
-    # Its faults are never the fallback's to hide, so it is read first.
-    text = read_text(kallsyms_path) if kallsyms_path is not None else None
+    return _Request(syms_path, kallsyms_path, live,
+                    module_sources(live, modules_dir, sysfs_root, proc_modules),
+                    may_fall_back=fallback and syms is None,   # a file the caller names must be used
+                    snapshots=cache and syms_path is not None and kallsyms_path is not None,
+                    force=force, warn=warn or _warn)
+
+
+def _restore(request: _Request, text: bytes) -> Resolver | None:
+    """The resolver a snapshot of these very inputs holds, or None."""
+    saved = open_saved(request.syms_path, request.kallsyms_path, text, request.sources)
+    if saved is None:
+        return None
+    state = saved.state(numpy=True)
+    if not state.stats["builtin_modules_known"]:   # made from kallsyms alone, the file missing
+        if not request.may_fall_back:
+            return None
+        request.warn(degraded_warning(state.kallsyms_source, state.stats["degraded"]))
+        return Resolver.restore(_no_syms(), state, request.sources)
+    if request.live:
+        _check_live(state.source, state.kernel_release, state.build_id, request.force,
+                    request.warn)
+    syms = read_syms(request.syms_path, verify=False)
+    # The file read must be the one the snapshot was checked against.
+    if (len(syms.data), bytes(syms.data[CRC_FIELD])) != state.syms_id:
+        return None
+    return Resolver.restore(syms, state, request.sources)
+
+
+def _load_full(request: _Request, syms: SymsFile, ks: Kallsyms, checked: bool) -> Resolver:
+    """Place and index (what a snapshot saves doing), then save a checked
+    load as a snapshot.  ``checked``: the file was not forced over another
+    kernel's (then one warning, already given, is enough)."""
+    if not checked:
+        return Resolver(syms, ks, check_anchors=False, sources=request.sources)
     try:
-        if snapshots:
-            restored = _restore(syms_path, kallsyms_path, text, live, force, warn, may_fall_back,
-                                sources)
-            if restored is not None:
-                return restored
-        if not isinstance(syms, SymsFile):
-            syms = read_syms(syms_path)
-        warned = live and not _check_live(syms.source, syms.meta_kernel_release,
-                                          syms.meta_build_id, force, warn)
-    except KmodsymsError as e:
-        if not may_fall_back:
-            raise
-        resolver = _kallsyms_only(_kallsyms(kallsyms, text, kallsyms_path), str(e), warn, sources)
-        if snapshots and not os.path.exists(syms_path):
-            # Missing, not stale: the answer holds until the file appears.
-            from .snapshot import save
-            save(resolver, syms_path, kallsyms_path)
-        return resolver
-    ks = _kallsyms(kallsyms, text, kallsyms_path)
-    if warned:   # forced over another kernel's file: one warning is enough
-        return Resolver(syms, ks, check_anchors=False, sources=sources)
-    try:
-        resolver = Resolver(syms, ks, check_anchors=True, sources=sources)
+        resolver = Resolver(syms, ks, check_anchors=True, sources=request.sources)
     except StaleError as e:
-        if force:
-            warn(forced_warning(e))
-            return Resolver(syms, ks, check_anchors=False, sources=sources)
-        if not may_fall_back:
+        if request.force:
+            request.warn(forced_warning(e))
+            return Resolver(syms, ks, check_anchors=False, sources=request.sources)
+        if not request.may_fall_back:
             raise
-        return _kallsyms_only(ks, str(e), warn, sources)
-    if snapshots and not force:
-        from .snapshot import save
-        save(resolver, syms_path, kallsyms_path)
+        return _load_kallsyms_only(request, ks, str(e))
+    if request.snapshots and not request.force:
+        save(resolver, request.syms_path, request.kallsyms_path)
+    return resolver
+
+
+def _load_kallsyms_only(request: _Request, ks: Kallsyms, why: str) -> Resolver:
+    """The degraded resolver: kallsyms alone (core symbols, loaded and
+    pseudo-modules), every other symbol ``vmlinux``, unsized.  Saved as a
+    snapshot when the file is missing, not stale: that answer holds until
+    the file appears."""
+    request.warn(degraded_warning(ks.source, why))
+    resolver = Resolver(_no_syms(), ks, check_anchors=False, sources=request.sources,
+                        degraded=why)
+    if request.snapshots and not os.path.exists(request.syms_path):
+        save(resolver, request.syms_path, request.kallsyms_path)
     return resolver
 
 
 def _warn(message: str) -> None:
+    """:func:`warnings.warn`, pointing at the code that called :func:`load`
+    (the first caller outside this package), whichever step warns."""
+    import sys
     import warnings
-    warnings.warn(message, stacklevel=3)
+    level, frame = 2, sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == "kmodsyms":
+        level, frame = level + 1, frame.f_back
+    warnings.warn(message, stacklevel=level)
 
 
 def _kallsyms(kallsyms, text: bytes | None, path: str | None) -> Kallsyms:
@@ -720,47 +838,9 @@ def _check_live(source: str, release: str, build_id: str, force: bool, warn) -> 
         return False
 
 
-def _restore(syms_path: str, kallsyms_path: str, text: bytes, live: bool, force: bool,
-             warn, may_fall_back: bool, sources: ModuleSources) -> Resolver | None:
-    """The resolver a matching snapshot holds, or None."""
-    from .snapshot import open_saved
-    saved = open_saved(syms_path, kallsyms_path, text, sources)
-    if saved is None:
-        return None
-    meta, stats = saved.doc["meta"], saved.doc["stats"]
-    if not stats["builtin_modules_known"]:   # made from kallsyms alone, the file missing
-        if not may_fall_back:
-            return None
-        warn(degraded_warning(meta["kallsyms_source"], stats["degraded"]))
-        return _degrade(Resolver.restore(_no_syms(), saved, sources))
-    if live:
-        _check_live(meta["source"], meta["kernel_release"], meta["build_id"], force, warn)
-    restored = read_syms(syms_path, verify=False)
-    # The file read must be the one the snapshot was checked against.
-    if (len(restored.data), bytes(restored.data[CRC_FIELD])) != saved.doc["key"]["syms_state"][:2]:
-        return None
-    return Resolver.restore(restored, saved, sources)
-
-
-def _kallsyms_only(ks: Kallsyms, why: str, warn, sources: ModuleSources) -> Resolver:
-    """The degraded resolver: kallsyms alone (core symbols, loaded and
-    pseudo-modules), every other symbol ``vmlinux``, unsized."""
-    warn(degraded_warning(ks.source, why))
-    resolver = Resolver(_no_syms(), ks, check_anchors=False, sources=sources)
-    resolver.stats.builtin_modules_known = False
-    resolver.stats.degraded = why
-    return _degrade(resolver)
-
-
-def _degrade(resolver: Resolver) -> Resolver:
-    """Mark the records of a resolver of kallsyms alone (its stats say so)."""
-    resolver.builtin_modules_known = False
-    return resolver
-
-
 def _no_syms() -> SymsFile:
     """A dtrace_syms with no objects, no symbols and no modules."""
-    from .symsfile import TABLES, Meta, StringTable, encode
+    from .symsfile import MODSET_DTYPE, TABLES, Meta, StringTable, encode
     tables = {name: np.zeros(0, dtype) for name, dtype in TABLES[1:]}
-    tables["modsets"] = np.zeros(1, TABLES[3][1])   # module set 0: core kernel
+    tables["modsets"] = np.zeros(1, MODSET_DTYPE)   # module set 0: core kernel
     return SymsFile(encode(Meta(), StringTable(), tables), "(no dtrace_syms)")

@@ -3,12 +3,16 @@
 
 ``kmodsyms resolve`` is a whole process per question.  Loading and placing
 costs a few hundred milliseconds where reading kallsyms costs a few, so
-after a full load the CLI saves what answering needs (:func:`save`): per
-kallsyms line, in address order, its address, name span, letter, module,
-size, object, binding and region; the sized intervals; the placed extents;
-object paths and module lists.  The next
-``resolve`` of the same two files answers from it (:func:`quick_resolve`)
-by bisection over array views of the file.
+after a full load the CLI saves what answering needs (:func:`save`): the
+resolver's :class:`State`, which holds its answer table
+(:class:`kmodsyms.answer.AnswerTable`: per kallsyms line its address, name
+span, letter, module, size, object, binding and region; the sized
+intervals; the placed extents; object paths and module lists) and what a
+restored resolver needs besides.  This module alone turns a state into
+bytes and back (:func:`encode`, :meth:`Saved.state`).  The next ``resolve``
+of the same two files answers from it (:class:`Snapshot`, run by
+:mod:`kmodsyms.quick`) by bisection over array views of the file, and the
+next :func:`kmodsyms.load` restores the resolver from it.
 
 A snapshot is used only for the inputs it was made from: the same kallsyms
 text (length, CRC-32 and Adler-32; it changes at every boot under KASLR and
@@ -30,7 +34,6 @@ never leaves the machine that wrote it.
 
 from __future__ import annotations
 
-import bisect
 import marshal
 import mmap
 import os
@@ -39,36 +42,75 @@ import sys
 import zlib
 
 from . import __version__
-from .answer import Answers, check_address
-from .errors import KmodsymsError, StaleError
+from .answer import Answerer, AnswerTable, check_address
+from .errors import KmodsymsError
 from .fileformat import CRC_COVERS_FROM, CRC_FIELD
-from .frontend import (byte_exact_stdout, check_addresses, degraded_warning, forced_warning,
-                       guarded, output_format, parse_args, parse_name, run_lookup, run_resolve,
-                       warn)
-from .live import LIVE_KALLSYMS, check_live, default_syms_path, module_sources, parse_proc_modules
+from .live import parse_proc_modules
 
-MAGIC = b"KMSNAP\0\6"
+MAGIC = b"KMSNAP\0\7"            # the last byte: this format's version
 _HEAD = struct.Struct("=8sQ")     # magic, length of the marshalled doc
 _ALIGN = 8
 
 # The saved arrays and their element types (array module codes; "i|q":
-# int32 when every value fits, else int64).  Per kallsyms line, in kallsyms
-# order: line_* and name_*; sorted_address/by_address are the lines in
-# address order; answer_* those that may answer an address; iv_* the sized
-# intervals; extent_* the placed sections (vmlinux's and the .ko files') and
-# section_object their objects; vmlinux_extent_* vmlinux's placement alone.
-ARRAYS = (
+# int32 when every value fits, else int64), in file order: the answer
+# table's (kmodsyms.answer.AnswerTable, where they are described), its
+# name index, then those only a restored resolver reads (State).
+TABLE_ARRAYS = (
     ("line_address", "Q"), ("name_start", "i|q"), ("name_end", "i|q"), ("line_type", "B"),
     ("line_module", "i|q"), ("line_size", "i|q"), ("line_object", "i|q"),
-    ("line_binding", "B"), ("line_region", "i|q"), ("line_entry", "i|q"),
-    ("line_section", "i|q"), ("sorted_address", "Q"), ("by_address", "i|q"),
-    ("iv_start", "Q"), ("iv_end", "Q"), ("iv_line", "i|q"), ("iv_parent", "i|q"),
-    ("region_end", "Q"), ("extent_start", "Q"), ("extent_end", "Q"),
-    ("extent_section", "i|q"), ("section_object", "i|q"), ("name_hash", "Q"),
-    ("name_order", "i|q"), ("answer_address", "Q"),
-    ("answer_line", "i|q"), ("vmlinux_extent_start", "Q"), ("vmlinux_extent_end", "Q"),
-    ("vmlinux_extent_section", "i|q"), ("core_ranges", "Q"),
+    ("line_binding", "B"), ("line_region", "i|q"), ("answer_address", "Q"),
+    ("answer_line", "i|q"), ("iv_start", "Q"), ("iv_end", "Q"), ("iv_line", "i|q"),
+    ("iv_parent", "i|q"), ("region_end", "Q"), ("core_ranges", "Q"), ("extent_start", "Q"),
+    ("extent_end", "Q"), ("extent_section", "i|q"), ("section_object", "i|q"),
+    ("object_modset", "i|q"),
 )
+NAME_ARRAYS = (("name_hash", "Q"), ("name_order", "i|q"))
+STATE_ARRAYS = (
+    ("by_address", "i|q"), ("sorted_address", "Q"), ("line_entry", "i|q"),
+    ("line_section", "i|q"), ("vmlinux_extent_start", "Q"), ("vmlinux_extent_end", "Q"),
+    ("vmlinux_extent_section", "i|q"),
+)
+ARRAYS = TABLE_ARRAYS + NAME_ARRAYS + STATE_ARRAYS
+
+
+class State:
+    """Everything a snapshot holds: what the resolver hands over
+    (:meth:`kmodsyms.resolver.Resolver.state`) and takes back
+    (:meth:`kmodsyms.resolver.Resolver.restore`).  (A plain class: the
+    quick path imports no dataclasses.)
+
+    ``table``: the answer table.  The rest only a restored resolver reads:
+    ``by_address`` (the lines in address order) and ``sorted_address``
+    (their addresses); per line, ``line_entry`` and ``line_section``, the
+    dtrace_syms symbol and object section placement gave it (-1: none);
+    ``vmlinux_extent_*``, vmlinux's placed sections alone; ``ambiguous``,
+    an ambiguous line's candidate symbol entries; ``stats``, the
+    placement's (:class:`kmodsyms.placement.PlacementStats` fields); per
+    loaded module, ``module_stats`` (:class:`kmodsyms.loadable.ModuleStats`
+    fields, in order) and ``module_warnings``; ``ko_files``, the .ko files
+    read (path, size, mtime).  And what it was made from: the dtrace_syms
+    (``source``, ``kernel_release``, ``build_id``, and ``syms_id``, its
+    (size, header CRC), None when made from kallsyms alone) and the
+    kallsyms (``kallsyms_source``; its text is the table's).
+    """
+
+    def __init__(self, *, table: AnswerTable, by_address, sorted_address, line_entry,
+                 line_section, vmlinux_extent_start, vmlinux_extent_end, vmlinux_extent_section,
+                 ambiguous: dict[int, list[int]], stats: dict, module_stats: list[tuple],
+                 module_warnings: list[str], ko_files: list[tuple], source: str,
+                 kernel_release: str, build_id: str, kallsyms_source: str,
+                 syms_id: tuple[int, bytes] | None):
+        self.table = table
+        self.by_address, self.sorted_address = by_address, sorted_address
+        self.line_entry, self.line_section = line_entry, line_section
+        self.vmlinux_extent_start = vmlinux_extent_start
+        self.vmlinux_extent_end = vmlinux_extent_end
+        self.vmlinux_extent_section = vmlinux_extent_section
+        self.ambiguous, self.stats = ambiguous, stats
+        self.module_stats, self.module_warnings = module_stats, module_warnings
+        self.ko_files = ko_files
+        self.source, self.kernel_release, self.build_id = source, kernel_release, build_id
+        self.kallsyms_source, self.syms_id = kallsyms_source, syms_id
 
 
 # The cache's bound: least recently used snapshots go first once there are
@@ -276,25 +318,32 @@ def save(resolver, syms_path: str, kallsyms_path: str) -> None:
     from these two paths with its checks on, or from kallsyms alone because
     the file at ``syms_path`` is missing) as their snapshot.  Failure to
     write is no error: it is only a cache."""
-    import numpy as np
     from .symsfile import write_atomic
-    syms, ks, placement = resolver.syms, resolver.ks, resolver.placement
-    arrays = {
-        "line_address": ks.address, "name_start": ks.name_start, "name_end": ks.name_end,
-        "line_type": ks.type, "line_module": ks.module, "line_size": resolver.line_size,
-        "line_object": resolver.line_object, "line_binding": resolver.line_binding,
-        "line_region": resolver.line_region, "line_entry": resolver.line_entry,
-        "line_section": resolver.line_section, "sorted_address": resolver.sorted_address,
-        "by_address": resolver.by_address, "iv_start": resolver.iv_start,
-        "iv_end": resolver.iv_end, "iv_line": resolver.iv_line, "iv_parent": resolver.iv_parent,
-        "region_end": resolver.region_end, "extent_start": resolver.extent_start,
-        "extent_end": resolver.extent_end, "extent_section": resolver.extent_section,
-        "section_object": resolver.section_object, "answer_address": resolver.answer_address,
-        "answer_line": resolver.answer_line, "vmlinux_extent_start": placement.extent_start,
-        "vmlinux_extent_end": placement.extent_end,
-        "vmlinux_extent_section": placement.extent_section, "core_ranges": resolver.core_ranges,
-    }
-    arrays["name_hash"], arrays["name_order"] = resolver._name_index()
+    state = resolver.state()
+    syms_state = (None if state.syms_id is None
+                  else state.syms_id + (os.stat(syms_path).st_mtime_ns,))
+    data = encode(state, _key(syms_path, kallsyms_path, syms_state, state.table.text,
+                              resolver.sources, state.ko_files))
+    path = snapshot_path(syms_path, kallsyms_path)
+    if path is None:
+        return
+    try:
+        _make_cache_dir(os.path.dirname(path))
+        write_atomic(path, data, mode=0o600)
+    except (OSError, KmodsymsError):
+        return   # an unwritable cache (read-only home, full disk) only costs speed
+    evict()
+
+
+def encode(state: State, key: dict) -> bytes:
+    """The snapshot file of ``state``, made from the inputs ``key`` says:
+    the head, the marshalled doc (the key, the plain values and where each
+    array lies), then the arrays, each aligned."""
+    import numpy as np
+    table = state.table
+    arrays = {name: getattr(table, name) for name, _codes in TABLE_ARRAYS}
+    arrays["name_hash"], arrays["name_order"] = table.name_index()
+    arrays.update((name, getattr(state, name)) for name, _codes in STATE_ARRAYS)
     blobs, layout = [], []
     for name, codes in ARRAYS:
         values = arrays[name]
@@ -305,121 +354,57 @@ def save(resolver, syms_path: str, kallsyms_path: str) -> None:
         blob = np.ascontiguousarray(values, dtype=np.dtype(code)).tobytes()
         layout.append((name, code, len(values)))
         blobs.append(blob + bytes(-len(blob) % _ALIGN))
-    modset_names = [syms.modset_names(i) for i in range(len(syms.modsets))]
+    paths = table.object_paths
     doc = {
-        "key": _key(syms_path, kallsyms_path,
-                    (len(syms.data), bytes(syms.data[CRC_FIELD]), os.stat(syms_path).st_mtime_ns)
-                    if resolver.builtin_modules_known else None, ks.text,
-                    resolver.sources, resolver.ko_files),
-        "meta": {"source": syms.source, "kernel_release": syms.meta_kernel_release,
-                 "build_id": syms.meta_build_id, "kallsyms_source": ks.source},
+        "key": key,
+        "meta": {"source": state.source, "kernel_release": state.kernel_release,
+                 "build_id": state.build_id, "kallsyms_source": state.kallsyms_source},
         "arrays": layout,
-        "loaded_module_names": ks.module_names,
-        "builtin_module_names": syms.module_names,
-        "object_paths": [syms.object_path(i) for i in range(len(syms.objects))],
-        "object_modset": syms.objects["modset"].tolist(),
-        "modsets": modset_names,
-        "ambiguous": {line: (entries, resolver._candidates(line))
-                      for line, entries in resolver.ambiguous.items()},
-        "stats": dict(resolver.stats.__dict__),
-        "modules": {"ko_paths": resolver.ko_paths, "ko_modules": resolver.ko_modules,
-                    "ko_files": resolver.ko_files,
-                    "stats": [tuple(s.__dict__.values()) for s in resolver.module_stats],
-                    "warnings": resolver.module_warnings},
+        "loaded_module_names": list(table.loaded_module_names),
+        "builtin_module_names": list(table.builtin_module_names),
+        "object_paths": [paths[i] for i in range(len(paths))],
+        "modsets": table.modsets,
+        "first_ko_object": table.first_ko_object,
+        "candidates": table.candidates,
+        "ambiguous": state.ambiguous,
+        "stats": state.stats,
+        "modules": {"ko_files": state.ko_files, "stats": state.module_stats,
+                    "warnings": state.module_warnings},
     }
     packed = marshal.dumps(doc)
-    body = packed + bytes(-(_HEAD.size + len(packed)) % _ALIGN) + b"".join(blobs)
-    path = snapshot_path(syms_path, kallsyms_path)
-    if path is None:
-        return
-    try:
-        _make_cache_dir(os.path.dirname(path))
-        write_atomic(path, _HEAD.pack(MAGIC, len(packed)) + body, mode=0o600)
-    except (OSError, KmodsymsError):
-        return   # an unwritable cache (read-only home, full disk) only costs speed
-    evict()
+    return (_HEAD.pack(MAGIC, len(packed)) + packed
+            + bytes(-(_HEAD.size + len(packed)) % _ALIGN) + b"".join(blobs))
 
 
 # ------------------------------------------------------------------ reading
-class Snapshot(Answers):
-    """A saved resolver, answering :meth:`resolve` like the one it was saved
-    from, over array views of the mapped file."""
+class Snapshot:
+    """A saved resolver, answering :meth:`resolve` and :meth:`lookup` like
+    the one it was saved from, in plain Python over array views of the
+    mapped file: it holds the :class:`kmodsyms.answer.Answerer` of the
+    saved table.  ``state``: all the snapshot holds."""
 
     def __init__(self, saved: "Saved"):
-        doc = saved.doc
-        self.text = saved.kallsyms_text
-        self.loaded_module_names = doc["loaded_module_names"]
-        self.builtin_module_names = doc["builtin_module_names"]
-        self.builtin_modules_known = doc["stats"]["builtin_modules_known"]
+        self.state = saved.state()
+        self.answers = Answerer(self.state.table)
+        self.builtin_modules_known = self.state.table.builtin_modules_known
+        self.module_warnings = self.state.module_warnings
         self.answered = 0   # a damaged snapshot is dropped silently only before any answer
-        modules = doc["modules"]
-        self.module_warnings = modules["warnings"]
-        # Objects: vmlinux's, then the .ko files (each in its own module).
-        self.first_ko_object = len(doc["object_paths"])
-        self.object_paths = doc["object_paths"] + modules["ko_paths"]
-        self.modsets = doc["modsets"] + [[name] for name in modules["ko_modules"]]
-        self.object_modset = doc["object_modset"] + list(
-            range(len(doc["modsets"]), len(self.modsets)))
-        self.ambiguous = {line: cands for line, (_entries, cands) in doc["ambiguous"].items()}
-        for name, (start, code, count) in saved.arrays.items():
-            setattr(self, name, saved.view[start:start + struct.calcsize(code) * count].cast(code))
 
     def resolve(self, address: int):
         """Answer one address (a :class:`kmodsyms.answer.Symbolization`)."""
         address = check_address(address)
-        return self.record(address, *self._answer(address))
-
-    def record(self, address: int, line: int, sized: bool):
-        answer = super().record(address, line, sized)
+        answer = self.answers.record(address, *self.answers.find(address))
         self.answered += 1
         return answer
 
-    def _answer(self, q: int) -> tuple[int, bool]:
-        """The line answering ``q`` and whether it is a sized hit: the same
-        rules as :meth:`kmodsyms.resolver.Resolver.resolve_many`, one address
-        at a time."""
-        j = bisect.bisect_right(self.iv_start, q) - 1
-        while j >= 0 and self.iv_end[j] <= q:
-            j = self.iv_parent[j]
-        if j >= 0:
-            return self.iv_line[j], True
-        k = bisect.bisect_right(self.answer_address, q) - 1
-        if k < 0:
-            return -1, False
-        line = self.answer_line[k]
-        region, section = self.line_region[line], self._section_at(q)
-        if section >= 0:
-            ok = region == section
-        else:
-            ok = region < 0 and q <= self.region_end[-1 - region]
-        if ok and region == -1:     # the core kernel: only inside its ranges
-            i = bisect.bisect_right(self.core_ranges[0::2], q) - 1
-            ok = i >= 0 and q <= self.core_ranges[2 * i + 1]
-        return (line if ok else -1), False
+    def lookup(self, name: str, module: str | None = None, offset: int = 0) -> list:
+        """As :meth:`kmodsyms.resolver.Resolver.lookup`."""
+        answers = self.answers.lookup(name, module, offset)
+        self.answered += len(answers)
+        return answers
 
-    def _section_at(self, q: int) -> int:
-        i = bisect.bisect_right(self.extent_start, q) - 1
-        return self.extent_section[i] if i >= 0 and q < self.extent_end[i] else -1
-
-    # Answers' hooks
-    def _name_index(self):
-        return self.name_hash, self.name_order
-
-    def _line_name(self, line: int) -> str:
-        return self.text[self.name_start[line]:self.name_end[line]].decode("utf-8", "surrogateescape")
-
-    def _candidates(self, line: int):
-        return self.ambiguous.get(line)
-
-    def _object_at(self, address: int) -> int:
-        section = self._section_at(address)
-        return self.section_object[section] if section >= 0 else -1
-
-    def _object_path(self, obj: int) -> str:
-        return self.object_paths[obj]
-
-    def _object_modules(self, obj: int) -> list[str]:
-        return self.modsets[self.object_modset[obj]]
+    def modules(self) -> list[str]:
+        return self.answers.modules()
 
 
 class Saved:
@@ -430,11 +415,35 @@ class Saved:
     def __init__(self, view, doc: dict, arrays: dict, kallsyms_text: bytes):
         self.view, self.doc, self.arrays, self.kallsyms_text = view, doc, arrays, kallsyms_text
 
-    def numpy_arrays(self) -> dict:
-        """The arrays as numpy views of the mapping (no copy)."""
-        import numpy as np
-        return {name: np.frombuffer(self.view, dtype=np.dtype(code), count=count, offset=start)
-                for name, (start, code, count) in self.arrays.items()}
+    def state(self, numpy: bool = False) -> State:
+        """The saved state, its arrays views of the mapping (no copy):
+        memoryviews, or numpy arrays with ``numpy``."""
+        if numpy:
+            import numpy as np
+
+            def array(start: int, code: str, count: int):
+                return np.frombuffer(self.view, dtype=np.dtype(code), count=count, offset=start)
+        else:
+            def array(start: int, code: str, count: int):
+                return self.view[start:start + struct.calcsize(code) * count].cast(code)
+        a = {name: array(*where) for name, where in self.arrays.items()}
+        doc, meta, modules = self.doc, self.doc["meta"], self.doc["modules"]
+        syms_state = doc["key"]["syms_state"]
+        table = AnswerTable(
+            text=self.kallsyms_text, **{name: a[name] for name, _codes in TABLE_ARRAYS},
+            object_paths=doc["object_paths"], modsets=doc["modsets"],
+            first_ko_object=doc["first_ko_object"],
+            loaded_module_names=doc["loaded_module_names"],
+            builtin_module_names=doc["builtin_module_names"], candidates=doc["candidates"],
+            name_index=lambda: (a["name_hash"], a["name_order"]),
+            builtin_modules_known=doc["stats"]["builtin_modules_known"])
+        return State(
+            table=table, **{name: a[name] for name, _codes in STATE_ARRAYS},
+            ambiguous=doc["ambiguous"], stats=doc["stats"], module_stats=modules["stats"],
+            module_warnings=modules["warnings"], ko_files=modules["ko_files"],
+            source=meta["source"], kernel_release=meta["kernel_release"],
+            build_id=meta["build_id"], kallsyms_source=meta["kallsyms_source"],
+            syms_id=None if syms_state is None else tuple(syms_state[:2]))
 
 
 def open_saved(syms_path: str, kallsyms_path: str, kallsyms_text: bytes | None = None,
@@ -484,73 +493,3 @@ def _touch(path: str) -> None:
         os.utime(path)
     except OSError:
         pass
-
-
-# ------------------------------------------------------------- quick answers
-RUNNERS = {"resolve": run_resolve, "lookup": run_lookup}
-
-
-class _Declined(Exception):
-    """The quick path hands over to the typer CLI."""
-
-
-def quick_run(command: str, args: list[str]) -> int | None:
-    """Run ``kmodsyms COMMAND ARGS`` (``resolve`` or ``lookup``) from a
-    snapshot: the exit status, or None when this path does not answer
-    (arguments it does not read, no matching snapshot, a stale file), and
-    the full CLI must run instead, which also words any error."""
-    options = parse_args(command, args)
-    if options is None or options["no_cache"]:
-        return None
-    arguments = options["arguments"]
-    try:
-        if command == "resolve":
-            check_addresses(arguments)
-        else:
-            for spec in arguments:
-                parse_name(spec)
-    except KmodsymsError:
-        return None
-    syms_path = options["syms"] or default_syms_path()
-    kallsyms_path = options["kallsyms"] or LIVE_KALLSYMS
-    sources = module_sources(kallsyms_path == LIVE_KALLSYMS, options["modules_dir"])
-    saved = open_saved(syms_path, kallsyms_path, sources=sources)
-    if saved is None:
-        return None
-    snapshot, meta = Snapshot(saved), saved.doc["meta"]
-    if not snapshot.builtin_modules_known:
-        # Made from kallsyms alone, the default file missing: as the full
-        # CLI, answer so with its warning, unless told not to.
-        if options["strict"] or options["syms"]:
-            return None
-        warn(degraded_warning(meta["kallsyms_source"], saved.doc["stats"]["degraded"]))
-    elif kallsyms_path == LIVE_KALLSYMS:
-        try:
-            check_live(meta["source"], meta["kernel_release"], meta["build_id"])
-        except StaleError as e:
-            if not options["force"]:
-                return None
-            warn(forced_warning(e))
-    for warning in snapshot.module_warnings:
-        warn(warning)
-    byte_exact_stdout()
-
-    def run() -> int:
-        try:
-            return RUNNERS[command](snapshot, arguments, output_format(options))
-        except (IndexError, KeyError, TypeError, OverflowError) as e:
-            # A damaged snapshot (its arrays are trusted, not checked): drop
-            # it; before any answer the full CLI takes over (and saves a new one).
-            try:
-                os.unlink(snapshot_path(syms_path, kallsyms_path))
-            except (OSError, TypeError):
-                pass
-            if not snapshot.answered:
-                raise _Declined from None
-            raise KmodsymsError(f"damaged snapshot ({type(e).__name__}), now removed; "
-                                "run the command again") from None
-
-    try:
-        return guarded(run)
-    except _Declined:
-        return None

@@ -18,12 +18,7 @@ import os
 from dataclasses import dataclass, field
 
 from .errors import KmodsymsError
-
-
-def kernel_spelling(module: str) -> str:
-    """A module name as the kernel spells it: dashes are underscores
-    (``amd-uncore`` -> ``amd_uncore``), in /proc/modules, kallsyms and sysfs."""
-    return module.replace("-", "_")
+from .kernelnames import kernel_spelling
 
 
 def module_name(path: str) -> str:

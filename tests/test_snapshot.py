@@ -75,6 +75,20 @@ def test_snapshot_answers_as_the_resolver_fixture(fixture_syms):
     assert _assert_same_answers(fixture_syms, FIXTURE_KALLSYMS, 1000, 1) > 100
 
 
+def test_snapshot_answers_as_the_resolver_ambiguous(fixture_syms, tmp_path):
+    """Lines whose copies the build could not place: their candidates'
+    module lists come back from the snapshot as the resolver gives them."""
+    from test_corpora import _unplace_sections_of
+    out = str(tmp_path / "dtrace_syms")
+    assert _unplace_sections_of(fixture_syms, "init_once", out) == 3
+    assert load(out, FIXTURE_KALLSYMS, cache=False).stats.lines_ambiguous >= 3
+    assert _assert_same_answers(out, FIXTURE_KALLSYMS, 1000, 3) > 100
+    snapshot = Snapshot(open_saved(out, FIXTURE_KALLSYMS))
+    assert [rec.candidates for rec in snapshot.lookup("init_once")] == \
+        [rec.candidates for rec in load(out, FIXTURE_KALLSYMS, cache=False).lookup("init_once")]
+    assert any(rec.ambiguous for rec in snapshot.lookup("init_once"))
+
+
 def test_snapshot_answers_as_the_resolver_corpus(corpus, corpus_syms):
     assert _assert_same_answers(corpus_syms, os.path.join(corpus, "kallsyms"), 20000, 2) > 20000
 
