@@ -74,34 +74,38 @@ struct object_info {
     uint8_t origin;             /* KMS_ORIGIN_CORE or KMS_ORIGIN_BUILTIN */
 };
 
-/* One kallsyms line: all an answer needs of it in one cache line. */
+/*
+ * Who a line is, as an answer names it: a tag (the top two bits) and an
+ * index.  Parsing gives a core line WHO_CORE and a loaded or pseudo-module's
+ * line WHO_MODULE; attribution turns core lines into WHO_OBJECT or
+ * WHO_AMBIGUOUS.
+ */
+#define WHO_OBJECT 0u    /* index: the object (of its placed section) */
+#define WHO_MODULE 1u    /* index: into mod_name (>= 1) */
+#define WHO_AMBIGUOUS 2u /* index: into amb_* */
+#define WHO_CORE 3u      /* core kernel, no object */
+#define WHO(tag, index) ((uint32_t)(tag) << 30 | (uint32_t)(index))
+#define WHO_TAG(w) ((w) >> 30)
+#define WHO_INDEX(w) ((w) & 0x3FFFFFFFu)
+
+/* One kallsyms line: all an answer needs of it in half a cache line (what
+ * only building needs -- entry, section, region -- is in arrays of its own,
+ * freed once the index is built). */
 struct line {
     uint64_t addr;
     int64_t size;       /* -1 unknown */
-    uint32_t name;      /* offset of the name in the text */
+    uint32_t name;      /* offset of the name in h->text */
     uint32_t name_len;
-    uint32_t module;    /* 0 core, else index into mod_name */
-    int32_t entry;      /* dtrace_syms symbol the line is, or -1 */
-    int32_t section;    /* placed object section holding the line (or its entry's), or -1 */
+    uint32_t who;       /* WHO(tag, index) */
     uint8_t type;       /* kallsyms letter */
     uint8_t binding;    /* ELF STB_*: the entry's, else from the letter */
     uint8_t answers;    /* may answer an address: not per-cpu 'A', not a module's mapping symbol */
-    int32_t region;     /* the placed section holding it, else -1 - its region group */
 };
 
-/*
- * A sorted array with every TOP_STEP-th key copied into a small array of its
- * own, so that a search touches the small array (cache-resident) and then
- * one block of the big one, instead of ~17 scattered cache lines.
- */
-#define TOP_STEP 16
-
-struct sampled {
-    const uint64_t *v;
-    size_t n;
-    uint64_t *top;
-    size_t ntop;
-};
+/* A piece's answer (kms_handle.piece_answer). */
+#define PIECE_SIZED 0x80000000u   /* | line: [start, end) of the line holds the piece */
+#define PIECE_NO_LINE 0x40000000u /* | object + 1 of the extent holding it, 0 for none */
+#define PIECE_INDEX 0x3FFFFFFFu
 
 struct kms_handle {
     /* dtrace_syms, mapped read-only */
@@ -114,44 +118,59 @@ struct kms_handle {
     struct object_info *object; /* per object */
     uint32_t *section_object;   /* per section: its object */
 
-    /* kallsyms: the text (names NUL-terminated in place) and one row per kept line */
+    /* kallsyms: the names (each NUL-terminated) and one row per kept line */
     char *text;
     size_t n;
     struct line *line;
     uint32_t nmods;
     const char **mod_name;      /* [0] "vmlinux"; loaded and pseudo-modules */
+    uint8_t *mod_origin;        /* KMS_ORIGIN_LOADABLE or _PSEUDO, per mod_name */
     size_t core_lines;
 
     /* placement */
     uint64_t *section_base;
     uint8_t *placed;            /* per section: PLACED (moved by a known shift, placement
                                  * != 0), HOLDS_TEXT (a t/T kallsyms line is in it) */
-    size_t namb;                /* ambiguous lines, ascending, and their candidates */
-    uint32_t *amb_line, *amb_first, *amb_count;
+    size_t namb;                /* ambiguous lines (WHO_AMBIGUOUS), and their candidates */
+    uint32_t *amb_first, *amb_count;
     struct kms_modlist *cand_list; /* module list of each candidate entry */
     uint32_t *cand_modset;
     uint32_t next;              /* placed extents, by base */
-    uint64_t *ext_start;        /* for the search */
+    uint64_t *ext_start;
     struct { uint64_t end; uint32_t sec; } *ext;
-    struct sampled ext_index, answer_index, iv_index; /* over ext_start (from ext_first),
-                                                         * answer_addr, iv_start */
-    uint32_t ext_first;         /* queries see the extents from here: those at or above the
+    uint32_t ext_first;         /* addresses see the extents from here: those at or above the
                                  * lowest core address (x86's per-cpu sections hold none) */
-    uint64_t *answer_addr;      /* the lines that may answer, by address */
-    uint32_t *answer_line;
-    size_t nanswer;
     uint64_t core_range[4];     /* where core lines answer (is_ksym_addr()): [start, last]... */
     uint32_t ncore_ranges;
     uint32_t anchors_verified;
 
-    /* address index */
+    /*
+     * The address index: the address space cut where any answer changes,
+     * each piece's answer precomputed, and a bucket table (address >>
+     * bucket_shift -> first piece) so that an address finds its piece in
+     * one short search.
+     */
+    size_t npiece;
+    uint64_t *piece_start;      /* ascending, [0] == 0: piece k is [start[k], start[k+1]) */
+    uint32_t *piece_answer;     /* PIECE_SIZED | line, a line, or PIECE_NO_LINE | object+1 */
+    uint32_t *bucket;           /* the piece holding bucket_base + (b << bucket_shift) */
+    size_t nbucket;
+    uint64_t bucket_base;
+    unsigned bucket_shift;
+
+    /* only while loading (freed once the index is built) */
+    int32_t *line_entry;        /* per line: dtrace_syms symbol the line is, or -1 */
+    int32_t *line_section;      /* per line: placed section holding it (or its entry's), -1 */
+    int32_t *line_region;       /* per line: its placed section, else -1 - its region group */
     uint32_t *by_address;       /* lines, stably sorted by address */
     uint64_t *sorted_addr;
     uint64_t *region_end;       /* per region group (Resolver._regions) */
     uint32_t niv;               /* sized intervals, innermost-preferred last */
-    uint64_t *iv_start;         /* for the search */
+    uint64_t *iv_start;
     struct { uint64_t end; uint32_t line; int32_t parent; } *iv;
-
+    uint64_t *answer_addr;      /* the lines that may answer, by address */
+    uint32_t *answer_line;
+    size_t nanswer;
 };
 
 static const char *const vmlinux_list[] = {"vmlinux"};
@@ -427,183 +446,299 @@ static int line_error(kms_error *err, const char *source, size_t lineno, const c
     return fail(err, KMS_E_KALLSYMS, "%s:%zu: %s: '%s'", source, lineno, what, shown);
 }
 
-/* kmodsyms.kallsyms.Kallsyms._parse over h->text (LEN bytes, 8 spare). */
-static int parse_kallsyms(kms_handle *h, size_t len, const char *source, kms_error *err)
+static int is_pseudo_module(const char *name)
 {
-    char *t = h->text;
-    size_t cap = 0, n = 0, nonblank = 0, width = 0, modcap = 0;
-    int any_nonzero = 0;
-    uint64_t *tagh = NULL;      /* hash of each module's tag, for the first-seen map */
-    char **tags = NULL;         /* each module's stripped tag */
-    size_t *taglen = NULL;
+    return strcmp(name, "bpf") == 0 || strncmp(name, "__builtin__", 11) == 0;
+}
 
+/* The state of parsing kallsyms, carried from one block of text to the next. */
+struct parse {
+    const char *source;
+    size_t cap, names_len, names_cap, nonblank, width, modcap;
+    int any_nonzero;
+    uint64_t *tagh;     /* hash of each module's tag, for the first-seen map */
+    uint32_t *tagoff;   /* each module's name in h->text ("[mod]" -> "mod") */
+    uint32_t *taglen;   /* its length */
     uint8_t hex[256];
-    hex_table(hex);
-    h->nmods = 1;
-    /* one row per line at most: count them first, so nothing is copied */
-    for (const char *p = t, *end = t + len; p < end; cap++) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        p = nl ? nl + 1 : end;
+};
+
+/* Room for NEED more bytes of names (and 8 spare, zeroed at the end). */
+static int names_room(kms_handle *h, struct parse *ps, size_t need)
+{
+    if (ps->names_len + need + 8 <= ps->names_cap)
+        return 0;
+    size_t nc = ps->names_cap * 2 > ps->names_len + need + 8 ? ps->names_cap * 2
+                                                             : ps->names_len + need + 8;
+    char *nt = realloc(h->text, nc);
+    if (!nt)
+        return -1;
+    h->text = nt;
+    ps->names_cap = nc;
+    return 0;
+}
+
+/* A new module tag T (LEN bytes, "[mod]"): its index, or 0 out of memory. */
+static uint32_t add_module(kms_handle *h, struct parse *ps, const char *t, size_t len,
+                           uint64_t th)
+{
+    if (h->nmods >= ps->modcap) {
+        size_t nc = ps->modcap ? ps->modcap * 2 : 16;
+        uint64_t *nh = realloc(ps->tagh, nc * sizeof *nh);
+        if (nh)
+            ps->tagh = nh;
+        uint32_t *no = nh ? realloc(ps->tagoff, nc * sizeof *no) : NULL;
+        if (no)
+            ps->tagoff = no;
+        uint32_t *nl = no ? realloc(ps->taglen, nc * sizeof *nl) : NULL;
+        if (!nl)
+            return 0;
+        ps->taglen = nl;
+        ps->modcap = nc;
     }
-    if (!ALLOC(h, line, cap)) {
-        fail(err, KMS_E_NOMEM, "out of memory reading %s", source);
-        goto bad;
+    if (names_room(h, ps, len - 1))
+        return 0;
+    uint32_t mod = h->nmods++;
+    ps->tagh[mod] = th;
+    ps->tagoff[mod] = (uint32_t)ps->names_len;
+    ps->taglen[mod] = (uint32_t)(len - 2);
+    memcpy(h->text + ps->names_len, t + 1, len - 2);
+    ps->names_len += len - 2;
+    h->text[ps->names_len++] = 0;
+    return mod;
+}
+
+/* One line of kallsyms (LEN bytes without its "\n"; NL: one followed it),
+ * as kmodsyms.kallsyms.Kallsyms._parse reads it. */
+static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t len, int nl,
+                      kms_error *err)
+{
+    const char *source = ps->source;
+    size_t width;
+    if (nl && len && line[len - 1] == '\r') /* "\r\n" reads as "\n" */
+        len--;
+    if (!len)
+        return KMS_OK;
+    ps->nonblank++;
+    if (!ps->width) {
+        const char *sp = memchr(line, ' ', len);
+        ps->width = sp ? (size_t)(sp - line) : 0;
+        if (ps->width != 8 && ps->width != 16)
+            return line_error(err, source, ps->nonblank, "expected 'ADDRESS TYPE NAME'", line,
+                              len);
     }
-    for (size_t s = 0; s < len;) {
-        char *nl = memchr(t + s, '\n', len - s);
-        size_t e = nl ? (size_t)(nl - t) : len, next = nl ? e + 1 : len, ne;
-        const char *line = t + s;
-        if (nl && e > s && t[e - 1] == '\r') /* "\r\n" reads as "\n" */
-            e--;
-        if (e == s) {
-            s = next;
-            continue;
-        }
-        nonblank++;
-        if (!width) {
-            const char *sp = memchr(line, ' ', e - s);
-            width = sp ? (size_t)(sp - line) : 0;
-            if (width != 8 && width != 16) {
-                line_error(err, source, nonblank, "expected 'ADDRESS TYPE NAME'", line, e - s);
-                goto bad;
+    width = ps->width;
+    if (len < width + 4)
+        return line_error(err, source, ps->nonblank, "line too short for 'ADDRESS TYPE NAME'",
+                          line, len);
+    uint64_t a = 0;
+    int ok = line[width] == ' ' && line[width + 2] == ' ';
+    uint8_t bad = 0;
+    for (size_t k = 0; k < width; k++) {
+        uint8_t v = ps->hex[(unsigned char)line[k]];
+        bad |= v;
+        a = a << 4 | (v & 15);
+    }
+    ok &= !(bad & 0xF0);
+    unsigned char type = (unsigned char)line[width + 1];
+    ok &= (type >= 'A' && type <= 'Z') || (type >= 'a' && type <= 'z') || type == '?';
+    if (!ok)
+        return line_error(err, source, ps->nonblank, "expected 'ADDRESS TYPE NAME'", line, len);
+    const char *name = line + width + 3;
+    const char *tab = memchr(name, '\t', len - (width + 3));
+    uint32_t mod = 0;
+    size_t ne = tab ? (size_t)(tab - line) : len;
+    if (tab) {
+        /* "[MOD]" after the tab, surrounding whitespace stripped */
+        size_t a0 = ne + 1, a1 = len;
+        while (a0 < a1 && is_space((unsigned char)line[a0]))
+            a0++;
+        while (a1 > a0 && is_space((unsigned char)line[a1 - 1]))
+            a1--;
+        if (!(a1 - a0 > 2 && line[a0] == '[' && line[a1 - 1] == ']'))
+            return line_error(err, source, ps->nonblank,
+                              "expected '\\t[MODULE]' after the name", line, len);
+        uint64_t th = name_hash(line + a0, a1 - a0);
+        /* lines of one module are consecutive: try the last module first */
+        for (uint32_t m = h->nmods; m-- > 1;)
+            if (ps->tagh[m] == th && ps->taglen[m] == a1 - a0 - 2 &&
+                !memcmp(h->text + ps->tagoff[m], line + a0 + 1, a1 - a0 - 2)) {
+                mod = m;
+                break;
             }
-        }
-        if (e - s < width + 4) {
-            line_error(err, source, nonblank, "line too short for 'ADDRESS TYPE NAME'",
-                       line, e - s);
-            goto bad;
-        }
-        uint64_t a = 0;
-        int ok = line[width] == ' ' && line[width + 2] == ' ';
-        uint8_t bad = 0;
-        for (size_t k = 0; k < width; k++) {
-            uint8_t v = hex[(unsigned char)line[k]];
-            bad |= v;
-            a = a << 4 | (v & 15);
-        }
-        ok &= !(bad & 0xF0);
-        unsigned char type = (unsigned char)line[width + 1];
-        ok &= (type >= 'A' && type <= 'Z') || (type >= 'a' && type <= 'z') || type == '?';
-        if (!ok) {
-            line_error(err, source, nonblank, "expected 'ADDRESS TYPE NAME'", line, e - s);
-            goto bad;
-        }
-        const char *tab = memchr(line, '\t', e - s);
-        uint32_t mod = 0;
-        ne = tab ? (size_t)(tab - t) : e;
-        if (tab) {
-            /* "[MOD]" after the tab, surrounding whitespace stripped */
-            size_t a0 = ne + 1, a1 = e;
-            while (a0 < a1 && is_space((unsigned char)t[a0]))
-                a0++;
-            while (a1 > a0 && is_space((unsigned char)t[a1 - 1]))
-                a1--;
-            if (!(a1 - a0 > 2 && t[a0] == '[' && t[a1 - 1] == ']')) {
-                line_error(err, source, nonblank, "expected '\\t[MODULE]' after the name",
-                           line, e - s);
-                goto bad;
-            }
-            uint64_t th = name_hash(t + a0, a1 - a0);
-            /* lines of one module are consecutive: try the last module first */
-            for (uint32_t m = h->nmods; m-- > 1;)
-                if (tagh[m] == th && taglen[m] == a1 - a0 && !memcmp(tags[m], t + a0, a1 - a0)) {
-                    mod = m;
-                    break;
-                }
-            if (!mod) {
-                if (h->nmods >= modcap) {
-                    size_t nc = modcap ? modcap * 2 : 16;
-                    uint64_t *nh = realloc(tagh, nc * sizeof *nh);
-                    if (nh)
-                        tagh = nh;
-                    char **nt = nh ? realloc(tags, nc * sizeof *nt) : NULL;
-                    if (nt)
-                        tags = nt;
-                    size_t *nlen = nt ? realloc(taglen, nc * sizeof *nlen) : NULL;
-                    if (!nlen) {
-                        fail(err, KMS_E_NOMEM, "out of memory reading %s", source);
-                        goto bad;
-                    }
-                    taglen = nlen;
-                    modcap = nc;
-                }
-                mod = h->nmods++;
-                tagh[mod] = th;
-                tags[mod] = t + a0;
-                taglen[mod] = a1 - a0;
-            }
-        }
-        if (ne <= s + width + 3) {
-            line_error(err, source, nonblank, "missing symbol name", line, e - s);
-            goto bad;
-        }
-        any_nonzero |= a != 0;
-        /* A hidden address prints as 0; only per-cpu 'A' lines really are at 0. */
-        if (a != 0 || type == 'A' || type == 'a') {
-            h->line[n].addr = a;
-            h->line[n].name = (uint32_t)(s + width + 3);
-            h->line[n].name_len = (uint32_t)(ne - (s + width + 3));
-            h->line[n].type = type;
-            h->line[n].module = mod;
-            n++;
-        }
-        s = next;
+        if (!mod && !(mod = add_module(h, ps, line + a0, a1 - a0, th)))
+            return fail(err, KMS_E_NOMEM, "out of memory reading %s", source);
     }
-    if (nonblank == 0) {
-        fail(err, KMS_E_KALLSYMS, "%s: empty: no symbols (is this a kallsyms file?)", source);
-        goto bad;
+    if (ne <= width + 3)
+        return line_error(err, source, ps->nonblank, "missing symbol name", line, len);
+    ps->any_nonzero |= a != 0;
+    /* A hidden address prints as 0; only per-cpu 'A' lines really are at 0. */
+    if (a != 0 || type == 'A' || type == 'a') {
+        size_t name_len = ne - (width + 3);
+        if (h->n == ps->cap) {
+            size_t nc = ps->cap ? ps->cap * 2 : 1024;
+            struct line *nl_ = realloc(h->line, nc * sizeof *nl_);
+            if (!nl_)
+                return fail(err, KMS_E_NOMEM, "out of memory reading %s", source);
+            h->line = nl_;
+            ps->cap = nc;
+        }
+        if (names_room(h, ps, name_len + 1))
+            return fail(err, KMS_E_NOMEM, "out of memory reading %s", source);
+        struct line *l = &h->line[h->n++];
+        memcpy(h->text + ps->names_len, name, name_len);
+        l->addr = a;
+        l->size = -1;
+        l->name = (uint32_t)ps->names_len;
+        l->name_len = (uint32_t)name_len;
+        l->who = mod ? WHO(WHO_MODULE, mod) : WHO(WHO_CORE, 0);
+        l->type = type;
+        l->binding = 0;
+        l->answers = 0;
+        ps->names_len += name_len;
+        h->text[ps->names_len++] = 0;
+        h->core_lines += mod == 0;
     }
-    if (!any_nonzero) {
-        fail(err, KMS_E_HIDDEN, "%s: every address is 0: the kernel hides them from this user "
-             "(kernel.kptr_restrict); run as root, or set 'sysctl kernel.kptr_restrict=0'",
-             source);
-        goto bad;
-    }
-    h->n = n;
-    /* Keep only the names, each NUL-terminated, in a buffer of their own:
-     * the addresses, letters and tags of the text are in the rows now. */
-    size_t total = 8; /* spare bytes, as the text had */
-    for (size_t i = 0; i < n; i++)
-        total += (size_t)h->line[i].name_len + 1;
-    for (uint32_t m = 1; m < h->nmods; m++)
-        total += taglen[m] - 1;
-    char *names = malloc(total), *at = names;
-    if (!names || !(h->mod_name = calloc(h->nmods, sizeof *h->mod_name))) {
-        free(names);
-        fail(err, KMS_E_NOMEM, "out of memory reading %s", source);
-        goto bad;
-    }
-    for (size_t i = 0; i < n; i++) {
-        memcpy(at, t + h->line[i].name, h->line[i].name_len);
-        h->line[i].name = (uint32_t)(at - names);
-        at += h->line[i].name_len;
-        *at++ = 0;
-        h->core_lines += h->line[i].module == 0;
-    }
-    h->mod_name[0] = vmlinux_list[0];
-    for (uint32_t m = 1; m < h->nmods; m++) { /* "[mod]" -> "mod" */
-        memcpy(at, tags[m] + 1, taglen[m] - 2);
-        h->mod_name[m] = at;
-        at += taglen[m] - 2;
-        *at++ = 0;
-    }
-    memset(at, 0, 8);
-    free(h->text);
-    h->text = names;
-    free(tagh);
-    free(tags);
-    free(taglen);
     return KMS_OK;
-bad:
-    free(tagh);
-    free(tags);
-    free(taglen);
-    return err ? err->code : KMS_E_KALLSYMS;
+}
+
+/* The lines of T (LEN bytes) ending in "\n", and with FINAL the rest as the
+ * last line; *USED: the bytes read. */
+static int parse_block(kms_handle *h, struct parse *ps, const char *t, size_t len, int final,
+                       size_t *used, kms_error *err)
+{
+    size_t s = 0;
+    for (;;) {
+        const char *nl = memchr(t + s, '\n', len - s);
+        if (!nl)
+            break;
+        if (parse_line(h, ps, t + s, (size_t)(nl - (t + s)), 1, err))
+            return err ? err->code : KMS_E_KALLSYMS;
+        s = (size_t)(nl - t) + 1;
+    }
+    if (final && s < len) {
+        if (parse_line(h, ps, t + s, len - s, 0, err))
+            return err ? err->code : KMS_E_KALLSYMS;
+        s = len;
+    }
+    *used = s;
+    return KMS_OK;
+}
+
+/* Where kallsyms text comes from: a file read block by block (never held
+ * whole: only the names are kept), or a caller's buffer, read in place. */
+struct kallsyms_source {
+    int fd;               /* -1: the buffer */
+    const char *buf;
+    size_t len;           /* the buffer's length; for a file its size when known, else 0 */
+    const char *name;
+};
+
+#define READ_BLOCK ((size_t)1 << 18)
+
+/* kmodsyms.kallsyms.Kallsyms._parse: the rows and names of every line. */
+static int parse_kallsyms(kms_handle *h, const struct kallsyms_source *src, kms_error *err)
+{
+    struct parse ps = {0};
+    size_t expect = src->len ? src->len : READ_BLOCK; /* the names are at most this */
+    char *block = NULL;
+    int rc;
+
+    ps.source = src->name;
+    hex_table(ps.hex);
+    h->nmods = 1;
+    /* Room for the names and rows of EXPECT bytes of text, each line at
+     * least 13: pages are touched only as rows and names fill them. */
+    ps.names_cap = expect + 8;
+    ps.cap = expect / 13 + 1;
+    if (!(h->text = malloc(ps.names_cap)) || !(h->line = malloc(ps.cap * sizeof *h->line))) {
+        rc = fail(err, KMS_E_NOMEM, "out of memory reading %s", src->name);
+        goto out;
+    }
+    if (src->fd < 0) {
+        size_t used;
+        if (src->len && (rc = parse_block(h, &ps, src->buf, src->len, 1, &used, err)))
+            goto out;
+    } else {
+        size_t cap = READ_BLOCK, have = 0, total = 0;
+        if (!(block = malloc(cap))) {
+            rc = fail(err, KMS_E_NOMEM, "out of memory reading %s", src->name);
+            goto out;
+        }
+        for (;;) {
+            ssize_t got = read(src->fd, block + have, cap - have);
+            if (got < 0 && errno == EINTR)
+                continue;
+            if (got < 0) {
+                rc = fail(err, KMS_E_IO, "cannot read %s: %s", src->name, strerror(errno));
+                goto out;
+            }
+            total += (size_t)got;
+            if (total >= UINT32_MAX) {
+                rc = fail(err, KMS_E_KALLSYMS, "%s: larger than 4 GiB: not a kallsyms file",
+                          src->name);
+                goto out;
+            }
+            size_t used;
+            have += (size_t)got;
+            if ((rc = parse_block(h, &ps, block, have, got == 0, &used, err)))
+                goto out;
+            if (got == 0)
+                break;
+            memmove(block, block + used, have - used);
+            have -= used;
+            if (have == cap) { /* a line longer than the block */
+                char *nb = realloc(block, cap *= 2);
+                if (!nb) {
+                    rc = fail(err, KMS_E_NOMEM, "out of memory reading %s", src->name);
+                    goto out;
+                }
+                block = nb;
+            }
+        }
+    }
+    if (ps.nonblank == 0) {
+        rc = fail(err, KMS_E_KALLSYMS, "%s: empty: no symbols (is this a kallsyms file?)",
+                  src->name);
+        goto out;
+    }
+    if (!ps.any_nonzero) {
+        rc = fail(err, KMS_E_HIDDEN, "%s: every address is 0: the kernel hides them from this "
+                  "user (kernel.kptr_restrict); run as root, or set "
+                  "'sysctl kernel.kptr_restrict=0'", src->name);
+        goto out;
+    }
+    if (names_room(h, &ps, 0) || !(h->mod_name = calloc(h->nmods, sizeof *h->mod_name)) ||
+        !(h->mod_origin = calloc(h->nmods, 1))) {
+        rc = fail(err, KMS_E_NOMEM, "out of memory reading %s", src->name);
+        goto out;
+    }
+    memset(h->text + ps.names_len, 0, 8);
+    h->mod_name[0] = vmlinux_list[0];
+    h->mod_origin[0] = KMS_ORIGIN_CORE;
+    for (uint32_t m = 1; m < h->nmods; m++) {
+        h->mod_name[m] = h->text + ps.tagoff[m];
+        h->mod_origin[m] = is_pseudo_module(h->mod_name[m]) ? KMS_ORIGIN_PSEUDO
+                                                            : KMS_ORIGIN_LOADABLE;
+    }
+    rc = KMS_OK;
+out:
+    free(block);
+    free(ps.tagh);
+    free(ps.tagoff);
+    free(ps.taglen);
+    return rc;
 }
 
 static const char *line_name(const kms_handle *h, size_t i)
 {
     return h->text + h->line[i].name;
+}
+
+/* The line's loaded or pseudo-module (index into mod_name), 0 for core. */
+static uint32_t line_module(const kms_handle *h, size_t i)
+{
+    uint32_t w = h->line[i].who;
+    return WHO_TAG(w) == WHO_MODULE ? WHO_INDEX(w) : 0;
 }
 
 static int line_name_is(const kms_handle *h, size_t i, const char *s, size_t len)
@@ -719,30 +854,6 @@ static size_t lower_bound(const uint64_t *v, size_t n, uint64_t x)
     return lo;
 }
 
-static int sample(struct sampled *s, const uint64_t *v, size_t n)
-{
-    s->v = v;
-    s->n = n;
-    s->ntop = (n + TOP_STEP - 1) / TOP_STEP;
-    if (!(s->top = malloc((s->ntop ? s->ntop : 1) * sizeof *s->top)))
-        return -1;
-    for (size_t k = 0; k < s->ntop; k++)
-        s->top[k] = v[k * TOP_STEP];
-    return 0;
-}
-
-/* upper_bound(s->v, s->n, x): how many keys are <= x. */
-static size_t sampled_upper(const struct sampled *s, uint64_t x)
-{
-    size_t j = upper_bound(s->top, s->ntop, x);
-    if (j == 0)
-        return 0;
-    size_t from = (j - 1) * TOP_STEP + 1, to = j * TOP_STEP < s->n ? j * TOP_STEP : s->n;
-    while (from < to && s->v[from] <= x)
-        from++;
-    return from;
-}
-
 /* ------------------------------------------------------------ names */
 
 /* Whether line I is called NAME (NUL-terminated, read no further than its NUL). */
@@ -771,14 +882,6 @@ static uint64_t sym_link(const kms_handle *h, uint32_t s)
 {
     const unsigned char *sym = ent(h, T_SYMBOLS, s);
     return le64(ent(h, T_SECTIONS, le32(sym + SYM_SECTION)) + SEC_ADDRESS) + le64(sym + SYM_VALUE);
-}
-
-static int32_t extent_of(const kms_handle *h, uint64_t a)
-{
-    size_t i = sampled_upper(&h->ext_index, a) + h->ext_first;
-    if (i == h->ext_first || a >= h->ext[i - 1].end)
-        return NO;
-    return (int32_t)h->ext[i - 1].sec;
 }
 
 static const char *sym_name(const kms_handle *h, uint32_t s)
@@ -861,7 +964,7 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
         by_len[fill[anchor_len[a] < MAX_BUCKET ? anchor_len[a] : MAX_BUCKET]++] = a;
     for (size_t i = 0; i < h->n; i++) {
         uint32_t len = h->line[i].name_len, b = len < MAX_BUCKET ? len : MAX_BUCKET;
-        if (h->line[i].module != 0 || bucket[b] == bucket[b + 1])
+        if (line_module(h, i) != 0 || bucket[b] == bucket[b + 1])
             continue;
         const char *name = line_name(h, i);
         for (uint32_t k = bucket[b]; k < bucket[b + 1]; k++) {
@@ -1200,17 +1303,17 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
         free(tmp);
     }
     for (size_t i = 0; i < h->n; i++)
-        h->line[i].entry = h->line[i].section = NO;
-    /* Lines in address order walk the extents (extent_of, without a search). */
+        h->line_entry[i] = h->line_section[i] = NO;
+    /* Lines in address order walk the extents (no search). */
     for (size_t k = 0, e = 0; k < h->n; k++) {
         size_t i = h->by_address[k];
         while (e < h->next && h->ext_start[e] <= h->line[i].addr)
             e++;
-        if (h->line[i].module != 0 || e == 0 || h->line[i].addr >= h->ext[e - 1].end)
+        if (line_module(h, i) != 0 || e == 0 || h->line[i].addr >= h->ext[e - 1].end)
             continue;
-        h->line[i].section = (int32_t)h->ext[e - 1].sec;
+        h->line_section[i] = (int32_t)h->ext[e - 1].sec;
         if (keyed)
-            h->line[i].entry = match_entry(h, &ek, i, h->line[i].section);
+            h->line_entry[i] = match_entry(h, &ek, i, h->line_section[i]);
     }
     /* Lines in no extent, at the end of placed sections ending there: the
      * sections by end (stably), each line tried against each in order; the
@@ -1246,7 +1349,7 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
         for (uint32_t k = 0; k < h->next; k++)
             end_key[k] = ends[k].key;
         for (size_t i = 0; i < h->n; i++) {
-            if (h->line[i].module != 0 || h->line[i].section >= 0)
+            if (line_module(h, i) != 0 || h->line_section[i] >= 0)
                 continue;
             int32_t got = NO;
             for (size_t j = lower_bound(end_key, h->next, h->line[i].addr);
@@ -1256,8 +1359,8 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
                     got = m;
             }
             if (got >= 0) {
-                h->line[i].entry = got;
-                h->line[i].section = (int32_t)le32(ent(h, T_SYMBOLS, (uint32_t)got) + SYM_SECTION);
+                h->line_entry[i] = got;
+                h->line_section[i] = (int32_t)le32(ent(h, T_SYMBOLS, (uint32_t)got) + SYM_SECTION);
             }
         }
         free(end_key);
@@ -1292,7 +1395,7 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
         for (c = 0; c < ncand; c++)
             cand_name[c] = sym_name(h, cand[c]);
         for (size_t i = 0; i < h->n; i++) {
-            if (h->line[i].module != 0 || h->line[i].section >= 0)
+            if (line_module(h, i) != 0 || h->line_section[i] >= 0)
                 continue;
             size_t lo = 0, hi = ncand;
             while (lo < hi) {
@@ -1309,10 +1412,7 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
                 continue;
             if (h->namb % 64 == 0) {
                 size_t nc = h->namb + 64;
-                uint32_t *nl = realloc(h->amb_line, nc * sizeof *nl);
-                if (nl)
-                    h->amb_line = nl;
-                uint32_t *nf = nl ? realloc(h->amb_first, nc * sizeof *nf) : NULL;
+                uint32_t *nf = realloc(h->amb_first, nc * sizeof *nf);
                 if (nf)
                     h->amb_first = nf;
                 uint32_t *nn = nf ? realloc(h->amb_count, nc * sizeof *nn) : NULL;
@@ -1322,7 +1422,7 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
                 }
                 h->amb_count = nn;
             }
-            h->amb_line[h->namb] = (uint32_t)i;
+            h->line[i].who = WHO(WHO_AMBIGUOUS, h->namb);
             h->amb_first[h->namb] = (uint32_t)lo;
             h->amb_count[h->namb++] = (uint32_t)(end - lo);
         }
@@ -1362,8 +1462,8 @@ static int has_prefix(const kms_handle *h, size_t i, const char *p)
 
 static uint8_t line_binding(const kms_handle *h, size_t i)
 {
-    if (h->line[i].entry >= 0)
-        return ent(h, T_SYMBOLS, (uint32_t)h->line[i].entry)[SYM_BINDING];
+    if (h->line_entry[i] >= 0)
+        return ent(h, T_SYMBOLS, (uint32_t)h->line_entry[i])[SYM_BINDING];
     unsigned char c = h->line[i].type;
     if (c == 'w' || c == 'W' || c == 'v' || c == 'V')
         return 2;
@@ -1378,15 +1478,15 @@ static int prefer_cmp(const kms_handle *h, uint32_t a, uint32_t b)
     if (la != lb)
         return la < lb ? 1 : -1; /* smaller size preferred */
     int ta = 0, tb = 0, ba, bb;
-    if (h->line[a].entry >= 0) {
-        const unsigned char *s = ent(h, T_SYMBOLS, (uint32_t)h->line[a].entry);
+    if (h->line_entry[a] >= 0) {
+        const unsigned char *s = ent(h, T_SYMBOLS, (uint32_t)h->line_entry[a]);
         ta = s[SYM_TYPE] != 0;
         ba = s[SYM_BINDING] == 1 ? 2 : s[SYM_BINDING] == 2 ? 1 : 0;
     } else {
         ba = h->line[a].type >= 'A' && h->line[a].type <= 'Z' ? 2 : 0;
     }
-    if (h->line[b].entry >= 0) {
-        const unsigned char *s = ent(h, T_SYMBOLS, (uint32_t)h->line[b].entry);
+    if (h->line_entry[b] >= 0) {
+        const unsigned char *s = ent(h, T_SYMBOLS, (uint32_t)h->line_entry[b]);
         tb = s[SYM_TYPE] != 0;
         bb = s[SYM_BINDING] == 1 ? 2 : s[SYM_BINDING] == 2 ? 1 : 0;
     } else {
@@ -1406,11 +1506,6 @@ static int prefer_cmp(const kms_handle *h, uint32_t a, uint32_t b)
     return a > b ? 1 : -1;
 }
 
-static int is_pseudo_module(const char *name)
-{
-    return strcmp(name, "bpf") == 0 || strncmp(name, "__builtin__", 11) == 0;
-}
-
 /* loadable.is_mapping_symbol: .L*, L0*, $a $d $t $x (alone or with a '.' suffix). */
 static int is_mapping_symbol(const char *p, uint32_t len)
 {
@@ -1427,7 +1522,7 @@ static void core_ranges(kms_handle *h)
     int seen[4] = {0, 0, 0, 0}, any = 0;
     for (size_t i = 0; i < h->n; i++) {
         const struct line *l = &h->line[i];
-        if (l->module != 0 || !l->answers)
+        if (line_module(h, i) != 0 || !l->answers)
             continue;
         any = 1;
         lowest = l->addr < lowest ? l->addr : lowest;
@@ -1449,7 +1544,7 @@ static void core_ranges(kms_handle *h)
     int init = seen[1] && seen[2];
     for (size_t i = 0; i < h->n; i++) {
         const struct line *l = &h->line[i];
-        if (l->module == 0 && l->answers && l->addr > at[0] &&
+        if (line_module(h, i) == 0 && l->answers && l->addr > at[0] &&
             (!init || l->addr < at[1] || l->addr > at[2]))
             return; /* a line past _etext: every symbol is listed */
     }
@@ -1479,30 +1574,26 @@ static int in_core_ranges(const kms_handle *h, uint64_t q)
 static int regions(kms_handle *h, kms_error *err)
 {
     size_t n = h->n, npseudo = 0;
-    uint8_t *pseudo = calloc(h->nmods ? h->nmods : 1, 1);
-    if (!pseudo)
-        return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
-    for (uint32_t m = 1; m < h->nmods; m++)
-        pseudo[m] = (uint8_t)is_pseudo_module(h->mod_name[m]);
+    const uint8_t *origin = h->mod_origin;
     for (size_t i = 0; i < n; i++) {
         struct line *l = &h->line[i];
-        l->answers = l->type != 'A' &&
-                     !(l->module && is_mapping_symbol(line_name(h, i), l->name_len));
-        npseudo += pseudo[l->module] != 0;
+        uint32_t mod = line_module(h, i);
+        l->answers = l->type != 'A' && !(mod && is_mapping_symbol(line_name(h, i), l->name_len));
+        npseudo += origin[mod] == KMS_ORIGIN_PSEUDO;
     }
     size_t ngroups = 2 * (size_t)h->nmods + npseudo, k = 0;
     uint64_t *highest = calloc(ngroups, sizeof *highest);
     if (!highest || !ALLOC(h, region_end, ngroups)) {
-        free(pseudo);
         free(highest);
         return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
     }
     for (size_t i = 0; i < n; i++) {
         struct line *l = &h->line[i];
-        size_t g = pseudo[l->module] ? 2 * (size_t)h->nmods + k++ : 2 * (size_t)l->module;
+        uint32_t mod = line_module(h, i);
+        size_t g = origin[mod] == KMS_ORIGIN_PSEUDO ? 2 * (size_t)h->nmods + k++ : 2 * (size_t)mod;
         if (!l->answers)
             g = 1;
-        l->region = l->section >= 0 ? l->section : -1 - (int32_t)g;
+        h->line_region[i] = h->line_section[i] >= 0 ? h->line_section[i] : -1 - (int32_t)g;
         if (l->addr > highest[g])
             highest[g] = l->addr;
     }
@@ -1518,14 +1609,13 @@ static int regions(kms_handle *h, kms_error *err)
     /* a pseudo-module line answers at most a page */
     for (size_t i = 0; i < n; i++) {
         const struct line *l = &h->line[i];
-        if (!pseudo[l->module])
+        if (origin[line_module(h, i)] != KMS_ORIGIN_PSEUDO)
             continue;
         size_t g = 2 * (size_t)h->nmods + k++;
         uint64_t page_end = l->addr + 4095; /* wraps, as the Python's uint64 */
         if (page_end < h->region_end[g])
             h->region_end[g] = page_end;
     }
-    free(pseudo);
     free(highest);
     core_ranges(h);
     /* the lines that may answer, by address; the extents at or above the
@@ -1552,18 +1642,20 @@ static int build_index(kms_handle *h, kms_error *err)
     struct keyed *iv = NULL;
 
     for (size_t i = 0; i < n; i++) { /* one visit to each matched entry's row */
-        if (h->line[i].section >= 0 && (h->line[i].type == 't' || h->line[i].type == 'T'))
-            h->placed[h->line[i].section] |= HOLDS_TEXT;
+        if (h->line_section[i] >= 0 && (h->line[i].type == 't' || h->line[i].type == 'T'))
+            h->placed[h->line_section[i]] |= HOLDS_TEXT;
         h->line[i].binding = line_binding(h, i);
-        h->line[i].size = h->line[i].entry >= 0
-            ? (int64_t)le64(ent(h, T_SYMBOLS, (uint32_t)h->line[i].entry) + SYM_SIZE) : -1;
+        if (WHO_TAG(h->line[i].who) == WHO_CORE && h->line_section[i] >= 0)
+            h->line[i].who = WHO(WHO_OBJECT, h->section_object[h->line_section[i]]);
+        h->line[i].size = h->line_entry[i] >= 0
+            ? (int64_t)le64(ent(h, T_SYMBOLS, (uint32_t)h->line_entry[i]) + SYM_SIZE) : -1;
     }
     /* Padding (__pfx_/__cfi_) inside a placed section: its size is the
      * distance to the next distinct address above, if one of the (first 4)
      * lines there is the function it prefixes. */
     for (size_t k = 0; k < n; k++) {
         size_t i = h->by_address[k], nxt = k + 1;
-        if (h->line[i].entry >= 0 || h->line[i].section < 0 ||
+        if (h->line_entry[i] >= 0 || h->line_section[i] < 0 ||
             !(has_prefix(h, i, "__pfx_") || has_prefix(h, i, "__cfi_")))
             continue;
         while (nxt < n && h->sorted_addr[nxt] == h->line[i].addr)
@@ -1635,52 +1727,125 @@ static int build_index(kms_handle *h, kms_error *err)
     return KMS_OK;
 }
 
-/* ------------------------------------------------------------ loading */
-
-static int read_file(const char *path, char **out, size_t *len, kms_error *err)
+/*
+ * Resolver.resolve_many for one address Q, given where Q falls in the
+ * sorted arrays: J sized intervals start at or below it, AT answering
+ * lines are at or below it, and E extents (from ext_first) start at or
+ * below it.  The piece answer (PIECE_*) of Q.
+ */
+static uint32_t answer_at(const kms_handle *h, uint64_t q, size_t j, size_t at, size_t e)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    size_t cap, n = 0;
-    char *buf;
-    if (fd < 0)
-        return fail(err, KMS_E_IO, "cannot read %s: %s", path, strerror(errno));
-    /* /proc/kallsyms reports size 0: grow until end of file */
-    cap = (fstat(fd, &st) == 0 && st.st_size > 0) ? (size_t)st.st_size + 1 : (size_t)1 << 20;
-    if (!(buf = malloc(cap + 8))) {
-        close(fd);
-        return fail(err, KMS_E_NOMEM, "out of memory reading %s", path);
+    int32_t k = (int32_t)j - 1;
+    while (k >= 0 && h->iv[k].end <= q)
+        k = h->iv[k].parent;
+    if (k >= 0)
+        return PIECE_SIZED | h->iv[k].line;
+    /* the placed extent holding q: the last starting at or below it */
+    size_t x = h->ext_first + e;
+    int32_t rq = x > h->ext_first && q < h->ext[x - 1].end ? (int32_t)h->ext[x - 1].sec : NO;
+    uint32_t none = PIECE_NO_LINE | (rq >= 0 ? h->section_object[rq] + 1 : 0);
+    /* Unsized fallback: the last line at the greatest address <= q, in the
+     * same region as q. */
+    if (at == 0)
+        return none;
+    uint32_t cand = h->answer_line[at - 1];
+    int32_t rc = h->line_region[cand];
+    if (rq >= 0)
+        return rc == rq ? cand : none;
+    if (rc >= 0 || q > h->region_end[-1 - rc])
+        return none;
+    /* the core kernel's lines answer only inside its ranges */
+    return rc != -1 || in_core_ranges(h, q) ? cand : none;
+}
+
+/* The next breakpoint: B when it is above Q and below *NEXT (or the first). */
+static void consider(uint64_t *next, int *found, uint64_t q, uint64_t b)
+{
+    if (b > q && (!*found || b < *next)) {
+        *next = b;
+        *found = 1;
     }
+}
+
+/*
+ * The pieces: the addresses where answer_at() may change are the starts of
+ * the sized intervals and of the extents, the end of the interval that
+ * answers, of the extent holding the address and of the answering line's
+ * region, the answering lines, and the core ranges' bounds.  Walking them
+ * in ascending order (every array position moves only forward), each is
+ * answered as an address there would be, and a new piece begins where the
+ * answer differs from the last.
+ */
+static int build_pieces(kms_handle *h, kms_error *err)
+{
+    size_t cap = h->niv * 2 + h->nanswer + 2 * (h->next - h->ext_first) + 8, np = 0;
+    size_t j = 0, at = 0, e = 0, next_ext = h->next - h->ext_first;
+    const uint64_t *ext_start = h->ext_start + h->ext_first;
+    uint64_t q = 0;
+    if (!(h->piece_start = malloc(cap * sizeof *h->piece_start)) ||
+        !(h->piece_answer = malloc(cap * sizeof *h->piece_answer)))
+        return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
     for (;;) {
-        if (n == cap) {
-            char *nb = realloc(buf, cap * 2 + 8);
-            if (!nb) {
-                free(buf);
-                close(fd);
-                return fail(err, KMS_E_NOMEM, "out of memory reading %s", path);
+        while (j < h->niv && h->iv_start[j] <= q)
+            j++;
+        while (at < h->nanswer && h->answer_addr[at] <= q)
+            at++;
+        while (e < next_ext && ext_start[e] <= q)
+            e++;
+        uint32_t v = answer_at(h, q, j, at, e);
+        if (np == 0 || v != h->piece_answer[np - 1]) {
+            if (np == cap) {
+                size_t nc = cap * 2;
+                uint64_t *ns = realloc(h->piece_start, nc * sizeof *ns);
+                if (ns)
+                    h->piece_start = ns;
+                uint32_t *na = ns ? realloc(h->piece_answer, nc * sizeof *na) : NULL;
+                if (!na)
+                    return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
+                h->piece_answer = na;
+                cap = nc;
             }
-            buf = nb;
-            cap *= 2;
+            h->piece_start[np] = q;
+            h->piece_answer[np++] = v;
         }
-        ssize_t got = read(fd, buf + n, cap - n);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0) {
-            int e = errno;
-            free(buf);
-            close(fd);
-            return fail(err, KMS_E_IO, "cannot read %s: %s", path, strerror(e));
+        /* the next address where the answer may change */
+        uint64_t nq = 0;
+        int found = 0;
+        if (j < h->niv)
+            consider(&nq, &found, q, h->iv_start[j]);
+        if (v & PIECE_SIZED) {
+            /* only a start or the answering interval's end changes it */
+            int32_t k = (int32_t)j - 1;
+            while (h->iv[k].end <= q)
+                k = h->iv[k].parent;
+            consider(&nq, &found, q, h->iv[k].end);
+        } else {
+            if (at < h->nanswer)
+                consider(&nq, &found, q, h->answer_addr[at]);
+            if (e < next_ext)
+                consider(&nq, &found, q, ext_start[e]);
+            if (e > 0)
+                consider(&nq, &found, q, h->ext[h->ext_first + e - 1].end);
+            if (at > 0) {
+                int32_t rc = h->line_region[h->answer_line[at - 1]];
+                if (rc < 0 && h->region_end[-1 - rc] < UINT64_MAX)
+                    consider(&nq, &found, q, h->region_end[-1 - rc] + 1);
+            }
+            for (uint32_t r = 0; r < h->ncore_ranges; r++) {
+                consider(&nq, &found, q, h->core_range[2 * r]);
+                if (h->core_range[2 * r + 1] < UINT64_MAX)
+                    consider(&nq, &found, q, h->core_range[2 * r + 1] + 1);
+            }
         }
-        if (got == 0)
+        if (!found)
             break;
-        n += (size_t)got;
+        q = nq;
     }
-    close(fd);
-    memset(buf + n, 0, 8);
-    *out = buf;
-    *len = n;
+    h->npiece = np;
     return KMS_OK;
 }
+
+/* ------------------------------------------------------------ loading */
 
 /* The GNU build-id in a buffer of ELF notes (kmodsyms.elfimage.parse_notes). */
 static void notes_build_id(const unsigned char *d, size_t n, char *hex, size_t cap)
@@ -1728,10 +1893,56 @@ static int check_live(const kms_handle *h, const char *syms_path, kms_error *err
     return KMS_OK;
 }
 
-static kms_handle *load(const char *syms_path, char *text, size_t len, const char *source,
-                        int live, unsigned flags, kms_error *err)
+/* What only building the index needs. */
+static void free_build(kms_handle *h)
+{
+    free(h->line_entry);
+    free(h->line_section);
+    free(h->line_region);
+    free(h->by_address);
+    free(h->sorted_addr);
+    free(h->region_end);
+    free(h->iv_start);
+    free(h->iv);
+    free(h->answer_addr);
+    free(h->answer_line);
+    h->line_entry = h->line_section = h->line_region = NULL;
+    h->by_address = h->answer_line = NULL;
+    h->sorted_addr = h->region_end = h->iv_start = h->answer_addr = NULL;
+    h->iv = NULL;
+}
+
+/* The bucket table over the pieces: about one bucket per piece, over the
+ * addresses from the second piece's start to the last's. */
+static int build_buckets(kms_handle *h, kms_error *err)
+{
+    if (h->npiece < 2)
+        return KMS_OK;
+    uint64_t base = h->piece_start[1], span = h->piece_start[h->npiece - 1] - base;
+    unsigned shift = 0;
+    while ((span >> shift) >= h->npiece)
+        shift++;
+    size_t nb = (size_t)(span >> shift) + 1;
+    if (!(h->bucket = malloc((nb + 1) * sizeof *h->bucket)))
+        return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
+    for (size_t b = 0, k = 1; b < nb; b++) {
+        uint64_t a = base + ((uint64_t)b << shift);
+        while (k + 1 < h->npiece && h->piece_start[k + 1] <= a)
+            k++;
+        h->bucket[b] = (uint32_t)k;
+    }
+    h->bucket[nb] = (uint32_t)(h->npiece - 1);
+    h->nbucket = nb;
+    h->bucket_base = base;
+    h->bucket_shift = shift;
+    return KMS_OK;
+}
+
+static kms_handle *load(const char *syms_path, const struct kallsyms_source *src, int live,
+                        unsigned flags, kms_error *err)
 {
     char default_path[400];
+    const char *source = src->name;
     kms_handle *h = calloc(1, sizeof *h);
     int check = !(flags & KMS_LOAD_FORCE);
     if (err) {
@@ -1739,11 +1950,9 @@ static kms_handle *load(const char *syms_path, char *text, size_t len, const cha
         err->message[0] = 0;
     }
     if (!h) {
-        free(text);
         fail(err, KMS_E_NOMEM, "out of memory");
         return NULL;
     }
-    h->text = text;
     if (!syms_path) {
         struct utsname u;
         if (uname(&u) != 0)
@@ -1752,11 +1961,11 @@ static kms_handle *load(const char *syms_path, char *text, size_t len, const cha
                  u.release);
         syms_path = default_path;
     }
-    if (len >= UINT32_MAX) {
+    if (src->fd < 0 && src->len >= UINT32_MAX) {
         fail(err, KMS_E_KALLSYMS, "%s: larger than 4 GiB: not a kallsyms file", source);
         goto bad;
     }
-    if (map_syms(h, syms_path, err) || parse_kallsyms(h, len, source, err))
+    if (map_syms(h, syms_path, err) || parse_kallsyms(h, src, err))
         goto bad;
     if (live && check && check_live(h, syms_path, err))
         goto bad;
@@ -1768,7 +1977,9 @@ static kms_handle *load(const char *syms_path, char *text, size_t len, const cha
     }
     /* lines by address, stably */
     struct keyed *order = malloc((h->n ? h->n : 1) * sizeof *order);
-    if (!order || !ALLOC(h, by_address, h->n) || !ALLOC(h, sorted_addr, h->n)) {
+    if (!order || !ALLOC(h, by_address, h->n) || !ALLOC(h, sorted_addr, h->n) ||
+        !ALLOC(h, line_entry, h->n) || !ALLOC(h, line_section, h->n) ||
+        !ALLOC(h, line_region, h->n)) {
         free(order);
         fail(err, KMS_E_NOMEM, "out of memory indexing %s", source);
         goto bad;
@@ -1788,19 +1999,9 @@ static kms_handle *load(const char *syms_path, char *text, size_t len, const cha
     }
     free(order);
     if (place_sections(h, syms_path, source, check, err) || attribute_lines(h, syms_path, err) ||
-        build_index(h, err))
+        build_index(h, err) || build_pieces(h, err) || build_buckets(h, err))
         goto bad;
-    if (sample(&h->ext_index, h->ext_start + h->ext_first, h->next - h->ext_first) ||
-        sample(&h->answer_index, h->answer_addr, h->nanswer) ||
-        sample(&h->iv_index, h->iv_start, h->niv)) {
-        fail(err, KMS_E_NOMEM, "out of memory indexing %s", source);
-        goto bad;
-    }
-    /* needed only to build the rest */
-    free(h->by_address);
-    free(h->sorted_addr);
-    h->by_address = NULL;
-    h->sorted_addr = NULL;
+    free_build(h);
     return h;
 bad:
     kms_free(h);
@@ -1810,33 +2011,30 @@ bad:
 kms_handle *kms_load(const char *syms_path, const char *kallsyms_path, unsigned flags,
                      kms_error *err)
 {
-    char *text = NULL;
-    size_t len = 0;
-    if (!kallsyms_path)
-        kallsyms_path = LIVE_KALLSYMS;
-    if (read_file(kallsyms_path, &text, &len, err))
+    struct kallsyms_source src = {-1, NULL, 0, kallsyms_path ? kallsyms_path : LIVE_KALLSYMS};
+    struct stat st;
+    src.fd = open(src.name, O_RDONLY | O_CLOEXEC);
+    if (src.fd < 0) {
+        fail(err, KMS_E_IO, "cannot read %s: %s", src.name, strerror(errno));
         return NULL;
-    return load(syms_path, text, len, kallsyms_path, strcmp(kallsyms_path, LIVE_KALLSYMS) == 0,
-                 flags, err);
+    }
+    /* /proc/kallsyms reports size 0: read until end of file */
+    if (fstat(src.fd, &st) == 0 && st.st_size > 0)
+        src.len = (size_t)st.st_size;
+    kms_handle *h = load(syms_path, &src, strcmp(src.name, LIVE_KALLSYMS) == 0, flags, err);
+    close(src.fd);
+    return h;
 }
 
 kms_handle *kms_load_buffer(const char *syms_path, const char *kallsyms_text, size_t len,
                             const char *name, unsigned flags, kms_error *err)
 {
-    char *text;
-    if ((!kallsyms_text && len) || len > SIZE_MAX - 8) {
+    struct kallsyms_source src = {-1, kallsyms_text, len, name ? name : "kallsyms"};
+    if (!kallsyms_text && len) {
         fail(err, KMS_E_ARG, "kms_load_buffer: no kallsyms text given");
         return NULL;
     }
-    if (!(text = malloc(len + 8))) {
-        fail(err, KMS_E_NOMEM, "out of memory copying kallsyms");
-        return NULL;
-    }
-    if (len)
-        memcpy(text, kallsyms_text, len);
-    memset(text + len, 0, 8);
-    return load(syms_path, text, len, name ? name : "kallsyms", (flags & KMS_LOAD_LIVE) != 0,
-                flags, err);
+    return load(syms_path, &src, (flags & KMS_LOAD_LIVE) != 0, flags, err);
 }
 
 void kms_free(kms_handle *h)
@@ -1851,25 +2049,19 @@ void kms_free(kms_handle *h)
     free(h->text);
     free(h->line);
     free(h->mod_name);
+    free(h->mod_origin);
     free(h->section_base);
     free(h->placed);
-    free(h->amb_line);
     free(h->amb_first);
     free(h->amb_count);
     free(h->cand_list);
     free(h->cand_modset);
     free(h->ext_start);
     free(h->ext);
-    free(h->ext_index.top);
-    free(h->answer_index.top);
-    free(h->answer_addr);
-    free(h->answer_line);
-    free(h->iv_index.top);
-    free(h->by_address);
-    free(h->sorted_addr);
-    free(h->region_end);
-    free(h->iv_start);
-    free(h->iv);
+    free(h->piece_start);
+    free(h->piece_answer);
+    free(h->bucket);
+    free_build(h);
     free(h);
 }
 
@@ -1887,20 +2079,6 @@ static void fill_object(const kms_handle *h, uint32_t obj, struct kms_sym *out)
     out->dso = out->modules[0];
 }
 
-/* The ambiguous-line index of LINE, or -1. */
-static long ambiguous_of(const kms_handle *h, size_t line)
-{
-    size_t lo = 0, hi = h->namb;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (h->amb_line[mid] < line)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < h->namb && h->amb_line[lo] == line ? (long)lo : NO;
-}
-
 static int same_list(const struct kms_modlist *a, const struct kms_modlist *b)
 {
     if (a->nmodules != b->nmodules)
@@ -1911,40 +2089,36 @@ static int same_list(const struct kms_modlist *a, const struct kms_modlist *b)
     return 1;
 }
 
-/* answer.Answers.record */
-static void record(const kms_handle *h, uint64_t address, long line, int sized,
+/* answer.Answers.record for ADDRESS answered by LINE. */
+static void record(const kms_handle *h, uint64_t address, size_t line, int sized,
                    struct kms_sym *out)
 {
+    const struct line *l = &h->line[line];
     memset(out, 0, sizeof *out);
     out->address = address;
-    out->size = -1;
-    out->sym_binding = KMS_BINDING_UNKNOWN;
-    if (line < 0) {
-        int32_t sec = extent_of(h, address);
-        if (sec >= 0)
-            fill_object(h, h->section_object[sec], out);
-        return;
-    }
-    out->sym = line_name(h, (size_t)line);
-    out->sym_len = h->line[line].name_len;
-    out->sym_start = h->line[line].addr;
-    out->symoff = address - out->sym_start;
-    out->size = h->line[line].size >= 0 ? h->line[line].size : -1;
-    out->sym_end = out->sym_start + (out->size >= 0 ? (uint64_t)out->size : 0);
+    out->sym = h->text + l->name;
+    out->sym_len = l->name_len;
+    out->sym_start = l->addr;
+    out->symoff = address - l->addr;
+    out->size = l->size >= 0 ? l->size : -1;
+    out->sym_end = l->addr + (out->size >= 0 ? (uint64_t)out->size : 0);
     out->sized = (uint8_t)sized;
-    out->type = (char)h->line[line].type;
-    uint8_t b = h->line[line].binding;
-    out->sym_binding = b <= 2 ? b : KMS_BINDING_UNKNOWN;
-    uint32_t mod = h->line[line].module;
-    long amb = mod ? NO : ambiguous_of(h, (size_t)line);
-    if (mod) {
-        out->modules = h->mod_name + mod;
+    out->type = (char)l->type;
+    out->sym_binding = l->binding <= 2 ? l->binding : KMS_BINDING_UNKNOWN;
+    uint32_t index = WHO_INDEX(l->who);
+    switch (WHO_TAG(l->who)) {
+    case WHO_OBJECT:
+        fill_object(h, index, out);
+        break;
+    case WHO_MODULE:
+        out->modules = h->mod_name + index;
         out->nmodules = 1;
-        out->dso = h->mod_name[mod];
-        out->origin = is_pseudo_module(out->dso) ? KMS_ORIGIN_PSEUDO : KMS_ORIGIN_LOADABLE;
-    } else if (amb >= 0) {
-        const struct kms_modlist *c = h->cand_list + h->amb_first[amb];
-        uint32_t n = h->amb_count[amb], k = 1;
+        out->dso = h->mod_name[index];
+        out->origin = h->mod_origin[index];
+        break;
+    case WHO_AMBIGUOUS: {
+        const struct kms_modlist *c = h->cand_list + h->amb_first[index];
+        uint32_t n = h->amb_count[index], k = 1;
         out->ambiguous = 1;
         out->candidates = c;
         out->ncandidates = n;
@@ -1957,9 +2131,9 @@ static void record(const kms_handle *h, uint64_t address, long line, int sized,
             out->origin = c[0].nmodules == 1 && !strcmp(c[0].modules[0], "vmlinux")
                 ? KMS_ORIGIN_CORE : KMS_ORIGIN_BUILTIN;
         }
-    } else if (h->line[line].section >= 0) {
-        fill_object(h, h->section_object[h->line[line].section], out);
-    } else {
+        break;
+    }
+    default:
         out->modules = vmlinux_list;
         out->nmodules = 1;
         out->dso = vmlinux_list[0];
@@ -1967,38 +2141,41 @@ static void record(const kms_handle *h, uint64_t address, long line, int sized,
     }
 }
 
-/* Resolver.resolve_many for one address: the line answering Q, -1 none. */
-static long resolve_line(const kms_handle *h, uint64_t q, int *sized)
+/* The piece holding Q: its bucket's pieces searched. */
+static size_t piece_of(const kms_handle *h, uint64_t q)
 {
-    size_t j = sampled_upper(&h->iv_index, q);
-    int32_t k = (int32_t)j - 1;
-    while (k >= 0 && h->iv[k].end <= q)
-        k = h->iv[k].parent;
-    if (k >= 0) {
-        *sized = 1;
-        return h->iv[k].line;
+    if (q < h->bucket_base || !h->nbucket)
+        return 0;
+    uint64_t b = (q - h->bucket_base) >> h->bucket_shift;
+    if (b >= h->nbucket)
+        return h->npiece - 1;
+    size_t lo = h->bucket[b], n = h->bucket[b + 1] - lo;
+    const uint64_t *v = h->piece_start + lo + 1;
+    while (n > 0) { /* the pieces after lo starting at or below q */
+        size_t half = n / 2;
+        if (v[half] <= q) {
+            v += half + 1;
+            n -= half + 1;
+        } else {
+            n = half;
+        }
     }
-    *sized = 0;
-    /* Unsized fallback: the last line at the greatest address <= q, in the
-     * same region as q. */
-    size_t at = sampled_upper(&h->answer_index, q);
-    if (at == 0)
-        return NO;
-    uint32_t cand = h->answer_line[at - 1];
-    int32_t rq = extent_of(h, q), rc = h->line[cand].region;
-    if (rq >= 0)
-        return rc == rq ? (long)cand : NO;
-    if (rc >= 0 || q > h->region_end[-1 - rc])
-        return NO;
-    /* the core kernel's lines answer only inside its ranges */
-    return rc != -1 || in_core_ranges(h, q) ? (long)cand : NO;
+    return (size_t)(v - h->piece_start) - 1;
 }
 
 void kms_resolve(const kms_handle *h, uint64_t addr, struct kms_sym *out)
 {
-    int sized;
-    long line = resolve_line(h, addr, &sized);
-    record(h, addr, line, sized, out);
+    uint32_t v = h->piece_answer[piece_of(h, addr)];
+    if (!(v & PIECE_NO_LINE)) {
+        record(h, addr, v & PIECE_INDEX, (v & PIECE_SIZED) != 0, out);
+        return;
+    }
+    memset(out, 0, sizeof *out);
+    out->address = addr;
+    out->size = -1;
+    out->sym_binding = KMS_BINDING_UNKNOWN;
+    if (v & PIECE_INDEX) /* no symbol, but a placed section's object */
+        fill_object(h, (v & PIECE_INDEX) - 1, out);
 }
 
 struct lookup_ctx {
@@ -2023,7 +2200,7 @@ static int lookup_one(const kms_handle *h, size_t line, void *arg)
 {
     struct lookup_ctx *c = arg;
     struct kms_sym rec;
-    record(h, h->line[line].addr, (long)line, h->line[line].size > 0, &rec);
+    record(h, h->line[line].addr, line, h->line[line].size > 0, &rec);
     if (c->mod) {
         int in = 0;
         for (uint32_t k = 0; k < rec.nmodules && !in; k++)
@@ -2061,7 +2238,7 @@ int kms_foreach(const kms_handle *h, int (*cb)(const struct kms_line *line, void
     for (size_t i = 0; i < h->n; i++) {
         struct kms_sym rec;
         struct kms_line l;
-        record(h, h->line[i].addr, (long)i, 0, &rec);
+        record(h, h->line[i].addr, i, 0, &rec);
         l.address = h->line[i].addr;
         l.size = h->line[i].size > 0 ? (uint64_t)h->line[i].size : 0;
         l.type = (char)h->line[i].type;
@@ -2075,7 +2252,7 @@ int kms_foreach(const kms_handle *h, int (*cb)(const struct kms_line *line, void
         l.modules = rec.modules;
         if (rec.ambiguous) {
             /* Resolver.line_modsets: the candidates' one module set, else none */
-            long amb = ambiguous_of(h, i);
+            uint32_t amb = WHO_INDEX(h->line[i].who);
             const uint32_t *ms = h->cand_modset + h->amb_first[amb];
             uint32_t n = h->amb_count[amb], k = 1;
             while (k < n && ms[k] == ms[0])
@@ -2124,7 +2301,7 @@ size_t kms_module_ranges(const kms_handle *h, const char *mod, struct kms_range 
             continue;
         uint64_t lo[2] = {UINT64_MAX, UINT64_MAX}, hi[2] = {0, 0};
         for (size_t i = 0; i < h->n; i++)
-            if (h->line[i].module == m) {
+            if (line_module(h, i) == m) {
                 int text = h->line[i].type == 't' || h->line[i].type == 'T';
                 if (h->line[i].addr < lo[text])
                     lo[text] = h->line[i].addr;
