@@ -71,6 +71,7 @@ static uint64_t le64(const unsigned char *p)
 struct object_info {
     const char *path;
     struct kms_modlist modules; /* "vmlinux" for the core kernel */
+    const char *dso;            /* modules.modules[0] */
     uint8_t origin;             /* KMS_ORIGIN_CORE or KMS_ORIGIN_BUILTIN */
 };
 
@@ -93,19 +94,39 @@ struct object_info {
  * freed once the index is built). */
 struct line {
     uint64_t addr;
-    int64_t size;       /* -1 unknown */
+    int64_t size;       /* -1 unknown (and only -1 is negative) */
     uint32_t name;      /* offset of the name in h->text */
     uint32_t name_len;
     uint32_t who;       /* WHO(tag, index) */
     uint8_t type;       /* kallsyms letter */
-    uint8_t binding;    /* ELF STB_*: the entry's, else from the letter */
+    uint8_t binding;    /* ELF STB_*: the entry's, else from the letter; KMS_BINDING_UNKNOWN */
     uint8_t answers;    /* may answer an address: not per-cpu 'A', not a module's mapping symbol */
+    uint8_t prefer;     /* among lines of one start and size (prefer_cmp): typed << 2 | rank */
 };
 
 /* A piece's answer (kms_handle.piece_answer). */
 #define PIECE_SIZED 0x80000000u   /* | line: [start, end) of the line holds the piece */
 #define PIECE_NO_LINE 0x40000000u /* | object + 1 of the extent holding it, 0 for none */
 #define PIECE_INDEX 0x3FFFFFFFu
+
+/* A piece of the address space answered alike: from its cluster's base +
+ * low to the next piece's start. */
+struct piece {
+    uint32_t low;
+    uint32_t answer;    /* PIECE_SIZED | line, a line, or PIECE_NO_LINE | object+1 */
+};
+
+/* Pieces first..last, their starts within 2^32 of the first's (base). */
+struct cluster {
+    uint64_t base;
+    uint32_t first, last;
+    uint32_t last_low;  /* piece[last].low */
+    uint32_t bucket;    /* its bucket table: bucket[bucket .. bucket + nb], the last = last */
+    uint32_t shift;     /* an offset's bucket: offset >> shift */
+};
+
+#define CLUSTER_GAP (UINT64_C(1) << 24) /* core kernel to modules is more */
+#define PIECES_PER_BUCKET 4
 
 struct kms_handle {
     /* dtrace_syms, mapped read-only */
@@ -146,31 +167,23 @@ struct kms_handle {
 
     /*
      * The address index: the address space cut where any answer changes,
-     * each piece's answer precomputed, and a bucket table (address >>
-     * bucket_shift -> first piece) so that an address finds its piece in
-     * one short search.
+     * each piece's answer precomputed.  Pieces are grouped in clusters
+     * (split at gaps of more than CLUSTER_GAP, so that a start is its
+     * cluster's base plus 32 bits), each with a bucket table (offset >>
+     * shift -> the piece holding that offset): an address finds its piece
+     * with a search of a few pieces of one cache line.
      */
-    size_t npiece;
-    uint64_t *piece_start;      /* ascending, [0] == 0: piece k is [start[k], start[k+1]) */
-    uint32_t *piece_answer;     /* PIECE_SIZED | line, a line, or PIECE_NO_LINE | object+1 */
-    uint32_t *bucket;           /* the piece holding bucket_base + (b << bucket_shift) */
-    size_t nbucket;
-    uint64_t bucket_base;
-    unsigned bucket_shift;
+    size_t npiece, ncluster, nbucket;
+    struct piece *piece;
+    struct cluster *cluster;
+    uint32_t *bucket;
 
     /* only while loading (freed once the index is built) */
     int32_t *line_entry;        /* per line: dtrace_syms symbol the line is, or -1 */
     int32_t *line_section;      /* per line: placed section holding it (or its entry's), -1 */
     int32_t *line_region;       /* per line: its placed section, else -1 - its region group */
     uint32_t *by_address;       /* lines, stably sorted by address */
-    uint64_t *sorted_addr;
     uint64_t *region_end;       /* per region group (Resolver._regions) */
-    uint32_t niv;               /* sized intervals, innermost-preferred last */
-    uint64_t *iv_start;
-    struct { uint64_t end; uint32_t line; int32_t parent; } *iv;
-    uint64_t *answer_addr;      /* the lines that may answer, by address */
-    uint32_t *answer_line;
-    size_t nanswer;
 };
 
 static const char *const vmlinux_list[] = {"vmlinux"};
@@ -367,6 +380,7 @@ static int validate_syms(kms_handle *h, const char *path, kms_error *err)
             info->modules.nmodules = 1;
             info->origin = KMS_ORIGIN_CORE;
         }
+        info->dso = info->modules.modules[0];
     }
     for (uint32_t c = 0; c < h->count[T_SECTIONS]; c++)
         h->section_object[c] = le32(ent(h, T_SECTIONS, c) + SEC_OBJECT);
@@ -822,21 +836,6 @@ static int sort_keyed(struct keyed *a, size_t n)
     memcpy(a, tmp, n * sizeof *a);
     free(tmp);
     return 0;
-}
-
-static size_t upper_bound(const uint64_t *v, size_t n, uint64_t x)
-{
-    size_t lo = 0;
-    while (n > 0) {
-        size_t half = n / 2;
-        if (v[lo + half] <= x) {
-            lo += half + 1;
-            n -= half + 1;
-        } else {
-            n = half;
-        }
-    }
-    return lo;
 }
 
 static size_t lower_bound(const uint64_t *v, size_t n, uint64_t x)
@@ -1470,6 +1469,18 @@ static uint8_t line_binding(const kms_handle *h, size_t i)
     return c >= 'A' && c <= 'Z' ? 1 : 0;
 }
 
+/* What prefer_cmp weighs after the size: a typed entry (STT_* != 0) over
+ * none, then global over weak over local. */
+static uint8_t line_prefer(const kms_handle *h, size_t i)
+{
+    if (h->line_entry[i] >= 0) {
+        const unsigned char *s = ent(h, T_SYMBOLS, (uint32_t)h->line_entry[i]);
+        uint8_t rank = s[SYM_BINDING] == 1 ? 2 : s[SYM_BINDING] == 2 ? 1 : 0;
+        return (uint8_t)((s[SYM_TYPE] != 0) << 2 | rank);
+    }
+    return h->line[i].type >= 'A' && h->line[i].type <= 'Z' ? 2 : 0;
+}
+
 /* Preference among intervals of one start (Resolver._build_index): the
  * greater is preferred, i.e. sorts later. */
 static int prefer_cmp(const kms_handle *h, uint32_t a, uint32_t b)
@@ -1477,25 +1488,9 @@ static int prefer_cmp(const kms_handle *h, uint32_t a, uint32_t b)
     int64_t la = h->line[a].size, lb = h->line[b].size;
     if (la != lb)
         return la < lb ? 1 : -1; /* smaller size preferred */
-    int ta = 0, tb = 0, ba, bb;
-    if (h->line_entry[a] >= 0) {
-        const unsigned char *s = ent(h, T_SYMBOLS, (uint32_t)h->line_entry[a]);
-        ta = s[SYM_TYPE] != 0;
-        ba = s[SYM_BINDING] == 1 ? 2 : s[SYM_BINDING] == 2 ? 1 : 0;
-    } else {
-        ba = h->line[a].type >= 'A' && h->line[a].type <= 'Z' ? 2 : 0;
-    }
-    if (h->line_entry[b] >= 0) {
-        const unsigned char *s = ent(h, T_SYMBOLS, (uint32_t)h->line_entry[b]);
-        tb = s[SYM_TYPE] != 0;
-        bb = s[SYM_BINDING] == 1 ? 2 : s[SYM_BINDING] == 2 ? 1 : 0;
-    } else {
-        bb = h->line[b].type >= 'A' && h->line[b].type <= 'Z' ? 2 : 0;
-    }
-    if (ta != tb)
-        return ta > tb ? 1 : -1;
-    if (ba != bb)
-        return ba > bb ? 1 : -1;
+    uint8_t pa = h->line[a].prefer, pb = h->line[b].prefer;
+    if (pa != pb)
+        return pa > pb ? 1 : -1;
     /* the name that sorts first is preferred; equal names: the later line */
     size_t na = h->line[a].name_len, nb = h->line[b].name_len;
     int c = memcmp(line_name(h, a), line_name(h, b), na < nb ? na : nb);
@@ -1566,6 +1561,28 @@ static int in_core_ranges(const kms_handle *h, uint64_t q)
     return k >= 0 && q <= h->core_range[2 * k + 1];
 }
 
+/* The address of the K-th line by address. */
+static uint64_t addr_at(const kms_handle *h, size_t k)
+{
+    return h->line[h->by_address[k]].addr;
+}
+
+/* How many lines are at or below X. */
+static size_t upper_bound_by_address(const kms_handle *h, uint64_t x)
+{
+    size_t lo = 0, n = h->n;
+    while (n > 0) {
+        size_t half = n / 2;
+        if (addr_at(h, lo + half) <= x) {
+            lo += half + 1;
+            n -= half + 1;
+        } else {
+            n = half;
+        }
+    }
+    return lo;
+}
+
 /*
  * Resolver._regions, without the cores of loaded modules (no /proc/modules
  * or .ko is read): every line's region, the end of each group's, the lines
@@ -1599,8 +1616,8 @@ static int regions(kms_handle *h, kms_error *err)
     }
     k = 0;
     for (size_t g = 0; g < ngroups; g++) {
-        size_t above = upper_bound(h->sorted_addr, n, highest[g]);
-        uint64_t end = g < 2 ? highest[g] : above < n ? h->sorted_addr[above] - 1 : UINT64_MAX;
+        size_t above = upper_bound_by_address(h, highest[g]);
+        uint64_t end = g < 2 ? highest[g] : above < n ? addr_at(h, above) - 1 : UINT64_MAX;
         if (g >= 2 && g < 2 * (size_t)h->nmods && g % 2 == 0 && above >= n &&
             highest[g] <= UINT64_MAX - 4095 && highest[g] + 4095 < end)
             end = highest[g] + 4095; /* the highest module, its end unknown: a page */
@@ -1618,20 +1635,8 @@ static int regions(kms_handle *h, kms_error *err)
     }
     free(highest);
     core_ranges(h);
-    /* the lines that may answer, by address; the extents at or above the
-     * lowest core line that may */
+    /* the extents at or above the lowest core line that may answer */
     uint64_t lowest = h->ncore_ranges ? h->core_range[0] : 0;
-    for (size_t j = 0; j < n; j++)
-        h->nanswer += h->line[h->by_address[j]].answers;
-    if (!ALLOC(h, answer_addr, h->nanswer) || !ALLOC(h, answer_line, h->nanswer))
-        return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
-    for (size_t j = 0, a = 0; j < n; j++) {
-        uint32_t i = h->by_address[j];
-        if (h->line[i].answers) {
-            h->answer_addr[a] = h->line[i].addr;
-            h->answer_line[a++] = i;
-        }
-    }
     h->ext_first = (uint32_t)lower_bound(h->ext_start, h->next, lowest);
     return KMS_OK;
 }
@@ -1639,12 +1644,13 @@ static int regions(kms_handle *h, kms_error *err)
 static int build_index(kms_handle *h, kms_error *err)
 {
     size_t n = h->n;
-    struct keyed *iv = NULL;
 
     for (size_t i = 0; i < n; i++) { /* one visit to each matched entry's row */
         if (h->line_section[i] >= 0 && (h->line[i].type == 't' || h->line[i].type == 'T'))
             h->placed[h->line_section[i]] |= HOLDS_TEXT;
-        h->line[i].binding = line_binding(h, i);
+        uint8_t b = line_binding(h, i);
+        h->line[i].binding = b <= 2 ? b : KMS_BINDING_UNKNOWN;
+        h->line[i].prefer = line_prefer(h, i);
         if (WHO_TAG(h->line[i].who) == WHO_CORE && h->line_section[i] >= 0)
             h->line[i].who = WHO(WHO_OBJECT, h->section_object[h->line_section[i]]);
         h->line[i].size = h->line_entry[i] >= 0
@@ -1658,104 +1664,54 @@ static int build_index(kms_handle *h, kms_error *err)
         if (h->line_entry[i] >= 0 || h->line_section[i] < 0 ||
             !(has_prefix(h, i, "__pfx_") || has_prefix(h, i, "__cfi_")))
             continue;
-        while (nxt < n && h->sorted_addr[nxt] == h->line[i].addr)
+        while (nxt < n && addr_at(h, nxt) == h->line[i].addr)
             nxt++;
         if (nxt >= n)
             continue;
         for (size_t j = 0; j < 4; j++) {
             size_t at = nxt + j < n ? nxt + j : n - 1;
-            if (h->sorted_addr[at] != h->sorted_addr[nxt])
+            if (addr_at(h, at) != addr_at(h, nxt))
                 break;
             if (line_name_is(h, h->by_address[at], line_name(h, i) + 6, h->line[i].name_len - 6)) {
-                h->line[i].size = (int64_t)(h->sorted_addr[nxt] - h->line[i].addr);
+                h->line[i].size = (int64_t)(addr_at(h, nxt) - h->line[i].addr);
                 break;
             }
         }
     }
+    for (size_t i = 0; i < n; i++) /* an entry's size read as negative is unknown */
+        if (h->line[i].size < 0)
+            h->line[i].size = -1;
     if (regions(h, err))
         return err ? err->code : KMS_E_NOMEM;
-    /* Sized intervals by start, ties in preference order. */
-    size_t niv = 0;
-    for (size_t i = 0; i < n; i++)
-        niv += h->line[i].size > 0 && h->line[i].answers;
-    if (!(iv = malloc((niv ? niv : 1) * sizeof *iv)))
-        return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
-    niv = 0;
-    for (size_t i = 0; i < n; i++)
-        if (h->line[i].size > 0 && h->line[i].answers) {
-            iv[niv].key = h->line[i].addr;
-            iv[niv++].idx = (uint32_t)i;
-        }
-    if (sort_keyed(iv, niv) || !ALLOC(h, iv_start, niv) || !ALLOC(h, iv, niv)) {
-        free(iv);
-        return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
-    }
-    for (size_t a = 0; a < niv;) {
-        size_t b = a + 1;
-        while (b < niv && iv[b].key == iv[a].key)
-            b++;
-        for (size_t k = a + 1; k < b; k++) { /* insertion sort of the tie run */
-            struct keyed x = iv[k];
-            size_t j = k;
-            while (j > a && prefer_cmp(h, iv[j - 1].idx, x.idx) > 0) {
-                iv[j] = iv[j - 1];
-                j--;
-            }
-            iv[j] = x;
-        }
-        a = b;
-    }
-    h->niv = (uint32_t)niv;
-    uint64_t reach = 0;
-    for (size_t k = 0; k < niv; k++) {
-        uint32_t i = iv[k].idx;
-        h->iv[k].line = i;
-        h->iv_start[k] = h->line[i].addr;
-        h->iv[k].end = h->line[i].addr + (uint64_t)h->line[i].size;
-        /* _containers: the nearest earlier interval holding this one */
-        int32_t j = NO;
-        if (k > 0 && h->iv_start[k] < reach) {
-            j = (int32_t)k - 1;
-            while (j >= 0 && h->iv[j].end < h->iv[k].end)
-                j = h->iv[j].parent;
-        }
-        h->iv[k].parent = j;
-        if (k == 0 || h->iv[k].end > reach)
-            reach = h->iv[k].end;
-    }
-    free(iv);
+    /* what only attribution needed */
+    free(h->line_entry);
+    free(h->line_section);
+    h->line_entry = h->line_section = NULL;
     return KMS_OK;
 }
 
 /*
- * Resolver.resolve_many for one address Q, given where Q falls in the
- * sorted arrays: J sized intervals start at or below it, AT answering
- * lines are at or below it, and E extents (from ext_first) start at or
- * below it.  The piece answer (PIECE_*) of Q.
+ * Resolver.resolve_many's unsized fallback for an address Q in no sized
+ * interval: CAND is the last line that may answer at the greatest address
+ * <= Q (-1 none), E how many extents (from ext_first) start at or below Q.
+ * The piece answer of Q.
  */
-static uint32_t answer_at(const kms_handle *h, uint64_t q, size_t j, size_t at, size_t e)
+static uint32_t unsized_at(const kms_handle *h, uint64_t q, int32_t cand, size_t e)
 {
-    int32_t k = (int32_t)j - 1;
-    while (k >= 0 && h->iv[k].end <= q)
-        k = h->iv[k].parent;
-    if (k >= 0)
-        return PIECE_SIZED | h->iv[k].line;
     /* the placed extent holding q: the last starting at or below it */
     size_t x = h->ext_first + e;
     int32_t rq = x > h->ext_first && q < h->ext[x - 1].end ? (int32_t)h->ext[x - 1].sec : NO;
     uint32_t none = PIECE_NO_LINE | (rq >= 0 ? h->section_object[rq] + 1 : 0);
-    /* Unsized fallback: the last line at the greatest address <= q, in the
-     * same region as q. */
-    if (at == 0)
+    /* the last line at the greatest address <= q, in the same region as q */
+    if (cand < 0)
         return none;
-    uint32_t cand = h->answer_line[at - 1];
     int32_t rc = h->line_region[cand];
     if (rq >= 0)
-        return rc == rq ? cand : none;
+        return rc == rq ? (uint32_t)cand : none;
     if (rc >= 0 || q > h->region_end[-1 - rc])
         return none;
     /* the core kernel's lines answer only inside its ranges */
-    return rc != -1 || in_core_ranges(h, q) ? cand : none;
+    return rc != -1 || in_core_ranges(h, q) ? (uint32_t)cand : none;
 }
 
 /* The next breakpoint: B when it is above Q and below *NEXT (or the first). */
@@ -1767,69 +1723,140 @@ static void consider(uint64_t *next, int *found, uint64_t q, uint64_t b)
     }
 }
 
+static uint64_t line_end(const kms_handle *h, uint32_t i)
+{
+    return h->line[i].addr + (uint64_t)h->line[i].size; /* wraps, as the Python's uint64 */
+}
+
+/* A growing array of line indices. */
+struct stack {
+    uint32_t *v;
+    size_t n, cap;
+};
+
+static int push(struct stack *s, uint32_t x)
+{
+    if (s->n == s->cap) {
+        size_t nc = s->cap ? s->cap * 2 : 64;
+        uint32_t *nv = realloc(s->v, nc * sizeof *nv);
+        if (!nv)
+            return -1;
+        s->v = nv;
+        s->cap = nc;
+    }
+    s->v[s->n++] = x;
+    return 0;
+}
+
 /*
- * The pieces: the addresses where answer_at() may change are the starts of
- * the sized intervals and of the extents, the end of the interval that
- * answers, of the extent holding the address and of the answering line's
- * region, the answering lines, and the core ranges' bounds.  Walking them
- * in ascending order (every array position moves only forward), each is
- * answered as an address there would be, and a new piece begins where the
- * answer differs from the last.
+ * The pieces, in one walk up the address space.  Resolver.resolve_many
+ * answers Q with the innermost sized interval holding it: the intervals
+ * (answering lines of size > 0) by start, ties in preference order, each
+ * with its container, the nearest earlier interval whose chain holds it
+ * (_containers), searched from the last interval starting at or below Q up
+ * the containers while they end at or below Q.  That chain is a stack
+ * (each interval pops those ending before it, or all when it starts past
+ * every end so far); intervals ending at or below Q are popped as Q passes
+ * them (a container search would only step over them).  With no interval
+ * holding Q, the unsized fallback (unsized_at) answers.  The answer may
+ * change only at a line's address, at the end of the answering interval,
+ * and (unsized) at an extent's start or end, the end of the candidate's
+ * region and the core ranges' bounds: each such address is answered, and
+ * a new piece begins where the answer differs from the last.
  */
 static int build_pieces(kms_handle *h, kms_error *err)
 {
-    size_t cap = h->niv * 2 + h->nanswer + 2 * (h->next - h->ext_first) + 8, np = 0;
-    size_t j = 0, at = 0, e = 0, next_ext = h->next - h->ext_first;
+    size_t n = h->n, next_ext = h->next - h->ext_first, k = 0, e = 0, cap, np = 0;
     const uint64_t *ext_start = h->ext_start + h->ext_first;
-    uint64_t q = 0;
-    if (!(h->piece_start = malloc(cap * sizeof *h->piece_start)) ||
-        !(h->piece_answer = malloc(cap * sizeof *h->piece_answer)))
+    struct stack st = {NULL, 0, 0}, tie = {NULL, 0, 0};
+    uint64_t q = 0, reach = 0, last_start = 0;
+    struct cluster *cl = NULL;
+    size_t ccap = 0;
+    int32_t cand = NO;
+    int any = 0, rc = KMS_OK;
+
+    cap = n + n / 2 + 2 * next_ext + 16;
+    if (!(h->piece = malloc(cap * sizeof *h->piece)))
         return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
     for (;;) {
-        while (j < h->niv && h->iv_start[j] <= q)
-            j++;
-        while (at < h->nanswer && h->answer_addr[at] <= q)
-            at++;
+        /* the lines at or below q, a run of one address at a time */
+        while (k < n && addr_at(h, k) <= q) {
+            uint64_t a = addr_at(h, k);
+            tie.n = 0;
+            for (; k < n && addr_at(h, k) == a; k++) {
+                uint32_t i = h->by_address[k];
+                if (!h->line[i].answers)
+                    continue;
+                cand = (int32_t)i;
+                if (h->line[i].size > 0 && push(&tie, i))
+                    goto nomem;
+            }
+            for (size_t t = 1; t < tie.n; t++) { /* insertion sort of the tie run */
+                uint32_t x = tie.v[t];
+                size_t j = t;
+                for (; j > 0 && prefer_cmp(h, tie.v[j - 1], x) > 0; j--)
+                    tie.v[j] = tie.v[j - 1];
+                tie.v[j] = x;
+            }
+            for (size_t t = 0; t < tie.n; t++) {
+                uint32_t i = tie.v[t];
+                uint64_t end = line_end(h, i);
+                if (!any || a >= reach)
+                    st.n = 0;
+                while (st.n && line_end(h, st.v[st.n - 1]) < end)
+                    st.n--;
+                if (push(&st, i))
+                    goto nomem;
+                if (!any || end > reach)
+                    reach = end;
+                any = 1;
+            }
+        }
         while (e < next_ext && ext_start[e] <= q)
             e++;
-        uint32_t v = answer_at(h, q, j, at, e);
-        if (np == 0 || v != h->piece_answer[np - 1]) {
+        while (st.n && line_end(h, st.v[st.n - 1]) <= q)
+            st.n--;
+        uint32_t v = st.n ? PIECE_SIZED | st.v[st.n - 1] : unsized_at(h, q, cand, e);
+        if (np == 0 || v != h->piece[np - 1].answer) {
             if (np == cap) {
-                size_t nc = cap * 2;
-                uint64_t *ns = realloc(h->piece_start, nc * sizeof *ns);
-                if (ns)
-                    h->piece_start = ns;
-                uint32_t *na = ns ? realloc(h->piece_answer, nc * sizeof *na) : NULL;
-                if (!na)
-                    return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
-                h->piece_answer = na;
-                cap = nc;
+                struct piece *nv = realloc(h->piece, (cap *= 2) * sizeof *nv);
+                if (!nv)
+                    goto nomem;
+                h->piece = nv;
             }
-            h->piece_start[np] = q;
-            h->piece_answer[np++] = v;
+            if (np == 0 || q - last_start > CLUSTER_GAP || q - cl->base > UINT32_MAX) {
+                if (h->ncluster == ccap) {
+                    struct cluster *nc = realloc(h->cluster, (ccap = 2 * ccap + 4) * sizeof *nc);
+                    if (!nc)
+                        goto nomem;
+                    h->cluster = nc;
+                }
+                if (h->ncluster)
+                    h->cluster[h->ncluster - 1].last = (uint32_t)np - 1;
+                cl = &h->cluster[h->ncluster++];
+                cl->base = q;
+                cl->first = (uint32_t)np;
+            }
+            h->piece[np].low = (uint32_t)(q - cl->base);
+            h->piece[np++].answer = v;
+            last_start = q;
         }
         /* the next address where the answer may change */
         uint64_t nq = 0;
         int found = 0;
-        if (j < h->niv)
-            consider(&nq, &found, q, h->iv_start[j]);
-        if (v & PIECE_SIZED) {
-            /* only a start or the answering interval's end changes it */
-            int32_t k = (int32_t)j - 1;
-            while (h->iv[k].end <= q)
-                k = h->iv[k].parent;
-            consider(&nq, &found, q, h->iv[k].end);
+        if (k < n)
+            consider(&nq, &found, q, addr_at(h, k));
+        if (st.n) {
+            consider(&nq, &found, q, line_end(h, st.v[st.n - 1]));
         } else {
-            if (at < h->nanswer)
-                consider(&nq, &found, q, h->answer_addr[at]);
             if (e < next_ext)
                 consider(&nq, &found, q, ext_start[e]);
             if (e > 0)
                 consider(&nq, &found, q, h->ext[h->ext_first + e - 1].end);
-            if (at > 0) {
-                int32_t rc = h->line_region[h->answer_line[at - 1]];
-                if (rc < 0 && h->region_end[-1 - rc] < UINT64_MAX)
-                    consider(&nq, &found, q, h->region_end[-1 - rc] + 1);
+            if (cand >= 0) {
+                int32_t r = h->line_region[cand];
+                if (r < 0 && h->region_end[-1 - r] < UINT64_MAX)
+                    consider(&nq, &found, q, h->region_end[-1 - r] + 1);
             }
             for (uint32_t r = 0; r < h->ncore_ranges; r++) {
                 consider(&nq, &found, q, h->core_range[2 * r]);
@@ -1842,7 +1869,14 @@ static int build_pieces(kms_handle *h, kms_error *err)
         q = nq;
     }
     h->npiece = np;
-    return KMS_OK;
+    h->cluster[h->ncluster - 1].last = (uint32_t)np - 1;
+    goto out;
+nomem:
+    rc = fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
+out:
+    free(st.v);
+    free(tie.v);
+    return rc;
 }
 
 /* ------------------------------------------------------------ loading */
@@ -1900,41 +1934,42 @@ static void free_build(kms_handle *h)
     free(h->line_section);
     free(h->line_region);
     free(h->by_address);
-    free(h->sorted_addr);
     free(h->region_end);
-    free(h->iv_start);
-    free(h->iv);
-    free(h->answer_addr);
-    free(h->answer_line);
     h->line_entry = h->line_section = h->line_region = NULL;
-    h->by_address = h->answer_line = NULL;
-    h->sorted_addr = h->region_end = h->iv_start = h->answer_addr = NULL;
-    h->iv = NULL;
+    h->by_address = NULL;
+    h->region_end = NULL;
 }
 
-/* The bucket table over the pieces: about one bucket per piece, over the
- * addresses from the second piece's start to the last's. */
+/* Each cluster's bucket table: about one bucket per PIECES_PER_BUCKET
+ * pieces, over the offsets from its first piece's start to its last's. */
 static int build_buckets(kms_handle *h, kms_error *err)
 {
-    if (h->npiece < 2)
-        return KMS_OK;
-    uint64_t base = h->piece_start[1], span = h->piece_start[h->npiece - 1] - base;
-    unsigned shift = 0;
-    while ((span >> shift) >= h->npiece)
-        shift++;
-    size_t nb = (size_t)(span >> shift) + 1;
-    if (!(h->bucket = malloc((nb + 1) * sizeof *h->bucket)))
-        return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
-    for (size_t b = 0, k = 1; b < nb; b++) {
-        uint64_t a = base + ((uint64_t)b << shift);
-        while (k + 1 < h->npiece && h->piece_start[k + 1] <= a)
-            k++;
-        h->bucket[b] = (uint32_t)k;
+    size_t total = 0;
+    for (size_t c = 0; c < h->ncluster; c++) {
+        struct cluster *cl = &h->cluster[c];
+        uint32_t count = cl->last - cl->first + 1, want = count / PIECES_PER_BUCKET;
+        cl->last_low = h->piece[cl->last].low;
+        cl->shift = 0;
+        while (cl->shift < 32 && (cl->last_low >> cl->shift) >= (want ? want : 1))
+            cl->shift++;
+        cl->bucket = (uint32_t)total;
+        total += (size_t)(cl->shift < 32 ? cl->last_low >> cl->shift : 0) + 2;
     }
-    h->bucket[nb] = (uint32_t)(h->npiece - 1);
-    h->nbucket = nb;
-    h->bucket_base = base;
-    h->bucket_shift = shift;
+    if (!(h->bucket = malloc(total * sizeof *h->bucket)))
+        return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
+    h->nbucket = total;
+    for (size_t c = 0; c < h->ncluster; c++) {
+        const struct cluster *cl = &h->cluster[c];
+        size_t nb = (size_t)(cl->shift < 32 ? cl->last_low >> cl->shift : 0) + 1;
+        uint32_t k = cl->first;
+        for (size_t b = 0; b < nb; b++) {
+            uint64_t off = (uint64_t)b << cl->shift;
+            while (k < cl->last && h->piece[k + 1].low <= off)
+                k++;
+            h->bucket[cl->bucket + b] = k;
+        }
+        h->bucket[cl->bucket + nb] = cl->last;
+    }
     return KMS_OK;
 }
 
@@ -1977,7 +2012,7 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
     }
     /* lines by address, stably */
     struct keyed *order = malloc((h->n ? h->n : 1) * sizeof *order);
-    if (!order || !ALLOC(h, by_address, h->n) || !ALLOC(h, sorted_addr, h->n) ||
+    if (!order || !ALLOC(h, by_address, h->n) ||
         !ALLOC(h, line_entry, h->n) || !ALLOC(h, line_section, h->n) ||
         !ALLOC(h, line_region, h->n)) {
         free(order);
@@ -1995,7 +2030,6 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
     }
     for (size_t k = 0; k < h->n; k++) {
         h->by_address[k] = order[k].idx;
-        h->sorted_addr[k] = order[k].key;
     }
     free(order);
     if (place_sections(h, syms_path, source, check, err) || attribute_lines(h, syms_path, err) ||
@@ -2058,8 +2092,8 @@ void kms_free(kms_handle *h)
     free(h->cand_modset);
     free(h->ext_start);
     free(h->ext);
-    free(h->piece_start);
-    free(h->piece_answer);
+    free(h->piece);
+    free(h->cluster);
     free(h->bucket);
     free_build(h);
     free(h);
@@ -2076,7 +2110,7 @@ static void fill_object(const kms_handle *h, uint32_t obj, struct kms_sym *out)
     out->modules = info->modules.modules;
     out->nmodules = info->modules.nmodules;
     out->origin = info->origin;
-    out->dso = out->modules[0];
+    out->dso = info->dso;
 }
 
 static int same_list(const struct kms_modlist *a, const struct kms_modlist *b)
@@ -2100,11 +2134,11 @@ static void record(const kms_handle *h, uint64_t address, size_t line, int sized
     out->sym_len = l->name_len;
     out->sym_start = l->addr;
     out->symoff = address - l->addr;
-    out->size = l->size >= 0 ? l->size : -1;
-    out->sym_end = l->addr + (out->size >= 0 ? (uint64_t)out->size : 0);
+    out->size = l->size;
+    out->sym_end = l->addr + (l->size > 0 ? (uint64_t)l->size : 0);
     out->sized = (uint8_t)sized;
     out->type = (char)l->type;
-    out->sym_binding = l->binding <= 2 ? l->binding : KMS_BINDING_UNKNOWN;
+    out->sym_binding = l->binding;
     uint32_t index = WHO_INDEX(l->who);
     switch (WHO_TAG(l->who)) {
     case WHO_OBJECT:
@@ -2141,31 +2175,42 @@ static void record(const kms_handle *h, uint64_t address, size_t line, int sized
     }
 }
 
-/* The piece holding Q: its bucket's pieces searched. */
+/* The piece holding Q: its cluster, its bucket, then a few pieces searched. */
 static size_t piece_of(const kms_handle *h, uint64_t q)
 {
-    if (q < h->bucket_base || !h->nbucket)
-        return 0;
-    uint64_t b = (q - h->bucket_base) >> h->bucket_shift;
-    if (b >= h->nbucket)
-        return h->npiece - 1;
-    size_t lo = h->bucket[b], n = h->bucket[b + 1] - lo;
-    const uint64_t *v = h->piece_start + lo + 1;
-    while (n > 0) { /* the pieces after lo starting at or below q */
+    const struct cluster *cl = h->cluster;
+    size_t n = h->ncluster;
+    while (n > 1) { /* the last cluster whose base is at or below q */
         size_t half = n / 2;
-        if (v[half] <= q) {
-            v += half + 1;
-            n -= half + 1;
+        if (cl[half].base <= q) {
+            cl += half;
+            n -= half;
         } else {
             n = half;
         }
     }
-    return (size_t)(v - h->piece_start) - 1;
+    uint64_t d = q - cl->base;
+    if (d >= cl->last_low)
+        return cl->last;
+    const uint32_t *bk = h->bucket + cl->bucket + (d >> cl->shift);
+    size_t lo = bk[0];
+    n = bk[1] - lo;
+    /* the last of pieces lo..lo+n starting at or below q (lo does), without
+     * branches on the data: a mispredicted branch would stall the next
+     * resolve's loads too */
+    const struct piece *p = h->piece + lo;
+    n++;
+    while (n > 1) {
+        size_t half = n / 2;
+        p = p[half].low <= d ? p + half : p;
+        n -= half;
+    }
+    return (size_t)(p - h->piece);
 }
 
 void kms_resolve(const kms_handle *h, uint64_t addr, struct kms_sym *out)
 {
-    uint32_t v = h->piece_answer[piece_of(h, addr)];
+    uint32_t v = h->piece[piece_of(h, addr)].answer;
     if (!(v & PIECE_NO_LINE)) {
         record(h, addr, v & PIECE_INDEX, (v & PIECE_SIZED) != 0, out);
         return;
