@@ -1927,6 +1927,42 @@ static int check_live(const kms_handle *h, const char *syms_path, kms_error *err
     return KMS_OK;
 }
 
+/* h->by_address: the lines stably sorted by address.  Kallsyms lists the
+ * core kernel by address, then each loaded module's lines in its symbol
+ * table's order: only the lines after the sorted prefix are sorted (with
+ * room for them alone), then merged with it. */
+static int sort_by_address(kms_handle *h)
+{
+    size_t n = h->n, p = 1, m;
+    if (!ALLOC(h, by_address, n))
+        return -1;
+    while (p < n && h->line[p].addr >= h->line[p - 1].addr)
+        p++;
+    if (p >= n) {
+        for (size_t i = 0; i < n; i++)
+            h->by_address[i] = (uint32_t)i;
+        return 0;
+    }
+    m = n - p;
+    struct keyed *rest = malloc(2 * m * sizeof *rest);
+    if (!rest)
+        return -1;
+    for (size_t k = 0; k < m; k++) {
+        rest[k].key = h->line[p + k].addr;
+        rest[k].idx = (uint32_t)(p + k);
+    }
+    merge_sort(rest, m, rest + m);
+    size_t i = 0, j = 0, o = 0;
+    while (i < p && j < m)
+        h->by_address[o++] = rest[j].key < h->line[i].addr ? rest[j++].idx : (uint32_t)i++;
+    while (i < p)
+        h->by_address[o++] = (uint32_t)i++;
+    while (j < m)
+        h->by_address[o++] = rest[j++].idx;
+    free(rest);
+    return 0;
+}
+
 /* What only building the index needs. */
 static void free_build(kms_handle *h)
 {
@@ -2010,28 +2046,11 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
              "kernel's build tree, or use kmodsyms' Python resolver", syms_path);
         goto bad;
     }
-    /* lines by address, stably */
-    struct keyed *order = malloc((h->n ? h->n : 1) * sizeof *order);
-    if (!order || !ALLOC(h, by_address, h->n) ||
-        !ALLOC(h, line_entry, h->n) || !ALLOC(h, line_section, h->n) ||
-        !ALLOC(h, line_region, h->n)) {
-        free(order);
+    if (!ALLOC(h, line_entry, h->n) || !ALLOC(h, line_section, h->n) ||
+        !ALLOC(h, line_region, h->n) || sort_by_address(h)) {
         fail(err, KMS_E_NOMEM, "out of memory indexing %s", source);
         goto bad;
     }
-    for (size_t i = 0; i < h->n; i++) {
-        order[i].key = h->line[i].addr;
-        order[i].idx = (uint32_t)i;
-    }
-    if (sort_keyed(order, h->n)) {
-        free(order);
-        fail(err, KMS_E_NOMEM, "out of memory indexing %s", source);
-        goto bad;
-    }
-    for (size_t k = 0; k < h->n; k++) {
-        h->by_address[k] = order[k].idx;
-    }
-    free(order);
     if (place_sections(h, syms_path, source, check, err) || attribute_lines(h, syms_path, err) ||
         build_index(h, err) || build_pieces(h, err) || build_buckets(h, err))
         goto bad;
