@@ -20,6 +20,9 @@
 #include <unistd.h>
 
 #define NO (-1)
+#ifndef MAP_POPULATE /* Linux's; elsewhere the pages fault in as read */
+#define MAP_POPULATE 0
+#endif
 
 /* ------------------------------------------------------------ dtrace_syms */
 
@@ -405,7 +408,8 @@ static int map_syms(kms_handle *h, const char *path, kms_error *err)
     }
     h->map_size = (size_t)st.st_size;
     if (h->map_size) {
-        void *m = mmap(NULL, h->map_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        /* every page is read (the CRC): map them all at once, not fault by fault */
+        void *m = mmap(NULL, h->map_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
         if (m == MAP_FAILED) {
             int e = errno;
             close(fd);
