@@ -16,10 +16,11 @@
  * handle's copy of the kallsyms names (symbol names, loaded module names) or
  * its own tables (module lists).  They stay valid and unchanged until
  * kms_free() of that handle; the caller never frees them.  (kms_error holds
- * its message itself.)  A caller's kallsyms buffer (kms_load_buffer) is
- * copied: the caller may free it as soon as the call returns.  Names are
- * NUL-terminated; a name holding a NUL byte (damaged kallsyms only) reads
- * short as a C string, and sym_len / name_len give its whole length.
+ * its message itself.)  A caller's kallsyms buffer (kms_load_buffer) is read
+ * during the call and not kept (its names are copied): the caller may free
+ * it as soon as the call returns.  Names are NUL-terminated; a name
+ * holding a NUL byte (damaged kallsyms only) reads short as a C string,
+ * and sym_len / name_len give its whole length.
  *
  * Threads.  kms_load*() and kms_free() are reentrant: the library has no
  * global state.  A loaded handle is read-only: any number of threads may
@@ -84,7 +85,7 @@ kms_handle *kms_load(const char *syms_path, const char *kallsyms_path, unsigned 
 
 /*
  * The same with kallsyms text the caller has read (LEN bytes, need not be
- * NUL-terminated; copied).  NAME names it in messages (NULL: "kallsyms").
+ * NUL-terminated; read in place, not kept).  NAME names it in messages (NULL: "kallsyms").
  * Pass KMS_LOAD_LIVE when the text was read from the running kernel's
  * /proc/kallsyms.
  */
