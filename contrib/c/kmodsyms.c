@@ -3,10 +3,12 @@
  * libkmodsyms: dtrace_syms + kallsyms -> mod`sym+off, as kmodsyms' Python
  * resolver answers (kmodsyms/symsfile.py, kallsyms.py, placement.py's
  * LinkedPlacement, resolver.py, answer.py).  Each step below names the
- * Python it mirrors; docs/resolver.md states the rules.
+ * Python it mirrors; docs/resolver.md states the rules.  Loaded modules'
+ * .ko files are kms_modules.c's (loadable.py).
  */
 #define _DEFAULT_SOURCE /* mmap, uname */
 #include "kmodsyms.h"
+#include "kms_modules.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -152,6 +154,9 @@ struct kms_handle {
     uint64_t *iv_start;         /* for the search */
     struct { uint64_t end; uint32_t line; int32_t parent; } *iv;
 
+    /* loaded modules' .ko files (kms_modules.c): their placed sections are
+     * sections count[T_SECTIONS] + k, their files objects count[T_OBJECTS] + k */
+    struct kms_loaded mods;
 };
 
 static const char *const vmlinux_list[] = {"vmlinux"};
@@ -1378,14 +1383,21 @@ static int prefer_cmp(const kms_handle *h, uint32_t a, uint32_t b)
     if (la != lb)
         return la < lb ? 1 : -1; /* smaller size preferred */
     int ta = 0, tb = 0, ba, bb;
-    if (h->line[a].entry >= 0) {
+    const struct kms_ko_line *ka = kms_modules_line(&h->mods, a), *kb = kms_modules_line(&h->mods, b);
+    if (ka) {
+        ta = ka->typed;
+        ba = ka->binding == 1 ? 2 : ka->binding == 2 ? 1 : 0;
+    } else if (h->line[a].entry >= 0) {
         const unsigned char *s = ent(h, T_SYMBOLS, (uint32_t)h->line[a].entry);
         ta = s[SYM_TYPE] != 0;
         ba = s[SYM_BINDING] == 1 ? 2 : s[SYM_BINDING] == 2 ? 1 : 0;
     } else {
         ba = h->line[a].type >= 'A' && h->line[a].type <= 'Z' ? 2 : 0;
     }
-    if (h->line[b].entry >= 0) {
+    if (kb) {
+        tb = kb->typed;
+        bb = kb->binding == 1 ? 2 : kb->binding == 2 ? 1 : 0;
+    } else if (h->line[b].entry >= 0) {
         const unsigned char *s = ent(h, T_SYMBOLS, (uint32_t)h->line[b].entry);
         tb = s[SYM_TYPE] != 0;
         bb = s[SYM_BINDING] == 1 ? 2 : s[SYM_BINDING] == 2 ? 1 : 0;
@@ -1404,19 +1416,6 @@ static int prefer_cmp(const kms_handle *h, uint32_t a, uint32_t b)
     if (c)
         return c < 0 ? 1 : -1;
     return a > b ? 1 : -1;
-}
-
-static int is_pseudo_module(const char *name)
-{
-    return strcmp(name, "bpf") == 0 || strncmp(name, "__builtin__", 11) == 0;
-}
-
-/* loadable.is_mapping_symbol: .L*, L0*, $a $d $t $x (alone or with a '.' suffix). */
-static int is_mapping_symbol(const char *p, uint32_t len)
-{
-    if ((len >= 2 && p[0] == '.' && p[1] == 'L') || (len >= 2 && p[0] == 'L' && p[1] == '0'))
-        return 1;
-    return len >= 2 && p[0] == '$' && strchr("adtx", p[1]) && p[1] && (len == 2 || p[2] == '.');
 }
 
 /* resolver._core_ranges: where core lines answer (the kernel's is_ksym_addr()). */
@@ -1472,9 +1471,8 @@ static int in_core_ranges(const kms_handle *h, uint64_t q)
 }
 
 /*
- * Resolver._regions, without the cores of loaded modules (no /proc/modules
- * or .ko is read): every line's region, the end of each group's, the lines
- * that may answer by address, and which extents queries see.
+ * Resolver._regions: every line's region, the end of each group's, the
+ * lines that may answer by address, and which extents queries see.
  */
 static int regions(kms_handle *h, kms_error *err)
 {
@@ -1483,11 +1481,11 @@ static int regions(kms_handle *h, kms_error *err)
     if (!pseudo)
         return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
     for (uint32_t m = 1; m < h->nmods; m++)
-        pseudo[m] = (uint8_t)is_pseudo_module(h->mod_name[m]);
+        pseudo[m] = (uint8_t)kms_is_pseudo_module(h->mod_name[m]);
     for (size_t i = 0; i < n; i++) {
         struct line *l = &h->line[i];
         l->answers = l->type != 'A' &&
-                     !(l->module && is_mapping_symbol(line_name(h, i), l->name_len));
+                     !(l->module && kms_is_mapping_symbol(line_name(h, i), l->name_len));
         npseudo += pseudo[l->module] != 0;
     }
     size_t ngroups = 2 * (size_t)h->nmods + npseudo, k = 0;
@@ -1499,7 +1497,9 @@ static int regions(kms_handle *h, kms_error *err)
     }
     for (size_t i = 0; i < n; i++) {
         struct line *l = &h->line[i];
-        size_t g = pseudo[l->module] ? 2 * (size_t)h->nmods + k++ : 2 * (size_t)l->module;
+        size_t g = pseudo[l->module] ? 2 * (size_t)h->nmods + k++
+                   : 2 * (size_t)l->module + (size_t)kms_modules_outside_core(&h->mods, l->module,
+                                                                               l->addr);
         if (!l->answers)
             g = 1;
         l->region = l->section >= 0 ? l->section : -1 - (int32_t)g;
@@ -1510,9 +1510,15 @@ static int regions(kms_handle *h, kms_error *err)
     for (size_t g = 0; g < ngroups; g++) {
         size_t above = upper_bound(h->sorted_addr, n, highest[g]);
         uint64_t end = g < 2 ? highest[g] : above < n ? h->sorted_addr[above] - 1 : UINT64_MAX;
-        if (g >= 2 && g < 2 * (size_t)h->nmods && g % 2 == 0 && above >= n &&
-            highest[g] <= UINT64_MAX - 4095 && highest[g] + 4095 < end)
+        uint64_t core_last;
+        int module = g >= 2 && g < 2 * (size_t)h->nmods && g % 2 == 0;
+        if (module && kms_modules_core_last(&h->mods, (uint32_t)(g / 2), &core_last)) {
+            if (core_last < end)
+                end = core_last; /* within its core, as the kernel says */
+        } else if (module && above >= n && highest[g] <= UINT64_MAX - 4095 &&
+                   highest[g] + 4095 < end) {
             end = highest[g] + 4095; /* the highest module, its end unknown: a page */
+        }
         h->region_end[g] = end;
     }
     /* a pseudo-module line answers at most a page */
@@ -1580,6 +1586,14 @@ static int build_index(kms_handle *h, kms_error *err)
             }
         }
     }
+    /* Loadable lines: from their module's own .ko. */
+    for (size_t k = 0; k < h->mods.nlines; k++) {
+        const struct kms_ml_result *r = &h->mods.line[k];
+        if (r->ko.size >= 0) {
+            h->line[r->line].size = r->ko.size;
+            h->line[r->line].binding = r->ko.binding;
+        }
+    }
     if (regions(h, err))
         return err ? err->code : KMS_E_NOMEM;
     /* Sized intervals by start, ties in preference order. */
@@ -1635,6 +1649,107 @@ static int build_index(kms_handle *h, kms_error *err)
     return KMS_OK;
 }
 
+/* ------------------------------------------------------------ loaded modules */
+
+/*
+ * Match the loaded modules with their .ko files (kms_modules.c).  Each
+ * placed .ko section becomes section count[T_SECTIONS] + k (its object
+ * count[T_OBJECTS] + the .ko's number), and each line from a .ko points at
+ * its section, as Resolver._build_index numbers them.
+ */
+static int match_modules(kms_handle *h, const struct kms_sources *src, kms_error *err)
+{
+    size_t nml = 0;
+    struct kms_mline *ml = malloc((h->n - h->core_lines + 1) * sizeof *ml);
+    if (!ml)
+        return fail(err, KMS_E_NOMEM, "out of memory reading loaded modules");
+    for (size_t i = 0; i < h->n; i++)
+        if (h->line[i].module) {
+            ml[nml].addr = h->line[i].addr;
+            ml[nml].name = line_name(h, i);
+            ml[nml].name_len = h->line[i].name_len;
+            ml[nml].module = h->line[i].module;
+            ml[nml++].line = (uint32_t)i;
+        }
+    int rc = kms_modules_match(&h->mods, ml, nml, h->mod_name, h->nmods, src, err);
+    free(ml);
+    if (rc)
+        return rc;
+    uint32_t nsec = h->count[T_SECTIONS], nobj = h->count[T_OBJECTS];
+    size_t next = h->mods.nextent, nko = h->mods.nko;
+    uint32_t *so = realloc(h->section_object, (nsec + next + 1) * sizeof *so);
+    if (so)
+        h->section_object = so;
+    uint8_t *placed = so ? realloc(h->placed, nsec + next + 1) : NULL;
+    if (placed)
+        h->placed = placed;
+    struct object_info *obj = placed ? realloc(h->object, (nobj + nko + 1) * sizeof *obj) : NULL;
+    if (!obj)
+        return fail(err, KMS_E_NOMEM, "out of memory reading loaded modules");
+    h->object = obj;
+    for (size_t e = 0; e < next; e++) {
+        h->section_object[nsec + e] = nobj + h->mods.extent[e].ko;
+        h->placed[nsec + e] = 0;
+    }
+    for (size_t k = 0; k < nko; k++) {
+        const struct kms_module *st = &h->mods.status[h->mods.ko_status[k]];
+        uint32_t m = 1;
+        while (h->mod_name[m] != st->name)
+            m++;
+        h->object[nobj + k].path = st->file;
+        h->object[nobj + k].modules.modules = h->mod_name + m;
+        h->object[nobj + k].modules.nmodules = 1;
+        h->object[nobj + k].origin = KMS_ORIGIN_LOADABLE;
+    }
+    for (size_t k = 0; k < h->mods.nlines; k++)
+        if (h->mods.line[k].ko.extent >= 0)
+            h->line[h->mods.line[k].line].section = (int32_t)nsec + h->mods.line[k].ko.extent;
+    return KMS_OK;
+}
+
+/* Resolver._extents: the placed .ko sections join the extents that queries
+ * see, by start (dtrace_syms' first among equal starts), however low they
+ * lie (arm64 loads modules below the kernel image). */
+static int add_ko_extents(kms_handle *h, kms_error *err)
+{
+    size_t nk = h->mods.nextent, nv = h->next;
+    if (!nk)
+        return KMS_OK;
+    struct keyed *ko = malloc(nk * sizeof *ko);
+    uint64_t *start = realloc(h->ext_start, (nv + nk) * sizeof *start);
+    if (start)
+        h->ext_start = start;
+    void *ext = start ? realloc(h->ext, (nv + nk) * sizeof *h->ext) : NULL;
+    if (ext)
+        h->ext = ext;
+    for (size_t e = 0; ko && e < nk; e++) {
+        ko[e].key = h->mods.extent[e].start;
+        ko[e].idx = (uint32_t)e;
+    }
+    if (!ko || !ext || sort_keyed(ko, nk)) {
+        free(ko);
+        return fail(err, KMS_E_NOMEM, "out of memory indexing loaded modules");
+    }
+    /* merge from the top: the .ko's above dtrace_syms' at equal starts */
+    size_t i = nv, j = nk, o = nv + nk;
+    while (j > 0) {
+        o--;
+        if (i > h->ext_first && h->ext_start[i - 1] > ko[j - 1].key) {
+            i--;
+            h->ext_start[o] = h->ext_start[i];
+            h->ext[o] = h->ext[i];
+        } else {
+            j--;
+            h->ext_start[o] = ko[j].key;
+            h->ext[o].end = h->mods.extent[ko[j].idx].end;
+            h->ext[o].sec = h->count[T_SECTIONS] + ko[j].idx;
+        }
+    }
+    h->next = (uint32_t)(nv + nk);
+    free(ko);
+    return KMS_OK;
+}
+
 /* ------------------------------------------------------------ loading */
 
 static int read_file(const char *path, char **out, size_t *len, kms_error *err)
@@ -1682,29 +1797,6 @@ static int read_file(const char *path, char **out, size_t *len, kms_error *err)
     return KMS_OK;
 }
 
-/* The GNU build-id in a buffer of ELF notes (kmodsyms.elfimage.parse_notes). */
-static void notes_build_id(const unsigned char *d, size_t n, char *hex, size_t cap)
-{
-    size_t pos = 0;
-    hex[0] = 0;
-    while (pos + 12 <= n) {
-        uint64_t namesz = le32(d + pos), descsz = le32(d + pos + 4), type = le32(d + pos + 8);
-        uint64_t name_at = pos + 12, desc_at = name_at + (namesz + 3) / 4 * 4;
-        uint64_t nlen = namesz;
-        if (name_at + nlen > n)
-            nlen = name_at < n ? n - name_at : 0;
-        while (nlen && d[name_at + nlen - 1] == 0)
-            nlen--;
-        if (nlen == 3 && !memcmp(d + name_at, "GNU", 3) && type == 3) {
-            size_t k = 0;
-            for (uint64_t b = desc_at; b < desc_at + descsz && b < n && 2 * k + 3 <= cap; b++, k++)
-                snprintf(hex + 2 * k, 3, "%02x", d[b]);
-            return;
-        }
-        pos = desc_at + (descsz + 3) / 4 * 4;
-    }
-}
-
 /* kmodsyms.live.check_live */
 static int check_live(const kms_handle *h, const char *syms_path, kms_error *err)
 {
@@ -1719,7 +1811,7 @@ static int check_live(const kms_handle *h, const char *syms_path, kms_error *err
     if (fd >= 0) {
         ssize_t got = read(fd, notes, sizeof notes);
         if (got > 0)
-            notes_build_id(notes, (size_t)got, live_id, sizeof live_id);
+            kms_notes_build_id(notes, (size_t)got, 0, live_id, sizeof live_id);
         close(fd);
     }
     if (h->build_id[0] && live_id[0] && strcmp(h->build_id, live_id) != 0)
@@ -1729,7 +1821,7 @@ static int check_live(const kms_handle *h, const char *syms_path, kms_error *err
 }
 
 static kms_handle *load(const char *syms_path, char *text, size_t len, const char *source,
-                        int live, unsigned flags, kms_error *err)
+                        int live, unsigned flags, const struct kms_sources *src, kms_error *err)
 {
     char default_path[400];
     kms_handle *h = calloc(1, sizeof *h);
@@ -1788,7 +1880,7 @@ static kms_handle *load(const char *syms_path, char *text, size_t len, const cha
     }
     free(order);
     if (place_sections(h, syms_path, source, check, err) || attribute_lines(h, syms_path, err) ||
-        build_index(h, err))
+        match_modules(h, src, err) || build_index(h, err) || add_ko_extents(h, err))
         goto bad;
     if (sample(&h->ext_index, h->ext_start + h->ext_first, h->next - h->ext_first) ||
         sample(&h->answer_index, h->answer_addr, h->nanswer) ||
@@ -1807,36 +1899,73 @@ bad:
     return NULL;
 }
 
+kms_handle *kms_load_opts(const struct kms_load_opts *opts, kms_error *err)
+{
+    struct kms_load_opts o;
+    char *text = NULL, modules_dir[400];
+    size_t len = 0;
+    const char *source;
+    int live;
+    memset(&o, 0, sizeof o);
+    if (opts && opts->size == 0) {
+        fail(err, KMS_E_ARG, "kms_load_opts: set opts->size to sizeof(struct kms_load_opts)");
+        return NULL;
+    }
+    if (opts)
+        memcpy(&o, opts, opts->size < sizeof o ? opts->size : sizeof o);
+    if (o.kallsyms_text) {
+        if (o.kallsyms_len > SIZE_MAX - 8 || !(text = malloc(o.kallsyms_len + 8))) {
+            fail(err, KMS_E_NOMEM, "out of memory copying kallsyms");
+            return NULL;
+        }
+        memcpy(text, o.kallsyms_text, o.kallsyms_len);
+        len = o.kallsyms_len;
+        memset(text + len, 0, 8);
+        source = o.kallsyms_name ? o.kallsyms_name : "kallsyms";
+        live = (o.flags & KMS_LOAD_LIVE) != 0;
+    } else {
+        source = o.kallsyms_path ? o.kallsyms_path : LIVE_KALLSYMS;
+        if (read_file(source, &text, &len, err))
+            return NULL;
+        live = strcmp(source, LIVE_KALLSYMS) == 0;
+    }
+    /* live.module_sources: the running kernel's, for its own kallsyms */
+    struct kms_sources src = {o.modules_dir, o.sysfs_root, o.proc_modules};
+    if (live && !src.modules_dir) {
+        struct utsname u;
+        if (uname(&u) != 0)
+            u.release[0] = 0;
+        snprintf(modules_dir, sizeof modules_dir, "/lib/modules/%s", u.release);
+        src.modules_dir = modules_dir;
+    }
+    if (live && !src.sysfs_root)
+        src.sysfs_root = "/sys";
+    if (live && !src.proc_modules)
+        src.proc_modules = "/proc/modules";
+    if (o.flags & KMS_LOAD_NO_MODULES)
+        src.modules_dir = src.sysfs_root = src.proc_modules = NULL;
+    return load(o.syms_path, text, len, source, live, o.flags, &src, err);
+}
+
 kms_handle *kms_load(const char *syms_path, const char *kallsyms_path, unsigned flags,
                      kms_error *err)
 {
-    char *text = NULL;
-    size_t len = 0;
-    if (!kallsyms_path)
-        kallsyms_path = LIVE_KALLSYMS;
-    if (read_file(kallsyms_path, &text, &len, err))
-        return NULL;
-    return load(syms_path, text, len, kallsyms_path, strcmp(kallsyms_path, LIVE_KALLSYMS) == 0,
-                 flags, err);
+    struct kms_load_opts o = {.size = sizeof o, .syms_path = syms_path,
+                              .kallsyms_path = kallsyms_path, .flags = flags};
+    return kms_load_opts(&o, err);
 }
 
 kms_handle *kms_load_buffer(const char *syms_path, const char *kallsyms_text, size_t len,
                             const char *name, unsigned flags, kms_error *err)
 {
-    char *text;
-    if ((!kallsyms_text && len) || len > SIZE_MAX - 8) {
+    struct kms_load_opts o = {.size = sizeof o, .syms_path = syms_path,
+                              .kallsyms_text = kallsyms_text ? kallsyms_text : "",
+                              .kallsyms_len = len, .kallsyms_name = name, .flags = flags};
+    if (!kallsyms_text && len) {
         fail(err, KMS_E_ARG, "kms_load_buffer: no kallsyms text given");
         return NULL;
     }
-    if (!(text = malloc(len + 8))) {
-        fail(err, KMS_E_NOMEM, "out of memory copying kallsyms");
-        return NULL;
-    }
-    if (len)
-        memcpy(text, kallsyms_text, len);
-    memset(text + len, 0, 8);
-    return load(syms_path, text, len, name ? name : "kallsyms", (flags & KMS_LOAD_LIVE) != 0,
-                flags, err);
+    return kms_load_opts(&o, err);
 }
 
 void kms_free(kms_handle *h)
@@ -1870,6 +1999,7 @@ void kms_free(kms_handle *h)
     free(h->region_end);
     free(h->iv_start);
     free(h->iv);
+    kms_modules_free(&h->mods);
     free(h);
 }
 
@@ -1941,7 +2071,9 @@ static void record(const kms_handle *h, uint64_t address, long line, int sized,
         out->modules = h->mod_name + mod;
         out->nmodules = 1;
         out->dso = h->mod_name[mod];
-        out->origin = is_pseudo_module(out->dso) ? KMS_ORIGIN_PSEUDO : KMS_ORIGIN_LOADABLE;
+        out->origin = kms_is_pseudo_module(out->dso) ? KMS_ORIGIN_PSEUDO : KMS_ORIGIN_LOADABLE;
+        if (h->line[line].section >= 0) /* its .ko's path */
+            out->object = h->object[h->section_object[h->line[line].section]].path;
     } else if (amb >= 0) {
         const struct kms_modlist *c = h->cand_list + h->amb_first[amb];
         uint32_t n = h->amb_count[amb], k = 1;
@@ -2126,14 +2258,16 @@ size_t kms_module_ranges(const kms_handle *h, const char *mod, struct kms_range 
         for (size_t i = 0; i < h->n; i++)
             if (h->line[i].module == m) {
                 int text = h->line[i].type == 't' || h->line[i].type == 'T';
-                if (h->line[i].addr < lo[text])
-                    lo[text] = h->line[i].addr;
-                if (h->line[i].addr > hi[text])
-                    hi[text] = h->line[i].addr;
+                uint64_t a = h->line[i].addr, size = h->line[i].size > 0 ? (uint64_t)h->line[i].size : 1;
+                uint64_t end = a + size > a ? a + size : UINT64_MAX;
+                if (a < lo[text])
+                    lo[text] = a;
+                if (end > hi[text])
+                    hi[text] = end;
             }
         for (int text = 0; text < 2; text++)
-            if (lo[text] <= hi[text])
-                count = add_range(out, max, count, lo[text], hi[text] + 1, text);
+            if (lo[text] < hi[text])
+                count = add_range(out, max, count, lo[text], hi[text], text);
         if (count == 2 && max >= 2 && out[0].start > out[1].start) {
             struct kms_range t = out[0];
             out[0] = out[1];
@@ -2151,6 +2285,8 @@ size_t kms_module_ranges(const kms_handle *h, const char *mod, struct kms_range 
     if (!core && builtin == UINT32_MAX)
         return 0;
     for (uint32_t k = 0; k < h->next; k++) {
+        if (h->ext[k].sec >= h->count[T_SECTIONS])
+            continue; /* a loaded module's .ko section */
         const unsigned char *se = ent(h, T_SECTIONS, h->ext[k].sec);
         const unsigned char *ms = ent(h, T_MODSETS, le32(ent(h, T_OBJECTS, le32(se)) + 4));
         uint32_t first = le32(ms), n = le32(ms + 4);
@@ -2188,4 +2324,11 @@ void kms_get_info(const kms_handle *h, struct kms_info *out)
     out->segments = h->count[T_SEGMENTS];
     out->anchors = h->count[T_ANCHORS];
     out->anchors_verified = h->anchors_verified;
+}
+
+size_t kms_modules(const kms_handle *h, struct kms_module *out, size_t max)
+{
+    for (size_t k = 0; out && k < max && k < h->mods.nstatus; k++)
+        out[k] = h->mods.status[k];
+    return h->mods.nstatus;
 }
