@@ -11,7 +11,7 @@
  * docs/resolver.md), which the tests hold it to.
  *
  * Ownership and lifetime.  Every string and array the library returns in
- * struct kms_sym, struct kms_line and struct kms_info points into memory the
+ * struct kms_sym, struct kms_line, struct kms_module and struct kms_info points into memory the
  * handle owns: the mapped dtrace_syms file (module names, object paths), the
  * handle's copy of the kallsyms names (symbol names, loaded module names) or
  * its own tables (module lists).  They stay valid and unchanged until

@@ -515,7 +515,7 @@ static const char *table(const struct ko *ko, int scan, uint64_t *shoff, uint64_
     *shstrndx = get(ko, ko->is64 ? 0x3E : 0x32, 2);
     if (*shoff == 0)
         return "no section headers";
-    if (*entsize < hsz)
+    if (scan && *entsize < hsz)
         return "section header size";
     if (*shoff > ko->n || ko->n - *shoff < hsz)
         return "truncated";
@@ -524,8 +524,11 @@ static const char *table(const struct ko *ko, int scan, uint64_t *shoff, uint64_
         *shnum = first.size;
     if (scan && *shstrndx == SHN_XINDEX)
         *shstrndx = first.link;
-    if (*shnum > (ko->n - *shoff) / *entsize)
+    if (*shnum > ko->n) /* more sections than bytes */
         return "truncated";
+    if (*entsize >= hsz ? *shnum > (ko->n - *shoff) / *entsize
+                        : *shnum && (*shnum - 1) * *entsize > ko->n - *shoff - hsz)
+        return "truncated"; /* some header past the end */
     return NULL;
 }
 
