@@ -624,7 +624,24 @@ def corpus_module_check(clib, tree, syms, random_count) -> dict:
                                           rel, readelf_symbols)
         stat = {s.name: s for s in r.module_stats}[module]
         assert sized[module] == stat.sized > 0
+        check_loaded_module_ranges(clib, syms, kallsyms, tree, module, rel)
     return sized
+
+
+def check_loaded_module_ranges(clib, syms, kallsyms, modules_dir, module, rel) -> None:
+    """kms_module_ranges() of a loaded module holds every sized symbol of
+    its .ko (readelf -sW) whole, a text line's in a text range: what
+    dt_modsym_update() builds from the sizes."""
+    ko_path = os.path.join(modules_dir, rel)
+    out = run_c(clib, ["ranges", "--syms", syms, "--kallsyms", kallsyms, "--modules-dir",
+                       modules_dir, module])
+    ranges = [(int(d["start"], 16), int(d["end"], 16), d["text"]) for d in json_lines(out.stdout)]
+    letter = {(name, addr): c for addr, c, name in module_lines(kallsyms, module)}
+    placed = runtime_symbols(readelf_symbols(ko_path), module_lines(kallsyms, module))
+    outside = [(name, hex(addr)) for name, addr, size, _t, _b in placed if size and not any(
+        start <= addr and addr + size <= end and (text or letter[name, addr] not in "tT")
+        for start, end, text in ranges)]
+    assert ranges and outside == []
 
 
 @pytest.mark.corpus
