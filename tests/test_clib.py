@@ -584,8 +584,11 @@ def test_cross_object_as_module_equal(clib, fixture_syms, tmp_path, arch):
                              elf_symbols) >= 7
 
 
-@pytest.mark.parametrize("damage", ["truncated ELF", "cut section headers", "not ELF",
-                                    "empty", "bad section index"])
+@pytest.mark.parametrize("damage", [
+    "truncated ELF", "cut section headers", "not ELF", "empty", "bad section index",
+    # loadable._section_headers reads data[4] of a file holding the magic alone: IndexError
+    # escapes load() (a traceback) where the C side refuses the module.
+    pytest.param("ELF magic alone", marks=pytest.mark.xfail(raises=IndexError, strict=True))])
 def test_damaged_module_file_equal(clib, fixture_syms, tmp_path, damage):
     """A damaged .ko costs its module's sizes on both sides, and nothing else."""
     moddir = distro_tree(tmp_path, {"fs/fuse": FUSE_KO}, "", False)
@@ -600,7 +603,7 @@ def test_damaged_module_file_equal(clib, fixture_syms, tmp_path, damage):
         for k in range(1, count):
             struct.pack_into("<H", data, at + 24 * k + 6, 0x7000)
     damaged = {"truncated ELF": data[:2000], "cut section headers": data[:shoff + 100],
-               "not ELF": b"\0" * 64 + data[64:], "empty": b"",
+               "not ELF": b"\0" * 64 + data[64:], "empty": b"", "ELF magic alone": b"\x7fELF",
                "bad section index": data}[damage]
     open(path, "wb").write(damaged)
     r, _records, _got = compare_modules(clib, damage, fixture_syms, FIXTURE_KALLSYMS, 500,
