@@ -1375,10 +1375,11 @@ static int one_module(struct kms_loaded *out, size_t *ext_cap, const char *name,
         uint32_t k0 = (uint32_t)out->nko;
         size_t sized = 0;
         int32_t *extent_of = malloc((ko.nsec ? ko.nsec : 1) * sizeof *extent_of);
-        if (!extent_of || reserve_extents(out, ext_cap, ko.nsec) ||
-            add_status(out, name, path, KMS_MODULE_MATCHED, nl, NULL, NULL)) {
-            free(extent_of);
+        if (!extent_of || reserve_extents(out, ext_cap, ko.nsec)) {
+            free(path);
             bad = -1;
+        } else {
+            add_status(out, name, path, KMS_MODULE_MATCHED, nl, NULL, NULL);
         }
         for (uint32_t sec = 0; !bad && sec < ko.nsec; sec++) {
             extent_of[sec] = NO;
