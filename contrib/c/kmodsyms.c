@@ -3,10 +3,12 @@
  * libkmodsyms: dtrace_syms + kallsyms -> mod`sym+off, as kmodsyms' Python
  * resolver answers (kmodsyms/symsfile.py, kallsyms.py, placement.py's
  * LinkedPlacement, resolver.py, answer.py).  Each step below names the
- * Python it mirrors; docs/resolver.md states the rules.
+ * Python it mirrors; docs/resolver.md states the rules.  Loaded modules'
+ * .ko files are kms_modules.c's (loadable.py).
  */
 #define _DEFAULT_SOURCE /* mmap, uname */
 #include "kmodsyms.h"
+#include "kms_modules.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -75,14 +77,16 @@ struct object_info {
     const char *path;
     struct kms_modlist modules; /* "vmlinux" for the core kernel */
     const char *dso;            /* modules.modules[0] */
-    uint8_t origin;             /* KMS_ORIGIN_CORE or KMS_ORIGIN_BUILTIN */
+    uint8_t origin;             /* KMS_ORIGIN_CORE or KMS_ORIGIN_BUILTIN; a loaded
+                                 * module's .ko: KMS_ORIGIN_LOADABLE */
 };
 
 /*
  * Who a line is, as an answer names it: a tag (the top two bits) and an
  * index.  Parsing gives a core line WHO_CORE and a loaded or pseudo-module's
  * line WHO_MODULE; attribution turns core lines into WHO_OBJECT or
- * WHO_AMBIGUOUS.
+ * WHO_AMBIGUOUS, and once the regions are known a loaded module's line that
+ * is a symbol of a placed section of its .ko into WHO_OBJECT (the .ko).
  */
 #define WHO_OBJECT 0u    /* index: the object (of its placed section) */
 #define WHO_MODULE 1u    /* index: into mod_name (>= 1) */
@@ -180,6 +184,10 @@ struct kms_handle {
     struct piece *piece;
     struct cluster *cluster;
     uint32_t *bucket;
+
+    /* loaded modules' .ko files (kms_modules.c): their placed sections are
+     * sections count[T_SECTIONS] + k, their files objects count[T_OBJECTS] + k */
+    struct kms_loaded mods;
 
     /* only while loading (freed once the index is built) */
     int32_t *line_entry;        /* per line: dtrace_syms symbol the line is, or -1 */
@@ -464,11 +472,6 @@ static int line_error(kms_error *err, const char *source, size_t lineno, const c
     return fail(err, KMS_E_KALLSYMS, "%s:%zu: %s: '%s'", source, lineno, what, shown);
 }
 
-static int is_pseudo_module(const char *name)
-{
-    return strcmp(name, "bpf") == 0 || strncmp(name, "__builtin__", 11) == 0;
-}
-
 /* The state of parsing kallsyms, carried from one block of text to the next. */
 struct parse {
     const char *source;
@@ -735,8 +738,8 @@ static int parse_kallsyms(kms_handle *h, const struct kallsyms_source *src, kms_
     h->mod_origin[0] = KMS_ORIGIN_CORE;
     for (uint32_t m = 1; m < h->nmods; m++) {
         h->mod_name[m] = h->text + ps.tagoff[m];
-        h->mod_origin[m] = is_pseudo_module(h->mod_name[m]) ? KMS_ORIGIN_PSEUDO
-                                                            : KMS_ORIGIN_LOADABLE;
+        h->mod_origin[m] = kms_is_pseudo_module(h->mod_name[m]) ? KMS_ORIGIN_PSEUDO
+                                                                : KMS_ORIGIN_LOADABLE;
     }
     rc = KMS_OK;
 out:
@@ -1473,14 +1476,20 @@ static uint8_t line_binding(const kms_handle *h, size_t i)
     return c >= 'A' && c <= 'Z' ? 1 : 0;
 }
 
-/* What prefer_cmp weighs after the size: a typed entry (STT_* != 0) over
+/* What prefer_cmp weighs after the size: a typed symbol (STT_* != 0) over
  * none, then global over weak over local. */
+static uint8_t symbol_prefer(int typed, uint8_t binding)
+{
+    return (uint8_t)((typed != 0) << 2 | (binding == 1 ? 2 : binding == 2 ? 1 : 0));
+}
+
+/* The same for line I: its dtrace_syms entry's, else an upper-case letter
+ * ranks as global. */
 static uint8_t line_prefer(const kms_handle *h, size_t i)
 {
     if (h->line_entry[i] >= 0) {
         const unsigned char *s = ent(h, T_SYMBOLS, (uint32_t)h->line_entry[i]);
-        uint8_t rank = s[SYM_BINDING] == 1 ? 2 : s[SYM_BINDING] == 2 ? 1 : 0;
-        return (uint8_t)((s[SYM_TYPE] != 0) << 2 | rank);
+        return symbol_prefer(s[SYM_TYPE] != 0, s[SYM_BINDING]);
     }
     return h->line[i].type >= 'A' && h->line[i].type <= 'Z' ? 2 : 0;
 }
@@ -1503,14 +1512,6 @@ static int prefer_cmp(const kms_handle *h, uint32_t a, uint32_t b)
     if (c)
         return c < 0 ? 1 : -1;
     return a > b ? 1 : -1;
-}
-
-/* loadable.is_mapping_symbol: .L*, L0*, $a $d $t $x (alone or with a '.' suffix). */
-static int is_mapping_symbol(const char *p, uint32_t len)
-{
-    if ((len >= 2 && p[0] == '.' && p[1] == 'L') || (len >= 2 && p[0] == 'L' && p[1] == '0'))
-        return 1;
-    return len >= 2 && p[0] == '$' && strchr("adtx", p[1]) && p[1] && (len == 2 || p[2] == '.');
 }
 
 /* resolver._core_ranges: where core lines answer (the kernel's is_ksym_addr()). */
@@ -1588,9 +1589,10 @@ static size_t upper_bound_by_address(const kms_handle *h, uint64_t x)
 }
 
 /*
- * Resolver._regions, without the cores of loaded modules (no /proc/modules
- * or .ko is read): every line's region, the end of each group's, the lines
- * that may answer by address, and which extents queries see.
+ * Resolver._regions: every line's region, the end of each group's (a
+ * loaded module's lines inside its core, as the kernel says, apart from
+ * those outside it), the lines that may answer by address, and which
+ * extents queries see.
  */
 static int regions(kms_handle *h, kms_error *err)
 {
@@ -1599,7 +1601,8 @@ static int regions(kms_handle *h, kms_error *err)
     for (size_t i = 0; i < n; i++) {
         struct line *l = &h->line[i];
         uint32_t mod = line_module(h, i);
-        l->answers = l->type != 'A' && !(mod && is_mapping_symbol(line_name(h, i), l->name_len));
+        l->answers = l->type != 'A' &&
+                     !(mod && kms_is_mapping_symbol(line_name(h, i), l->name_len));
         npseudo += origin[mod] == KMS_ORIGIN_PSEUDO;
     }
     size_t ngroups = 2 * (size_t)h->nmods + npseudo, k = 0;
@@ -1611,7 +1614,9 @@ static int regions(kms_handle *h, kms_error *err)
     for (size_t i = 0; i < n; i++) {
         struct line *l = &h->line[i];
         uint32_t mod = line_module(h, i);
-        size_t g = origin[mod] == KMS_ORIGIN_PSEUDO ? 2 * (size_t)h->nmods + k++ : 2 * (size_t)mod;
+        size_t g = origin[mod] == KMS_ORIGIN_PSEUDO
+                       ? 2 * (size_t)h->nmods + k++
+                       : 2 * (size_t)mod + (size_t)kms_modules_outside_core(&h->mods, mod, l->addr);
         if (!l->answers)
             g = 1;
         h->line_region[i] = h->line_section[i] >= 0 ? h->line_section[i] : -1 - (int32_t)g;
@@ -1622,9 +1627,15 @@ static int regions(kms_handle *h, kms_error *err)
     for (size_t g = 0; g < ngroups; g++) {
         size_t above = upper_bound_by_address(h, highest[g]);
         uint64_t end = g < 2 ? highest[g] : above < n ? addr_at(h, above) - 1 : UINT64_MAX;
-        if (g >= 2 && g < 2 * (size_t)h->nmods && g % 2 == 0 && above >= n &&
-            highest[g] <= UINT64_MAX - 4095 && highest[g] + 4095 < end)
+        uint64_t core_last;
+        int module = g >= 2 && g < 2 * (size_t)h->nmods && g % 2 == 0;
+        if (module && kms_modules_core_last(&h->mods, (uint32_t)(g / 2), &core_last)) {
+            if (core_last < end)
+                end = core_last; /* within its core, as the kernel says */
+        } else if (module && above >= n && highest[g] <= UINT64_MAX - 4095 &&
+                   highest[g] + 4095 < end) {
             end = highest[g] + 4095; /* the highest module, its end unknown: a page */
+        }
         h->region_end[g] = end;
     }
     /* a pseudo-module line answers at most a page */
@@ -1682,11 +1693,28 @@ static int build_index(kms_handle *h, kms_error *err)
             }
         }
     }
+    /* Loadable lines: size, binding and type from their module's own .ko. */
+    for (size_t k = 0; k < h->mods.nlines; k++) {
+        const struct kms_ml_result *r = &h->mods.line[k];
+        if (r->ko.size >= 0) {
+            struct line *l = &h->line[r->line];
+            l->size = r->ko.size;
+            l->binding = r->ko.binding <= 2 ? r->ko.binding : KMS_BINDING_UNKNOWN;
+            l->prefer = symbol_prefer(r->ko.typed, r->ko.binding);
+        }
+    }
     for (size_t i = 0; i < n; i++) /* an entry's size read as negative is unknown */
         if (h->line[i].size < 0)
             h->line[i].size = -1;
     if (regions(h, err))
         return err ? err->code : KMS_E_NOMEM;
+    /* A loaded module's line in a placed section of its .ko answers with the
+     * .ko as its object (the regions above still saw its module). */
+    for (size_t k = 0; k < h->mods.nlines; k++) {
+        uint32_t i = h->mods.line[k].line;
+        if (h->mods.line[k].ko.extent >= 0)
+            h->line[i].who = WHO(WHO_OBJECT, h->section_object[h->line_section[i]]);
+    }
     /* what only attribution needed */
     free(h->line_entry);
     free(h->line_section);
@@ -1883,30 +1911,109 @@ out:
     return rc;
 }
 
-/* ------------------------------------------------------------ loading */
+/* ------------------------------------------------------------ loaded modules */
 
-/* The GNU build-id in a buffer of ELF notes (kmodsyms.elfimage.parse_notes). */
-static void notes_build_id(const unsigned char *d, size_t n, char *hex, size_t cap)
+/*
+ * Match the loaded modules with their .ko files (kms_modules.c).  Each
+ * placed .ko section becomes section count[T_SECTIONS] + k (its object
+ * count[T_OBJECTS] + the .ko's number), and each line from a .ko is in its
+ * section, as Resolver._build_index numbers them.
+ */
+static int match_modules(kms_handle *h, const struct kms_sources *src, kms_error *err)
 {
-    size_t pos = 0;
-    hex[0] = 0;
-    while (pos + 12 <= n) {
-        uint64_t namesz = le32(d + pos), descsz = le32(d + pos + 4), type = le32(d + pos + 8);
-        uint64_t name_at = pos + 12, desc_at = name_at + (namesz + 3) / 4 * 4;
-        uint64_t nlen = namesz;
-        if (name_at + nlen > n)
-            nlen = name_at < n ? n - name_at : 0;
-        while (nlen && d[name_at + nlen - 1] == 0)
-            nlen--;
-        if (nlen == 3 && !memcmp(d + name_at, "GNU", 3) && type == 3) {
-            size_t k = 0;
-            for (uint64_t b = desc_at; b < desc_at + descsz && b < n && 2 * k + 3 <= cap; b++, k++)
-                snprintf(hex + 2 * k, 3, "%02x", d[b]);
-            return;
+    size_t nml = 0;
+    struct kms_mline *ml = malloc((h->n - h->core_lines + 1) * sizeof *ml);
+    if (!ml)
+        return fail(err, KMS_E_NOMEM, "out of memory reading loaded modules");
+    for (size_t i = 0; i < h->n; i++)
+        if (line_module(h, i)) {
+            ml[nml].addr = h->line[i].addr;
+            ml[nml].name = line_name(h, i);
+            ml[nml].name_len = h->line[i].name_len;
+            ml[nml].module = line_module(h, i);
+            ml[nml++].line = (uint32_t)i;
         }
-        pos = desc_at + (descsz + 3) / 4 * 4;
+    int rc = kms_modules_match(&h->mods, ml, nml, h->mod_name, h->nmods, src, err);
+    free(ml);
+    if (rc)
+        return rc;
+    uint32_t nsec = h->count[T_SECTIONS], nobj = h->count[T_OBJECTS];
+    size_t next = h->mods.nextent, nko = h->mods.nko;
+    uint32_t *so = realloc(h->section_object, (nsec + next + 1) * sizeof *so);
+    if (so)
+        h->section_object = so;
+    uint8_t *placed = so ? realloc(h->placed, nsec + next + 1) : NULL;
+    if (placed)
+        h->placed = placed;
+    struct object_info *obj = placed ? realloc(h->object, (nobj + nko + 1) * sizeof *obj) : NULL;
+    if (!obj)
+        return fail(err, KMS_E_NOMEM, "out of memory reading loaded modules");
+    h->object = obj;
+    for (size_t e = 0; e < next; e++) {
+        h->section_object[nsec + e] = nobj + h->mods.extent[e].ko;
+        h->placed[nsec + e] = 0;
     }
+    for (size_t k = 0; k < nko; k++) {
+        const struct kms_module *st = &h->mods.status[h->mods.ko_status[k]];
+        uint32_t m = 1;
+        while (h->mod_name[m] != st->name)
+            m++;
+        h->object[nobj + k].path = st->file;
+        h->object[nobj + k].modules.modules = h->mod_name + m;
+        h->object[nobj + k].modules.nmodules = 1;
+        h->object[nobj + k].dso = h->mod_name[m];
+        h->object[nobj + k].origin = KMS_ORIGIN_LOADABLE;
+    }
+    for (size_t k = 0; k < h->mods.nlines; k++)
+        if (h->mods.line[k].ko.extent >= 0)
+            h->line_section[h->mods.line[k].line] = (int32_t)nsec + h->mods.line[k].ko.extent;
+    return KMS_OK;
 }
+
+/* Resolver._extents: the placed .ko sections join the extents that queries
+ * see, by start (dtrace_syms' first among equal starts), however low they
+ * lie (arm64 loads modules below the kernel image). */
+static int add_ko_extents(kms_handle *h, kms_error *err)
+{
+    size_t nk = h->mods.nextent, nv = h->next;
+    if (!nk)
+        return KMS_OK;
+    struct keyed *ko = malloc(nk * sizeof *ko);
+    uint64_t *start = realloc(h->ext_start, (nv + nk) * sizeof *start);
+    if (start)
+        h->ext_start = start;
+    void *ext = start ? realloc(h->ext, (nv + nk) * sizeof *h->ext) : NULL;
+    if (ext)
+        h->ext = ext;
+    for (size_t e = 0; ko && e < nk; e++) {
+        ko[e].key = h->mods.extent[e].start;
+        ko[e].idx = (uint32_t)e;
+    }
+    if (!ko || !ext || sort_keyed(ko, nk)) {
+        free(ko);
+        return fail(err, KMS_E_NOMEM, "out of memory indexing loaded modules");
+    }
+    /* merge from the top: the .ko's above dtrace_syms' at equal starts */
+    size_t i = nv, j = nk, o = nv + nk;
+    while (j > 0) {
+        o--;
+        if (i > h->ext_first && h->ext_start[i - 1] > ko[j - 1].key) {
+            i--;
+            h->ext_start[o] = h->ext_start[i];
+            h->ext[o] = h->ext[i];
+        } else {
+            j--;
+            h->ext_start[o] = ko[j].key;
+            h->ext[o].end = h->mods.extent[ko[j].idx].end;
+            h->ext[o].sec = h->count[T_SECTIONS] + ko[j].idx;
+        }
+    }
+    h->next = (uint32_t)(nv + nk);
+    free(ko);
+    return KMS_OK;
+}
+
+/* ------------------------------------------------------------ loading */
 
 /* kmodsyms.live.check_live */
 static int check_live(const kms_handle *h, const char *syms_path, kms_error *err)
@@ -1922,7 +2029,7 @@ static int check_live(const kms_handle *h, const char *syms_path, kms_error *err
     if (fd >= 0) {
         ssize_t got = read(fd, notes, sizeof notes);
         if (got > 0)
-            notes_build_id(notes, (size_t)got, live_id, sizeof live_id);
+            kms_notes_build_id(notes, (size_t)got, 0, live_id, sizeof live_id);
         close(fd);
     }
     if (h->build_id[0] && live_id[0] && strcmp(h->build_id, live_id) != 0)
@@ -1967,9 +2074,15 @@ static int sort_by_address(kms_handle *h)
     return 0;
 }
 
-/* What only building the index needs. */
+/* What only building the index needs (of the loaded modules, all but
+ * their statuses). */
 static void free_build(kms_handle *h)
 {
+    free(h->mods.line);
+    free(h->mods.extent);
+    h->mods.line = NULL;
+    h->mods.extent = NULL;
+    h->mods.nlines = h->mods.nextent = 0;
     free(h->line_entry);
     free(h->line_section);
     free(h->line_region);
@@ -2014,7 +2127,7 @@ static int build_buckets(kms_handle *h, kms_error *err)
 }
 
 static kms_handle *load(const char *syms_path, const struct kallsyms_source *src, int live,
-                        unsigned flags, kms_error *err)
+                        unsigned flags, const struct kms_sources *modules, kms_error *err)
 {
     char default_path[400];
     const char *source = src->name;
@@ -2056,7 +2169,8 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
         goto bad;
     }
     if (place_sections(h, syms_path, source, check, err) || attribute_lines(h, syms_path, err) ||
-        build_index(h, err) || build_pieces(h, err) || build_buckets(h, err))
+        match_modules(h, modules, err) || build_index(h, err) || add_ko_extents(h, err) ||
+        build_pieces(h, err) || build_buckets(h, err))
         goto bad;
     free_build(h);
     return h;
@@ -2065,33 +2179,77 @@ bad:
     return NULL;
 }
 
+kms_handle *kms_load_opts(const struct kms_load_opts *opts, kms_error *err)
+{
+    struct kms_load_opts o;
+    char modules_dir[400];
+    struct kallsyms_source ks = {-1, NULL, 0, NULL};
+    struct stat st;
+    int live;
+    memset(&o, 0, sizeof o);
+    if (opts && opts->size == 0) {
+        fail(err, KMS_E_ARG, "kms_load_opts: set opts->size to sizeof(struct kms_load_opts)");
+        return NULL;
+    }
+    if (opts)
+        memcpy(&o, opts, opts->size < sizeof o ? opts->size : sizeof o);
+    if (o.kallsyms_text) { /* read in place */
+        ks.buf = o.kallsyms_text;
+        ks.len = o.kallsyms_len;
+        ks.name = o.kallsyms_name ? o.kallsyms_name : "kallsyms";
+        live = (o.flags & KMS_LOAD_LIVE) != 0;
+    } else {
+        ks.name = o.kallsyms_path ? o.kallsyms_path : LIVE_KALLSYMS;
+        ks.fd = open(ks.name, O_RDONLY | O_CLOEXEC);
+        if (ks.fd < 0) {
+            fail(err, KMS_E_IO, "cannot read %s: %s", ks.name, strerror(errno));
+            return NULL;
+        }
+        /* /proc/kallsyms reports size 0: read until end of file */
+        if (fstat(ks.fd, &st) == 0 && st.st_size > 0)
+            ks.len = (size_t)st.st_size;
+        live = strcmp(ks.name, LIVE_KALLSYMS) == 0;
+    }
+    /* live.module_sources: the running kernel's, for its own kallsyms */
+    struct kms_sources src = {o.modules_dir, o.sysfs_root, o.proc_modules};
+    if (live && !src.modules_dir) {
+        struct utsname u;
+        if (uname(&u) != 0)
+            u.release[0] = 0;
+        snprintf(modules_dir, sizeof modules_dir, "/lib/modules/%s", u.release);
+        src.modules_dir = modules_dir;
+    }
+    if (live && !src.sysfs_root)
+        src.sysfs_root = "/sys";
+    if (live && !src.proc_modules)
+        src.proc_modules = "/proc/modules";
+    if (o.flags & KMS_LOAD_NO_MODULES)
+        src.modules_dir = src.sysfs_root = src.proc_modules = NULL;
+    kms_handle *h = load(o.syms_path, &ks, live, o.flags, &src, err);
+    if (ks.fd >= 0)
+        close(ks.fd);
+    return h;
+}
+
 kms_handle *kms_load(const char *syms_path, const char *kallsyms_path, unsigned flags,
                      kms_error *err)
 {
-    struct kallsyms_source src = {-1, NULL, 0, kallsyms_path ? kallsyms_path : LIVE_KALLSYMS};
-    struct stat st;
-    src.fd = open(src.name, O_RDONLY | O_CLOEXEC);
-    if (src.fd < 0) {
-        fail(err, KMS_E_IO, "cannot read %s: %s", src.name, strerror(errno));
-        return NULL;
-    }
-    /* /proc/kallsyms reports size 0: read until end of file */
-    if (fstat(src.fd, &st) == 0 && st.st_size > 0)
-        src.len = (size_t)st.st_size;
-    kms_handle *h = load(syms_path, &src, strcmp(src.name, LIVE_KALLSYMS) == 0, flags, err);
-    close(src.fd);
-    return h;
+    struct kms_load_opts o = {.size = sizeof o, .syms_path = syms_path,
+                              .kallsyms_path = kallsyms_path, .flags = flags};
+    return kms_load_opts(&o, err);
 }
 
 kms_handle *kms_load_buffer(const char *syms_path, const char *kallsyms_text, size_t len,
                             const char *name, unsigned flags, kms_error *err)
 {
-    struct kallsyms_source src = {-1, kallsyms_text, len, name ? name : "kallsyms"};
+    struct kms_load_opts o = {.size = sizeof o, .syms_path = syms_path,
+                              .kallsyms_text = kallsyms_text ? kallsyms_text : "",
+                              .kallsyms_len = len, .kallsyms_name = name, .flags = flags};
     if (!kallsyms_text && len) {
         fail(err, KMS_E_ARG, "kms_load_buffer: no kallsyms text given");
         return NULL;
     }
-    return load(syms_path, &src, (flags & KMS_LOAD_LIVE) != 0, flags, err);
+    return kms_load_opts(&o, err);
 }
 
 void kms_free(kms_handle *h)
@@ -2119,6 +2277,7 @@ void kms_free(kms_handle *h)
     free(h->cluster);
     free(h->bucket);
     free_build(h);
+    kms_modules_free(&h->mods);
     free(h);
 }
 
@@ -2354,6 +2513,17 @@ static size_t add_range(struct kms_range *out, size_t max, size_t count, uint64_
     return count + 1;
 }
 
+/* The loaded or pseudo-module of line I (index into mod_name), 0 for none,
+ * once loaded: a line from its .ko names its module through the .ko's object
+ * (whose module list is that one entry of mod_name). */
+static uint32_t loaded_module(const kms_handle *h, size_t i)
+{
+    uint32_t w = h->line[i].who;
+    if (WHO_TAG(w) == WHO_OBJECT && WHO_INDEX(w) >= h->count[T_OBJECTS])
+        return (uint32_t)(h->object[WHO_INDEX(w)].modules.modules - h->mod_name);
+    return line_module(h, i);
+}
+
 size_t kms_module_ranges(const kms_handle *h, const char *mod, struct kms_range *out, size_t max)
 {
     char want[256];
@@ -2369,16 +2539,18 @@ size_t kms_module_ranges(const kms_handle *h, const char *mod, struct kms_range 
             continue;
         uint64_t lo[2] = {UINT64_MAX, UINT64_MAX}, hi[2] = {0, 0};
         for (size_t i = 0; i < h->n; i++)
-            if (line_module(h, i) == m) {
+            if (loaded_module(h, i) == m) {
                 int text = h->line[i].type == 't' || h->line[i].type == 'T';
-                if (h->line[i].addr < lo[text])
-                    lo[text] = h->line[i].addr;
-                if (h->line[i].addr > hi[text])
-                    hi[text] = h->line[i].addr;
+                uint64_t a = h->line[i].addr, size = h->line[i].size > 0 ? (uint64_t)h->line[i].size : 1;
+                uint64_t end = a + size > a ? a + size : UINT64_MAX;
+                if (a < lo[text])
+                    lo[text] = a;
+                if (end > hi[text])
+                    hi[text] = end;
             }
         for (int text = 0; text < 2; text++)
-            if (lo[text] <= hi[text])
-                count = add_range(out, max, count, lo[text], hi[text] + 1, text);
+            if (lo[text] < hi[text])
+                count = add_range(out, max, count, lo[text], hi[text], text);
         if (count == 2 && max >= 2 && out[0].start > out[1].start) {
             struct kms_range t = out[0];
             out[0] = out[1];
@@ -2396,6 +2568,8 @@ size_t kms_module_ranges(const kms_handle *h, const char *mod, struct kms_range 
     if (!core && builtin == UINT32_MAX)
         return 0;
     for (uint32_t k = 0; k < h->next; k++) {
+        if (h->ext[k].sec >= h->count[T_SECTIONS])
+            continue; /* a loaded module's .ko section */
         const unsigned char *se = ent(h, T_SECTIONS, h->ext[k].sec);
         const unsigned char *ms = ent(h, T_MODSETS, le32(ent(h, T_OBJECTS, le32(se)) + 4));
         uint32_t first = le32(ms), n = le32(ms + 4);
@@ -2433,4 +2607,11 @@ void kms_get_info(const kms_handle *h, struct kms_info *out)
     out->segments = h->count[T_SEGMENTS];
     out->anchors = h->count[T_ANCHORS];
     out->anchors_verified = h->anchors_verified;
+}
+
+size_t kms_modules(const kms_handle *h, struct kms_module *out, size_t max)
+{
+    for (size_t k = 0; out && k < max && k < h->mods.nstatus; k++)
+        out[k] = h->mods.status[k];
+    return h->mods.nstatus;
 }
