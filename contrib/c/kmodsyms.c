@@ -597,10 +597,10 @@ static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t 
         size_t name_len = ne - (width + 3);
         if (h->n == ps->cap) {
             size_t nc = ps->cap ? ps->cap * 2 : 1024;
-            struct line *nl_ = realloc(h->line, nc * sizeof *nl_);
-            if (!nl_)
+            struct line *grown = realloc(h->line, nc * sizeof *grown);
+            if (!grown)
                 return fail(err, KMS_E_NOMEM, "out of memory reading %s", source);
-            h->line = nl_;
+            h->line = grown;
             ps->cap = nc;
         }
         if (names_room(h, ps, name_len + 1))
