@@ -186,7 +186,8 @@ struct kms_handle {
     uint32_t *bucket;
 
     /* loaded modules' .ko files (kms_modules.c): their placed sections are
-     * sections count[T_SECTIONS] + k, their files objects count[T_OBJECTS] + k */
+     * sections count[T_SECTIONS] + k, their files objects count[T_OBJECTS] + k;
+     * after loading only the statuses (kms_modules()) and cores are kept */
     struct kms_loaded mods;
 
     /* only while loading (freed once the index is built) */
