@@ -581,9 +581,10 @@ def row_c_memory(b: Bench) -> list[dict]:
     file = median([p["rss_file"] for p in probes])
     return [result("c_memory", "C kms_load(): peak RSS above the process's / kallsyms size", "bytes",
                    peak, size, peak / size, "<= 1.5x", peak / size <= 1.5, {"probes": probes},
-                   f"fresh process, VmHWM after the load - VmRSS before; after it, anonymous "
-                   f"{anon / 2**20:.1f} MiB (the names of the kallsyms lines, a 48-byte row per line, "
-                   f"the index) and file-backed {file / 2**20:.1f} MiB (the mapped dtrace_syms, "
+                   f"fresh process, VmHWM after the load - VmRSS before (file-backed pages "
+                   f"count: the mapped dtrace_syms is all read); after it, anonymous "
+                   f"{anon / 2**20:.1f} MiB (the names of the kallsyms lines, a 32-byte row per line, "
+                   f"the piece index) and file-backed {file / 2**20:.1f} MiB (the mapped dtrace_syms, "
                    f"{os.path.getsize(syms) / 2**20:.1f} MiB, shared with the page cache)")]
 
 

@@ -25,6 +25,7 @@ import bisect
 import json
 import os
 import shutil
+import struct
 import subprocess
 
 import numpy as np
@@ -38,6 +39,10 @@ from kmodsyms.frontend import parse_name
 from kmodsyms.resolver import load
 from kmodsyms.symsfile import SymsFile
 from test_fuzz import _COMMON, kallsyms_mutation, mutate_kallsyms, mutate_syms, syms_mutation
+from kmodsyms.loadable import module_name
+from test_loadable import (CORPUS_MODULES, FUSE_CORE, FUSE_KO, OTHER_FUSE_KO, SAMPLE_BASES, ByStart,
+                           distro_tree, elf_symbols, fake_sysfs, innermost, module_lines,
+                           readelf_symbols, runtime_symbols)
 
 CSRC = os.path.join(ROOT, "contrib", "c")
 FIXTURE_KALLSYMS = os.path.join(FIXTURE, "kallsyms")
@@ -384,3 +389,275 @@ def test_damaged_kallsyms_same_decision_slow(clib, fixture_syms, probe_addresses
                                              tmp_path_factory, ops):
     test_damaged_kallsyms_same_decision.hypothesis.inner_test(
         clib, fixture_syms, probe_addresses, tmp_path_factory, ops)
+
+
+# ------------------------------------------------------------------ loaded modules' .ko files
+CROSS = os.path.join(ROOT, "fixtures", "cross")
+CROSS_ARCHES = ("aarch64", "arm", "mips", "powerpc64", "s390x")   # ELF64/32, both byte orders
+
+
+def source_args(modules_dir=None, sysfs_root=None, proc_modules=None) -> list[str]:
+    """kmodsyms-c's options for what load(modules_dir=, sysfs_root=, proc_modules=) reads."""
+    given = {"--modules-dir": modules_dir, "--sysfs-root": sysfs_root,
+             "--proc-modules": proc_modules}
+    return [arg for flag, value in given.items() if value for arg in (flag, value)]
+
+
+def compare_modules(clib, name, syms, kallsyms, random_count, sanitized=False, **sources):
+    """C and Python reading the same module sources: each loaded module's
+    file and status (and the warnings), every line of every loaded module
+    field by field, kallmodsyms byte for byte, and every module line's
+    start, end-1 and end plus random addresses in the modules' span, record
+    by record.  Returns the Python resolver and C's records of the probes."""
+    r = load(syms, kallsyms, cache=False, **sources)
+    base = ["--syms", syms, "--kallsyms", kallsyms] + source_args(**sources)
+    proc = run_c(clib, ["modules"] + base, sanitized=sanitized)
+    assert json_lines(proc.stdout) == [st.__dict__ for st in r.module_stats], name
+    assert proc.stderr.decode().splitlines() == [f"kmodsyms-c: warning: {w}"
+                                                 for w in r.module_warnings], name
+    want = "".join(t + "\n" for t in r.kallmodsyms_lines()).encode("utf-8", "surrogateescape")
+    assert run_c(clib, ["kallmodsyms"] + base, sanitized=sanitized).stdout == want, name
+    got = json_lines(run_c(clib, ["lines"] + base, sanitized=sanitized).stdout)
+    loaded = np.flatnonzero(r.ks.module != 0)
+    for line in loaded.tolist():
+        assert got[line] == python_line_json(r, line), (name, line)
+    starts = r.line_address[loaded].astype(np.uint64)
+    ends = starts + np.maximum(r.line_size[loaded], 1).astype(np.uint64)
+    rng = np.random.default_rng(20261201)
+    rand = rng.integers(int(starts.min()), int(ends.max()), size=random_count, dtype=np.uint64)
+    addrs = np.unique(np.concatenate([starts, ends - np.uint64(1), ends, rand]))
+    stdin = "".join(f"{a:x}\n" for a in addrs.tolist()).encode()
+    records = json_lines(run_c(clib, ["resolve"] + base, stdin=stdin, sanitized=sanitized).stdout)
+    assert len(records) == len(addrs)
+    lines, sized = r.resolve_many(addrs)
+    for k, a in enumerate(addrs.tolist()):
+        assert records[k] == r.record(a, int(lines[k]), bool(sized[k])).to_json(), (name, hex(a))
+    return r, dict(zip(addrs.tolist(), records)), got
+
+
+def check_against_elf(got_lines, records, kallsyms, module, ko_path, rel, truth) -> int:
+    """C's answers held to the .ko's own symbol table (pyelftools or
+    readelf -sW, as tests/test_loadable.py): every line of a symbol gets its
+    ELF size, binding and the .ko as object; every probe inside the module
+    gets the innermost sized symbol the table implies.  Returns how many
+    lines have a nonzero ELF size (all of them got it)."""
+    placed = runtime_symbols(truth(ko_path), module_lines(kallsyms, module))
+    at = {(name, addr): (size, bind) for name, addr, size, _t, bind in placed}
+    sized = 0
+    for c in got_lines:
+        key = (c["name"], int(c["address"], 16))
+        if c["modules"] == [module] and key in at:
+            assert (c["size"], c["binding"], c["object"]) == (at[key][0], at[key][1], rel), c
+            sized += at[key][0] > 0
+    by_start = ByStart([s for s in placed if s[2]])
+    for addr, rec in records.items():
+        want = innermost(by_start, addr)
+        if want is None:
+            assert not (rec["sized"] and rec["module"] == module), (hex(addr), rec)
+        else:
+            assert rec["sized"] and (rec["symbol"], int(rec["start"], 16)) == want[:2], \
+                (hex(addr), rec, want)
+            assert rec["module"] == module and rec["object"] == rel, rec
+    return sized
+
+
+def test_fixture_module_ko_equal(clib, fixture_syms, fixture_tree):
+    _r, records, got = compare_modules(clib, "fixture .ko", fixture_syms, FIXTURE_KALLSYMS, 5_000,
+                                       sanitized=True, modules_dir=fixture_tree)
+    assert check_against_elf(got, records, FIXTURE_KALLSYMS, "fuse", FUSE_KO, "fs/fuse/fuse.ko",
+                             elf_symbols) == 22
+
+
+def test_fixture_other_build_refused_equal(clib, fixture_syms):
+    r, records, _got = compare_modules(clib, "other build", fixture_syms, FIXTURE_KALLSYMS, 2_000,
+                                       sanitized=True,
+                                       modules_dir=os.path.join(FIXTURE, "otherbuild"))
+    assert [s.status for s in r.module_stats] == ["refused"]
+    assert not any(rec["sized"] and rec["module"] == "fuse" for rec in records.values())
+
+
+@pytest.mark.parametrize("case, status", [
+    ("sections", "matched"), ("own build-id", "matched"), ("other build-id", "refused"),
+    ("srcversion", "refused"), (".text elsewhere", "refused")])
+def test_fixture_sysfs_equal(clib, fixture_syms, fixture_tree, tmp_path, case, status):
+    """What /sys/module/fuse says (tests/test_loadable.py's cases) decides
+    alike on both sides."""
+    sysfs = fake_sysfs(tmp_path, FUSE_KO, module_lines(FIXTURE_KALLSYMS, "fuse"),
+                       srcversion="6C29B5A8F4E1D0C3B2A1908" if case == "srcversion" else None,
+                       build_id_of={"own build-id": FUSE_KO,
+                                    "other build-id": OTHER_FUSE_KO}.get(case),
+                       shift=0x40 if case == ".text elsewhere" else 0)
+    r, _records, _got = compare_modules(clib, case, fixture_syms, FIXTURE_KALLSYMS, 1_000,
+                                        modules_dir=fixture_tree, sysfs_root=sysfs)
+    assert [s.status for s in r.module_stats] == [status]
+
+
+@pytest.mark.parametrize("how", ["proc_modules", "proc_modules and .ko", "sysfs coresize"])
+def test_fixture_module_core_equal(clib, fixture_syms, fixture_tree, tmp_path, how):
+    """A module's core, from /proc/modules or /sys/module/NAME/coresize,
+    bounds its unsized answers alike on both sides."""
+    proc = tmp_path / "modules"
+    proc.write_text(FUSE_CORE)
+    sysfs = tmp_path / "sys" / "module" / "fuse"
+    os.makedirs(sysfs / "sections")
+    (sysfs / "coresize").write_text("8448\n")
+    (sysfs / "sections" / ".text").write_text("0xffffffffc0a00000\n")
+    sources = {"proc_modules": {"proc_modules": str(proc)},
+               "proc_modules and .ko": {"proc_modules": str(proc), "modules_dir": fixture_tree},
+               "sysfs coresize": {"sysfs_root": str(tmp_path / "sys")}}[how]
+    _r, records, _got = compare_modules(clib, how, fixture_syms, FIXTURE_KALLSYMS, 2_000, **sources)
+    if how != "proc_modules and .ko":   # the core's end, 0x...a02100, answers nothing
+        assert records[0xFFFFFFFFC0A020B1]["symbol"] == "fuse_inode_count"
+
+
+@pytest.mark.parametrize("signed", [False, True])
+def test_installed_module_equal(clib, fixture_syms, tmp_path, signed):
+    """A distribution's tree: kernel/ prefix, modules.dep, signature cut."""
+    moddir = distro_tree(tmp_path, {"fs/fuse": FUSE_KO}, "", signed)
+    r, records, got = compare_modules(clib, "installed", fixture_syms, FIXTURE_KALLSYMS, 1_000,
+                                      sanitized=True, modules_dir=moddir)
+    assert [s.status for s in r.module_stats] == ["matched"]
+    check_against_elf(got, records, FIXTURE_KALLSYMS, "fuse", FUSE_KO, "kernel/fs/fuse/fuse.ko",
+                      elf_symbols)
+
+
+@pytest.mark.parametrize("suffix", [".xz", ".zst", ".gz"])
+def test_compressed_module_is_not_read(clib, fixture_syms, tmp_path, suffix):
+    """libc has no decompressor: a compressed .ko is found (the same file
+    as Python finds) but not read; its lines are answered as from kallsyms
+    alone, and the module says why (Python reads it: docs/loader.md)."""
+    moddir = distro_tree(tmp_path, {"fs/fuse": FUSE_KO}, suffix, True)
+    base = ["--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS, "--modules-dir", moddir]
+    rel = f"kernel/fs/fuse/fuse.ko{suffix}"
+    assert [(s.file, s.status) for s in load(fixture_syms, FIXTURE_KALLSYMS, cache=False,
+                                             modules_dir=moddir).module_stats] == [(rel, "matched")]
+    proc = run_c(clib, ["modules"] + base, sanitized=True)
+    (mod,) = json_lines(proc.stdout)
+    assert (mod["file"], mod["status"], mod["sized"]) == (rel, "unsupported", 0)
+    assert f"compressed ({suffix})" in mod["reason"]
+    assert proc.stderr.count(b"\n") == 1 and b"module fuse:" in proc.stderr
+    plain = load(fixture_syms, FIXTURE_KALLSYMS, cache=False)
+    got = json_lines(run_c(clib, ["lines"] + base).stdout)
+    assert got == [python_line_json(plain, line) for line in range(len(got))]
+
+
+def test_search_without_modules_dep_equal(clib, fixture_syms, tmp_path):
+    """No modules.dep: updates/ over extra/ over the rest, as depmod; a
+    wrong build lower in that order is never read."""
+    moddir = tmp_path / "lib"
+    for rel, source in (("kernel/fs/fuse/fuse.ko", OTHER_FUSE_KO), ("extra/fuse.ko", OTHER_FUSE_KO),
+                        ("updates/dkms/fuse.ko", FUSE_KO)):
+        os.makedirs(os.path.dirname(moddir / rel), exist_ok=True)
+        shutil.copy(source, moddir / rel)
+    r, _records, _got = compare_modules(clib, "search", fixture_syms, FIXTURE_KALLSYMS, 500,
+                                        sanitized=True, modules_dir=str(moddir))
+    assert [(s.file, s.status) for s in r.module_stats] == [("updates/dkms/fuse.ko", "matched")]
+
+
+def cross_module_kallsyms(obj: str, dest) -> bytes:
+    """The fixture's kallsyms plus OBJ loaded as module "sample" (a .ko is
+    such a relocatable object): every named symbol of its core sections,
+    mapping symbols and local labels included, letters as nm gives them."""
+    letter = {".text": "t", ".rodata": "r", ".data": "d", ".bss": "b"}
+    out = []
+    for name, sec, value, _size, _typed, bind in elf_symbols(obj):
+        if sec in SAMPLE_BASES:
+            c = "w" if bind == "weak" else letter[sec]
+            c = c.upper() if bind != "local" else c
+            out.append(f"{SAMPLE_BASES[sec] + value:016x} {c} {name}\t[sample]\n")
+    dest.write_bytes(open(FIXTURE_KALLSYMS, "rb").read() + "".join(out).encode())
+    return str(dest)
+
+
+@pytest.mark.parametrize("arch", CROSS_ARCHES)
+def test_cross_object_as_module_equal(clib, fixture_syms, tmp_path, arch):
+    """The .ko reader on every ELF class and byte order (fixtures/cross:
+    ELF64 and ELF32, little- and big-endian), held to pyelftools."""
+    obj = os.path.join(CROSS, arch, "sample.o")
+    kallsyms = cross_module_kallsyms(obj, tmp_path / "kallsyms")
+    os.makedirs(tmp_path / "lib" / "extra")
+    shutil.copy(obj, tmp_path / "lib" / "extra" / "sample.ko")
+    r, records, got = compare_modules(clib, arch, fixture_syms, kallsyms, 2_000, sanitized=True,
+                                      modules_dir=str(tmp_path / "lib"))
+    assert {s.name: s.status for s in r.module_stats}["sample"] == "matched"
+    assert check_against_elf(got, records, kallsyms, "sample", obj, "extra/sample.ko",
+                             elf_symbols) >= 7
+
+
+@pytest.mark.parametrize("damage", [
+    "truncated ELF", "cut section headers", "not ELF", "empty", "bad section index",
+    # loadable._section_headers reads data[4] of a file holding the magic alone: IndexError
+    # escapes load() (a traceback) where the C side refuses the module.
+    pytest.param("ELF magic alone", marks=pytest.mark.xfail(raises=IndexError, strict=True))])
+def test_damaged_module_file_equal(clib, fixture_syms, tmp_path, damage):
+    """A damaged .ko costs its module's sizes on both sides, and nothing else."""
+    moddir = distro_tree(tmp_path, {"fs/fuse": FUSE_KO}, "", False)
+    path = os.path.join(moddir, "kernel", "fs", "fuse", "fuse.ko")
+    data = bytearray(open(path, "rb").read())
+    shoff = struct.unpack_from("<Q", data, 0x28)[0]
+    if damage == "bad section index":    # every symbol's st_shndx past the section count
+        from elftools.elf.elffile import ELFFile
+        with open(path, "rb") as f:
+            symtab = ELFFile(f).get_section_by_name(".symtab")
+            at, count = symtab["sh_offset"], symtab["sh_size"] // 24
+        for k in range(1, count):
+            struct.pack_into("<H", data, at + 24 * k + 6, 0x7000)
+    damaged = {"truncated ELF": data[:2000], "cut section headers": data[:shoff + 100],
+               "not ELF": b"\0" * 64 + data[64:], "empty": b"", "ELF magic alone": b"\x7fELF",
+               "bad section index": data}[damage]
+    open(path, "wb").write(damaged)
+    r, _records, _got = compare_modules(clib, damage, fixture_syms, FIXTURE_KALLSYMS, 500,
+                                        sanitized=True, modules_dir=moddir)
+    assert [s.status for s in r.module_stats] == ["refused"]
+
+
+def corpus_module_check(clib, tree, syms, random_count) -> dict:
+    """A corpus with its .ko files (tests/test_loadable.py CORPUS_MODULES):
+    C equal to Python, and C's sizes and innermost answers held to
+    readelf -sW of each .ko.  Returns {module: lines with an ELF size}."""
+    arch = "arm64" if "arm64" in tree else "x86_64"
+    kallsyms = os.path.join(tree, "kallsyms")
+    r, records, got = compare_modules(clib, tree, syms, kallsyms, random_count, modules_dir=tree)
+    assert r.module_warnings == []
+    assert {s.status for s in r.module_stats} == {"matched"}
+    sized = {}
+    for rel in CORPUS_MODULES[arch]:
+        module = module_name(os.path.basename(rel))
+        sized[module] = check_against_elf(got, records, kallsyms, module, os.path.join(tree, rel),
+                                          rel, readelf_symbols)
+        stat = {s.name: s for s in r.module_stats}[module]
+        assert sized[module] == stat.sized > 0
+        check_loaded_module_ranges(clib, syms, kallsyms, tree, module, rel)
+    return sized
+
+
+def check_loaded_module_ranges(clib, syms, kallsyms, modules_dir, module, rel) -> None:
+    """kms_module_ranges() of a loaded module holds every sized symbol of
+    its .ko (readelf -sW) whole, a text line's in a text range: what
+    dt_modsym_update() builds from the sizes."""
+    ko_path = os.path.join(modules_dir, rel)
+    out = run_c(clib, ["ranges", "--syms", syms, "--kallsyms", kallsyms, "--modules-dir",
+                       modules_dir, module])
+    ranges = [(int(d["start"], 16), int(d["end"], 16), d["text"]) for d in json_lines(out.stdout)]
+    letter = {(name, addr): c for addr, c, name in module_lines(kallsyms, module)}
+    placed = runtime_symbols(readelf_symbols(ko_path), module_lines(kallsyms, module))
+    outside = [(name, hex(addr)) for name, addr, size, _t, _b in placed if size and not any(
+        start <= addr and addr + size <= end and (text or letter[name, addr] not in "tT")
+        for start, end, text in ranges)]
+    assert ranges and outside == []
+
+
+@pytest.mark.corpus
+def test_corpus_module_ko_equal(clib, corpus, corpus_syms):
+    """x86_64: xfs, fuse, isofs (11,985, 717 and 119 lines with an ELF size)."""
+    assert corpus_module_check(clib, corpus, corpus_syms, 20_000) == \
+        {"xfs": 11_985, "fuse": 717, "isofs": 119}
+
+
+@pytest.mark.slow
+@pytest.mark.corpus
+def test_corpora_module_ko_equal(clib, any_corpus, any_corpus_syms):
+    """Both corpora (arm64 loads its modules below the kernel image), with
+    N_RANDOM random addresses in the modules."""
+    sized = corpus_module_check(clib, any_corpus, any_corpus_syms, N_RANDOM)
+    assert all(sized.values())

@@ -13,9 +13,15 @@
  *       every kallsyms line as kms_foreach() gives it, one JSON object a line
  *   kmodsyms-c ranges --syms F --kallsyms K [--force] MOD...
  *       kms_module_ranges() of each MOD: {"module", "start", "end", "text"} a line
+ *   kmodsyms-c modules --syms F --kallsyms K [--force]
+ *       kms_modules(): each loaded module's file and status, as 'kmodsyms modules --json'
  *
- * --syms and --kallsyms default to the running kernel's files.  Bad input:
- * one line on stderr, exit status 2.
+ * --syms and --kallsyms default to the running kernel's files.  Loaded
+ * modules' .ko files: --modules-dir DIR (as 'kmodsyms --modules-dir'), and
+ * --sysfs-root DIR, --proc-modules FILE (as kmodsyms.load(sysfs_root=,
+ * proc_modules=)); with the live /proc/kallsyms they default to the running
+ * kernel's.  A module whose .ko is refused or not read: one warning line on
+ * stderr, as 'kmodsyms' prints.  Bad input: one line on stderr, exit status 2.
  */
 #define _POSIX_C_SOURCE 200809L /* getline, strdup */
 #include <stdio.h>
@@ -26,6 +32,7 @@
 
 static const char *const origin_names[] = {NULL, "core", "builtin", "loadable", "pseudo"};
 static const char *const binding_names[] = {"local", "global", "weak"};
+static const char *const status_names[] = {"matched", "missing", "refused", "unsupported"};
 
 /* A JSON string as Python's json.dumps writes it (ensure_ascii): bytes
  * decoded as UTF-8 with surrogateescape, everything non-ASCII as \uXXXX. */
@@ -168,7 +175,8 @@ static int die(const char *msg)
 
 static int usage(void)
 {
-    fputs("usage: kmodsyms-c {resolve|lookup|kallmodsyms|lines|ranges} [--syms F] [--kallsyms K] "
+    fputs("usage: kmodsyms-c {resolve|lookup|kallmodsyms|lines|ranges|modules} [--syms F] "
+          "[--kallsyms K] [--modules-dir DIR] [--sysfs-root DIR] [--proc-modules FILE] "
           "[--force] [ARG...]\n", stderr);
     return 2;
 }
@@ -273,10 +281,23 @@ static int print_line(const struct kms_line *l, void *arg)
     return 0;
 }
 
+/* One kms_module as JSON: ModuleStats.__dict__ of 'kmodsyms modules --json'. */
+static void put_module(const struct kms_module *m, FILE *out)
+{
+    fputs("{\"name\": ", out);
+    put_json_cstring(m->name, out);
+    fputs(", \"file\": ", out);
+    put_json_cstring(m->file, out);
+    fprintf(out, ", \"status\": \"%s\", \"lines\": %zu, \"sized\": %zu, \"reason\": ",
+            status_names[m->status], m->lines, m->sized);
+    put_json_cstring(m->reason, out);
+    fputs("}\n", out);
+}
+
 int main(int argc, char **argv)
 {
-    const char *syms = NULL, *kallsyms = NULL, *cmd;
-    unsigned flags = 0;
+    const char *cmd;
+    struct kms_load_opts opts = {.size = sizeof opts};
     int nargs = 0, status = 0;
     char **args;
     kms_error err;
@@ -289,11 +310,17 @@ int main(int argc, char **argv)
         return die("out of memory");
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--syms") && i + 1 < argc)
-            syms = argv[++i];
+            opts.syms_path = argv[++i];
         else if (!strcmp(argv[i], "--kallsyms") && i + 1 < argc)
-            kallsyms = argv[++i];
+            opts.kallsyms_path = argv[++i];
+        else if (!strcmp(argv[i], "--modules-dir") && i + 1 < argc)
+            opts.modules_dir = argv[++i];
+        else if (!strcmp(argv[i], "--sysfs-root") && i + 1 < argc)
+            opts.sysfs_root = argv[++i];
+        else if (!strcmp(argv[i], "--proc-modules") && i + 1 < argc)
+            opts.proc_modules = argv[++i];
         else if (!strcmp(argv[i], "--force"))
-            flags |= KMS_LOAD_FORCE;
+            opts.flags |= KMS_LOAD_FORCE;
         else if (!strcmp(argv[i], "--") )
             while (++i < argc)
                 args[nargs++] = argv[i];
@@ -301,7 +328,7 @@ int main(int argc, char **argv)
             args[nargs++] = argv[i];
     }
     if (strcmp(cmd, "resolve") && strcmp(cmd, "lookup") && strcmp(cmd, "kallmodsyms") &&
-        strcmp(cmd, "lines") && strcmp(cmd, "ranges"))
+        strcmp(cmd, "lines") && strcmp(cmd, "ranges") && strcmp(cmd, "modules"))
         return free(args), usage();
     if (!strcmp(cmd, "resolve"))
         for (int i = 0; i < nargs; i++) {
@@ -326,10 +353,21 @@ int main(int argc, char **argv)
             return free(args), 2;
         }
     }
-    if (!(h = kms_load(syms, kallsyms, flags, &err))) {
+    if (!(h = kms_load_opts(&opts, &err))) {
         free(args);
         return die(err.message);
     }
+    size_t nmods = kms_modules(h, NULL, 0);
+    struct kms_module *mods = malloc((nmods ? nmods : 1) * sizeof *mods);
+    if (!mods) {
+        kms_free(h);
+        free(args);
+        return die("out of memory");
+    }
+    kms_modules(h, mods, nmods);
+    for (size_t k = 0; k < nmods; k++)
+        if (mods[k].warning)
+            fprintf(stderr, "kmodsyms-c: warning: %s\n", mods[k].warning);
     if (!strcmp(cmd, "resolve")) {
         if (nargs) {
             for (int i = 0; i < nargs; i++)
@@ -412,9 +450,13 @@ int main(int argc, char **argv)
             }
             free(r);
         }
+    } else if (!strcmp(cmd, "modules")) {
+        for (size_t k = 0; k < nmods; k++)
+            put_module(&mods[k], stdout);
     } else {
         kms_foreach(h, strcmp(cmd, "lines") ? print_kallmodsyms : print_line, NULL);
     }
+    free(mods);
     kms_free(h);
     free(args);
     if (fflush(stdout) != 0 && !status)

@@ -3,10 +3,12 @@
  * libkmodsyms: dtrace_syms + kallsyms -> mod`sym+off, as kmodsyms' Python
  * resolver answers (kmodsyms/symsfile.py, kallsyms.py, placement.py's
  * LinkedPlacement, resolver.py, answer.py).  Each step below names the
- * Python it mirrors; docs/resolver.md states the rules.
+ * Python it mirrors; docs/resolver.md states the rules.  Loaded modules'
+ * .ko files are kms_modules.c's (loadable.py).
  */
 #define _DEFAULT_SOURCE /* mmap, uname */
 #include "kmodsyms.h"
+#include "kms_modules.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +22,9 @@
 #include <unistd.h>
 
 #define NO (-1)
+#ifndef MAP_POPULATE /* Linux's; elsewhere the pages fault in as read */
+#define MAP_POPULATE 0
+#endif
 
 /* ------------------------------------------------------------ dtrace_syms */
 
@@ -71,37 +76,64 @@ static uint64_t le64(const unsigned char *p)
 struct object_info {
     const char *path;
     struct kms_modlist modules; /* "vmlinux" for the core kernel */
-    uint8_t origin;             /* KMS_ORIGIN_CORE or KMS_ORIGIN_BUILTIN */
-};
-
-/* One kallsyms line: all an answer needs of it in one cache line. */
-struct line {
-    uint64_t addr;
-    int64_t size;       /* -1 unknown */
-    uint32_t name;      /* offset of the name in the text */
-    uint32_t name_len;
-    uint32_t module;    /* 0 core, else index into mod_name */
-    int32_t entry;      /* dtrace_syms symbol the line is, or -1 */
-    int32_t section;    /* placed object section holding the line (or its entry's), or -1 */
-    uint8_t type;       /* kallsyms letter */
-    uint8_t binding;    /* ELF STB_*: the entry's, else from the letter */
-    uint8_t answers;    /* may answer an address: not per-cpu 'A', not a module's mapping symbol */
-    int32_t region;     /* the placed section holding it, else -1 - its region group */
+    const char *dso;            /* modules.modules[0] */
+    uint8_t origin;             /* KMS_ORIGIN_CORE or KMS_ORIGIN_BUILTIN; a loaded
+                                 * module's .ko: KMS_ORIGIN_LOADABLE */
 };
 
 /*
- * A sorted array with every TOP_STEP-th key copied into a small array of its
- * own, so that a search touches the small array (cache-resident) and then
- * one block of the big one, instead of ~17 scattered cache lines.
+ * Who a line is, as an answer names it: a tag (the top two bits) and an
+ * index.  Parsing gives a core line WHO_CORE and a loaded or pseudo-module's
+ * line WHO_MODULE; attribution turns core lines into WHO_OBJECT or
+ * WHO_AMBIGUOUS, and once the regions are known a loaded module's line that
+ * is a symbol of a placed section of its .ko into WHO_OBJECT (the .ko).
  */
-#define TOP_STEP 16
+#define WHO_OBJECT 0u    /* index: the object (of its placed section) */
+#define WHO_MODULE 1u    /* index: into mod_name (>= 1) */
+#define WHO_AMBIGUOUS 2u /* index: into amb_* */
+#define WHO_CORE 3u      /* core kernel, no object */
+#define WHO(tag, index) ((uint32_t)(tag) << 30 | (uint32_t)(index))
+#define WHO_TAG(w) ((w) >> 30)
+#define WHO_INDEX(w) ((w) & 0x3FFFFFFFu)
 
-struct sampled {
-    const uint64_t *v;
-    size_t n;
-    uint64_t *top;
-    size_t ntop;
+/* One kallsyms line: all an answer needs of it in half a cache line (what
+ * only building needs -- entry, section, region -- is in arrays of its own,
+ * freed once the index is built). */
+struct line {
+    uint64_t addr;
+    int64_t size;       /* -1 unknown (and only -1 is negative) */
+    uint32_t name;      /* offset of the name in h->text */
+    uint32_t name_len;
+    uint32_t who;       /* WHO(tag, index) */
+    uint8_t type;       /* kallsyms letter */
+    uint8_t binding;    /* ELF STB_*: the entry's, else from the letter; KMS_BINDING_UNKNOWN */
+    uint8_t answers;    /* may answer an address: not per-cpu 'A', not a module's mapping symbol */
+    uint8_t prefer;     /* among lines of one start and size (prefer_cmp): typed << 2 | rank */
 };
+
+/* A piece's answer (kms_handle.piece_answer). */
+#define PIECE_SIZED 0x80000000u   /* | line: [start, end) of the line holds the piece */
+#define PIECE_NO_LINE 0x40000000u /* | object + 1 of the extent holding it, 0 for none */
+#define PIECE_INDEX 0x3FFFFFFFu
+
+/* A piece of the address space answered alike: from its cluster's base +
+ * low to the next piece's start. */
+struct piece {
+    uint32_t low;
+    uint32_t answer;    /* PIECE_SIZED | line, a line, or PIECE_NO_LINE | object+1 */
+};
+
+/* Pieces first..last, their starts within 2^32 of the first's (base). */
+struct cluster {
+    uint64_t base;
+    uint32_t first, last;
+    uint32_t last_low;  /* piece[last].low */
+    uint32_t bucket;    /* its bucket table: bucket[bucket .. bucket + nb], the last = last */
+    uint32_t shift;     /* an offset's bucket: offset >> shift */
+};
+
+#define CLUSTER_GAP (UINT64_C(1) << 24) /* core kernel to modules is more */
+#define PIECES_PER_BUCKET 4
 
 struct kms_handle {
     /* dtrace_syms, mapped read-only */
@@ -114,44 +146,56 @@ struct kms_handle {
     struct object_info *object; /* per object */
     uint32_t *section_object;   /* per section: its object */
 
-    /* kallsyms: the text (names NUL-terminated in place) and one row per kept line */
+    /* kallsyms: the names (each NUL-terminated) and one row per kept line */
     char *text;
     size_t n;
     struct line *line;
     uint32_t nmods;
     const char **mod_name;      /* [0] "vmlinux"; loaded and pseudo-modules */
+    uint8_t *mod_origin;        /* KMS_ORIGIN_LOADABLE or _PSEUDO, per mod_name */
     size_t core_lines;
 
     /* placement */
     uint64_t *section_base;
     uint8_t *placed;            /* per section: PLACED (moved by a known shift, placement
                                  * != 0), HOLDS_TEXT (a t/T kallsyms line is in it) */
-    size_t namb;                /* ambiguous lines, ascending, and their candidates */
-    uint32_t *amb_line, *amb_first, *amb_count;
+    size_t namb;                /* ambiguous lines (WHO_AMBIGUOUS), and their candidates */
+    uint32_t *amb_first, *amb_count;
     struct kms_modlist *cand_list; /* module list of each candidate entry */
     uint32_t *cand_modset;
     uint32_t next;              /* placed extents, by base */
-    uint64_t *ext_start;        /* for the search */
+    uint64_t *ext_start;
     struct { uint64_t end; uint32_t sec; } *ext;
-    struct sampled ext_index, answer_index, iv_index; /* over ext_start (from ext_first),
-                                                         * answer_addr, iv_start */
-    uint32_t ext_first;         /* queries see the extents from here: those at or above the
+    uint32_t ext_first;         /* addresses see the extents from here: those at or above the
                                  * lowest core address (x86's per-cpu sections hold none) */
-    uint64_t *answer_addr;      /* the lines that may answer, by address */
-    uint32_t *answer_line;
-    size_t nanswer;
     uint64_t core_range[4];     /* where core lines answer (is_ksym_addr()): [start, last]... */
     uint32_t ncore_ranges;
     uint32_t anchors_verified;
 
-    /* address index */
-    uint32_t *by_address;       /* lines, stably sorted by address */
-    uint64_t *sorted_addr;
-    uint64_t *region_end;       /* per region group (Resolver._regions) */
-    uint32_t niv;               /* sized intervals, innermost-preferred last */
-    uint64_t *iv_start;         /* for the search */
-    struct { uint64_t end; uint32_t line; int32_t parent; } *iv;
+    /*
+     * The address index: the address space cut where any answer changes,
+     * each piece's answer precomputed.  Pieces are grouped in clusters
+     * (split at gaps of more than CLUSTER_GAP, so that a start is its
+     * cluster's base plus 32 bits), each with a bucket table (offset >>
+     * shift -> the piece holding that offset): an address finds its piece
+     * with a search of a few pieces of one cache line.
+     */
+    size_t npiece, ncluster, nbucket;
+    struct piece *piece;
+    struct cluster *cluster;
+    uint32_t *bucket;
 
+    /* loaded modules' .ko files (kms_modules.c): their placed sections are
+     * sections count[T_SECTIONS] + k, their files objects count[T_OBJECTS] + k;
+     * after loading only the statuses (kms_modules()) and cores are kept */
+    struct kms_loaded mods;
+
+    /* only while loading (freed once the index is built) */
+    int32_t *line_entry;        /* per line: dtrace_syms symbol the line is, or -1 */
+    int32_t *line_section;      /* per line: placed section holding it (or its entry's), -1 */
+    int32_t *line_region;       /* per line: its placed section, else -1 - its region group */
+    uint32_t *by_address;       /* lines, stably sorted by address */
+    uint64_t *region_end;       /* per region group (Resolver._regions) */
 };
 
 static const char *const vmlinux_list[] = {"vmlinux"};
@@ -348,6 +392,7 @@ static int validate_syms(kms_handle *h, const char *path, kms_error *err)
             info->modules.nmodules = 1;
             info->origin = KMS_ORIGIN_CORE;
         }
+        info->dso = info->modules.modules[0];
     }
     for (uint32_t c = 0; c < h->count[T_SECTIONS]; c++)
         h->section_object[c] = le32(ent(h, T_SECTIONS, c) + SEC_OBJECT);
@@ -372,7 +417,8 @@ static int map_syms(kms_handle *h, const char *path, kms_error *err)
     }
     h->map_size = (size_t)st.st_size;
     if (h->map_size) {
-        void *m = mmap(NULL, h->map_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        /* every page is read (the CRC): map them all at once, not fault by fault */
+        void *m = mmap(NULL, h->map_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
         if (m == MAP_FAILED) {
             int e = errno;
             close(fd);
@@ -427,183 +473,294 @@ static int line_error(kms_error *err, const char *source, size_t lineno, const c
     return fail(err, KMS_E_KALLSYMS, "%s:%zu: %s: '%s'", source, lineno, what, shown);
 }
 
-/* kmodsyms.kallsyms.Kallsyms._parse over h->text (LEN bytes, 8 spare). */
-static int parse_kallsyms(kms_handle *h, size_t len, const char *source, kms_error *err)
-{
-    char *t = h->text;
-    size_t cap = 0, n = 0, nonblank = 0, width = 0, modcap = 0;
-    int any_nonzero = 0;
-    uint64_t *tagh = NULL;      /* hash of each module's tag, for the first-seen map */
-    char **tags = NULL;         /* each module's stripped tag */
-    size_t *taglen = NULL;
-
+/* The state of parsing kallsyms, carried from one block of text to the next. */
+struct parse {
+    const char *source;
+    size_t cap, names_len, names_cap, nonblank, width, modcap;
+    int any_nonzero;
+    uint64_t *tagh;     /* hash of each module's tag, for the first-seen map */
+    uint32_t *tagoff;   /* each module's name in h->text ("[mod]" -> "mod") */
+    uint32_t *taglen;   /* its length */
     uint8_t hex[256];
-    hex_table(hex);
-    h->nmods = 1;
-    /* one row per line at most: count them first, so nothing is copied */
-    for (const char *p = t, *end = t + len; p < end; cap++) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        p = nl ? nl + 1 : end;
+};
+
+/* Room for NEED more bytes of names (and 8 spare, zeroed at the end). */
+static int names_room(kms_handle *h, struct parse *ps, size_t need)
+{
+    if (ps->names_len + need + 8 <= ps->names_cap)
+        return 0;
+    size_t nc = ps->names_cap * 2 > ps->names_len + need + 8 ? ps->names_cap * 2
+                                                             : ps->names_len + need + 8;
+    char *nt = realloc(h->text, nc);
+    if (!nt)
+        return -1;
+    h->text = nt;
+    ps->names_cap = nc;
+    return 0;
+}
+
+/* A new module tag T (LEN bytes, "[mod]"): its index, or 0 out of memory. */
+static uint32_t add_module(kms_handle *h, struct parse *ps, const char *t, size_t len,
+                           uint64_t th)
+{
+    if (h->nmods >= ps->modcap) {
+        size_t nc = ps->modcap ? ps->modcap * 2 : 16;
+        uint64_t *nh = realloc(ps->tagh, nc * sizeof *nh);
+        if (nh)
+            ps->tagh = nh;
+        uint32_t *no = nh ? realloc(ps->tagoff, nc * sizeof *no) : NULL;
+        if (no)
+            ps->tagoff = no;
+        uint32_t *nl = no ? realloc(ps->taglen, nc * sizeof *nl) : NULL;
+        if (!nl)
+            return 0;
+        ps->taglen = nl;
+        ps->modcap = nc;
     }
-    if (!ALLOC(h, line, cap)) {
-        fail(err, KMS_E_NOMEM, "out of memory reading %s", source);
-        goto bad;
+    if (names_room(h, ps, len - 1))
+        return 0;
+    uint32_t mod = h->nmods++;
+    ps->tagh[mod] = th;
+    ps->tagoff[mod] = (uint32_t)ps->names_len;
+    ps->taglen[mod] = (uint32_t)(len - 2);
+    memcpy(h->text + ps->names_len, t + 1, len - 2);
+    ps->names_len += len - 2;
+    h->text[ps->names_len++] = 0;
+    return mod;
+}
+
+/* One line of kallsyms (LEN bytes without its "\n"; NL: one followed it),
+ * as kmodsyms.kallsyms.Kallsyms._parse reads it. */
+static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t len, int nl,
+                      kms_error *err)
+{
+    const char *source = ps->source;
+    size_t width;
+    if (nl && len && line[len - 1] == '\r') /* "\r\n" reads as "\n" */
+        len--;
+    if (!len)
+        return KMS_OK;
+    ps->nonblank++;
+    if (!ps->width) {
+        const char *sp = memchr(line, ' ', len);
+        ps->width = sp ? (size_t)(sp - line) : 0;
+        if (ps->width != 8 && ps->width != 16)
+            return line_error(err, source, ps->nonblank, "expected 'ADDRESS TYPE NAME'", line,
+                              len);
     }
-    for (size_t s = 0; s < len;) {
-        char *nl = memchr(t + s, '\n', len - s);
-        size_t e = nl ? (size_t)(nl - t) : len, next = nl ? e + 1 : len, ne;
-        const char *line = t + s;
-        if (nl && e > s && t[e - 1] == '\r') /* "\r\n" reads as "\n" */
-            e--;
-        if (e == s) {
-            s = next;
-            continue;
-        }
-        nonblank++;
-        if (!width) {
-            const char *sp = memchr(line, ' ', e - s);
-            width = sp ? (size_t)(sp - line) : 0;
-            if (width != 8 && width != 16) {
-                line_error(err, source, nonblank, "expected 'ADDRESS TYPE NAME'", line, e - s);
-                goto bad;
+    width = ps->width;
+    if (len < width + 4)
+        return line_error(err, source, ps->nonblank, "line too short for 'ADDRESS TYPE NAME'",
+                          line, len);
+    uint64_t a = 0;
+    int ok = line[width] == ' ' && line[width + 2] == ' ';
+    uint8_t bad = 0;
+    for (size_t k = 0; k < width; k++) {
+        uint8_t v = ps->hex[(unsigned char)line[k]];
+        bad |= v;
+        a = a << 4 | (v & 15);
+    }
+    ok &= !(bad & 0xF0);
+    unsigned char type = (unsigned char)line[width + 1];
+    ok &= (type >= 'A' && type <= 'Z') || (type >= 'a' && type <= 'z') || type == '?';
+    if (!ok)
+        return line_error(err, source, ps->nonblank, "expected 'ADDRESS TYPE NAME'", line, len);
+    const char *name = line + width + 3;
+    const char *tab = memchr(name, '\t', len - (width + 3));
+    uint32_t mod = 0;
+    size_t ne = tab ? (size_t)(tab - line) : len;
+    if (tab) {
+        /* "[MOD]" after the tab, surrounding whitespace stripped */
+        size_t a0 = ne + 1, a1 = len;
+        while (a0 < a1 && is_space((unsigned char)line[a0]))
+            a0++;
+        while (a1 > a0 && is_space((unsigned char)line[a1 - 1]))
+            a1--;
+        if (!(a1 - a0 > 2 && line[a0] == '[' && line[a1 - 1] == ']'))
+            return line_error(err, source, ps->nonblank,
+                              "expected '\\t[MODULE]' after the name", line, len);
+        uint64_t th = name_hash(line + a0, a1 - a0);
+        /* lines of one module are consecutive: try the last module first */
+        for (uint32_t m = h->nmods; m-- > 1;)
+            if (ps->tagh[m] == th && ps->taglen[m] == a1 - a0 - 2 &&
+                !memcmp(h->text + ps->tagoff[m], line + a0 + 1, a1 - a0 - 2)) {
+                mod = m;
+                break;
             }
-        }
-        if (e - s < width + 4) {
-            line_error(err, source, nonblank, "line too short for 'ADDRESS TYPE NAME'",
-                       line, e - s);
-            goto bad;
-        }
-        uint64_t a = 0;
-        int ok = line[width] == ' ' && line[width + 2] == ' ';
-        uint8_t bad = 0;
-        for (size_t k = 0; k < width; k++) {
-            uint8_t v = hex[(unsigned char)line[k]];
-            bad |= v;
-            a = a << 4 | (v & 15);
-        }
-        ok &= !(bad & 0xF0);
-        unsigned char type = (unsigned char)line[width + 1];
-        ok &= (type >= 'A' && type <= 'Z') || (type >= 'a' && type <= 'z') || type == '?';
-        if (!ok) {
-            line_error(err, source, nonblank, "expected 'ADDRESS TYPE NAME'", line, e - s);
-            goto bad;
-        }
-        const char *tab = memchr(line, '\t', e - s);
-        uint32_t mod = 0;
-        ne = tab ? (size_t)(tab - t) : e;
-        if (tab) {
-            /* "[MOD]" after the tab, surrounding whitespace stripped */
-            size_t a0 = ne + 1, a1 = e;
-            while (a0 < a1 && is_space((unsigned char)t[a0]))
-                a0++;
-            while (a1 > a0 && is_space((unsigned char)t[a1 - 1]))
-                a1--;
-            if (!(a1 - a0 > 2 && t[a0] == '[' && t[a1 - 1] == ']')) {
-                line_error(err, source, nonblank, "expected '\\t[MODULE]' after the name",
-                           line, e - s);
-                goto bad;
-            }
-            uint64_t th = name_hash(t + a0, a1 - a0);
-            /* lines of one module are consecutive: try the last module first */
-            for (uint32_t m = h->nmods; m-- > 1;)
-                if (tagh[m] == th && taglen[m] == a1 - a0 && !memcmp(tags[m], t + a0, a1 - a0)) {
-                    mod = m;
-                    break;
-                }
-            if (!mod) {
-                if (h->nmods >= modcap) {
-                    size_t nc = modcap ? modcap * 2 : 16;
-                    uint64_t *nh = realloc(tagh, nc * sizeof *nh);
-                    if (nh)
-                        tagh = nh;
-                    char **nt = nh ? realloc(tags, nc * sizeof *nt) : NULL;
-                    if (nt)
-                        tags = nt;
-                    size_t *nlen = nt ? realloc(taglen, nc * sizeof *nlen) : NULL;
-                    if (!nlen) {
-                        fail(err, KMS_E_NOMEM, "out of memory reading %s", source);
-                        goto bad;
-                    }
-                    taglen = nlen;
-                    modcap = nc;
-                }
-                mod = h->nmods++;
-                tagh[mod] = th;
-                tags[mod] = t + a0;
-                taglen[mod] = a1 - a0;
-            }
-        }
-        if (ne <= s + width + 3) {
-            line_error(err, source, nonblank, "missing symbol name", line, e - s);
-            goto bad;
-        }
-        any_nonzero |= a != 0;
-        /* A hidden address prints as 0; only per-cpu 'A' lines really are at 0. */
-        if (a != 0 || type == 'A' || type == 'a') {
-            h->line[n].addr = a;
-            h->line[n].name = (uint32_t)(s + width + 3);
-            h->line[n].name_len = (uint32_t)(ne - (s + width + 3));
-            h->line[n].type = type;
-            h->line[n].module = mod;
-            n++;
-        }
-        s = next;
+        if (!mod && !(mod = add_module(h, ps, line + a0, a1 - a0, th)))
+            return fail(err, KMS_E_NOMEM, "out of memory reading %s", source);
     }
-    if (nonblank == 0) {
-        fail(err, KMS_E_KALLSYMS, "%s: empty: no symbols (is this a kallsyms file?)", source);
-        goto bad;
+    if (ne <= width + 3)
+        return line_error(err, source, ps->nonblank, "missing symbol name", line, len);
+    ps->any_nonzero |= a != 0;
+    /* A hidden address prints as 0; only per-cpu 'A' lines really are at 0. */
+    if (a != 0 || type == 'A' || type == 'a') {
+        size_t name_len = ne - (width + 3);
+        if (h->n == ps->cap) {
+            size_t nc = ps->cap ? ps->cap * 2 : 1024;
+            struct line *grown = realloc(h->line, nc * sizeof *grown);
+            if (!grown)
+                return fail(err, KMS_E_NOMEM, "out of memory reading %s", source);
+            h->line = grown;
+            ps->cap = nc;
+        }
+        if (names_room(h, ps, name_len + 1))
+            return fail(err, KMS_E_NOMEM, "out of memory reading %s", source);
+        struct line *l = &h->line[h->n++];
+        memcpy(h->text + ps->names_len, name, name_len);
+        l->addr = a;
+        l->size = -1;
+        l->name = (uint32_t)ps->names_len;
+        l->name_len = (uint32_t)name_len;
+        l->who = mod ? WHO(WHO_MODULE, mod) : WHO(WHO_CORE, 0);
+        l->type = type;
+        l->binding = 0;
+        l->answers = 0;
+        ps->names_len += name_len;
+        h->text[ps->names_len++] = 0;
+        h->core_lines += mod == 0;
     }
-    if (!any_nonzero) {
-        fail(err, KMS_E_HIDDEN, "%s: every address is 0: the kernel hides them from this user "
-             "(kernel.kptr_restrict); run as root, or set 'sysctl kernel.kptr_restrict=0'",
-             source);
-        goto bad;
-    }
-    h->n = n;
-    /* Keep only the names, each NUL-terminated, in a buffer of their own:
-     * the addresses, letters and tags of the text are in the rows now. */
-    size_t total = 8; /* spare bytes, as the text had */
-    for (size_t i = 0; i < n; i++)
-        total += (size_t)h->line[i].name_len + 1;
-    for (uint32_t m = 1; m < h->nmods; m++)
-        total += taglen[m] - 1;
-    char *names = malloc(total), *at = names;
-    if (!names || !(h->mod_name = calloc(h->nmods, sizeof *h->mod_name))) {
-        free(names);
-        fail(err, KMS_E_NOMEM, "out of memory reading %s", source);
-        goto bad;
-    }
-    for (size_t i = 0; i < n; i++) {
-        memcpy(at, t + h->line[i].name, h->line[i].name_len);
-        h->line[i].name = (uint32_t)(at - names);
-        at += h->line[i].name_len;
-        *at++ = 0;
-        h->core_lines += h->line[i].module == 0;
-    }
-    h->mod_name[0] = vmlinux_list[0];
-    for (uint32_t m = 1; m < h->nmods; m++) { /* "[mod]" -> "mod" */
-        memcpy(at, tags[m] + 1, taglen[m] - 2);
-        h->mod_name[m] = at;
-        at += taglen[m] - 2;
-        *at++ = 0;
-    }
-    memset(at, 0, 8);
-    free(h->text);
-    h->text = names;
-    free(tagh);
-    free(tags);
-    free(taglen);
     return KMS_OK;
-bad:
-    free(tagh);
-    free(tags);
-    free(taglen);
-    return err ? err->code : KMS_E_KALLSYMS;
+}
+
+/* The lines of T (LEN bytes) ending in "\n", and with FINAL the rest as the
+ * last line; *USED: the bytes read. */
+static int parse_block(kms_handle *h, struct parse *ps, const char *t, size_t len, int final,
+                       size_t *used, kms_error *err)
+{
+    size_t s = 0;
+    for (;;) {
+        const char *nl = memchr(t + s, '\n', len - s);
+        if (!nl)
+            break;
+        if (parse_line(h, ps, t + s, (size_t)(nl - (t + s)), 1, err))
+            return err ? err->code : KMS_E_KALLSYMS;
+        s = (size_t)(nl - t) + 1;
+    }
+    if (final && s < len) {
+        if (parse_line(h, ps, t + s, len - s, 0, err))
+            return err ? err->code : KMS_E_KALLSYMS;
+        s = len;
+    }
+    *used = s;
+    return KMS_OK;
+}
+
+/* Where kallsyms text comes from: a file read block by block (never held
+ * whole: only the names are kept), or a caller's buffer, read in place. */
+struct kallsyms_source {
+    int fd;               /* -1: the buffer */
+    const char *buf;
+    size_t len;           /* the buffer's length; for a file its size when known, else 0 */
+    const char *name;
+};
+
+#define READ_BLOCK ((size_t)1 << 18)
+
+/* kmodsyms.kallsyms.Kallsyms._parse: the rows and names of every line. */
+static int parse_kallsyms(kms_handle *h, const struct kallsyms_source *src, kms_error *err)
+{
+    struct parse ps = {0};
+    size_t expect = src->len ? src->len : READ_BLOCK; /* the names are at most this */
+    char *block = NULL;
+    int rc;
+
+    ps.source = src->name;
+    hex_table(ps.hex);
+    h->nmods = 1;
+    /* Room for the names and rows of EXPECT bytes of text, each line at
+     * least 13: pages are touched only as rows and names fill them. */
+    ps.names_cap = expect + 8;
+    ps.cap = expect / 13 + 1;
+    if (!(h->text = malloc(ps.names_cap)) || !(h->line = malloc(ps.cap * sizeof *h->line))) {
+        rc = fail(err, KMS_E_NOMEM, "out of memory reading %s", src->name);
+        goto out;
+    }
+    if (src->fd < 0) {
+        size_t used;
+        if (src->len && (rc = parse_block(h, &ps, src->buf, src->len, 1, &used, err)))
+            goto out;
+    } else {
+        size_t cap = READ_BLOCK, have = 0, total = 0;
+        if (!(block = malloc(cap))) {
+            rc = fail(err, KMS_E_NOMEM, "out of memory reading %s", src->name);
+            goto out;
+        }
+        for (;;) {
+            ssize_t got = read(src->fd, block + have, cap - have);
+            if (got < 0 && errno == EINTR)
+                continue;
+            if (got < 0) {
+                rc = fail(err, KMS_E_IO, "cannot read %s: %s", src->name, strerror(errno));
+                goto out;
+            }
+            total += (size_t)got;
+            if (total >= UINT32_MAX) {
+                rc = fail(err, KMS_E_KALLSYMS, "%s: larger than 4 GiB: not a kallsyms file",
+                          src->name);
+                goto out;
+            }
+            size_t used;
+            have += (size_t)got;
+            if ((rc = parse_block(h, &ps, block, have, got == 0, &used, err)))
+                goto out;
+            if (got == 0)
+                break;
+            memmove(block, block + used, have - used);
+            have -= used;
+            if (have == cap) { /* a line longer than the block */
+                char *nb = realloc(block, cap *= 2);
+                if (!nb) {
+                    rc = fail(err, KMS_E_NOMEM, "out of memory reading %s", src->name);
+                    goto out;
+                }
+                block = nb;
+            }
+        }
+    }
+    if (ps.nonblank == 0) {
+        rc = fail(err, KMS_E_KALLSYMS, "%s: empty: no symbols (is this a kallsyms file?)",
+                  src->name);
+        goto out;
+    }
+    if (!ps.any_nonzero) {
+        rc = fail(err, KMS_E_HIDDEN, "%s: every address is 0: the kernel hides them from this "
+                  "user (kernel.kptr_restrict); run as root, or set "
+                  "'sysctl kernel.kptr_restrict=0'", src->name);
+        goto out;
+    }
+    if (names_room(h, &ps, 0) || !(h->mod_name = calloc(h->nmods, sizeof *h->mod_name)) ||
+        !(h->mod_origin = calloc(h->nmods, 1))) {
+        rc = fail(err, KMS_E_NOMEM, "out of memory reading %s", src->name);
+        goto out;
+    }
+    memset(h->text + ps.names_len, 0, 8);
+    h->mod_name[0] = vmlinux_list[0];
+    h->mod_origin[0] = KMS_ORIGIN_CORE;
+    for (uint32_t m = 1; m < h->nmods; m++) {
+        h->mod_name[m] = h->text + ps.tagoff[m];
+        h->mod_origin[m] = kms_is_pseudo_module(h->mod_name[m]) ? KMS_ORIGIN_PSEUDO
+                                                                : KMS_ORIGIN_LOADABLE;
+    }
+    rc = KMS_OK;
+out:
+    free(block);
+    free(ps.tagh);
+    free(ps.tagoff);
+    free(ps.taglen);
+    return rc;
 }
 
 static const char *line_name(const kms_handle *h, size_t i)
 {
     return h->text + h->line[i].name;
+}
+
+/* The line's loaded or pseudo-module (index into mod_name), 0 for core. */
+static uint32_t line_module(const kms_handle *h, size_t i)
+{
+    uint32_t w = h->line[i].who;
+    return WHO_TAG(w) == WHO_MODULE ? WHO_INDEX(w) : 0;
 }
 
 static int line_name_is(const kms_handle *h, size_t i, const char *s, size_t len)
@@ -689,21 +846,6 @@ static int sort_keyed(struct keyed *a, size_t n)
     return 0;
 }
 
-static size_t upper_bound(const uint64_t *v, size_t n, uint64_t x)
-{
-    size_t lo = 0;
-    while (n > 0) {
-        size_t half = n / 2;
-        if (v[lo + half] <= x) {
-            lo += half + 1;
-            n -= half + 1;
-        } else {
-            n = half;
-        }
-    }
-    return lo;
-}
-
 static size_t lower_bound(const uint64_t *v, size_t n, uint64_t x)
 {
     size_t lo = 0;
@@ -717,30 +859,6 @@ static size_t lower_bound(const uint64_t *v, size_t n, uint64_t x)
         }
     }
     return lo;
-}
-
-static int sample(struct sampled *s, const uint64_t *v, size_t n)
-{
-    s->v = v;
-    s->n = n;
-    s->ntop = (n + TOP_STEP - 1) / TOP_STEP;
-    if (!(s->top = malloc((s->ntop ? s->ntop : 1) * sizeof *s->top)))
-        return -1;
-    for (size_t k = 0; k < s->ntop; k++)
-        s->top[k] = v[k * TOP_STEP];
-    return 0;
-}
-
-/* upper_bound(s->v, s->n, x): how many keys are <= x. */
-static size_t sampled_upper(const struct sampled *s, uint64_t x)
-{
-    size_t j = upper_bound(s->top, s->ntop, x);
-    if (j == 0)
-        return 0;
-    size_t from = (j - 1) * TOP_STEP + 1, to = j * TOP_STEP < s->n ? j * TOP_STEP : s->n;
-    while (from < to && s->v[from] <= x)
-        from++;
-    return from;
 }
 
 /* ------------------------------------------------------------ names */
@@ -771,14 +889,6 @@ static uint64_t sym_link(const kms_handle *h, uint32_t s)
 {
     const unsigned char *sym = ent(h, T_SYMBOLS, s);
     return le64(ent(h, T_SECTIONS, le32(sym + SYM_SECTION)) + SEC_ADDRESS) + le64(sym + SYM_VALUE);
-}
-
-static int32_t extent_of(const kms_handle *h, uint64_t a)
-{
-    size_t i = sampled_upper(&h->ext_index, a) + h->ext_first;
-    if (i == h->ext_first || a >= h->ext[i - 1].end)
-        return NO;
-    return (int32_t)h->ext[i - 1].sec;
 }
 
 static const char *sym_name(const kms_handle *h, uint32_t s)
@@ -861,7 +971,7 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
         by_len[fill[anchor_len[a] < MAX_BUCKET ? anchor_len[a] : MAX_BUCKET]++] = a;
     for (size_t i = 0; i < h->n; i++) {
         uint32_t len = h->line[i].name_len, b = len < MAX_BUCKET ? len : MAX_BUCKET;
-        if (h->line[i].module != 0 || bucket[b] == bucket[b + 1])
+        if (line_module(h, i) != 0 || bucket[b] == bucket[b + 1])
             continue;
         const char *name = line_name(h, i);
         for (uint32_t k = bucket[b]; k < bucket[b + 1]; k++) {
@@ -1200,17 +1310,17 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
         free(tmp);
     }
     for (size_t i = 0; i < h->n; i++)
-        h->line[i].entry = h->line[i].section = NO;
-    /* Lines in address order walk the extents (extent_of, without a search). */
+        h->line_entry[i] = h->line_section[i] = NO;
+    /* Lines in address order walk the extents (no search). */
     for (size_t k = 0, e = 0; k < h->n; k++) {
         size_t i = h->by_address[k];
         while (e < h->next && h->ext_start[e] <= h->line[i].addr)
             e++;
-        if (h->line[i].module != 0 || e == 0 || h->line[i].addr >= h->ext[e - 1].end)
+        if (line_module(h, i) != 0 || e == 0 || h->line[i].addr >= h->ext[e - 1].end)
             continue;
-        h->line[i].section = (int32_t)h->ext[e - 1].sec;
+        h->line_section[i] = (int32_t)h->ext[e - 1].sec;
         if (keyed)
-            h->line[i].entry = match_entry(h, &ek, i, h->line[i].section);
+            h->line_entry[i] = match_entry(h, &ek, i, h->line_section[i]);
     }
     /* Lines in no extent, at the end of placed sections ending there: the
      * sections by end (stably), each line tried against each in order; the
@@ -1246,7 +1356,7 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
         for (uint32_t k = 0; k < h->next; k++)
             end_key[k] = ends[k].key;
         for (size_t i = 0; i < h->n; i++) {
-            if (h->line[i].module != 0 || h->line[i].section >= 0)
+            if (line_module(h, i) != 0 || h->line_section[i] >= 0)
                 continue;
             int32_t got = NO;
             for (size_t j = lower_bound(end_key, h->next, h->line[i].addr);
@@ -1256,8 +1366,8 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
                     got = m;
             }
             if (got >= 0) {
-                h->line[i].entry = got;
-                h->line[i].section = (int32_t)le32(ent(h, T_SYMBOLS, (uint32_t)got) + SYM_SECTION);
+                h->line_entry[i] = got;
+                h->line_section[i] = (int32_t)le32(ent(h, T_SYMBOLS, (uint32_t)got) + SYM_SECTION);
             }
         }
         free(end_key);
@@ -1292,7 +1402,7 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
         for (c = 0; c < ncand; c++)
             cand_name[c] = sym_name(h, cand[c]);
         for (size_t i = 0; i < h->n; i++) {
-            if (h->line[i].module != 0 || h->line[i].section >= 0)
+            if (line_module(h, i) != 0 || h->line_section[i] >= 0)
                 continue;
             size_t lo = 0, hi = ncand;
             while (lo < hi) {
@@ -1309,10 +1419,7 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
                 continue;
             if (h->namb % 64 == 0) {
                 size_t nc = h->namb + 64;
-                uint32_t *nl = realloc(h->amb_line, nc * sizeof *nl);
-                if (nl)
-                    h->amb_line = nl;
-                uint32_t *nf = nl ? realloc(h->amb_first, nc * sizeof *nf) : NULL;
+                uint32_t *nf = realloc(h->amb_first, nc * sizeof *nf);
                 if (nf)
                     h->amb_first = nf;
                 uint32_t *nn = nf ? realloc(h->amb_count, nc * sizeof *nn) : NULL;
@@ -1322,7 +1429,7 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
                 }
                 h->amb_count = nn;
             }
-            h->amb_line[h->namb] = (uint32_t)i;
+            h->line[i].who = WHO(WHO_AMBIGUOUS, h->namb);
             h->amb_first[h->namb] = (uint32_t)lo;
             h->amb_count[h->namb++] = (uint32_t)(end - lo);
         }
@@ -1362,12 +1469,30 @@ static int has_prefix(const kms_handle *h, size_t i, const char *p)
 
 static uint8_t line_binding(const kms_handle *h, size_t i)
 {
-    if (h->line[i].entry >= 0)
-        return ent(h, T_SYMBOLS, (uint32_t)h->line[i].entry)[SYM_BINDING];
+    if (h->line_entry[i] >= 0)
+        return ent(h, T_SYMBOLS, (uint32_t)h->line_entry[i])[SYM_BINDING];
     unsigned char c = h->line[i].type;
     if (c == 'w' || c == 'W' || c == 'v' || c == 'V')
         return 2;
     return c >= 'A' && c <= 'Z' ? 1 : 0;
+}
+
+/* What prefer_cmp weighs after the size: a typed symbol (STT_* != 0) over
+ * none, then global over weak over local. */
+static uint8_t symbol_prefer(int typed, uint8_t binding)
+{
+    return (uint8_t)((typed != 0) << 2 | (binding == 1 ? 2 : binding == 2 ? 1 : 0));
+}
+
+/* The same for line I: its dtrace_syms entry's, else an upper-case letter
+ * ranks as global. */
+static uint8_t line_prefer(const kms_handle *h, size_t i)
+{
+    if (h->line_entry[i] >= 0) {
+        const unsigned char *s = ent(h, T_SYMBOLS, (uint32_t)h->line_entry[i]);
+        return symbol_prefer(s[SYM_TYPE] != 0, s[SYM_BINDING]);
+    }
+    return h->line[i].type >= 'A' && h->line[i].type <= 'Z' ? 2 : 0;
 }
 
 /* Preference among intervals of one start (Resolver._build_index): the
@@ -1377,25 +1502,9 @@ static int prefer_cmp(const kms_handle *h, uint32_t a, uint32_t b)
     int64_t la = h->line[a].size, lb = h->line[b].size;
     if (la != lb)
         return la < lb ? 1 : -1; /* smaller size preferred */
-    int ta = 0, tb = 0, ba, bb;
-    if (h->line[a].entry >= 0) {
-        const unsigned char *s = ent(h, T_SYMBOLS, (uint32_t)h->line[a].entry);
-        ta = s[SYM_TYPE] != 0;
-        ba = s[SYM_BINDING] == 1 ? 2 : s[SYM_BINDING] == 2 ? 1 : 0;
-    } else {
-        ba = h->line[a].type >= 'A' && h->line[a].type <= 'Z' ? 2 : 0;
-    }
-    if (h->line[b].entry >= 0) {
-        const unsigned char *s = ent(h, T_SYMBOLS, (uint32_t)h->line[b].entry);
-        tb = s[SYM_TYPE] != 0;
-        bb = s[SYM_BINDING] == 1 ? 2 : s[SYM_BINDING] == 2 ? 1 : 0;
-    } else {
-        bb = h->line[b].type >= 'A' && h->line[b].type <= 'Z' ? 2 : 0;
-    }
-    if (ta != tb)
-        return ta > tb ? 1 : -1;
-    if (ba != bb)
-        return ba > bb ? 1 : -1;
+    uint8_t pa = h->line[a].prefer, pb = h->line[b].prefer;
+    if (pa != pb)
+        return pa > pb ? 1 : -1;
     /* the name that sorts first is preferred; equal names: the later line */
     size_t na = h->line[a].name_len, nb = h->line[b].name_len;
     int c = memcmp(line_name(h, a), line_name(h, b), na < nb ? na : nb);
@@ -1406,19 +1515,6 @@ static int prefer_cmp(const kms_handle *h, uint32_t a, uint32_t b)
     return a > b ? 1 : -1;
 }
 
-static int is_pseudo_module(const char *name)
-{
-    return strcmp(name, "bpf") == 0 || strncmp(name, "__builtin__", 11) == 0;
-}
-
-/* loadable.is_mapping_symbol: .L*, L0*, $a $d $t $x (alone or with a '.' suffix). */
-static int is_mapping_symbol(const char *p, uint32_t len)
-{
-    if ((len >= 2 && p[0] == '.' && p[1] == 'L') || (len >= 2 && p[0] == 'L' && p[1] == '0'))
-        return 1;
-    return len >= 2 && p[0] == '$' && strchr("adtx", p[1]) && p[1] && (len == 2 || p[2] == '.');
-}
-
 /* resolver._core_ranges: where core lines answer (the kernel's is_ksym_addr()). */
 static void core_ranges(kms_handle *h)
 {
@@ -1427,7 +1523,7 @@ static void core_ranges(kms_handle *h)
     int seen[4] = {0, 0, 0, 0}, any = 0;
     for (size_t i = 0; i < h->n; i++) {
         const struct line *l = &h->line[i];
-        if (l->module != 0 || !l->answers)
+        if (line_module(h, i) != 0 || !l->answers)
             continue;
         any = 1;
         lowest = l->addr < lowest ? l->addr : lowest;
@@ -1449,7 +1545,7 @@ static void core_ranges(kms_handle *h)
     int init = seen[1] && seen[2];
     for (size_t i = 0; i < h->n; i++) {
         const struct line *l = &h->line[i];
-        if (l->module == 0 && l->answers && l->addr > at[0] &&
+        if (line_module(h, i) == 0 && l->answers && l->addr > at[0] &&
             (!init || l->addr < at[1] || l->addr > at[2]))
             return; /* a line past _etext: every symbol is listed */
     }
@@ -1471,77 +1567,92 @@ static int in_core_ranges(const kms_handle *h, uint64_t q)
     return k >= 0 && q <= h->core_range[2 * k + 1];
 }
 
+/* The address of the K-th line by address. */
+static uint64_t addr_at(const kms_handle *h, size_t k)
+{
+    return h->line[h->by_address[k]].addr;
+}
+
+/* How many lines are at or below X. */
+static size_t upper_bound_by_address(const kms_handle *h, uint64_t x)
+{
+    size_t lo = 0, n = h->n;
+    while (n > 0) {
+        size_t half = n / 2;
+        if (addr_at(h, lo + half) <= x) {
+            lo += half + 1;
+            n -= half + 1;
+        } else {
+            n = half;
+        }
+    }
+    return lo;
+}
+
 /*
- * Resolver._regions, without the cores of loaded modules (no /proc/modules
- * or .ko is read): every line's region, the end of each group's, the lines
- * that may answer by address, and which extents queries see.
+ * Resolver._regions: every line's region, the end of each group's (a
+ * loaded module's lines inside its core, as the kernel says, apart from
+ * those outside it), the lines that may answer by address, and which
+ * extents queries see.
  */
 static int regions(kms_handle *h, kms_error *err)
 {
     size_t n = h->n, npseudo = 0;
-    uint8_t *pseudo = calloc(h->nmods ? h->nmods : 1, 1);
-    if (!pseudo)
-        return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
-    for (uint32_t m = 1; m < h->nmods; m++)
-        pseudo[m] = (uint8_t)is_pseudo_module(h->mod_name[m]);
+    const uint8_t *origin = h->mod_origin;
     for (size_t i = 0; i < n; i++) {
         struct line *l = &h->line[i];
+        uint32_t mod = line_module(h, i);
         l->answers = l->type != 'A' &&
-                     !(l->module && is_mapping_symbol(line_name(h, i), l->name_len));
-        npseudo += pseudo[l->module] != 0;
+                     !(mod && kms_is_mapping_symbol(line_name(h, i), l->name_len));
+        npseudo += origin[mod] == KMS_ORIGIN_PSEUDO;
     }
     size_t ngroups = 2 * (size_t)h->nmods + npseudo, k = 0;
     uint64_t *highest = calloc(ngroups, sizeof *highest);
     if (!highest || !ALLOC(h, region_end, ngroups)) {
-        free(pseudo);
         free(highest);
         return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
     }
     for (size_t i = 0; i < n; i++) {
         struct line *l = &h->line[i];
-        size_t g = pseudo[l->module] ? 2 * (size_t)h->nmods + k++ : 2 * (size_t)l->module;
+        uint32_t mod = line_module(h, i);
+        size_t g = origin[mod] == KMS_ORIGIN_PSEUDO
+                       ? 2 * (size_t)h->nmods + k++
+                       : 2 * (size_t)mod + (size_t)kms_modules_outside_core(&h->mods, mod, l->addr);
         if (!l->answers)
             g = 1;
-        l->region = l->section >= 0 ? l->section : -1 - (int32_t)g;
+        h->line_region[i] = h->line_section[i] >= 0 ? h->line_section[i] : -1 - (int32_t)g;
         if (l->addr > highest[g])
             highest[g] = l->addr;
     }
     k = 0;
     for (size_t g = 0; g < ngroups; g++) {
-        size_t above = upper_bound(h->sorted_addr, n, highest[g]);
-        uint64_t end = g < 2 ? highest[g] : above < n ? h->sorted_addr[above] - 1 : UINT64_MAX;
-        if (g >= 2 && g < 2 * (size_t)h->nmods && g % 2 == 0 && above >= n &&
-            highest[g] <= UINT64_MAX - 4095 && highest[g] + 4095 < end)
+        size_t above = upper_bound_by_address(h, highest[g]);
+        uint64_t end = g < 2 ? highest[g] : above < n ? addr_at(h, above) - 1 : UINT64_MAX;
+        uint64_t core_last;
+        int module = g >= 2 && g < 2 * (size_t)h->nmods && g % 2 == 0;
+        if (module && kms_modules_core_last(&h->mods, (uint32_t)(g / 2), &core_last)) {
+            if (core_last < end)
+                end = core_last; /* within its core, as the kernel says */
+        } else if (module && above >= n && highest[g] <= UINT64_MAX - 4095 &&
+                   highest[g] + 4095 < end) {
             end = highest[g] + 4095; /* the highest module, its end unknown: a page */
+        }
         h->region_end[g] = end;
     }
     /* a pseudo-module line answers at most a page */
     for (size_t i = 0; i < n; i++) {
         const struct line *l = &h->line[i];
-        if (!pseudo[l->module])
+        if (origin[line_module(h, i)] != KMS_ORIGIN_PSEUDO)
             continue;
         size_t g = 2 * (size_t)h->nmods + k++;
         uint64_t page_end = l->addr + 4095; /* wraps, as the Python's uint64 */
         if (page_end < h->region_end[g])
             h->region_end[g] = page_end;
     }
-    free(pseudo);
     free(highest);
     core_ranges(h);
-    /* the lines that may answer, by address; the extents at or above the
-     * lowest core line that may */
+    /* the extents at or above the lowest core line that may answer */
     uint64_t lowest = h->ncore_ranges ? h->core_range[0] : 0;
-    for (size_t j = 0; j < n; j++)
-        h->nanswer += h->line[h->by_address[j]].answers;
-    if (!ALLOC(h, answer_addr, h->nanswer) || !ALLOC(h, answer_line, h->nanswer))
-        return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
-    for (size_t j = 0, a = 0; j < n; j++) {
-        uint32_t i = h->by_address[j];
-        if (h->line[i].answers) {
-            h->answer_addr[a] = h->line[i].addr;
-            h->answer_line[a++] = i;
-        }
-    }
     h->ext_first = (uint32_t)lower_bound(h->ext_start, h->next, lowest);
     return KMS_OK;
 }
@@ -1549,161 +1660,361 @@ static int regions(kms_handle *h, kms_error *err)
 static int build_index(kms_handle *h, kms_error *err)
 {
     size_t n = h->n;
-    struct keyed *iv = NULL;
 
     for (size_t i = 0; i < n; i++) { /* one visit to each matched entry's row */
-        if (h->line[i].section >= 0 && (h->line[i].type == 't' || h->line[i].type == 'T'))
-            h->placed[h->line[i].section] |= HOLDS_TEXT;
-        h->line[i].binding = line_binding(h, i);
-        h->line[i].size = h->line[i].entry >= 0
-            ? (int64_t)le64(ent(h, T_SYMBOLS, (uint32_t)h->line[i].entry) + SYM_SIZE) : -1;
+        if (h->line_section[i] >= 0 && (h->line[i].type == 't' || h->line[i].type == 'T'))
+            h->placed[h->line_section[i]] |= HOLDS_TEXT;
+        uint8_t b = line_binding(h, i);
+        h->line[i].binding = b <= 2 ? b : KMS_BINDING_UNKNOWN;
+        h->line[i].prefer = line_prefer(h, i);
+        if (WHO_TAG(h->line[i].who) == WHO_CORE && h->line_section[i] >= 0)
+            h->line[i].who = WHO(WHO_OBJECT, h->section_object[h->line_section[i]]);
+        h->line[i].size = h->line_entry[i] >= 0
+            ? (int64_t)le64(ent(h, T_SYMBOLS, (uint32_t)h->line_entry[i]) + SYM_SIZE) : -1;
     }
     /* Padding (__pfx_/__cfi_) inside a placed section: its size is the
      * distance to the next distinct address above, if one of the (first 4)
      * lines there is the function it prefixes. */
     for (size_t k = 0; k < n; k++) {
         size_t i = h->by_address[k], nxt = k + 1;
-        if (h->line[i].entry >= 0 || h->line[i].section < 0 ||
+        if (h->line_entry[i] >= 0 || h->line_section[i] < 0 ||
             !(has_prefix(h, i, "__pfx_") || has_prefix(h, i, "__cfi_")))
             continue;
-        while (nxt < n && h->sorted_addr[nxt] == h->line[i].addr)
+        while (nxt < n && addr_at(h, nxt) == h->line[i].addr)
             nxt++;
         if (nxt >= n)
             continue;
         for (size_t j = 0; j < 4; j++) {
             size_t at = nxt + j < n ? nxt + j : n - 1;
-            if (h->sorted_addr[at] != h->sorted_addr[nxt])
+            if (addr_at(h, at) != addr_at(h, nxt))
                 break;
             if (line_name_is(h, h->by_address[at], line_name(h, i) + 6, h->line[i].name_len - 6)) {
-                h->line[i].size = (int64_t)(h->sorted_addr[nxt] - h->line[i].addr);
+                h->line[i].size = (int64_t)(addr_at(h, nxt) - h->line[i].addr);
                 break;
             }
         }
     }
+    /* Loadable lines: size, binding and type from their module's own .ko. */
+    for (size_t k = 0; k < h->mods.nlines; k++) {
+        const struct kms_ml_result *r = &h->mods.line[k];
+        if (r->ko.size >= 0) {
+            struct line *l = &h->line[r->line];
+            l->size = r->ko.size;
+            l->binding = r->ko.binding <= 2 ? r->ko.binding : KMS_BINDING_UNKNOWN;
+            l->prefer = symbol_prefer(r->ko.typed, r->ko.binding);
+        }
+    }
+    for (size_t i = 0; i < n; i++) /* an entry's size read as negative is unknown */
+        if (h->line[i].size < 0)
+            h->line[i].size = -1;
     if (regions(h, err))
         return err ? err->code : KMS_E_NOMEM;
-    /* Sized intervals by start, ties in preference order. */
-    size_t niv = 0;
-    for (size_t i = 0; i < n; i++)
-        niv += h->line[i].size > 0 && h->line[i].answers;
-    if (!(iv = malloc((niv ? niv : 1) * sizeof *iv)))
-        return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
-    niv = 0;
-    for (size_t i = 0; i < n; i++)
-        if (h->line[i].size > 0 && h->line[i].answers) {
-            iv[niv].key = h->line[i].addr;
-            iv[niv++].idx = (uint32_t)i;
-        }
-    if (sort_keyed(iv, niv) || !ALLOC(h, iv_start, niv) || !ALLOC(h, iv, niv)) {
-        free(iv);
-        return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
+    /* A loaded module's line in a placed section of its .ko answers with the
+     * .ko as its object (the regions above still saw its module). */
+    for (size_t k = 0; k < h->mods.nlines; k++) {
+        uint32_t i = h->mods.line[k].line;
+        if (h->mods.line[k].ko.extent >= 0)
+            h->line[i].who = WHO(WHO_OBJECT, h->section_object[h->line_section[i]]);
     }
-    for (size_t a = 0; a < niv;) {
-        size_t b = a + 1;
-        while (b < niv && iv[b].key == iv[a].key)
-            b++;
-        for (size_t k = a + 1; k < b; k++) { /* insertion sort of the tie run */
-            struct keyed x = iv[k];
-            size_t j = k;
-            while (j > a && prefer_cmp(h, iv[j - 1].idx, x.idx) > 0) {
-                iv[j] = iv[j - 1];
-                j--;
+    /* what only attribution needed */
+    free(h->line_entry);
+    free(h->line_section);
+    h->line_entry = h->line_section = NULL;
+    return KMS_OK;
+}
+
+/*
+ * Resolver.resolve_many's unsized fallback for an address Q in no sized
+ * interval: CAND is the last line that may answer at the greatest address
+ * <= Q (-1 none), E how many extents (from ext_first) start at or below Q.
+ * The piece answer of Q.
+ */
+static uint32_t unsized_at(const kms_handle *h, uint64_t q, int32_t cand, size_t e)
+{
+    /* the placed extent holding q: the last starting at or below it */
+    size_t x = h->ext_first + e;
+    int32_t rq = x > h->ext_first && q < h->ext[x - 1].end ? (int32_t)h->ext[x - 1].sec : NO;
+    uint32_t none = PIECE_NO_LINE | (rq >= 0 ? h->section_object[rq] + 1 : 0);
+    /* the last line at the greatest address <= q, in the same region as q */
+    if (cand < 0)
+        return none;
+    int32_t rc = h->line_region[cand];
+    if (rq >= 0)
+        return rc == rq ? (uint32_t)cand : none;
+    if (rc >= 0 || q > h->region_end[-1 - rc])
+        return none;
+    /* the core kernel's lines answer only inside its ranges */
+    return rc != -1 || in_core_ranges(h, q) ? (uint32_t)cand : none;
+}
+
+/* The next breakpoint: B when it is above Q and below *NEXT (or the first). */
+static void consider(uint64_t *next, int *found, uint64_t q, uint64_t b)
+{
+    if (b > q && (!*found || b < *next)) {
+        *next = b;
+        *found = 1;
+    }
+}
+
+static uint64_t line_end(const kms_handle *h, uint32_t i)
+{
+    return h->line[i].addr + (uint64_t)h->line[i].size; /* wraps, as the Python's uint64 */
+}
+
+/* A growing array of line indices. */
+struct stack {
+    uint32_t *v;
+    size_t n, cap;
+};
+
+static int push(struct stack *s, uint32_t x)
+{
+    if (s->n == s->cap) {
+        size_t nc = s->cap ? s->cap * 2 : 64;
+        uint32_t *nv = realloc(s->v, nc * sizeof *nv);
+        if (!nv)
+            return -1;
+        s->v = nv;
+        s->cap = nc;
+    }
+    s->v[s->n++] = x;
+    return 0;
+}
+
+/*
+ * The pieces, in one walk up the address space.  Resolver.resolve_many
+ * answers Q with the innermost sized interval holding it: the intervals
+ * (answering lines of size > 0) by start, ties in preference order, each
+ * with its container, the nearest earlier interval whose chain holds it
+ * (_containers), searched from the last interval starting at or below Q up
+ * the containers while they end at or below Q.  That chain is a stack
+ * (each interval pops those ending before it, or all when it starts past
+ * every end so far); intervals ending at or below Q are popped as Q passes
+ * them (a container search would only step over them).  With no interval
+ * holding Q, the unsized fallback (unsized_at) answers.  The answer may
+ * change only at a line's address, at the end of the answering interval,
+ * and (unsized) at an extent's start or end, the end of the candidate's
+ * region and the core ranges' bounds: each such address is answered, and
+ * a new piece begins where the answer differs from the last.
+ */
+static int build_pieces(kms_handle *h, kms_error *err)
+{
+    size_t n = h->n, next_ext = h->next - h->ext_first, k = 0, e = 0, cap, np = 0;
+    const uint64_t *ext_start = h->ext_start + h->ext_first;
+    struct stack st = {NULL, 0, 0}, tie = {NULL, 0, 0};
+    uint64_t q = 0, reach = 0, last_start = 0;
+    struct cluster *cl = NULL;
+    size_t ccap = 0;
+    int32_t cand = NO;
+    int any = 0, rc = KMS_OK;
+
+    cap = n + n / 2 + 2 * next_ext + 16;
+    if (!(h->piece = malloc(cap * sizeof *h->piece)))
+        return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
+    for (;;) {
+        /* the lines at or below q, a run of one address at a time */
+        while (k < n && addr_at(h, k) <= q) {
+            uint64_t a = addr_at(h, k);
+            tie.n = 0;
+            for (; k < n && addr_at(h, k) == a; k++) {
+                uint32_t i = h->by_address[k];
+                if (!h->line[i].answers)
+                    continue;
+                cand = (int32_t)i;
+                if (h->line[i].size > 0 && push(&tie, i))
+                    goto nomem;
             }
-            iv[j] = x;
+            for (size_t t = 1; t < tie.n; t++) { /* insertion sort of the tie run */
+                uint32_t x = tie.v[t];
+                size_t j = t;
+                for (; j > 0 && prefer_cmp(h, tie.v[j - 1], x) > 0; j--)
+                    tie.v[j] = tie.v[j - 1];
+                tie.v[j] = x;
+            }
+            for (size_t t = 0; t < tie.n; t++) {
+                uint32_t i = tie.v[t];
+                uint64_t end = line_end(h, i);
+                if (!any || a >= reach)
+                    st.n = 0;
+                while (st.n && line_end(h, st.v[st.n - 1]) < end)
+                    st.n--;
+                if (push(&st, i))
+                    goto nomem;
+                if (!any || end > reach)
+                    reach = end;
+                any = 1;
+            }
         }
-        a = b;
-    }
-    h->niv = (uint32_t)niv;
-    uint64_t reach = 0;
-    for (size_t k = 0; k < niv; k++) {
-        uint32_t i = iv[k].idx;
-        h->iv[k].line = i;
-        h->iv_start[k] = h->line[i].addr;
-        h->iv[k].end = h->line[i].addr + (uint64_t)h->line[i].size;
-        /* _containers: the nearest earlier interval holding this one */
-        int32_t j = NO;
-        if (k > 0 && h->iv_start[k] < reach) {
-            j = (int32_t)k - 1;
-            while (j >= 0 && h->iv[j].end < h->iv[k].end)
-                j = h->iv[j].parent;
+        while (e < next_ext && ext_start[e] <= q)
+            e++;
+        while (st.n && line_end(h, st.v[st.n - 1]) <= q)
+            st.n--;
+        uint32_t v = st.n ? PIECE_SIZED | st.v[st.n - 1] : unsized_at(h, q, cand, e);
+        if (np == 0 || v != h->piece[np - 1].answer) {
+            if (np == cap) {
+                struct piece *nv = realloc(h->piece, (cap *= 2) * sizeof *nv);
+                if (!nv)
+                    goto nomem;
+                h->piece = nv;
+            }
+            if (np == 0 || q - last_start > CLUSTER_GAP || q - cl->base > UINT32_MAX) {
+                if (h->ncluster == ccap) {
+                    struct cluster *nc = realloc(h->cluster, (ccap = 2 * ccap + 4) * sizeof *nc);
+                    if (!nc)
+                        goto nomem;
+                    h->cluster = nc;
+                }
+                if (h->ncluster)
+                    h->cluster[h->ncluster - 1].last = (uint32_t)np - 1;
+                cl = &h->cluster[h->ncluster++];
+                cl->base = q;
+                cl->first = (uint32_t)np;
+            }
+            h->piece[np].low = (uint32_t)(q - cl->base);
+            h->piece[np++].answer = v;
+            last_start = q;
         }
-        h->iv[k].parent = j;
-        if (k == 0 || h->iv[k].end > reach)
-            reach = h->iv[k].end;
+        /* the next address where the answer may change */
+        uint64_t nq = 0;
+        int found = 0;
+        if (k < n)
+            consider(&nq, &found, q, addr_at(h, k));
+        if (st.n) {
+            consider(&nq, &found, q, line_end(h, st.v[st.n - 1]));
+        } else {
+            if (e < next_ext)
+                consider(&nq, &found, q, ext_start[e]);
+            if (e > 0)
+                consider(&nq, &found, q, h->ext[h->ext_first + e - 1].end);
+            if (cand >= 0) {
+                int32_t r = h->line_region[cand];
+                if (r < 0 && h->region_end[-1 - r] < UINT64_MAX)
+                    consider(&nq, &found, q, h->region_end[-1 - r] + 1);
+            }
+            for (uint32_t r = 0; r < h->ncore_ranges; r++) {
+                consider(&nq, &found, q, h->core_range[2 * r]);
+                if (h->core_range[2 * r + 1] < UINT64_MAX)
+                    consider(&nq, &found, q, h->core_range[2 * r + 1] + 1);
+            }
+        }
+        if (!found)
+            break;
+        q = nq;
     }
-    free(iv);
+    h->npiece = np;
+    h->cluster[h->ncluster - 1].last = (uint32_t)np - 1;
+    goto out;
+nomem:
+    rc = fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
+out:
+    free(st.v);
+    free(tie.v);
+    return rc;
+}
+
+/* ------------------------------------------------------------ loaded modules */
+
+/*
+ * Match the loaded modules with their .ko files (kms_modules.c).  Each
+ * placed .ko section becomes section count[T_SECTIONS] + k (its object
+ * count[T_OBJECTS] + the .ko's number), and each line from a .ko is in its
+ * section, as Resolver._build_index numbers them.
+ */
+static int match_modules(kms_handle *h, const struct kms_sources *src, kms_error *err)
+{
+    size_t nml = 0;
+    struct kms_mline *ml = malloc((h->n - h->core_lines + 1) * sizeof *ml);
+    if (!ml)
+        return fail(err, KMS_E_NOMEM, "out of memory reading loaded modules");
+    for (size_t i = 0; i < h->n; i++)
+        if (line_module(h, i)) {
+            ml[nml].addr = h->line[i].addr;
+            ml[nml].name = line_name(h, i);
+            ml[nml].name_len = h->line[i].name_len;
+            ml[nml].module = line_module(h, i);
+            ml[nml++].line = (uint32_t)i;
+        }
+    int rc = kms_modules_match(&h->mods, ml, nml, h->mod_name, h->nmods, src, err);
+    free(ml);
+    if (rc)
+        return rc;
+    uint32_t nsec = h->count[T_SECTIONS], nobj = h->count[T_OBJECTS];
+    size_t next = h->mods.nextent, nko = h->mods.nko;
+    uint32_t *so = realloc(h->section_object, (nsec + next + 1) * sizeof *so);
+    if (so)
+        h->section_object = so;
+    uint8_t *placed = so ? realloc(h->placed, nsec + next + 1) : NULL;
+    if (placed)
+        h->placed = placed;
+    struct object_info *obj = placed ? realloc(h->object, (nobj + nko + 1) * sizeof *obj) : NULL;
+    if (!obj)
+        return fail(err, KMS_E_NOMEM, "out of memory reading loaded modules");
+    h->object = obj;
+    for (size_t e = 0; e < next; e++) {
+        h->section_object[nsec + e] = nobj + h->mods.extent[e].ko;
+        h->placed[nsec + e] = 0;
+    }
+    for (size_t k = 0; k < nko; k++) {
+        const struct kms_module *st = &h->mods.status[h->mods.ko_status[k]];
+        uint32_t m = 1;
+        while (h->mod_name[m] != st->name)
+            m++;
+        h->object[nobj + k].path = st->file;
+        h->object[nobj + k].modules.modules = h->mod_name + m;
+        h->object[nobj + k].modules.nmodules = 1;
+        h->object[nobj + k].dso = h->mod_name[m];
+        h->object[nobj + k].origin = KMS_ORIGIN_LOADABLE;
+    }
+    for (size_t k = 0; k < h->mods.nlines; k++)
+        if (h->mods.line[k].ko.extent >= 0)
+            h->line_section[h->mods.line[k].line] = (int32_t)nsec + h->mods.line[k].ko.extent;
+    return KMS_OK;
+}
+
+/* Resolver._extents: the placed .ko sections join the extents that queries
+ * see, by start (dtrace_syms' first among equal starts), however low they
+ * lie (arm64 loads modules below the kernel image). */
+static int add_ko_extents(kms_handle *h, kms_error *err)
+{
+    size_t nk = h->mods.nextent, nv = h->next;
+    if (!nk)
+        return KMS_OK;
+    struct keyed *ko = malloc(nk * sizeof *ko);
+    uint64_t *start = realloc(h->ext_start, (nv + nk) * sizeof *start);
+    if (start)
+        h->ext_start = start;
+    void *ext = start ? realloc(h->ext, (nv + nk) * sizeof *h->ext) : NULL;
+    if (ext)
+        h->ext = ext;
+    for (size_t e = 0; ko && e < nk; e++) {
+        ko[e].key = h->mods.extent[e].start;
+        ko[e].idx = (uint32_t)e;
+    }
+    if (!ko || !ext || sort_keyed(ko, nk)) {
+        free(ko);
+        return fail(err, KMS_E_NOMEM, "out of memory indexing loaded modules");
+    }
+    /* merge from the top: the .ko's above dtrace_syms' at equal starts */
+    size_t i = nv, j = nk, o = nv + nk;
+    while (j > 0) {
+        o--;
+        if (i > h->ext_first && h->ext_start[i - 1] > ko[j - 1].key) {
+            i--;
+            h->ext_start[o] = h->ext_start[i];
+            h->ext[o] = h->ext[i];
+        } else {
+            j--;
+            h->ext_start[o] = ko[j].key;
+            h->ext[o].end = h->mods.extent[ko[j].idx].end;
+            h->ext[o].sec = h->count[T_SECTIONS] + ko[j].idx;
+        }
+    }
+    h->next = (uint32_t)(nv + nk);
+    free(ko);
     return KMS_OK;
 }
 
 /* ------------------------------------------------------------ loading */
-
-static int read_file(const char *path, char **out, size_t *len, kms_error *err)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    size_t cap, n = 0;
-    char *buf;
-    if (fd < 0)
-        return fail(err, KMS_E_IO, "cannot read %s: %s", path, strerror(errno));
-    /* /proc/kallsyms reports size 0: grow until end of file */
-    cap = (fstat(fd, &st) == 0 && st.st_size > 0) ? (size_t)st.st_size + 1 : (size_t)1 << 20;
-    if (!(buf = malloc(cap + 8))) {
-        close(fd);
-        return fail(err, KMS_E_NOMEM, "out of memory reading %s", path);
-    }
-    for (;;) {
-        if (n == cap) {
-            char *nb = realloc(buf, cap * 2 + 8);
-            if (!nb) {
-                free(buf);
-                close(fd);
-                return fail(err, KMS_E_NOMEM, "out of memory reading %s", path);
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        ssize_t got = read(fd, buf + n, cap - n);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0) {
-            int e = errno;
-            free(buf);
-            close(fd);
-            return fail(err, KMS_E_IO, "cannot read %s: %s", path, strerror(e));
-        }
-        if (got == 0)
-            break;
-        n += (size_t)got;
-    }
-    close(fd);
-    memset(buf + n, 0, 8);
-    *out = buf;
-    *len = n;
-    return KMS_OK;
-}
-
-/* The GNU build-id in a buffer of ELF notes (kmodsyms.elfimage.parse_notes). */
-static void notes_build_id(const unsigned char *d, size_t n, char *hex, size_t cap)
-{
-    size_t pos = 0;
-    hex[0] = 0;
-    while (pos + 12 <= n) {
-        uint64_t namesz = le32(d + pos), descsz = le32(d + pos + 4), type = le32(d + pos + 8);
-        uint64_t name_at = pos + 12, desc_at = name_at + (namesz + 3) / 4 * 4;
-        uint64_t nlen = namesz;
-        if (name_at + nlen > n)
-            nlen = name_at < n ? n - name_at : 0;
-        while (nlen && d[name_at + nlen - 1] == 0)
-            nlen--;
-        if (nlen == 3 && !memcmp(d + name_at, "GNU", 3) && type == 3) {
-            size_t k = 0;
-            for (uint64_t b = desc_at; b < desc_at + descsz && b < n && 2 * k + 3 <= cap; b++, k++)
-                snprintf(hex + 2 * k, 3, "%02x", d[b]);
-            return;
-        }
-        pos = desc_at + (descsz + 3) / 4 * 4;
-    }
-}
 
 /* kmodsyms.live.check_live */
 static int check_live(const kms_handle *h, const char *syms_path, kms_error *err)
@@ -1719,7 +2030,7 @@ static int check_live(const kms_handle *h, const char *syms_path, kms_error *err
     if (fd >= 0) {
         ssize_t got = read(fd, notes, sizeof notes);
         if (got > 0)
-            notes_build_id(notes, (size_t)got, live_id, sizeof live_id);
+            kms_notes_build_id(notes, (size_t)got, 0, live_id, sizeof live_id);
         close(fd);
     }
     if (h->build_id[0] && live_id[0] && strcmp(h->build_id, live_id) != 0)
@@ -1728,10 +2039,99 @@ static int check_live(const kms_handle *h, const char *syms_path, kms_error *err
     return KMS_OK;
 }
 
-static kms_handle *load(const char *syms_path, char *text, size_t len, const char *source,
-                        int live, unsigned flags, kms_error *err)
+/* h->by_address: the lines stably sorted by address.  Kallsyms lists the
+ * core kernel by address, then each loaded module's lines in its symbol
+ * table's order: only the lines after the sorted prefix are sorted (with
+ * room for them alone), then merged with it. */
+static int sort_by_address(kms_handle *h)
+{
+    size_t n = h->n, p = 1, m;
+    if (!ALLOC(h, by_address, n))
+        return -1;
+    while (p < n && h->line[p].addr >= h->line[p - 1].addr)
+        p++;
+    if (p >= n) {
+        for (size_t i = 0; i < n; i++)
+            h->by_address[i] = (uint32_t)i;
+        return 0;
+    }
+    m = n - p;
+    struct keyed *rest = malloc(2 * m * sizeof *rest);
+    if (!rest)
+        return -1;
+    for (size_t k = 0; k < m; k++) {
+        rest[k].key = h->line[p + k].addr;
+        rest[k].idx = (uint32_t)(p + k);
+    }
+    merge_sort(rest, m, rest + m);
+    size_t i = 0, j = 0, o = 0;
+    while (i < p && j < m)
+        h->by_address[o++] = rest[j].key < h->line[i].addr ? rest[j++].idx : (uint32_t)i++;
+    while (i < p)
+        h->by_address[o++] = (uint32_t)i++;
+    while (j < m)
+        h->by_address[o++] = rest[j++].idx;
+    free(rest);
+    return 0;
+}
+
+/* What only building the index needs (of the loaded modules, all but
+ * their statuses). */
+static void free_build(kms_handle *h)
+{
+    free(h->mods.line);
+    free(h->mods.extent);
+    h->mods.line = NULL;
+    h->mods.extent = NULL;
+    h->mods.nlines = h->mods.nextent = 0;
+    free(h->line_entry);
+    free(h->line_section);
+    free(h->line_region);
+    free(h->by_address);
+    free(h->region_end);
+    h->line_entry = h->line_section = h->line_region = NULL;
+    h->by_address = NULL;
+    h->region_end = NULL;
+}
+
+/* Each cluster's bucket table: about one bucket per PIECES_PER_BUCKET
+ * pieces, over the offsets from its first piece's start to its last's. */
+static int build_buckets(kms_handle *h, kms_error *err)
+{
+    size_t total = 0;
+    for (size_t c = 0; c < h->ncluster; c++) {
+        struct cluster *cl = &h->cluster[c];
+        uint32_t count = cl->last - cl->first + 1, want = count / PIECES_PER_BUCKET;
+        cl->last_low = h->piece[cl->last].low;
+        cl->shift = 0;
+        while (cl->shift < 32 && (cl->last_low >> cl->shift) >= (want ? want : 1))
+            cl->shift++;
+        cl->bucket = (uint32_t)total;
+        total += (size_t)(cl->shift < 32 ? cl->last_low >> cl->shift : 0) + 2;
+    }
+    if (!(h->bucket = malloc(total * sizeof *h->bucket)))
+        return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
+    h->nbucket = total;
+    for (size_t c = 0; c < h->ncluster; c++) {
+        const struct cluster *cl = &h->cluster[c];
+        size_t nb = (size_t)(cl->shift < 32 ? cl->last_low >> cl->shift : 0) + 1;
+        uint32_t k = cl->first;
+        for (size_t b = 0; b < nb; b++) {
+            uint64_t off = (uint64_t)b << cl->shift;
+            while (k < cl->last && h->piece[k + 1].low <= off)
+                k++;
+            h->bucket[cl->bucket + b] = k;
+        }
+        h->bucket[cl->bucket + nb] = cl->last;
+    }
+    return KMS_OK;
+}
+
+static kms_handle *load(const char *syms_path, const struct kallsyms_source *src, int live,
+                        unsigned flags, const struct kms_sources *modules, kms_error *err)
 {
     char default_path[400];
+    const char *source = src->name;
     kms_handle *h = calloc(1, sizeof *h);
     int check = !(flags & KMS_LOAD_FORCE);
     if (err) {
@@ -1739,11 +2139,9 @@ static kms_handle *load(const char *syms_path, char *text, size_t len, const cha
         err->message[0] = 0;
     }
     if (!h) {
-        free(text);
         fail(err, KMS_E_NOMEM, "out of memory");
         return NULL;
     }
-    h->text = text;
     if (!syms_path) {
         struct utsname u;
         if (uname(&u) != 0)
@@ -1752,11 +2150,11 @@ static kms_handle *load(const char *syms_path, char *text, size_t len, const cha
                  u.release);
         syms_path = default_path;
     }
-    if (len >= UINT32_MAX) {
+    if (src->fd < 0 && src->len >= UINT32_MAX) {
         fail(err, KMS_E_KALLSYMS, "%s: larger than 4 GiB: not a kallsyms file", source);
         goto bad;
     }
-    if (map_syms(h, syms_path, err) || parse_kallsyms(h, len, source, err))
+    if (map_syms(h, syms_path, err) || parse_kallsyms(h, src, err))
         goto bad;
     if (live && check && check_live(h, syms_path, err))
         goto bad;
@@ -1766,77 +2164,93 @@ static kms_handle *load(const char *syms_path, char *text, size_t len, const cha
              "kernel's build tree, or use kmodsyms' Python resolver", syms_path);
         goto bad;
     }
-    /* lines by address, stably */
-    struct keyed *order = malloc((h->n ? h->n : 1) * sizeof *order);
-    if (!order || !ALLOC(h, by_address, h->n) || !ALLOC(h, sorted_addr, h->n)) {
-        free(order);
+    if (!ALLOC(h, line_entry, h->n) || !ALLOC(h, line_section, h->n) ||
+        !ALLOC(h, line_region, h->n) || sort_by_address(h)) {
         fail(err, KMS_E_NOMEM, "out of memory indexing %s", source);
         goto bad;
     }
-    for (size_t i = 0; i < h->n; i++) {
-        order[i].key = h->line[i].addr;
-        order[i].idx = (uint32_t)i;
-    }
-    if (sort_keyed(order, h->n)) {
-        free(order);
-        fail(err, KMS_E_NOMEM, "out of memory indexing %s", source);
-        goto bad;
-    }
-    for (size_t k = 0; k < h->n; k++) {
-        h->by_address[k] = order[k].idx;
-        h->sorted_addr[k] = order[k].key;
-    }
-    free(order);
     if (place_sections(h, syms_path, source, check, err) || attribute_lines(h, syms_path, err) ||
-        build_index(h, err))
+        match_modules(h, modules, err) || build_index(h, err) || add_ko_extents(h, err) ||
+        build_pieces(h, err) || build_buckets(h, err))
         goto bad;
-    if (sample(&h->ext_index, h->ext_start + h->ext_first, h->next - h->ext_first) ||
-        sample(&h->answer_index, h->answer_addr, h->nanswer) ||
-        sample(&h->iv_index, h->iv_start, h->niv)) {
-        fail(err, KMS_E_NOMEM, "out of memory indexing %s", source);
-        goto bad;
-    }
-    /* needed only to build the rest */
-    free(h->by_address);
-    free(h->sorted_addr);
-    h->by_address = NULL;
-    h->sorted_addr = NULL;
+    free_build(h);
     return h;
 bad:
     kms_free(h);
     return NULL;
 }
 
+kms_handle *kms_load_opts(const struct kms_load_opts *opts, kms_error *err)
+{
+    struct kms_load_opts o;
+    char modules_dir[400];
+    struct kallsyms_source ks = {-1, NULL, 0, NULL};
+    struct stat st;
+    int live;
+    memset(&o, 0, sizeof o);
+    if (opts && opts->size == 0) {
+        fail(err, KMS_E_ARG, "kms_load_opts: set opts->size to sizeof(struct kms_load_opts)");
+        return NULL;
+    }
+    if (opts)
+        memcpy(&o, opts, opts->size < sizeof o ? opts->size : sizeof o);
+    if (o.kallsyms_text) { /* read in place */
+        ks.buf = o.kallsyms_text;
+        ks.len = o.kallsyms_len;
+        ks.name = o.kallsyms_name ? o.kallsyms_name : "kallsyms";
+        live = (o.flags & KMS_LOAD_LIVE) != 0;
+    } else {
+        ks.name = o.kallsyms_path ? o.kallsyms_path : LIVE_KALLSYMS;
+        ks.fd = open(ks.name, O_RDONLY | O_CLOEXEC);
+        if (ks.fd < 0) {
+            fail(err, KMS_E_IO, "cannot read %s: %s", ks.name, strerror(errno));
+            return NULL;
+        }
+        /* /proc/kallsyms reports size 0: read until end of file */
+        if (fstat(ks.fd, &st) == 0 && st.st_size > 0)
+            ks.len = (size_t)st.st_size;
+        live = strcmp(ks.name, LIVE_KALLSYMS) == 0;
+    }
+    /* live.module_sources: the running kernel's, for its own kallsyms */
+    struct kms_sources src = {o.modules_dir, o.sysfs_root, o.proc_modules};
+    if (live && !src.modules_dir) {
+        struct utsname u;
+        if (uname(&u) != 0)
+            u.release[0] = 0;
+        snprintf(modules_dir, sizeof modules_dir, "/lib/modules/%s", u.release);
+        src.modules_dir = modules_dir;
+    }
+    if (live && !src.sysfs_root)
+        src.sysfs_root = "/sys";
+    if (live && !src.proc_modules)
+        src.proc_modules = "/proc/modules";
+    if (o.flags & KMS_LOAD_NO_MODULES)
+        src.modules_dir = src.sysfs_root = src.proc_modules = NULL;
+    kms_handle *h = load(o.syms_path, &ks, live, o.flags, &src, err);
+    if (ks.fd >= 0)
+        close(ks.fd);
+    return h;
+}
+
 kms_handle *kms_load(const char *syms_path, const char *kallsyms_path, unsigned flags,
                      kms_error *err)
 {
-    char *text = NULL;
-    size_t len = 0;
-    if (!kallsyms_path)
-        kallsyms_path = LIVE_KALLSYMS;
-    if (read_file(kallsyms_path, &text, &len, err))
-        return NULL;
-    return load(syms_path, text, len, kallsyms_path, strcmp(kallsyms_path, LIVE_KALLSYMS) == 0,
-                 flags, err);
+    struct kms_load_opts o = {.size = sizeof o, .syms_path = syms_path,
+                              .kallsyms_path = kallsyms_path, .flags = flags};
+    return kms_load_opts(&o, err);
 }
 
 kms_handle *kms_load_buffer(const char *syms_path, const char *kallsyms_text, size_t len,
                             const char *name, unsigned flags, kms_error *err)
 {
-    char *text;
-    if ((!kallsyms_text && len) || len > SIZE_MAX - 8) {
+    struct kms_load_opts o = {.size = sizeof o, .syms_path = syms_path,
+                              .kallsyms_text = kallsyms_text ? kallsyms_text : "",
+                              .kallsyms_len = len, .kallsyms_name = name, .flags = flags};
+    if (!kallsyms_text && len) {
         fail(err, KMS_E_ARG, "kms_load_buffer: no kallsyms text given");
         return NULL;
     }
-    if (!(text = malloc(len + 8))) {
-        fail(err, KMS_E_NOMEM, "out of memory copying kallsyms");
-        return NULL;
-    }
-    if (len)
-        memcpy(text, kallsyms_text, len);
-    memset(text + len, 0, 8);
-    return load(syms_path, text, len, name ? name : "kallsyms", (flags & KMS_LOAD_LIVE) != 0,
-                flags, err);
+    return kms_load_opts(&o, err);
 }
 
 void kms_free(kms_handle *h)
@@ -1851,25 +2265,20 @@ void kms_free(kms_handle *h)
     free(h->text);
     free(h->line);
     free(h->mod_name);
+    free(h->mod_origin);
     free(h->section_base);
     free(h->placed);
-    free(h->amb_line);
     free(h->amb_first);
     free(h->amb_count);
     free(h->cand_list);
     free(h->cand_modset);
     free(h->ext_start);
     free(h->ext);
-    free(h->ext_index.top);
-    free(h->answer_index.top);
-    free(h->answer_addr);
-    free(h->answer_line);
-    free(h->iv_index.top);
-    free(h->by_address);
-    free(h->sorted_addr);
-    free(h->region_end);
-    free(h->iv_start);
-    free(h->iv);
+    free(h->piece);
+    free(h->cluster);
+    free(h->bucket);
+    free_build(h);
+    kms_modules_free(&h->mods);
     free(h);
 }
 
@@ -1884,21 +2293,7 @@ static void fill_object(const kms_handle *h, uint32_t obj, struct kms_sym *out)
     out->modules = info->modules.modules;
     out->nmodules = info->modules.nmodules;
     out->origin = info->origin;
-    out->dso = out->modules[0];
-}
-
-/* The ambiguous-line index of LINE, or -1. */
-static long ambiguous_of(const kms_handle *h, size_t line)
-{
-    size_t lo = 0, hi = h->namb;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (h->amb_line[mid] < line)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < h->namb && h->amb_line[lo] == line ? (long)lo : NO;
+    out->dso = info->dso;
 }
 
 static int same_list(const struct kms_modlist *a, const struct kms_modlist *b)
@@ -1911,40 +2306,36 @@ static int same_list(const struct kms_modlist *a, const struct kms_modlist *b)
     return 1;
 }
 
-/* answer.Answers.record */
-static void record(const kms_handle *h, uint64_t address, long line, int sized,
+/* answer.Answers.record for ADDRESS answered by LINE. */
+static void record(const kms_handle *h, uint64_t address, size_t line, int sized,
                    struct kms_sym *out)
 {
+    const struct line *l = &h->line[line];
     memset(out, 0, sizeof *out);
     out->address = address;
-    out->size = -1;
-    out->sym_binding = KMS_BINDING_UNKNOWN;
-    if (line < 0) {
-        int32_t sec = extent_of(h, address);
-        if (sec >= 0)
-            fill_object(h, h->section_object[sec], out);
-        return;
-    }
-    out->sym = line_name(h, (size_t)line);
-    out->sym_len = h->line[line].name_len;
-    out->sym_start = h->line[line].addr;
-    out->symoff = address - out->sym_start;
-    out->size = h->line[line].size >= 0 ? h->line[line].size : -1;
-    out->sym_end = out->sym_start + (out->size >= 0 ? (uint64_t)out->size : 0);
+    out->sym = h->text + l->name;
+    out->sym_len = l->name_len;
+    out->sym_start = l->addr;
+    out->symoff = address - l->addr;
+    out->size = l->size;
+    out->sym_end = l->addr + (l->size > 0 ? (uint64_t)l->size : 0);
     out->sized = (uint8_t)sized;
-    out->type = (char)h->line[line].type;
-    uint8_t b = h->line[line].binding;
-    out->sym_binding = b <= 2 ? b : KMS_BINDING_UNKNOWN;
-    uint32_t mod = h->line[line].module;
-    long amb = mod ? NO : ambiguous_of(h, (size_t)line);
-    if (mod) {
-        out->modules = h->mod_name + mod;
+    out->type = (char)l->type;
+    out->sym_binding = l->binding;
+    uint32_t index = WHO_INDEX(l->who);
+    switch (WHO_TAG(l->who)) {
+    case WHO_OBJECT:
+        fill_object(h, index, out);
+        break;
+    case WHO_MODULE:
+        out->modules = h->mod_name + index;
         out->nmodules = 1;
-        out->dso = h->mod_name[mod];
-        out->origin = is_pseudo_module(out->dso) ? KMS_ORIGIN_PSEUDO : KMS_ORIGIN_LOADABLE;
-    } else if (amb >= 0) {
-        const struct kms_modlist *c = h->cand_list + h->amb_first[amb];
-        uint32_t n = h->amb_count[amb], k = 1;
+        out->dso = h->mod_name[index];
+        out->origin = h->mod_origin[index];
+        break;
+    case WHO_AMBIGUOUS: {
+        const struct kms_modlist *c = h->cand_list + h->amb_first[index];
+        uint32_t n = h->amb_count[index], k = 1;
         out->ambiguous = 1;
         out->candidates = c;
         out->ncandidates = n;
@@ -1957,9 +2348,9 @@ static void record(const kms_handle *h, uint64_t address, long line, int sized,
             out->origin = c[0].nmodules == 1 && !strcmp(c[0].modules[0], "vmlinux")
                 ? KMS_ORIGIN_CORE : KMS_ORIGIN_BUILTIN;
         }
-    } else if (h->line[line].section >= 0) {
-        fill_object(h, h->section_object[h->line[line].section], out);
-    } else {
+        break;
+    }
+    default:
         out->modules = vmlinux_list;
         out->nmodules = 1;
         out->dso = vmlinux_list[0];
@@ -1967,38 +2358,52 @@ static void record(const kms_handle *h, uint64_t address, long line, int sized,
     }
 }
 
-/* Resolver.resolve_many for one address: the line answering Q, -1 none. */
-static long resolve_line(const kms_handle *h, uint64_t q, int *sized)
+/* The piece holding Q: its cluster, its bucket, then a few pieces searched. */
+static size_t piece_of(const kms_handle *h, uint64_t q)
 {
-    size_t j = sampled_upper(&h->iv_index, q);
-    int32_t k = (int32_t)j - 1;
-    while (k >= 0 && h->iv[k].end <= q)
-        k = h->iv[k].parent;
-    if (k >= 0) {
-        *sized = 1;
-        return h->iv[k].line;
+    const struct cluster *cl = h->cluster;
+    size_t n = h->ncluster;
+    while (n > 1) { /* the last cluster whose base is at or below q */
+        size_t half = n / 2;
+        if (cl[half].base <= q) {
+            cl += half;
+            n -= half;
+        } else {
+            n = half;
+        }
     }
-    *sized = 0;
-    /* Unsized fallback: the last line at the greatest address <= q, in the
-     * same region as q. */
-    size_t at = sampled_upper(&h->answer_index, q);
-    if (at == 0)
-        return NO;
-    uint32_t cand = h->answer_line[at - 1];
-    int32_t rq = extent_of(h, q), rc = h->line[cand].region;
-    if (rq >= 0)
-        return rc == rq ? (long)cand : NO;
-    if (rc >= 0 || q > h->region_end[-1 - rc])
-        return NO;
-    /* the core kernel's lines answer only inside its ranges */
-    return rc != -1 || in_core_ranges(h, q) ? (long)cand : NO;
+    uint64_t d = q - cl->base;
+    if (d >= cl->last_low)
+        return cl->last;
+    const uint32_t *bk = h->bucket + cl->bucket + (d >> cl->shift);
+    size_t lo = bk[0];
+    n = bk[1] - lo;
+    /* the last of pieces lo..lo+n starting at or below q (lo does), without
+     * branches on the data: a mispredicted branch would stall the next
+     * resolve's loads too */
+    const struct piece *p = h->piece + lo;
+    n++;
+    while (n > 1) {
+        size_t half = n / 2;
+        p = p[half].low <= d ? p + half : p;
+        n -= half;
+    }
+    return (size_t)(p - h->piece);
 }
 
 void kms_resolve(const kms_handle *h, uint64_t addr, struct kms_sym *out)
 {
-    int sized;
-    long line = resolve_line(h, addr, &sized);
-    record(h, addr, line, sized, out);
+    uint32_t v = h->piece[piece_of(h, addr)].answer;
+    if (!(v & PIECE_NO_LINE)) {
+        record(h, addr, v & PIECE_INDEX, (v & PIECE_SIZED) != 0, out);
+        return;
+    }
+    memset(out, 0, sizeof *out);
+    out->address = addr;
+    out->size = -1;
+    out->sym_binding = KMS_BINDING_UNKNOWN;
+    if (v & PIECE_INDEX) /* no symbol, but a placed section's object */
+        fill_object(h, (v & PIECE_INDEX) - 1, out);
 }
 
 struct lookup_ctx {
@@ -2023,7 +2428,7 @@ static int lookup_one(const kms_handle *h, size_t line, void *arg)
 {
     struct lookup_ctx *c = arg;
     struct kms_sym rec;
-    record(h, h->line[line].addr, (long)line, h->line[line].size > 0, &rec);
+    record(h, h->line[line].addr, line, h->line[line].size > 0, &rec);
     if (c->mod) {
         int in = 0;
         for (uint32_t k = 0; k < rec.nmodules && !in; k++)
@@ -2061,7 +2466,7 @@ int kms_foreach(const kms_handle *h, int (*cb)(const struct kms_line *line, void
     for (size_t i = 0; i < h->n; i++) {
         struct kms_sym rec;
         struct kms_line l;
-        record(h, h->line[i].addr, (long)i, 0, &rec);
+        record(h, h->line[i].addr, i, 0, &rec);
         l.address = h->line[i].addr;
         l.size = h->line[i].size > 0 ? (uint64_t)h->line[i].size : 0;
         l.type = (char)h->line[i].type;
@@ -2075,7 +2480,7 @@ int kms_foreach(const kms_handle *h, int (*cb)(const struct kms_line *line, void
         l.modules = rec.modules;
         if (rec.ambiguous) {
             /* Resolver.line_modsets: the candidates' one module set, else none */
-            long amb = ambiguous_of(h, i);
+            uint32_t amb = WHO_INDEX(h->line[i].who);
             const uint32_t *ms = h->cand_modset + h->amb_first[amb];
             uint32_t n = h->amb_count[amb], k = 1;
             while (k < n && ms[k] == ms[0])
@@ -2109,6 +2514,17 @@ static size_t add_range(struct kms_range *out, size_t max, size_t count, uint64_
     return count + 1;
 }
 
+/* The loaded or pseudo-module of line I (index into mod_name), 0 for none,
+ * once loaded: a line from its .ko names its module through the .ko's object
+ * (whose module list is that one entry of mod_name). */
+static uint32_t loaded_module(const kms_handle *h, size_t i)
+{
+    uint32_t w = h->line[i].who;
+    if (WHO_TAG(w) == WHO_OBJECT && WHO_INDEX(w) >= h->count[T_OBJECTS])
+        return (uint32_t)(h->object[WHO_INDEX(w)].modules.modules - h->mod_name);
+    return line_module(h, i);
+}
+
 size_t kms_module_ranges(const kms_handle *h, const char *mod, struct kms_range *out, size_t max)
 {
     char want[256];
@@ -2124,16 +2540,18 @@ size_t kms_module_ranges(const kms_handle *h, const char *mod, struct kms_range 
             continue;
         uint64_t lo[2] = {UINT64_MAX, UINT64_MAX}, hi[2] = {0, 0};
         for (size_t i = 0; i < h->n; i++)
-            if (h->line[i].module == m) {
+            if (loaded_module(h, i) == m) {
                 int text = h->line[i].type == 't' || h->line[i].type == 'T';
-                if (h->line[i].addr < lo[text])
-                    lo[text] = h->line[i].addr;
-                if (h->line[i].addr > hi[text])
-                    hi[text] = h->line[i].addr;
+                uint64_t a = h->line[i].addr, size = h->line[i].size > 0 ? (uint64_t)h->line[i].size : 1;
+                uint64_t end = a + size > a ? a + size : UINT64_MAX;
+                if (a < lo[text])
+                    lo[text] = a;
+                if (end > hi[text])
+                    hi[text] = end;
             }
         for (int text = 0; text < 2; text++)
-            if (lo[text] <= hi[text])
-                count = add_range(out, max, count, lo[text], hi[text] + 1, text);
+            if (lo[text] < hi[text])
+                count = add_range(out, max, count, lo[text], hi[text], text);
         if (count == 2 && max >= 2 && out[0].start > out[1].start) {
             struct kms_range t = out[0];
             out[0] = out[1];
@@ -2151,6 +2569,8 @@ size_t kms_module_ranges(const kms_handle *h, const char *mod, struct kms_range 
     if (!core && builtin == UINT32_MAX)
         return 0;
     for (uint32_t k = 0; k < h->next; k++) {
+        if (h->ext[k].sec >= h->count[T_SECTIONS])
+            continue; /* a loaded module's .ko section */
         const unsigned char *se = ent(h, T_SECTIONS, h->ext[k].sec);
         const unsigned char *ms = ent(h, T_MODSETS, le32(ent(h, T_OBJECTS, le32(se)) + 4));
         uint32_t first = le32(ms), n = le32(ms + 4);
@@ -2188,4 +2608,11 @@ void kms_get_info(const kms_handle *h, struct kms_info *out)
     out->segments = h->count[T_SEGMENTS];
     out->anchors = h->count[T_ANCHORS];
     out->anchors_verified = h->anchors_verified;
+}
+
+size_t kms_modules(const kms_handle *h, struct kms_module *out, size_t max)
+{
+    for (size_t k = 0; out && k < max && k < h->mods.nstatus; k++)
+        out[k] = h->mods.status[k];
+    return h->mods.nstatus;
 }

@@ -11,15 +11,16 @@
  * docs/resolver.md), which the tests hold it to.
  *
  * Ownership and lifetime.  Every string and array the library returns in
- * struct kms_sym, struct kms_line and struct kms_info points into memory the
+ * struct kms_sym, struct kms_line, struct kms_module and struct kms_info points into memory the
  * handle owns: the mapped dtrace_syms file (module names, object paths), the
  * handle's copy of the kallsyms names (symbol names, loaded module names) or
  * its own tables (module lists).  They stay valid and unchanged until
  * kms_free() of that handle; the caller never frees them.  (kms_error holds
- * its message itself.)  A caller's kallsyms buffer (kms_load_buffer) is
- * copied: the caller may free it as soon as the call returns.  Names are
- * NUL-terminated; a name holding a NUL byte (damaged kallsyms only) reads
- * short as a C string, and sym_len / name_len give its whole length.
+ * its message itself.)  A caller's kallsyms buffer (kms_load_buffer) is read
+ * during the call and not kept (its names are copied): the caller may free
+ * it as soon as the call returns.  Names are NUL-terminated; a name
+ * holding a NUL byte (damaged kallsyms only) reads short as a C string,
+ * and sym_len / name_len give its whole length.
  *
  * Threads.  kms_load*() and kms_free() are reentrant: the library has no
  * global state.  A loaded handle is read-only: any number of threads may
@@ -27,7 +28,13 @@
  * (test_kms.c does, with four).  kms_free() must not run concurrently with
  * queries on the same handle.
  *
- * Not read: .ko files of loaded modules; their lines are unsized.
+ * Loaded modules.  Each loaded module's kallsyms lines take the ELF size,
+ * type and binding of their symbol in the module's own .ko (found through
+ * modules.dep, else by search, under the modules directory), placed by
+ * sysfs or by anchors and refused for that module alone when it is not the
+ * loaded build (kmodsyms/loadable.py's rules).  Only uncompressed .ko files
+ * are read, signed or not: a module installed as .ko.xz, .ko.zst or .ko.gz
+ * keeps unsized lines (KMS_MODULE_UNSUPPORTED; kms_modules() says so).
  *
  * Errors.  A function that can fail fills a caller's struct kms_error (if
  * not NULL) with a code and one line of text saying what is wrong, which
@@ -68,6 +75,8 @@ typedef struct kms_error {
 #define KMS_LOAD_FORCE 0x1u /* skip every staleness check (CLI --force) */
 #define KMS_LOAD_LIVE 0x2u  /* kms_load_buffer(): the text is the running kernel's
                              * /proc/kallsyms, so check release and build-id */
+#define KMS_LOAD_NO_MODULES 0x4u /* read no .ko, sysfs or /proc/modules, even for the
+                                  * running kernel: loaded modules' lines stay unsized */
 
 typedef struct kms_handle kms_handle;
 
@@ -84,12 +93,40 @@ kms_handle *kms_load(const char *syms_path, const char *kallsyms_path, unsigned 
 
 /*
  * The same with kallsyms text the caller has read (LEN bytes, need not be
- * NUL-terminated; copied).  NAME names it in messages (NULL: "kallsyms").
+ * NUL-terminated; read in place, not kept).  NAME names it in messages (NULL: "kallsyms").
  * Pass KMS_LOAD_LIVE when the text was read from the running kernel's
  * /proc/kallsyms.
  */
 kms_handle *kms_load_buffer(const char *syms_path, const char *kallsyms_text, size_t len,
                             const char *name, unsigned flags, kms_error *err);
+
+/*
+ * Everything a load can be told (kmodsyms.load() of the Python API).  Zero
+ * it, set SIZE to sizeof(struct kms_load_opts) (later versions add fields at
+ * the end and read only what SIZE covers), and fill what is not a default.
+ */
+struct kms_load_opts {
+    size_t size;                /* sizeof(struct kms_load_opts) */
+    const char *syms_path;      /* NULL: /lib/modules/$(uname -r)/kernel/dtrace_syms */
+    const char *kallsyms_path;  /* NULL: /proc/kallsyms (unless kallsyms_text) */
+    const char *kallsyms_text;  /* non-NULL: kallsyms text the caller read, as kms_load_buffer() */
+    size_t kallsyms_len;
+    const char *kallsyms_name;  /* names kallsyms_text in messages (NULL: "kallsyms") */
+    /*
+     * Where loaded modules' files are, and what the kernel says of them.
+     * With the live /proc/kallsyms (or KMS_LOAD_LIVE) each NULL means the
+     * running kernel's: /lib/modules/$(uname -r), /sys, /proc/modules; with
+     * any other kallsyms, NULL means not read (no .ko without modules_dir).
+     */
+    const char *modules_dir;    /* .ko files, through modules.dep or by search */
+    const char *sysfs_root;     /* module/NAME/sections/<section>, srcversion, notes, coresize */
+    const char *proc_modules;   /* each module's core (address, size) */
+    unsigned flags;             /* KMS_LOAD_* */
+};
+
+/* Load as OPTS says (NULL: every default).  NULL on failure, with ERR
+ * filled.  kms_load() and kms_load_buffer() are this with their arguments. */
+kms_handle *kms_load_opts(const struct kms_load_opts *opts, kms_error *err);
 
 void kms_free(kms_handle *h);
 
@@ -163,7 +200,8 @@ struct kms_line {
     const char *const *modules; /* built-in module(s), or the loaded/pseudo-module */
     uint8_t origin;        /* enum kms_origin */
     uint8_t sym_binding;
-    const char *object;    /* NULL for lines of no object and for loaded modules */
+    const char *object;    /* NULL for lines of no object; a loaded module's .ko (its path
+                            * under the modules directory) when its line is from it */
 };
 
 /*
@@ -184,12 +222,42 @@ struct kms_range {
  * The address ranges of module MOD ("vmlinux", a built-in module, or a
  * loaded one), ascending, adjacent ones of one kind merged: for vmlinux and
  * built-in modules the placed object sections of its objects; for a loaded
- * module [lowest, highest + 1) of its text lines and of its other lines
- * (kallsyms gives no sizes).  Fills up to MAX and returns how many there
+ * module [lowest, highest end) of its text lines and of its other lines,
+ * a line ending at address + size (its .ko's ELF size) or address + 1
+ * (unsized).  Fills up to MAX and returns how many there
  * are; 0 for an unknown module.
  */
 size_t kms_module_ranges(const kms_handle *h, const char *mod, struct kms_range *out,
                          size_t max);
+
+/* How a loaded module's lines were answered (kmodsyms/loadable.py's statuses;
+ * KMS_MODULE_UNSUPPORTED is the C library's own). */
+enum kms_module_status {
+    KMS_MODULE_MATCHED = 0,  /* its .ko is the loaded module: its lines have ELF sizes */
+    KMS_MODULE_MISSING,      /* no file found (or no modules directory): unsized */
+    KMS_MODULE_REFUSED,      /* the file is not the loaded module, or cannot be read: unsized */
+    KMS_MODULE_UNSUPPORTED   /* compressed (.ko.xz, .ko.zst, .ko.gz), which only the Python
+                              * resolver reads: unsized */
+};
+
+/* One loaded module (not the pseudo-modules), as 'kmodsyms modules' lists it. */
+struct kms_module {
+    const char *name;      /* as kallsyms spells it */
+    const char *file;      /* the file found, relative to the modules directory (as in
+                            * modules.dep), or NULL */
+    uint8_t status;        /* enum kms_module_status */
+    size_t lines;          /* its kallsyms lines */
+    size_t sized;          /* how many got a nonzero ELF size from the file */
+    const char *reason;    /* REFUSED, UNSUPPORTED: why, one line; else NULL */
+    const char *warning;   /* REFUSED, UNSUPPORTED: the one-line warning to show a user
+                            * ("module NAME: ...; its symbols stay unsized"); else NULL */
+};
+
+/*
+ * The loaded modules, in kallsyms order: fills up to MAX and returns how
+ * many there are.  Strings live until kms_free().
+ */
+size_t kms_modules(const kms_handle *h, struct kms_module *out, size_t max);
 
 /* About the loaded files. */
 struct kms_info {

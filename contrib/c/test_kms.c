@@ -6,6 +6,9 @@
  * are the fixture's documented ones (docs/resolver.md, docs/format.md); the
  * full comparison with the Python resolver is tests/test_clib.py.
  * Damaged inputs must load or fail with one line of text, never crash.
+ * Loaded modules: the fixture's fs/fuse/fuse.ko (beside KALLSYMS) is
+ * matched; another build of it, and truncated or damaged copies, are
+ * refused for fuse alone; a compressed one is not read.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,6 +187,136 @@ static void check_threads(const kms_handle *h)
     }
 }
 
+/* The fixture's fuse module with MODULES_DIR: one module, its outcome STATUS. */
+static kms_handle *load_modules(const char *syms, const char *kallsyms, const char *modules_dir,
+                                uint8_t status, const char *what)
+{
+    struct kms_load_opts o = {.size = sizeof o, .syms_path = syms, .kallsyms_path = kallsyms,
+                              .modules_dir = modules_dir};
+    struct kms_module m[2];
+    kms_error e;
+    kms_handle *h = kms_load_opts(&o, &e);
+    CHECK(h != NULL, "%s: %s", what, e.message);
+    if (!h)
+        return NULL;
+    size_t n = kms_modules(h, m, 2);
+    CHECK(n == 1 && !strcmp(m[0].name, "fuse") && m[0].status == status && m[0].lines == 22,
+          "%s: %zu modules, status %d", what, n, n ? m[0].status : -1);
+    if (n == 1 && status == KMS_MODULE_MATCHED)
+        CHECK(m[0].sized == 22 && !m[0].reason && !m[0].warning, "%s: %zu sized", what, m[0].sized);
+    if (n == 1 && status != KMS_MODULE_MATCHED)
+        CHECK(m[0].sized == 0 && m[0].reason && m[0].warning && !strchr(m[0].warning, '\n') &&
+              !strncmp(m[0].warning, "module fuse: ", 13) &&
+              strstr(m[0].warning, "; its symbols stay unsized"), "%s: warning '%s'", what,
+              m[0].warning ? m[0].warning : "(none)");
+    return h;
+}
+
+static void check_modules(const char *syms, const char *kallsyms, const char *dir)
+{
+    char tree[4096], path[4096 + 64];
+    struct kms_sym r;
+    struct kms_range rg[4];
+    struct kms_module m;
+    size_t len;
+    kms_handle *h;
+    kms_error e;
+
+    snprintf(tree, sizeof tree, "%s", kallsyms); /* the fixture tree: kallsyms' directory */
+    char *slash = strrchr(tree, '/');
+    if (slash)
+        *slash = 0;
+    else
+        snprintf(tree, sizeof tree, ".");
+    snprintf(path, sizeof path, "%s/fs/fuse/fuse.ko", tree);
+    unsigned char *ko = slurp(path, &len), *copy = malloc(len + 400);
+
+    /* its own .ko: ELF sizes, the .ko as object, sized ranges */
+    h = load_modules(syms, kallsyms, tree, KMS_MODULE_MATCHED, "fixture tree");
+    kms_resolve(h, 0xffffffffc0a00014u, &r);
+    CHECK(r.sym && !strcmp(r.sym, "fuse_dev_open") && r.sized && r.size == 0x16 && r.symoff == 4 &&
+          r.sym_end == r.sym_start + 0x16 && r.origin == KMS_ORIGIN_LOADABLE && r.object &&
+          !strcmp(r.object, "fs/fuse/fuse.ko"), "fuse_dev_open from fuse.ko");
+    size_t n = kms_module_ranges(h, "fuse", rg, 4);
+    int inside = 0;
+    for (size_t k = 0; k < n && k < 4; k++)
+        inside |= rg[k].text && rg[k].start <= r.sym_end - 1 && r.sym_end <= rg[k].end;
+    CHECK(inside, "fuse's text range holds fuse_dev_open to its end");
+    kms_free(h);
+
+    /* another build: refused, every answer that of kallsyms alone */
+    snprintf(path, sizeof path, "%s/otherbuild", tree);
+    h = load_modules(syms, kallsyms, path, KMS_MODULE_REFUSED, "other build");
+    if (h && kms_modules(h, &m, 1) == 1)
+        CHECK(strstr(m.warning, "is not the loaded module (") && strstr(m.warning, "otherbuild"),
+              "'%s'", m.warning);
+    if (h)
+        check_fixture(h);
+    kms_free(h);
+
+    /* signed (a signature after the ELF), as scripts/sign-file appends it */
+    snprintf(path, sizeof path, "%s/fuse.ko", dir);
+    memcpy(copy, ko, len);
+    for (size_t k = 0; k < 300; k++)
+        copy[len + k] = (unsigned char)(k * 7);
+    memcpy(copy + len + 300, "~Module signature appended~\n", 28);
+    spit(path, copy, len + 328);
+    kms_free(load_modules(syms, kallsyms, dir, KMS_MODULE_MATCHED, "signed"));
+
+    /* truncated at every length: refused, one line, the rest unchanged */
+    for (size_t keep = 0; keep < len; keep += keep < 256 ? 1 : 61) {
+        spit(path, ko, keep);
+        h = load_modules(syms, kallsyms, dir, KMS_MODULE_REFUSED, "truncated");
+        if (h)
+            check_fixture(h);
+        kms_free(h);
+    }
+    /* a flipped bit anywhere: matched or refused, never a crash */
+    int matched = 0, refused = 0;
+    for (size_t pos = 0; pos < len; pos += 13) {
+        memcpy(copy, ko, len);
+        copy[pos] ^= (unsigned char)(1u << (pos % 8));
+        spit(path, copy, len);
+        struct kms_load_opts o = {.size = sizeof o, .syms_path = syms, .kallsyms_path = kallsyms,
+                                  .modules_dir = dir};
+        h = kms_load_opts(&o, &e);
+        CHECK(h != NULL, "flip %zu: %s", pos, e.message);
+        if (!h)
+            continue;
+        CHECK(kms_modules(h, &m, 1) == 1, "flip %zu", pos);
+        matched += m.status == KMS_MODULE_MATCHED;
+        refused += m.status == KMS_MODULE_REFUSED;
+        for (uint64_t a = 0xffffffffc0a00000u; a < 0xffffffffc0a03000u; a += 29)
+            kms_resolve(h, a, &r);
+        kms_free(h);
+    }
+    CHECK(matched > 0 && refused > 0, "flips: %d matched, %d refused", matched, refused);
+
+    /* compressed: found, not read */
+    remove(path);
+    snprintf(path, sizeof path, "%s/fuse.ko.xz", dir);
+    spit(path, ko, len);
+    h = load_modules(syms, kallsyms, dir, KMS_MODULE_UNSUPPORTED, "compressed");
+    if (h && kms_modules(h, &m, 1) == 1)
+        CHECK(!strcmp(m.file, "fuse.ko.xz") && strstr(m.reason, "compressed (.xz)"), "'%s'",
+              m.reason);
+    if (h)
+        check_fixture(h);
+    kms_free(h);
+    remove(path);
+
+    /* options: SIZE is required; KMS_LOAD_NO_MODULES reads nothing */
+    struct kms_load_opts o = {.syms_path = syms, .kallsyms_path = kallsyms, .modules_dir = tree};
+    check_error(kms_load_opts(&o, &e), &e, KMS_E_ARG, "opts without size");
+    o.size = sizeof o;
+    o.flags = KMS_LOAD_NO_MODULES;
+    h = kms_load_opts(&o, &e);
+    CHECK(h && kms_modules(h, &m, 1) == 1 && m.status == KMS_MODULE_MISSING, "no modules");
+    kms_free(h);
+    free(ko);
+    free(copy);
+}
+
 static int count_lines(const struct kms_line *l, void *arg)
 {
     size_t *n = arg;
@@ -215,6 +348,7 @@ int main(int argc, char **argv)
     check_threads(h);
     CHECK(kms_foreach(h, count_lines, &lines) == 0 && lines > 200, "foreach: %zu lines", lines);
     kms_free(h);
+    check_modules(syms, kallsyms, dir);
 
     h = kms_load_buffer(syms, (const char *)ktext, klen, "fixture", 0, &e);
     CHECK(h != NULL, "load_buffer: %s", e.message);

@@ -1,0 +1,1559 @@
+// SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
+/*
+ * libkmodsyms: loaded modules matched with their own .ko files, so that
+ * their kallsyms lines get ELF sizes, types and bindings, as
+ * kmodsyms/loadable.py does (each function names the Python it mirrors).
+ *
+ * For every loaded module of kallsyms (pseudo-modules skipped):
+ *   1. its file under the modules directory: the first modules.dep entry of
+ *      its name, else a search for NAME.ko (updates/ over extra/ over the
+ *      rest), file names read as the kernel spells module names ('-' as '_');
+ *   2. the file read as installed: a .ko, signed or not (the signature is
+ *      cut: the ELF ends where its section headers and contents end).
+ *      Compressed files (.ko.xz, .ko.zst, .ko.gz) are not read (libc has no
+ *      decompressor): that module is KMS_MODULE_UNSUPPORTED, its lines
+ *      unsized, where the Python resolver reads them;
+ *   3. the kernel's word, when readable: /sys/module/NAME/sections/<name>,
+ *      srcversion, notes/.note.gnu.build-id, and the module's core from
+ *      /proc/modules or /sys/module/NAME/coresize;
+ *   4. the match: sections placed from sysfs, else by anchors, else by
+ *      shape; the file refused (for that module only) on any disagreement.
+ */
+#define _DEFAULT_SOURCE /* strdup, lstat */
+#include "kms_modules.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define NO (-1)
+/* ELF constants (kmodsyms/elfdefs.py) */
+#define SHT_SYMTAB 2u
+#define SHT_NOBITS 8u
+#define SHT_SYMTAB_SHNDX 18u
+#define SHF_ALLOC 0x2u
+#define SHN_UNDEF 0u
+#define SHN_LORESERVE 0xFF00u
+#define SHN_XINDEX 0xFFFFu
+#define STT_SECTION 3u
+#define STT_FILE 4u
+#define STB_GNU_UNIQUE 10u
+#define NT_GNU_BUILD_ID 3u
+#define BUILD_ID_HEX 129 /* 64 bytes of build-id, in hex, and the NUL */
+
+/* loadable.KO_SUFFIXES; the first is the one read here. */
+static const char *const ko_suffixes[] = {".ko", ".ko.xz", ".ko.zst", ".ko.gz"};
+#define NSUFFIXES (sizeof ko_suffixes / sizeof ko_suffixes[0])
+/* loadable._SEARCH_PRIORITY: depmod's default search order. */
+static const char *const search_priority[] = {"updates", "extra"};
+#define NPRIORITY 2
+
+/* ------------------------------------------------------------ helpers */
+
+int kms_is_pseudo_module(const char *name)
+{
+    return strcmp(name, "bpf") == 0 || strncmp(name, "__builtin__", 11) == 0;
+}
+
+/* loadable.is_mapping_symbol: .L*, L0*, $a $d $t $x (alone or with a '.' suffix). */
+int kms_is_mapping_symbol(const char *p, uint32_t len)
+{
+    if ((len >= 2 && p[0] == '.' && p[1] == 'L') || (len >= 2 && p[0] == 'L' && p[1] == '0'))
+        return 1;
+    return len >= 2 && p[0] == '$' && p[1] && strchr("adtx", p[1]) && (len == 2 || p[2] == '.');
+}
+
+/* A string made by printf, malloc'd (NULL: out of memory). */
+static char *format(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (s) {
+        va_start(ap, fmt);
+        vsnprintf(s, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    return s;
+}
+
+static int oom(kms_error *err)
+{
+    if (err) {
+        err->code = KMS_E_NOMEM;
+        snprintf(err->message, sizeof err->message, "out of memory reading loaded modules");
+    }
+    return KMS_E_NOMEM;
+}
+
+/* The whole file at PATH (8 NUL bytes after it): 0, or an errno. */
+static int slurp(const char *path, unsigned char **out, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    size_t cap, n = 0;
+    unsigned char *buf;
+    if (fd < 0)
+        return errno;
+    /* sysfs and /proc report sizes they do not have: grow until end of file */
+    cap = (fstat(fd, &st) == 0 && st.st_size > 0) ? (size_t)st.st_size + 1 : 4096;
+    if (!(buf = malloc(cap + 8))) {
+        close(fd);
+        return ENOMEM;
+    }
+    for (;;) {
+        if (n == cap) {
+            unsigned char *nb = realloc(buf, cap * 2 + 8);
+            if (!nb) {
+                free(buf);
+                close(fd);
+                return ENOMEM;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t got = read(fd, buf + n, cap - n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            int e = errno;
+            free(buf);
+            close(fd);
+            return e;
+        }
+        if (got == 0)
+            break;
+        n += (size_t)got;
+    }
+    close(fd);
+    memset(buf + n, 0, 8);
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+/* Python's str.strip() set (ASCII). */
+static int is_space(unsigned char c)
+{
+    return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1C && c <= 0x1F);
+}
+
+/* loadable._read_text: a small file's text, stripped (NULL: unreadable). */
+static char *read_text(const char *path)
+{
+    unsigned char *buf;
+    size_t n, a = 0;
+    if (slurp(path, &buf, &n))
+        return NULL;
+    while (n > a && is_space(buf[n - 1]))
+        n--;
+    while (a < n && is_space(buf[a]))
+        a++;
+    memmove(buf, buf + a, n - a);
+    buf[n - a] = 0;
+    return (char *)buf;
+}
+
+static char *join(const char *dir, const char *rel)
+{
+    if (rel[0] == '/') /* os.path.join: an absolute path stands alone */
+        return strdup(rel);
+    size_t n = strlen(dir);
+    return format("%s%s%s", dir, n && dir[n - 1] == '/' ? "" : "/", rel);
+}
+
+/* int(TEXT, 16) of Python for what sysfs and /proc print (0x optional,
+ * '_' between digits); -1 when it is not a number of 64 bits. */
+static int parse_hex(const char *t, uint64_t *out)
+{
+    uint64_t v = 0;
+    int digits = 0;
+    if (*t == '+')
+        t++;
+    if (t[0] == '0' && (t[1] == 'x' || t[1] == 'X'))
+        t += 2;
+    for (; *t; t++) {
+        int d = (*t >= '0' && *t <= '9') ? *t - '0'
+              : (*t >= 'a' && *t <= 'f') ? *t - 'a' + 10
+              : (*t >= 'A' && *t <= 'F') ? *t - 'A' + 10 : -1;
+        if (*t == '_' && digits && t[1] && t[1] != '_')
+            continue;
+        if (d < 0 || v >> 60)
+            return -1;
+        v = v << 4 | (unsigned)d;
+        digits++;
+    }
+    *out = v;
+    return digits ? 0 : -1;
+}
+
+static int parse_dec(const char *t, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (!*t)
+        return -1;
+    for (; *t; t++) {
+        if (*t < '0' || *t > '9' || v > (UINT64_MAX - 9) / 10)
+            return -1;
+        v = v * 10 + (uint64_t)(*t - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+void kms_notes_build_id(const unsigned char *d, size_t n, int big_endian, char *hex, size_t cap)
+{
+    size_t pos = 0;
+    hex[0] = 0;
+    while (pos + 12 <= n) {
+        uint64_t w[3];
+        for (int f = 0; f < 3; f++) {
+            const unsigned char *p = d + pos + 4 * f;
+            w[f] = big_endian ? (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]
+                              : (uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0];
+        }
+        uint64_t namesz = w[0], descsz = w[1], type = w[2];
+        uint64_t name_at = pos + 12, desc_at = name_at + (namesz + 3) / 4 * 4;
+        uint64_t nlen = namesz;
+        if (name_at + nlen > n)
+            nlen = name_at < n ? n - name_at : 0;
+        while (nlen && d[name_at + nlen - 1] == 0)
+            nlen--;
+        if (nlen == 3 && !memcmp(d + name_at, "GNU", 3) && type == NT_GNU_BUILD_ID) {
+            size_t k = 0;
+            for (uint64_t b = desc_at; b < desc_at + descsz && b < n && 2 * k + 3 <= cap; b++, k++)
+                snprintf(hex + 2 * k, 3, "%02x", d[b]);
+            return;
+        }
+        pos = desc_at + (descsz + 3) / 4 * 4;
+    }
+}
+
+/* ------------------------------------------------------------ module files */
+
+/* loadable.module_name: the module FILE (a base name) is for, into OUT
+ * (CAP bytes); the suffix's index, or -1 when it is no module file. */
+static int module_name(const char *file, char *out, size_t cap)
+{
+    size_t n = strlen(file);
+    for (size_t k = 0; k < NSUFFIXES; k++) {
+        size_t s = strlen(ko_suffixes[k]);
+        if (n > s && !strcmp(file + n - s, ko_suffixes[k]) && n - s < cap) {
+            for (size_t i = 0; i < n - s; i++)
+                out[i] = file[i] == '-' ? '_' : file[i];
+            out[n - s] = 0;
+            return (int)k;
+        }
+    }
+    return NO;
+}
+
+/* The files found so far for the wanted modules (loaded, not pseudo). */
+struct wanted {
+    const char *const *name;
+    size_t n;
+    char **path;    /* relative to the modules directory, or NULL */
+    int *rank;
+};
+
+static long wanted_index(const struct wanted *w, const char *name)
+{
+    for (size_t k = 0; k < w->n; k++)
+        if (!strcmp(w->name[k], name))
+            return (long)k;
+    return NO;
+}
+
+/* Offer PATH (relative) for its module at search RANK (lower wins; the
+ * first wins among equals): 0, or -1 when out of memory. */
+static int offer(struct wanted *w, const char *path, int rank)
+{
+    const char *base = strrchr(path, '/');
+    char name[256];
+    base = base ? base + 1 : path;
+    if (module_name(base, name, sizeof name) < 0)
+        return 0;
+    long k = wanted_index(w, name);
+    if (k < 0 || (w->path[k] && w->rank[k] <= rank))
+        return 0;
+    char *copy = strdup(path);
+    if (!copy)
+        return -1;
+    free(w->path[k]);
+    w->path[k] = copy;
+    w->rank[k] = rank;
+    return 0;
+}
+
+/* loadable.find_module_files with modules.dep: each module's first entry. */
+static int from_modules_dep(struct wanted *w, char *text, size_t n)
+{
+    for (size_t s = 0; s < n;) {
+        size_t e = s;
+        while (e < n && text[e] != '\n' && text[e] != '\r')
+            e++;
+        size_t colon = s;
+        while (colon < e && text[colon] != ':')
+            colon++;
+        size_t a = s, b = colon;
+        while (a < b && is_space((unsigned char)text[a]))
+            a++;
+        while (b > a && is_space((unsigned char)text[b - 1]))
+            b--;
+        char saved = text[b];
+        text[b] = 0;
+        int bad = offer(w, text + a, 0);
+        text[b] = saved;
+        if (bad)
+            return -1;
+        s = e + 1;
+    }
+    return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* loadable.find_module_files without modules.dep: os.walk of the directory
+ * (top-down, names sorted, symbolic links to directories not followed). */
+static int search(struct wanted *w, const char *root, const char *rel, int rank)
+{
+    char *dir = rel[0] ? join(root, rel) : strdup(root);
+    DIR *d = dir ? opendir(dir) : NULL;
+    char **files = NULL, **dirs = NULL;
+    size_t nfiles = 0, ndirs = 0, cap = 0;
+    int bad = !dir;
+    struct dirent *de;
+    while (d && !bad && (de = readdir(d)) != NULL) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        char *full = join(dir, de->d_name);
+        struct stat st;
+        if (!full) {
+            bad = 1;
+            break;
+        }
+        int is_dir = stat(full, &st) == 0 && S_ISDIR(st.st_mode);
+        int is_link = lstat(full, &st) == 0 && S_ISLNK(st.st_mode);
+        free(full);
+        if (is_dir && is_link)
+            continue; /* listed by os.walk as a directory, never entered */
+        if (nfiles + ndirs >= cap) {
+            cap = cap ? 2 * cap : 64;
+            char **nf = realloc(files, cap * sizeof *nf);
+            if (nf)
+                files = nf;
+            char **nd = nf ? realloc(dirs, cap * sizeof *nd) : NULL;
+            if (!nd) {
+                bad = 1;
+                break;
+            }
+            dirs = nd;
+        }
+        char *name = strdup(de->d_name);
+        if (!name) {
+            bad = 1;
+            break;
+        }
+        if (is_dir)
+            dirs[ndirs++] = name;
+        else
+            files[nfiles++] = name;
+    }
+    if (d)
+        closedir(d);
+    if (!bad && nfiles)
+        qsort(files, nfiles, sizeof *files, by_name);
+    if (!bad && ndirs)
+        qsort(dirs, ndirs, sizeof *dirs, by_name);
+    for (size_t k = 0; k < nfiles && !bad; k++) {
+        char *path = rel[0] ? join(rel, files[k]) : strdup(files[k]);
+        bad = !path || offer(w, path, rank);
+        free(path);
+    }
+    for (size_t k = 0; k < ndirs && !bad; k++) {
+        char *sub = rel[0] ? join(rel, dirs[k]) : strdup(dirs[k]);
+        int r = rank;
+        if (!rel[0]) { /* the top directory's name ranks everything below it */
+            r = NPRIORITY;
+            for (int p = 0; p < NPRIORITY; p++)
+                if (!strcmp(dirs[k], search_priority[p]))
+                    r = p;
+        }
+        bad = !sub || search(w, root, sub, r);
+        free(sub);
+    }
+    for (size_t k = 0; k < nfiles; k++)
+        free(files[k]);
+    for (size_t k = 0; k < ndirs; k++)
+        free(dirs[k]);
+    free(files);
+    free(dirs);
+    free(dir);
+    return bad ? -1 : 0;
+}
+
+/* loadable.find_module_files: fills W->path; a modules.dep that exists
+ * but cannot be read fails the load, as in Python. */
+static int find_module_files(struct wanted *w, const char *modules_dir, kms_error *err)
+{
+    char *dep = join(modules_dir, "modules.dep");
+    unsigned char *text;
+    size_t n;
+    if (!dep)
+        return oom(err);
+    int e = slurp(dep, &text, &n);
+    if (e == ENOMEM) {
+        free(dep);
+        return oom(err);
+    }
+    if (e && e != ENOENT) {
+        if (err) {
+            err->code = KMS_E_IO;
+            snprintf(err->message, sizeof err->message, "cannot read %s: %s", dep, strerror(e));
+        }
+        free(dep);
+        return KMS_E_IO;
+    }
+    free(dep);
+    int bad;
+    if (!e) {
+        bad = from_modules_dep(w, (char *)text, n);
+        free(text);
+    } else {
+        bad = search(w, modules_dir, "", NPRIORITY);
+    }
+    return bad ? oom(err) : KMS_OK;
+}
+
+/* ------------------------------------------------------------ one .ko */
+
+struct ko_sym {
+    const char *name;   /* in the file's string table */
+    uint32_t len;
+    uint32_t sec;       /* index into ko.sec */
+    uint64_t value, size;
+    uint8_t info;
+};
+
+struct ko_sec {
+    char *name;
+    uint64_t size;
+};
+
+/* loadable.KoFile */
+struct ko {
+    unsigned char *data; /* the file, cut where its ELF ends */
+    size_t n;
+    int big, is64;
+    uint32_t nsym, nsec;
+    struct ko_sym *sym;
+    struct ko_sec *sec;
+    char *srcversion;    /* NULL: none */
+    char build_id[BUILD_ID_HEX];
+};
+
+static void ko_free(struct ko *ko)
+{
+    for (uint32_t k = 0; k < ko->nsec; k++)
+        free(ko->sec[k].name);
+    free(ko->sec);
+    free(ko->sym);
+    free(ko->srcversion);
+    free(ko->data);
+}
+
+static uint64_t get(const struct ko *ko, uint64_t off, int width)
+{
+    uint64_t v = 0;
+    for (int k = 0; k < width; k++)
+        v = v << 8 | ko->data[off + (uint64_t)(ko->big ? k : width - 1 - k)];
+    return v;
+}
+
+struct shdr {
+    uint64_t name, type, flags, offset, size, link;
+};
+
+/* Section header I at AT (the caller checked its bytes are there). */
+static void read_shdr(const struct ko *ko, uint64_t at, struct shdr *h)
+{
+    int w = ko->is64 ? 8 : 4;
+    h->name = get(ko, at, 4);
+    h->type = get(ko, at + 4, 4);
+    h->flags = get(ko, at + 8, w);
+    h->offset = get(ko, at + 8 + 2 * (uint64_t)w, w);
+    h->size = get(ko, at + 8 + 3 * (uint64_t)w, w);
+    h->link = get(ko, at + 8 + 4 * (uint64_t)w, 4);
+}
+
+/* The section header table: offset, count, entry size, shstrndx as the
+ * header says (an extended count read from section 0).  SCAN: as
+ * elfscan.scan_object reads it (a short entry size refused, SHN_XINDEX
+ * followed), else as loadable._section_headers.  NULL, or why not. */
+static const char *table(const struct ko *ko, int scan, uint64_t *shoff, uint64_t *shnum,
+                         uint64_t *entsize, uint64_t *shstrndx)
+{
+    uint64_t need = ko->is64 ? 0x40 : 0x34, hsz = ko->is64 ? 64 : 40;
+    struct shdr first;
+    if (ko->n < need)
+        return "truncated";
+    *shoff = get(ko, ko->is64 ? 0x28 : 0x20, ko->is64 ? 8 : 4);
+    *entsize = get(ko, ko->is64 ? 0x3A : 0x2E, 2);
+    *shnum = get(ko, ko->is64 ? 0x3C : 0x30, 2);
+    *shstrndx = get(ko, ko->is64 ? 0x3E : 0x32, 2);
+    if (*shoff == 0)
+        return "no section headers";
+    if (scan && *entsize < hsz)
+        return "section header size";
+    if (*shoff > ko->n || ko->n - *shoff < hsz)
+        return "truncated";
+    read_shdr(ko, *shoff, &first);
+    if (*shnum == 0)
+        *shnum = first.size;
+    if (scan && *shstrndx == SHN_XINDEX)
+        *shstrndx = first.link;
+    if (*shnum > ko->n) /* more sections than bytes */
+        return "truncated";
+    if (*entsize >= hsz ? *shnum > (ko->n - *shoff) / *entsize
+                        : *shnum && (*shnum - 1) * *entsize > ko->n - *shoff - hsz)
+        return "truncated"; /* some header past the end */
+    return NULL;
+}
+
+/* loadable.elf_size and the cut: where the ELF ends, past its section
+ * header table and every section's contents.  NULL, or why it is refused. */
+static char *ko_cut(struct ko *ko, const char *path)
+{
+    uint64_t shoff, shnum, entsize, shstrndx, end;
+    if (ko->n < 6 || memcmp(ko->data, "\177ELF", 4) || ko->data[4] < 1 || ko->data[4] > 2 ||
+        ko->data[5] < 1 || ko->data[5] > 2)
+        return format("%s: not an ELF module (or truncated); reinstall it", path);
+    ko->is64 = ko->data[4] == 2;
+    ko->big = ko->data[5] == 2;
+    if (table(ko, 0, &shoff, &shnum, &entsize, &shstrndx) != NULL)
+        return format("%s: not an ELF module (or truncated); reinstall it", path);
+    end = shoff + shnum * entsize;
+    for (uint64_t i = 0; i < shnum; i++) {
+        struct shdr h;
+        read_shdr(ko, shoff + i * entsize, &h);
+        if (h.type == SHT_NOBITS)
+            continue;
+        if (h.size > ko->n || h.offset > ko->n - h.size)
+            return format("%s: truncated ELF module; reinstall it", path);
+        if (h.offset + h.size > end)
+            end = h.offset + h.size;
+    }
+    ko->n = (size_t)end; /* a signature may follow */
+    return NULL;
+}
+
+/* The bytes of section H, or why not (elfscan: contents past the end). */
+static int contents(const struct ko *ko, const struct shdr *h, const unsigned char **p,
+                    uint64_t *len)
+{
+    *p = ko->data;
+    *len = 0;
+    if (h->type == SHT_NOBITS)
+        return 0;
+    if (h->size > ko->n || h->offset > ko->n - h->size)
+        return -1;
+    *p = ko->data + h->offset;
+    *len = h->size;
+    return 0;
+}
+
+static const char *cstr(const unsigned char *table, uint64_t n, uint64_t off, uint32_t *len)
+{
+    if (off >= n) {
+        *len = 0;
+        return "";
+    }
+    const unsigned char *z = memchr(table + off, 0, n - off);
+    *len = (uint32_t)(z ? (uint64_t)(z - table) - off : n - off);
+    return (const char *)table + off;
+}
+
+/* elfscan.scan_object of the cut file: the kept symbols and sections.
+ * NULL, or why refused (or "" when out of memory). */
+static char *ko_scan(struct ko *ko, const char *path)
+{
+    uint64_t shoff, shnum, entsize, shstrndx, symtab = UINT64_MAX;
+    const char *why = table(ko, 1, &shoff, &shnum, &entsize, &shstrndx);
+    const unsigned char *shstr = NULL, *symdata, *strtab = NULL, *xindex = NULL;
+    uint64_t shstr_len = 0, symlen = 0, strtab_len = 0, xindex_len = 0;
+    struct shdr h, sh;
+    if (why && !strcmp(why, "section header size"))
+        return format("%s: corrupt ELF header (section header size %" PRIu64 ")", path,
+                      get(ko, ko->is64 ? 0x3A : 0x2E, 2));
+    if (why)
+        return format("%s: truncated or corrupt ELF object", path);
+    if (shstrndx < shnum) {
+        read_shdr(ko, shoff + shstrndx * entsize, &h);
+        if (contents(ko, &h, &shstr, &shstr_len))
+            goto past_end;
+    }
+    for (uint64_t i = 0; i < shnum && symtab == UINT64_MAX; i++) {
+        read_shdr(ko, shoff + i * entsize, &h);
+        if (h.type == SHT_SYMTAB)
+            symtab = i;
+    }
+    int32_t *local = malloc((shnum ? shnum : 1) * sizeof *local);
+    uint8_t *used = calloc(shnum ? shnum : 1, 1);
+    if (!local || !used) {
+        free(local);
+        free(used);
+        return strdup("");
+    }
+    if (symtab != UINT64_MAX) {
+        read_shdr(ko, shoff + symtab * entsize, &sh);
+        if (contents(ko, &sh, &symdata, &symlen))
+            goto past_end_free;
+        if (sh.link < shnum) {
+            read_shdr(ko, shoff + sh.link * entsize, &h);
+            if (contents(ko, &h, &strtab, &strtab_len))
+                goto past_end_free;
+        }
+        for (uint64_t i = 0; i < shnum; i++) {
+            read_shdr(ko, shoff + i * entsize, &h);
+            if (h.type == SHT_SYMTAB_SHNDX && h.link == symtab) {
+                if (contents(ko, &h, &xindex, &xindex_len))
+                    goto past_end_free;
+                break;
+            }
+        }
+        uint64_t esz = ko->is64 ? 24 : 16, count = symlen / esz;
+        ko->sym = malloc((count ? count : 1) * sizeof *ko->sym);
+        if (!ko->sym) {
+            free(local);
+            free(used);
+            return strdup("");
+        }
+        for (uint64_t i = 0; i < count; i++) {
+            uint64_t at = (uint64_t)(symdata - ko->data) + i * esz, st_name, value, size, shndx;
+            uint8_t info;
+            st_name = get(ko, at, 4);
+            if (ko->is64) {
+                info = ko->data[at + 4];
+                shndx = get(ko, at + 6, 2);
+                value = get(ko, at + 8, 8);
+                size = get(ko, at + 16, 8);
+            } else {
+                value = get(ko, at + 4, 4);
+                size = get(ko, at + 8, 4);
+                info = ko->data[at + 12];
+                shndx = get(ko, at + 14, 2);
+            }
+            if (shndx == SHN_UNDEF || (info & 0xF) == STT_SECTION || (info & 0xF) == STT_FILE)
+                continue;
+            if (shndx >= SHN_LORESERVE) {
+                if (shndx != SHN_XINDEX || !xindex)
+                    continue; /* SHN_ABS, SHN_COMMON: in no section */
+                if (4 * i + 4 > xindex_len) {
+                    free(local);
+                    free(used);
+                    return format("%s: truncated or corrupt ELF object", path);
+                }
+                shndx = get(ko, (uint64_t)(xindex - ko->data) + 4 * i, 4);
+            }
+            if (shndx >= shnum) {
+                free(local);
+                free(used);
+                return format("%s: corrupt symbol table (section index %" PRIu64 ")", path,
+                              shndx);
+            }
+            uint32_t len;
+            const char *name = cstr(strtab, strtab_len, st_name, &len);
+            /* elfscan._keep_symbol */
+            if (shndx == SHN_UNDEF || !len || name[0] == '$' || (len >= 2 && !memcmp(name, ".L", 2)))
+                continue;
+            struct ko_sym *s = &ko->sym[ko->nsym++];
+            s->name = name;
+            s->len = len;
+            s->sec = (uint32_t)shndx; /* an ELF index until renumbered below */
+            s->value = value;
+            s->size = size;
+            s->info = info;
+            used[shndx] = 1;
+        }
+    }
+    /* Kept sections: allocated with a size, or holding a kept symbol. */
+    int ok = (ko->sec = malloc((shnum ? shnum : 1) * sizeof *ko->sec)) != NULL;
+    for (uint64_t i = 1; ok && i < shnum; i++) {
+        read_shdr(ko, shoff + i * entsize, &h);
+        local[i] = NO;
+        if (!((h.flags & SHF_ALLOC && h.size) || used[i]))
+            continue;
+        uint32_t len;
+        const char *name = cstr(shstr, shstr_len, h.name, &len);
+        struct ko_sec *s = &ko->sec[ko->nsec];
+        if (!(s->name = malloc((size_t)len + 1))) {
+            ok = 0;
+            break;
+        }
+        memcpy(s->name, name, len);
+        s->name[len] = 0;
+        s->size = h.size;
+        local[i] = (int32_t)ko->nsec++;
+    }
+    for (uint32_t k = 0; ok && k < ko->nsym; k++)
+        ko->sym[k].sec = (uint32_t)local[ko->sym[k].sec];
+    free(local);
+    free(used);
+    return ok ? NULL : strdup("");
+past_end_free:
+    free(local);
+    free(used);
+past_end:
+    return format("%s: truncated ELF object (section contents past end of file)", path);
+}
+
+/* loadable._section_bytes: the contents of the first section called NAME
+ * (none: an empty span). */
+static void section_bytes(const struct ko *ko, const char *name, const unsigned char **p,
+                          uint64_t *len)
+{
+    uint64_t shoff, shnum, entsize, shstrndx;
+    struct shdr h, str;
+    *p = ko->data;
+    *len = 0;
+    if (table(ko, 0, &shoff, &shnum, &entsize, &shstrndx) || shstrndx >= shnum)
+        return;
+    read_shdr(ko, shoff + shstrndx * entsize, &str);
+    uint64_t s0 = str.offset < ko->n ? str.offset : ko->n;
+    uint64_t s1 = str.size < ko->n - s0 ? s0 + str.size : ko->n;
+    size_t want = strlen(name) + 1; /* with its NUL */
+    for (uint64_t i = 0; i < shnum; i++) {
+        read_shdr(ko, shoff + i * entsize, &h);
+        if (h.type == SHT_NOBITS || h.name > s1 - s0 || s1 - s0 - h.name < want ||
+            memcmp(ko->data + s0 + h.name, name, want))
+            continue;
+        uint64_t a = h.offset < ko->n ? h.offset : ko->n;
+        *p = ko->data + a;
+        *len = h.size < ko->n - a ? h.size : ko->n - a;
+        return;
+    }
+}
+
+/* loadable.read_ko on the file's bytes (KO->data, KO->n): NULL, or why it
+ * is refused ("" when out of memory). */
+static char *ko_read(struct ko *ko, const char *path)
+{
+    char *why = ko_cut(ko, path);
+    if (!why)
+        why = ko_scan(ko, path);
+    if (why)
+        return why;
+    const unsigned char *p;
+    uint64_t len;
+    section_bytes(ko, ".modinfo", &p, &len);
+    for (uint64_t a = 0; a < len;) { /* the last srcversion= wins */
+        const unsigned char *z = memchr(p + a, 0, len - a);
+        uint64_t e = z ? (uint64_t)(z - p) : len;
+        if (e - a >= 11 && !memcmp(p + a, "srcversion=", 11)) {
+            free(ko->srcversion);
+            if (!(ko->srcversion = malloc(e - a - 10)))
+                return strdup("");
+            memcpy(ko->srcversion, p + a + 11, e - a - 11);
+            ko->srcversion[e - a - 11] = 0;
+        }
+        a = e + 1;
+    }
+    section_bytes(ko, ".note.gnu.build-id", &p, &len);
+    kms_notes_build_id(p, len, ko->big, ko->build_id, sizeof ko->build_id);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ the kernel's word */
+
+/* loadable.LiveModule */
+struct live {
+    int has_sysfs;
+    char *srcversion;           /* NULL: unreadable or absent */
+    char build_id[BUILD_ID_HEX]; /* "": none */
+    size_t nsec;
+    char **sec_name;
+    uint64_t *sec_addr;
+};
+
+static void live_free(struct live *l)
+{
+    for (size_t k = 0; k < l->nsec; k++)
+        free(l->sec_name[k]);
+    free(l->sec_name);
+    free(l->sec_addr);
+    free(l->srcversion);
+}
+
+/* loadable.read_live_module (its core: read_core below).  -1: out of memory. */
+static int read_live(struct live *l, const char *sysfs_root, const char *name)
+{
+    memset(l, 0, sizeof *l);
+    if (!sysfs_root)
+        return 0;
+    char *base = format("%s/module/%s", sysfs_root, name);
+    struct stat st;
+    if (!base)
+        return -1;
+    l->has_sysfs = stat(base, &st) == 0 && S_ISDIR(st.st_mode);
+    if (!l->has_sysfs) {
+        free(base);
+        return 0;
+    }
+    char *path = format("%s/srcversion", base);
+    if (path)
+        l->srcversion = read_text(path);
+    free(path);
+    path = format("%s/notes/.note.gnu.build-id", base);
+    unsigned char *note;
+    size_t n;
+    if (path && !slurp(path, &note, &n)) {
+        kms_notes_build_id(note, n, 0, l->build_id, sizeof l->build_id);
+        free(note);
+    }
+    free(path);
+    char *dir = format("%s/sections", base);
+    DIR *d = dir ? opendir(dir) : NULL;
+    struct dirent *de;
+    size_t cap = 0;
+    int bad = !dir;
+    while (d && !bad && (de = readdir(d)) != NULL) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        char *file = join(dir, de->d_name), *value = file ? read_text(file) : NULL;
+        uint64_t address;
+        free(file);
+        if (value && !parse_hex(value, &address) && address) { /* 0: hidden from this user */
+            if (l->nsec == cap) {
+                cap = cap ? 2 * cap : 32;
+                char **nn = realloc(l->sec_name, cap * sizeof *nn);
+                if (nn)
+                    l->sec_name = nn;
+                uint64_t *na = nn ? realloc(l->sec_addr, cap * sizeof *na) : NULL;
+                if (!na)
+                    bad = 1;
+                else
+                    l->sec_addr = na;
+            }
+            if (!bad && !(l->sec_name[l->nsec] = strdup(de->d_name)))
+                bad = 1;
+            if (!bad)
+                l->sec_addr[l->nsec++] = address;
+        }
+        free(value);
+    }
+    if (d)
+        closedir(d);
+    free(dir);
+    free(base);
+    return bad ? -1 : 0;
+}
+
+static const uint64_t *live_section(const struct live *l, const char *name)
+{
+    for (size_t k = l->nsec; k-- > 0;) /* os.listdir order, the last one of a name kept */
+        if (!strcmp(l->sec_name[k], name))
+            return &l->sec_addr[k];
+    return NULL;
+}
+
+/* live.parse_proc_modules: the cores of the modules named in kallsyms. */
+static void proc_modules_cores(struct kms_loaded *out, const char *path,
+                               const char *const *mod_name)
+{
+    unsigned char *text;
+    size_t n;
+    if (!path || slurp(path, &text, &n))
+        return;
+    char *t = (char *)text;
+    for (size_t s = 0; s < n;) {
+        size_t e = s;
+        while (e < n && t[e] != '\n')
+            e++;
+        t[e] = 0;
+        char *field[6], *save = NULL, *tok = strtok_r(t + s, " \t\r\v\f", &save);
+        int nf = 0;
+        for (; tok && nf < 6; tok = strtok_r(NULL, " \t\r\v\f", &save))
+            field[nf++] = tok;
+        uint64_t size, address;
+        if (nf == 6 && !parse_dec(field[1], &size) && !parse_hex(field[5], &address) && address &&
+            size)
+            for (uint32_t m = 1; m < out->nmods; m++)
+                if (!strcmp(mod_name[m], field[0])) {
+                    out->core_known[m] = 1;
+                    out->core_start[m] = address;
+                    out->core_size[m] = size;
+                }
+        s = e + 1;
+    }
+    free(text);
+}
+
+/* ------------------------------------------------------------ matching */
+
+static uint64_t hash_bytes(const char *p, size_t n)
+{
+    uint64_t h = 0xCBF29CE484222325u;
+    while (n--)
+        h = (h ^ (unsigned char)*p++) * 0x100000001B3u;
+    return h ^ (h >> 29);
+}
+
+/* The distinct names of a module's .ko symbols and kallsyms lines. */
+struct names {
+    size_t mask, n;
+    uint32_t *slot; /* id + 1, 0: empty */
+    const char **ptr;
+    uint32_t *len;
+};
+
+static uint32_t name_id(struct names *t, const char *p, uint32_t len)
+{
+    size_t k = (size_t)hash_bytes(p, len) & t->mask;
+    for (;; k = (k + 1) & t->mask) {
+        uint32_t id = t->slot[k];
+        if (!id)
+            break;
+        if (t->len[id - 1] == len && !memcmp(t->ptr[id - 1], p, len))
+            return id - 1;
+    }
+    t->ptr[t->n] = p;
+    t->len[t->n] = len;
+    t->slot[k] = (uint32_t)++t->n;
+    return (uint32_t)(t->n - 1);
+}
+
+static size_t table_size(size_t n)
+{
+    size_t s = 16;
+    while (s < 2 * n + 1)
+        s *= 2;
+    return s;
+}
+
+/* The (name, address) pairs of a module's kallsyms lines (loadable's "at"). */
+struct pairs {
+    size_t mask;
+    uint32_t *slot; /* line + 1 */
+    const uint32_t *lid;
+    const uint64_t *addr;
+};
+
+static size_t pair_hash(uint32_t id, uint64_t addr)
+{
+    uint64_t h = (addr ^ ((uint64_t)id * 0x9E3779B97F4A7C15u)) * 0xFF51AFD7ED558CCDu;
+    return (size_t)(h ^ (h >> 32));
+}
+
+static int pair_has(const struct pairs *p, uint32_t id, uint64_t addr)
+{
+    for (size_t k = pair_hash(id, addr) & p->mask;; k = (k + 1) & p->mask) {
+        uint32_t i = p->slot[k];
+        if (!i)
+            return 0;
+        if (p->lid[i - 1] == id && p->addr[i - 1] == addr)
+            return 1;
+    }
+}
+
+struct vote {
+    uint32_t sec, seq;
+    uint64_t base;
+};
+
+static int vote_cmp(const void *a, const void *b)
+{
+    const struct vote *x = a, *y = b;
+    if (x->sec != y->sec)
+        return x->sec < y->sec ? -1 : 1;
+    if (x->base != y->base)
+        return x->base < y->base ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* One module's scratch: its lines, the .ko, name ids, chains. */
+struct match {
+    const struct ko *ko;
+    size_t nl;
+    const char **lname;
+    uint32_t *llen;
+    uint64_t *addr;
+    uint32_t *lid, *sid;        /* name id per line, per symbol */
+    uint32_t *nsyms_of, *first_sym, *next_sym, *last_sym;
+    uint32_t *nlines_of, *first_line, *next_line, *last_line;
+    uint32_t *lorder, norder;   /* ids in first-appearance order among non-mapping lines */
+    uint8_t *has_base, *shown;
+    uint64_t *base;
+    int32_t *line_sym;          /* the .ko symbol each line is, -1 */
+    struct names names;
+    struct pairs pairs;
+};
+
+#define END UINT32_MAX
+
+static void match_free(struct match *m)
+{
+    free(m->lid);
+    free(m->sid);
+    free(m->nsyms_of);
+    free(m->first_sym);
+    free(m->next_sym);
+    free(m->last_sym);
+    free(m->nlines_of);
+    free(m->first_line);
+    free(m->next_line);
+    free(m->last_line);
+    free(m->lorder);
+    free(m->has_base);
+    free(m->shown);
+    free(m->base);
+    free(m->line_sym);
+    free(m->names.slot);
+    free(m->names.ptr);
+    free(m->names.len);
+    free(m->pairs.slot);
+}
+
+static int match_init(struct match *m)
+{
+    size_t nl = m->nl, ns = m->ko->nsym, nn = nl + ns, nsec = m->ko->nsec;
+    m->names.mask = table_size(nn) - 1;
+    m->pairs.mask = table_size(nl) - 1;
+#define A(f, n) (m->f = calloc((n) ? (n) : 1, sizeof *m->f)) == NULL
+    if (A(lid, nl) || A(sid, ns) || A(nsyms_of, nn) || A(first_sym, nn) || A(next_sym, ns) ||
+        A(last_sym, nn) || A(nlines_of, nn) || A(first_line, nn) || A(next_line, nl) ||
+        A(last_line, nn) || A(lorder, nn) || A(has_base, nsec) || A(shown, nsec) ||
+        A(base, nsec) || A(line_sym, nl) || A(names.slot, m->names.mask + 1) ||
+        A(names.ptr, nn) || A(names.len, nn) || A(pairs.slot, m->pairs.mask + 1))
+        return -1;
+#undef A
+    for (size_t s = 0; s < ns; s++) {
+        uint32_t id = m->sid[s] = name_id(&m->names, m->ko->sym[s].name, m->ko->sym[s].len);
+        m->next_sym[s] = END;
+        if (m->nsyms_of[id]++)
+            m->next_sym[m->last_sym[id]] = (uint32_t)s;
+        else
+            m->first_sym[id] = (uint32_t)s;
+        m->last_sym[id] = (uint32_t)s;
+    }
+    m->pairs.lid = m->lid;
+    m->pairs.addr = m->addr;
+    for (size_t i = 0; i < nl; i++) {
+        uint32_t id = m->lid[i] = name_id(&m->names, m->lname[i], m->llen[i]);
+        m->line_sym[i] = NO;
+        size_t k = pair_hash(id, m->addr[i]) & m->pairs.mask;
+        while (m->pairs.slot[k])
+            k = (k + 1) & m->pairs.mask;
+        m->pairs.slot[k] = (uint32_t)i + 1;
+        m->next_line[i] = END;
+        if (kms_is_mapping_symbol(m->lname[i], m->llen[i]))
+            continue;
+        if (m->nlines_of[id]++) {
+            m->next_line[m->last_line[id]] = (uint32_t)i;
+        } else {
+            m->first_line[id] = (uint32_t)i;
+            m->lorder[m->norder++] = id;
+        }
+        m->last_line[id] = (uint32_t)i;
+    }
+    return 0;
+}
+
+static uint64_t at_base(const struct match *m, uint32_t s)
+{
+    return m->base[m->ko->sym[s].sec] + m->ko->sym[s].value;
+}
+
+/* loadable.match_module: NULL when matched (M->line_sym, M->base and
+ * M->shown say how), else why the file is not the loaded module (malloc'd;
+ * "" when out of memory). */
+static char *match_module(struct match *m, const struct live *live)
+{
+    const struct ko *ko = m->ko;
+    int differ = (!live->srcversion) != (!ko->srcversion) ||
+                 (live->srcversion && ko->srcversion && strcmp(live->srcversion, ko->srcversion));
+    int either = (live->srcversion && live->srcversion[0]) || (ko->srcversion && ko->srcversion[0]);
+    if (live->has_sysfs && differ && either)
+        return format("srcversion %s, the loaded module's is %s",
+                      ko->srcversion && ko->srcversion[0] ? ko->srcversion : "(none)",
+                      live->srcversion && live->srcversion[0] ? live->srcversion : "(none)");
+    if (live->build_id[0] && ko->build_id[0] && strcmp(live->build_id, ko->build_id))
+        return format("build-id %s, the loaded module's is %s", ko->build_id, live->build_id);
+    if (match_init(m))
+        return strdup("");
+    size_t absent = 0;
+    uint32_t first_absent = 0;
+    for (uint32_t k = 0; k < m->norder; k++)
+        if (!m->nsyms_of[m->lorder[k]] && !absent++)
+            first_absent = m->lorder[k];
+    if (absent)
+        return format("%zu of the module's kallsyms names are not in the file (e.g. %.*s)", absent,
+                      (int)m->names.len[first_absent], m->names.ptr[first_absent]);
+    /* The kernel's own word: each section's load address. */
+    for (uint32_t k = 0; k < ko->nsec; k++) {
+        const uint64_t *a = live_section(live, ko->sec[k].name);
+        uint32_t count = 0;
+        for (uint32_t j = 0; j < ko->nsec && count < 2; j++)
+            count += !strcmp(ko->sec[j].name, ko->sec[k].name);
+        if (a && count == 1) {
+            m->base[k] = *a;
+            m->has_base[k] = 1;
+        }
+    }
+    /* Anchors: names once in the file and once among the lines; each
+     * section's base the one most of them vote for (ties: the highest). */
+    struct vote *votes = malloc((m->norder ? m->norder : 1) * sizeof *votes);
+    size_t nv = 0;
+    if (!votes)
+        return strdup("");
+    for (uint32_t k = 0; k < m->norder; k++) {
+        uint32_t id = m->lorder[k];
+        if (m->nsyms_of[id] == 1 && m->nlines_of[id] == 1) {
+            uint32_t s = m->first_sym[id];
+            votes[nv].sec = ko->sym[s].sec;
+            votes[nv].seq = (uint32_t)nv;
+            votes[nv].base = m->addr[m->first_line[id]] - ko->sym[s].value;
+            nv++;
+        }
+    }
+    qsort(votes, nv, sizeof *votes, vote_cmp);
+    /* per section (in the order of its first vote): its base, the wrong votes */
+    struct tally {
+        uint32_t sec, first;
+        uint64_t best;
+        size_t best_count, total;
+    } *tally = malloc((nv ? nv : 1) * sizeof *tally);
+    size_t nt = 0;
+    if (!tally) {
+        free(votes);
+        return strdup("");
+    }
+    for (size_t a = 0; a < nv;) {
+        size_t b = a;
+        struct tally *t = &tally[nt++];
+        t->sec = votes[a].sec;
+        t->first = UINT32_MAX;
+        t->best_count = t->total = 0;
+        while (b < nv && votes[b].sec == votes[a].sec) {
+            size_t c = b;
+            while (c < nv && votes[c].sec == votes[b].sec && votes[c].base == votes[b].base)
+                c++;
+            if (c - b >= t->best_count) { /* ascending bases: a tie goes to the higher */
+                t->best_count = c - b;
+                t->best = votes[b].base;
+            }
+            for (size_t v = b; v < c; v++)
+                if (votes[v].seq < t->first)
+                    t->first = votes[v].seq;
+            t->total += c - b;
+            b = c;
+        }
+        a = b;
+    }
+    char *why = NULL;
+    for (size_t done = 0; done < nt && !why; done++) {
+        size_t next = 0; /* the section of the next first vote */
+        for (size_t k = 1; k < nt; k++)
+            if (tally[k].first < tally[next].first)
+                next = k;
+        struct tally *t = &tally[next];
+        t->first = UINT32_MAX - 1 - (uint32_t)done; /* taken */
+        if (!m->has_base[t->sec]) {
+            m->base[t->sec] = t->best;
+            m->has_base[t->sec] = 1;
+        }
+        size_t right = 0;
+        for (size_t v = 0; v < nv; v++)
+            right += votes[v].sec == t->sec && votes[v].base == m->base[t->sec];
+        if (right != t->total)
+            why = format("%zu of its unique symbols in %s are not where kallsyms shows them",
+                         t->total - right, ko->sec[t->sec].name);
+    }
+    free(votes);
+    free(tally);
+    if (why)
+        return why;
+    /* Shape: a section without anchors is placed where all of its symbols
+     * that kallsyms names land on lines of their names, if exactly one
+     * base does that. */
+    uint8_t *todo = calloc(ko->nsec ? ko->nsec : 1, 1);
+    if (!todo)
+        return strdup("");
+    for (uint32_t s = 0; s < ko->nsym; s++)
+        if (!m->has_base[ko->sym[s].sec] && m->nlines_of[m->sid[s]])
+            todo[ko->sym[s].sec] = 1;
+    for (uint32_t s0 = 0; s0 < ko->nsym; s0++) {
+        uint32_t sec = ko->sym[s0].sec;
+        if (todo[sec] != 1)
+            continue;
+        todo[sec] = 2; /* its first member: the section's turn */
+        uint32_t pivot = END;
+        for (uint32_t s = s0; s < ko->nsym; s++)
+            if (ko->sym[s].sec == sec && m->nlines_of[m->sid[s]] &&
+                (pivot == END || m->nlines_of[m->sid[s]] < m->nlines_of[m->sid[pivot]]))
+                pivot = s;
+        uint64_t fit = 0;
+        int fits = 0;
+        for (uint32_t i = m->first_line[m->sid[pivot]]; i != END && fits >= 0; i = m->next_line[i]) {
+            uint64_t b = m->addr[i] - ko->sym[pivot].value;
+            int all = 1;
+            for (uint32_t s = s0; s < ko->nsym && all; s++)
+                if (ko->sym[s].sec == sec && m->nlines_of[m->sid[s]])
+                    all = pair_has(&m->pairs, m->sid[s], b + ko->sym[s].value);
+            if (all) {
+                if (fits && b != fit)
+                    fits = -1; /* two bases fit: none is placed */
+                else {
+                    fit = b;
+                    fits = 1;
+                }
+            }
+        }
+        if (fits == 1) {
+            m->base[sec] = fit;
+            m->has_base[sec] = 1;
+        }
+    }
+    free(todo);
+    /* The sections kallsyms shows: one of their symbols is where kallsyms says. */
+    for (uint32_t k = 0; k < m->norder; k++) {
+        uint32_t id = m->lorder[k];
+        for (uint32_t s = m->first_sym[id]; m->nsyms_of[id] && s != END; s = m->next_sym[s])
+            if (m->has_base[ko->sym[s].sec] && pair_has(&m->pairs, id, at_base(m, s)))
+                m->shown[ko->sym[s].sec] = 1;
+    }
+    /* Every line of a name the file has in a placed section is one of those
+     * symbols (the first of them at its address) ... */
+    for (uint32_t k = 0; k < m->norder; k++) {
+        uint32_t id = m->lorder[k];
+        for (uint32_t i = m->first_line[id]; i != END; i = m->next_line[i]) {
+            int placed = 0;
+            for (uint32_t s = m->first_sym[id]; s != END && m->line_sym[i] == NO; s = m->next_sym[s]) {
+                if (!m->has_base[ko->sym[s].sec])
+                    continue;
+                placed = 1;
+                if (at_base(m, s) == m->addr[i])
+                    m->line_sym[i] = (int32_t)s;
+            }
+            if (m->line_sym[i] == NO && placed)
+                return format("its %.*s is not at 0x%" PRIx64 ", where kallsyms shows it",
+                              (int)m->llen[i], m->lname[i], m->addr[i]);
+        }
+    }
+    /* ... and every symbol of a section that kallsyms shows is a line. */
+    for (uint32_t s = 0; s < ko->nsym; s++)
+        if (m->shown[ko->sym[s].sec] && !pair_has(&m->pairs, m->sid[s], at_base(m, s)))
+            return format("its %.*s (%s) is not in kallsyms", (int)ko->sym[s].len, ko->sym[s].name,
+                          ko->sec[ko->sym[s].sec].name);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ all modules */
+
+/* Python's read_ko_bytes decompresses by the file's suffix: which, or NULL. */
+static const char *compressed(const char *path)
+{
+    size_t n = strlen(path);
+    for (size_t k = 1; k < NSUFFIXES; k++) {
+        const char *z = ko_suffixes[k] + 3; /* ".xz" of ".ko.xz" */
+        if (n >= strlen(z) && !strcmp(path + n - strlen(z), z))
+            return z;
+    }
+    return NULL;
+}
+
+/* Add a module's outcome (FILE, REASON, WARNING now owned by OUT); -1 when
+ * a refusal's text could not be made (out of memory). */
+static int add_status(struct kms_loaded *out, const char *name, char *file, uint8_t status,
+                      size_t lines, char *reason, char *warning)
+{
+    struct kms_module *st = &out->status[out->nstatus++];
+    st->name = name;
+    st->file = file;
+    st->status = status;
+    st->lines = lines;
+    st->sized = 0;
+    st->reason = reason;
+    st->warning = warning;
+    return (status == KMS_MODULE_MATCHED || status == KMS_MODULE_MISSING || (reason && warning))
+               ? 0 : -1;
+}
+
+/* The section count of every matched .ko is unknown until read: extents
+ * grow as needed. */
+static int reserve_extents(struct kms_loaded *out, size_t *cap, size_t more)
+{
+    if (out->nextent + more <= *cap)
+        return 0;
+    size_t nc = (*cap ? *cap * 2 : 256) + more;
+    struct kms_ko_extent *nx = realloc(out->extent, nc * sizeof *nx);
+    if (!nx)
+        return -1;
+    out->extent = nx;
+    *cap = nc;
+    return 0;
+}
+
+/* Read and match one module's file FULL (PATH relative); its outcome
+ * added to OUT->status, its lines' answers to OUT->line.  -1: out of memory. */
+static int one_module(struct kms_loaded *out, size_t *ext_cap, const char *name, char *path,
+                      const char *full, const struct live *live, const struct kms_mline *lines,
+                      const size_t *idx, size_t nl)
+{
+    struct stat st;
+    struct ko ko;
+    int e;
+    memset(&ko, 0, sizeof ko);
+    if (stat(full, &st) != 0) {
+        char *why = format("cannot read %s: %s", full, strerror(errno));
+        return add_status(out, name, path, KMS_MODULE_REFUSED, nl, why,
+                          why ? format("module %s: %s; its symbols stay unsized", name, why) : NULL);
+    }
+    const char *suffix = compressed(full);
+    if (suffix) {
+        char *why = format("%s is compressed (%s): libkmodsyms reads only uncompressed .ko files",
+                           full, suffix);
+        return add_status(out, name, path, KMS_MODULE_UNSUPPORTED, nl, why,
+                          why ? format("module %s: %s; its symbols stay unsized", name, why) : NULL);
+    }
+    if ((e = slurp(full, &ko.data, &ko.n)) != 0) {
+        if (e == ENOMEM)
+            return free(path), -1;
+        char *why = format("cannot read module %s: %s", full, strerror(e));
+        return add_status(out, name, path, KMS_MODULE_REFUSED, nl, why,
+                          why ? format("module %s: %s; its symbols stay unsized", name, why) : NULL);
+    }
+    char *why = ko_read(&ko, full);
+    if (why && !why[0]) {
+        free(why);
+        ko_free(&ko);
+        return free(path), -1;
+    }
+    if (why) {
+        ko_free(&ko);
+        return add_status(out, name, path, KMS_MODULE_REFUSED, nl, why,
+                          format("module %s: %s; its symbols stay unsized", name, why));
+    }
+    struct match m;
+    memset(&m, 0, sizeof m);
+    m.ko = &ko;
+    m.nl = nl;
+    m.lname = malloc((nl ? nl : 1) * sizeof *m.lname);
+    m.llen = malloc((nl ? nl : 1) * sizeof *m.llen);
+    m.addr = malloc((nl ? nl : 1) * sizeof *m.addr);
+    if (!m.lname || !m.llen || !m.addr)
+        why = strdup("");
+    for (size_t k = 0; !why && k < nl; k++) {
+        m.lname[k] = lines[idx[k]].name;
+        m.llen[k] = lines[idx[k]].name_len;
+        m.addr[k] = lines[idx[k]].addr;
+    }
+    if (!why)
+        why = match_module(&m, live);
+    int bad = 0;
+    if (why && !why[0]) {
+        free(why);
+        free(path);
+        bad = -1;
+    } else if (why) {
+        bad = add_status(out, name, path, KMS_MODULE_REFUSED, nl, why,
+                         format("module %s: %s is not the loaded module (%s); its symbols stay "
+                                "unsized", name, full, why));
+    } else {
+        /* matched: each line its symbol's answer, each shown section an extent */
+        uint32_t k0 = (uint32_t)out->nko;
+        size_t sized = 0;
+        int32_t *extent_of = malloc((ko.nsec ? ko.nsec : 1) * sizeof *extent_of);
+        if (!extent_of || reserve_extents(out, ext_cap, ko.nsec)) {
+            free(path);
+            bad = -1;
+        } else {
+            add_status(out, name, path, KMS_MODULE_MATCHED, nl, NULL, NULL);
+        }
+        for (uint32_t sec = 0; !bad && sec < ko.nsec; sec++) {
+            extent_of[sec] = NO;
+            if (!m.shown[sec])
+                continue;
+            struct kms_ko_extent *x = &out->extent[out->nextent];
+            x->start = m.base[sec];
+            x->end = m.base[sec] + ko.sec[sec].size;
+            x->ko = k0;
+            extent_of[sec] = (int32_t)out->nextent++;
+        }
+        for (size_t k = 0; !bad && k < nl; k++) {
+            int32_t s = m.line_sym[k];
+            if (s < 0)
+                continue;
+            const struct ko_sym *sym = &ko.sym[s];
+            struct kms_ko_line *r = &out->line[idx[k]].ko;
+            uint8_t bind = sym->info >> 4;
+            r->size = (int64_t)sym->size;
+            r->typed = (sym->info & 0xF) != 0;
+            r->binding = bind == STB_GNU_UNIQUE ? 1 : bind;
+            r->extent = extent_of[sym->sec];
+            sized += sym->size > 0;
+        }
+        if (!bad) {
+            out->status[out->nstatus - 1].sized = sized;
+            out->ko_status[out->nko++] = (uint32_t)(out->nstatus - 1);
+        }
+        free(extent_of);
+    }
+    free(m.lname);
+    free(m.llen);
+    free(m.addr);
+    match_free(&m);
+    ko_free(&ko);
+    return bad;
+}
+
+int kms_modules_match(struct kms_loaded *out, const struct kms_mline *lines, size_t n,
+                      const char *const *mod_name, uint32_t nmods, const struct kms_sources *src,
+                      kms_error *err)
+{
+    struct wanted w = {NULL, 0, NULL, NULL};
+    size_t *count = NULL, *idx = NULL, ext_cap = 0;
+    int rc = KMS_OK;
+    memset(out, 0, sizeof *out);
+    out->nmods = nmods;
+    out->nlines = n;
+    const char **wanted = malloc((nmods ? nmods : 1) * sizeof *wanted);
+    out->line = malloc((n ? n : 1) * sizeof *out->line);
+    out->core_known = calloc(nmods ? nmods : 1, 1);
+    out->core_start = calloc(nmods ? nmods : 1, sizeof *out->core_start);
+    out->core_size = calloc(nmods ? nmods : 1, sizeof *out->core_size);
+    out->status = calloc(nmods ? nmods : 1, sizeof *out->status);
+    out->ko_status = calloc(nmods ? nmods : 1, sizeof *out->ko_status);
+    count = calloc((size_t)nmods + 1, sizeof *count);
+    idx = malloc((n ? n : 1) * sizeof *idx);
+    if (!wanted || !out->line || !out->core_known || !out->core_start || !out->core_size ||
+        !out->status || !out->ko_status || !count || !idx)
+        goto nomem;
+    for (size_t k = 0; k < n; k++) {
+        out->line[k].line = lines[k].line;
+        out->line[k].ko.size = NO;
+        out->line[k].ko.extent = NO;
+        out->line[k].ko.typed = out->line[k].ko.binding = 0;
+    }
+    /* each module's lines, in kallsyms order: idx[count[m] .. count[m + 1]) */
+    for (size_t k = 0; k < n; k++)
+        count[lines[k].module + 1]++;
+    for (uint32_t m = 0; m < nmods; m++)
+        count[m + 1] += count[m];
+    for (size_t k = 0, *at = count; k < n; k++)
+        idx[at[lines[k].module]++] = k;
+    for (uint32_t m = nmods; m > 0; m--)
+        count[m] = count[m - 1];
+    count[0] = 0;
+    for (uint32_t m = 1; m < nmods; m++)
+        if (!kms_is_pseudo_module(mod_name[m]))
+            wanted[w.n++] = mod_name[m];
+    w.name = wanted;
+    w.path = calloc(w.n ? w.n : 1, sizeof *w.path);
+    w.rank = calloc(w.n ? w.n : 1, sizeof *w.rank);
+    if (!w.path || !w.rank)
+        goto nomem;
+    proc_modules_cores(out, src->proc_modules, mod_name);
+    if (src->modules_dir && w.n && (rc = find_module_files(&w, src->modules_dir, err)) != KMS_OK)
+        goto done;
+    for (uint32_t m = 1, k = 0; m < nmods; m++) {
+        if (kms_is_pseudo_module(mod_name[m]))
+            continue;
+        struct live live;
+        size_t nl = count[m + 1] - count[m];
+        char *path = w.path[k++], *full = NULL;
+        if (read_live(&live, src->sysfs_root, mod_name[m]))
+            goto nomem_live;
+        if (!out->core_known[m]) { /* /sys/module/NAME/coresize from its .text */
+            char *file = src->sysfs_root && live.has_sysfs
+                ? format("%s/module/%s/coresize", src->sysfs_root, mod_name[m]) : NULL;
+            char *coresize = file ? read_text(file) : NULL;
+            const uint64_t *text = live_section(&live, ".text");
+            uint64_t size;
+            if (coresize && text && !parse_dec(coresize, &size)) {
+                out->core_known[m] = 1;
+                out->core_start[m] = *text;
+                out->core_size[m] = size;
+            }
+            free(file);
+            free(coresize);
+        }
+        w.path[k - 1] = NULL; /* owned by the status from here */
+        if (!path) {
+            if (add_status(out, mod_name[m], NULL, KMS_MODULE_MISSING, nl, NULL, NULL))
+                goto nomem_live;
+        } else if (!(full = join(src->modules_dir, path))) {
+            free(path);
+            goto nomem_live;
+        } else if (one_module(out, &ext_cap, mod_name[m], path, full, &live, lines,
+                              idx + count[m], nl)) {
+            free(full);
+            goto nomem_live;
+        }
+        free(full);
+        live_free(&live);
+        continue;
+    nomem_live:
+        live_free(&live);
+        goto nomem;
+    }
+    goto done;
+nomem:
+    rc = oom(err);
+done:
+    for (size_t k = 0; w.path && k < w.n; k++)
+        free(w.path[k]);
+    free(w.path);
+    free(w.rank);
+    free(wanted);
+    free(count);
+    free(idx);
+    if (rc != KMS_OK)
+        kms_modules_free(out);
+    return rc;
+}
+
+void kms_modules_free(struct kms_loaded *m)
+{
+    for (size_t k = 0; m->status && k < m->nstatus; k++) {
+        free((char *)m->status[k].file);
+        free((char *)m->status[k].reason);
+        free((char *)m->status[k].warning);
+    }
+    free(m->status);
+    free(m->line);
+    free(m->extent);
+    free(m->ko_status);
+    free(m->core_known);
+    free(m->core_start);
+    free(m->core_size);
+    memset(m, 0, sizeof *m);
+}
+
+int kms_modules_outside_core(const struct kms_loaded *m, uint32_t mod, uint64_t addr)
+{
+    if (mod >= m->nmods || !m->core_known[mod])
+        return 0;
+    uint64_t start = m->core_start[mod], size = m->core_size[mod];
+    return addr < start || addr - start >= size;
+}
+
+int kms_modules_core_last(const struct kms_loaded *m, uint32_t mod, uint64_t *last)
+{
+    if (mod >= m->nmods || !m->core_known[mod])
+        return 0;
+    uint64_t start = m->core_start[mod], size = m->core_size[mod];
+    *last = size == 0 ? start - 1 : size - 1 <= UINT64_MAX - start ? start + size - 1 : UINT64_MAX;
+    return 1;
+}

@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0 */
+/*
+ * Internal to libkmodsyms (not installed): loaded modules matched with their
+ * own .ko files (kms_modules.c, after kmodsyms/loadable.py), for kmodsyms.c.
+ *
+ * kmodsyms.c hands over the kallsyms lines of loaded modules
+ * (struct kms_mline, in kallsyms order) and where to look (struct
+ * kms_sources); kms_modules_match() fills a struct kms_loaded: per line the
+ * ELF size, type and binding of its .ko symbol and the placed .ko section
+ * holding it, the placed sections, each module's core, and each module's
+ * outcome (the public struct kms_module).
+ */
+#ifndef KMS_MODULES_H
+#define KMS_MODULES_H
+
+#include "kmodsyms.h"
+
+/* Where the loaded modules' files and the kernel's word about them are;
+ * NULL: not read. */
+struct kms_sources {
+    const char *modules_dir;  /* .ko files, modules.dep */
+    const char *sysfs_root;   /* /sys: module/NAME/{sections,srcversion,notes,coresize} */
+    const char *proc_modules; /* /proc/modules: each module's core */
+};
+
+/* A kallsyms line of a loaded or pseudo-module. */
+struct kms_mline {
+    uint64_t addr;
+    const char *name;   /* NUL-terminated (name_len bytes before the NUL) */
+    uint32_t name_len;
+    uint32_t module;    /* index into the kallsyms module names, >= 1 */
+    uint32_t line;      /* the kallsyms line, ascending */
+};
+
+/* What a line's .ko symbol says (size -1: the line has none). */
+struct kms_ko_line {
+    int64_t size;       /* ELF st_size */
+    int32_t extent;     /* its placed .ko section: index into kms_loaded.extent */
+    uint8_t typed;      /* STT_* other than NOTYPE */
+    uint8_t binding;    /* STB_*, STB_GNU_UNIQUE read as GLOBAL */
+};
+
+/* A placed .ko section: [start, end) of matched .ko number ko. */
+struct kms_ko_extent {
+    uint64_t start, end;
+    uint32_t ko;        /* index into kms_loaded.ko_status */
+};
+
+struct kms_loaded {
+    size_t nlines;
+    struct kms_ml_result {
+        uint32_t line;          /* the kallsyms line */
+        struct kms_ko_line ko;
+    } *line;                    /* one per kms_mline given, in their order */
+    size_t nextent;             /* in the order found (loadable.load_modules'), unsorted */
+    struct kms_ko_extent *extent;
+    size_t nko;                 /* matched .ko files: index into status */
+    uint32_t *ko_status;
+    uint32_t nmods;             /* per kallsyms module index: its core, when known */
+    uint8_t *core_known;
+    uint64_t *core_start, *core_size;
+    size_t nstatus;             /* per loaded module (not pseudo), kallsyms order */
+    struct kms_module *status;
+};
+
+/*
+ * Match every loaded module (MOD_NAME[1..NMODS-1], pseudo-modules skipped)
+ * with its .ko under SRC->modules_dir (loadable.load_modules).  LINES: the
+ * N kallsyms lines of modules.  A module whose file is missing, unreadable
+ * or not the loaded one costs only its own sizes; the call fails (code and
+ * one line) only when out of memory or when modules.dep exists but cannot
+ * be read.
+ */
+int kms_modules_match(struct kms_loaded *out, const struct kms_mline *lines, size_t n,
+                      const char *const *mod_name, uint32_t nmods, const struct kms_sources *src,
+                      kms_error *err);
+
+void kms_modules_free(struct kms_loaded *m);
+
+/* Whether module MOD's core is known and ADDR lies outside it. */
+int kms_modules_outside_core(const struct kms_loaded *m, uint32_t mod, uint64_t addr);
+
+/* The last address of module MOD's core, when the kernel said where it is. */
+int kms_modules_core_last(const struct kms_loaded *m, uint32_t mod, uint64_t *last);
+
+/* The kernel's pseudo-modules: bpf, __builtin__ftrace, ... */
+int kms_is_pseudo_module(const char *name);
+
+/* Names the kernel's module address lookups skip (is_mapping_symbol()):
+ * .L*, L0*, $a $d $t $x alone or with a '.' suffix. */
+int kms_is_mapping_symbol(const char *p, uint32_t len);
+
+/* The GNU build-id (hex, NUL-terminated, at most CAP bytes) in a buffer of
+ * ELF notes of the given byte order (elfimage.parse_notes), or "". */
+void kms_notes_build_id(const unsigned char *d, size_t n, int big_endian, char *hex, size_t cap);
+
+#endif /* KMS_MODULES_H */
