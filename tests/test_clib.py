@@ -403,6 +403,20 @@ def source_args(modules_dir=None, sysfs_root=None, proc_modules=None) -> list[st
     return [arg for flag, value in given.items() if value for arg in (flag, value)]
 
 
+def _same_words(status):
+    """A module's status (or warning) with the wording of why a damaged ELF
+    is refused set aside: the Python side's reader (kmodsyms/elffile.py)
+    says which structure is cut and to reinstall, the C side words it as
+    loadable.py did before; both refuse and name the file."""
+    import re
+
+    def words(text: str) -> str:
+        return re.sub(r"(\.ko[^:]*: ).*(ELF|truncated|corrupt).*$", r"\1<damaged ELF>", text)
+    if isinstance(status, str):
+        return words(status)
+    return {k: words(v) if k == "reason" and v else v for k, v in status.items()}
+
+
 def compare_modules(clib, name, syms, kallsyms, random_count, sanitized=False, **sources):
     """C and Python reading the same module sources: each loaded module's
     file and status (and the warnings), every line of every loaded module
@@ -412,9 +426,10 @@ def compare_modules(clib, name, syms, kallsyms, random_count, sanitized=False, *
     r = load(syms, kallsyms, cache=False, **sources)
     base = ["--syms", syms, "--kallsyms", kallsyms] + source_args(**sources)
     proc = run_c(clib, ["modules"] + base, sanitized=sanitized)
-    assert json_lines(proc.stdout) == [st.__dict__ for st in r.module_stats], name
-    assert proc.stderr.decode().splitlines() == [f"kmodsyms-c: warning: {w}"
-                                                 for w in r.module_warnings], name
+    assert [_same_words(st) for st in json_lines(proc.stdout)] == \
+        [_same_words(st.__dict__) for st in r.module_stats], name
+    assert [_same_words(w) for w in proc.stderr.decode().splitlines()] == \
+        [_same_words(f"kmodsyms-c: warning: {w}") for w in r.module_warnings], name
     want = "".join(t + "\n" for t in r.kallmodsyms_lines()).encode("utf-8", "surrogateescape")
     assert run_c(clib, ["kallmodsyms"] + base, sanitized=sanitized).stdout == want, name
     got = json_lines(run_c(clib, ["lines"] + base, sanitized=sanitized).stdout)
@@ -586,9 +601,7 @@ def test_cross_object_as_module_equal(clib, fixture_syms, tmp_path, arch):
 
 @pytest.mark.parametrize("damage", [
     "truncated ELF", "cut section headers", "not ELF", "empty", "bad section index",
-    # loadable._section_headers reads data[4] of a file holding the magic alone: IndexError
-    # escapes load() (a traceback) where the C side refuses the module.
-    pytest.param("ELF magic alone", marks=pytest.mark.xfail(raises=IndexError, strict=True))])
+    "ELF magic alone"])
 def test_damaged_module_file_equal(clib, fixture_syms, tmp_path, damage):
     """A damaged .ko costs its module's sizes on both sides, and nothing else."""
     moddir = distro_tree(tmp_path, {"fs/fuse": FUSE_KO}, "", False)
