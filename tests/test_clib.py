@@ -40,7 +40,8 @@ from kmodsyms.resolver import load
 from kmodsyms.symsfile import SymsFile
 from test_fuzz import _COMMON, kallsyms_mutation, mutate_kallsyms, mutate_syms, syms_mutation
 from kmodsyms.loadable import module_name
-from test_loadable import (CORPUS_MODULES, FUSE_CORE, FUSE_KO, OTHER_FUSE_KO, SAMPLE_BASES, ByStart,
+from test_loadable import (CORPUS_MODULES, FUSE_CORE, FUSE_KO, OTHER_FUSE_KO, ByStart,
+                           sample_module_lines,
                            distro_tree, elf_symbols, fake_sysfs, innermost, module_lines,
                            readelf_symbols, runtime_symbols)
 
@@ -569,18 +570,10 @@ def test_search_without_modules_dep_equal(clib, fixture_syms, tmp_path):
     assert [(s.file, s.status) for s in r.module_stats] == [("updates/dkms/fuse.ko", "matched")]
 
 
-def cross_module_kallsyms(obj: str, dest) -> bytes:
-    """The fixture's kallsyms plus OBJ loaded as module "sample" (a .ko is
-    such a relocatable object): every named symbol of its core sections,
-    mapping symbols and local labels included, letters as nm gives them."""
-    letter = {".text": "t", ".rodata": "r", ".data": "d", ".bss": "b"}
-    out = []
-    for name, sec, value, _size, _typed, bind in elf_symbols(obj):
-        if sec in SAMPLE_BASES:
-            c = "w" if bind == "weak" else letter[sec]
-            c = c.upper() if bind != "local" else c
-            out.append(f"{SAMPLE_BASES[sec] + value:016x} {c} {name}\t[sample]\n")
-    dest.write_bytes(open(FIXTURE_KALLSYMS, "rb").read() + "".join(out).encode())
+def cross_module_kallsyms(obj: str, dest) -> str:
+    """The fixture's kallsyms with ``obj`` loaded as module "sample"
+    (test_loadable.sample_module_lines), written to ``dest``."""
+    dest.write_bytes(open(FIXTURE_KALLSYMS, "rb").read() + sample_module_lines(obj))
     return str(dest)
 
 

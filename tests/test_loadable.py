@@ -601,14 +601,14 @@ SAMPLE_BASES = {".text": 0xFFFFFFFFC0B00000, ".rodata": 0xFFFFFFFFC0B01000,
                 ".data": 0xFFFFFFFFC0B02000, ".bss": 0xFFFFFFFFC0B03000}
 
 
-def _sample_module_lines() -> bytes:
-    """kallsyms lines of fixtures/cross/aarch64/sample.o loaded as module
+def sample_module_lines(obj: str = AARCH64_OBJECT) -> bytes:
+    """kallsyms lines of ``obj`` (fixtures/cross/aarch64/sample.o) loaded as module
     "sample" (a .ko is such a relocatable object): every named symbol of its
     core sections, mapping symbols ($x, $d) and local labels included, as
     kernel/module/kallsyms.c keeps them; letters as nm gives them."""
     letter = {".text": "t", ".rodata": "r", ".data": "d", ".bss": "b"}
     out = []
-    for name, sec, value, _size, _typed, bind in elf_symbols(AARCH64_OBJECT):
+    for name, sec, value, _size, _typed, bind in elf_symbols(obj):
         if sec in SAMPLE_BASES:
             c = "w" if bind == "weak" else letter[sec]
             c = c.upper() if bind != "local" else c
@@ -622,7 +622,7 @@ def test_mapping_symbols_never_answer(fixture_syms, tmp_path):
     (is_mapping_symbol), and so does the resolver, even where one shares its
     address with a real symbol."""
     kallsyms = tmp_path / "kallsyms"
-    kallsyms.write_bytes(open(FIXTURE_KALLSYMS, "rb").read() + _sample_module_lines())
+    kallsyms.write_bytes(open(FIXTURE_KALLSYMS, "rb").read() + sample_module_lines())
     moddir = tmp_path / "lib"
     os.makedirs(moddir / "extra")
     shutil.copy(AARCH64_OBJECT, moddir / "extra" / "sample.ko")
