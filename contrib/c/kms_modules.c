@@ -48,6 +48,8 @@
 #define NT_GNU_BUILD_ID 3u
 #define BUILD_ID_HEX 129 /* 64 bytes of build-id, in hex, and the NUL */
 
+/* loadable._REMEDY: what a refusal of a damaged file says to do. */
+#define KO_REMEDY "reinstall it"
 /* loadable.KO_SUFFIXES; the first is the one read here. */
 static const char *const ko_suffixes[] = {".ko", ".ko.xz", ".ko.zst", ".ko.gz"};
 #define NSUFFIXES (sizeof ko_suffixes / sizeof ko_suffixes[0])
@@ -457,6 +459,10 @@ struct ko {
     unsigned char *data; /* the file, cut where its ELF ends */
     size_t n;
     int big, is64;
+    /* the section header table, as elffile.ElfFile reads it: shnum as
+     * the header says (extended), nsh the headers there are (0 when
+     * shoff is 0) */
+    uint64_t shoff, entsize, shnum, shstrndx, nsh;
     uint32_t nsym, nsec;
     struct ko_sym *sym;
     struct ko_sec *sec;
@@ -486,10 +492,11 @@ struct shdr {
     uint64_t name, type, flags, offset, size, link;
 };
 
-/* Section header I at AT (the caller checked its bytes are there). */
-static void read_shdr(const struct ko *ko, uint64_t at, struct shdr *h)
+/* Section header I (the caller checked it is in the file). */
+static void read_shdr(const struct ko *ko, uint64_t i, struct shdr *h)
 {
     int w = ko->is64 ? 8 : 4;
+    uint64_t at = ko->shoff + i * ko->entsize;
     h->name = get(ko, at, 4);
     h->type = get(ko, at + 4, 4);
     h->flags = get(ko, at + 8, w);
@@ -498,82 +505,114 @@ static void read_shdr(const struct ko *ko, uint64_t at, struct shdr *h)
     h->link = get(ko, at + 8 + 4 * (uint64_t)w, 4);
 }
 
-/* The section header table: offset, count, entry size, shstrndx as the
- * header says (an extended count read from section 0).  SCAN: as
- * elfscan.scan_object reads it (a short entry size refused, SHN_XINDEX
- * followed), else as loadable._section_headers.  NULL, or why not. */
-static const char *table(const struct ko *ko, int scan, uint64_t *shoff, uint64_t *shnum,
-                         uint64_t *entsize, uint64_t *shstrndx)
+/* elffile.ElfFile.fail: the file refused, "PATH: WHAT; reinstall it", in
+ * *WHY.  1, or -1 when out of memory. */
+static int refuse_elf(char **why, const char *path, const char *fmt, ...)
 {
-    uint64_t need = ko->is64 ? 0x40 : 0x34, hsz = ko->is64 ? 64 : 40;
-    struct shdr first;
-    if (ko->n < need)
-        return "truncated";
-    *shoff = get(ko, ko->is64 ? 0x28 : 0x20, ko->is64 ? 8 : 4);
-    *entsize = get(ko, ko->is64 ? 0x3A : 0x2E, 2);
-    *shnum = get(ko, ko->is64 ? 0x3C : 0x30, 2);
-    *shstrndx = get(ko, ko->is64 ? 0x3E : 0x32, 2);
-    if (*shoff == 0)
-        return "no section headers";
-    if (scan && *entsize < hsz)
-        return "section header size";
-    if (*shoff > ko->n || ko->n - *shoff < hsz)
-        return "truncated";
-    read_shdr(ko, *shoff, &first);
-    if (*shnum == 0)
-        *shnum = first.size;
-    if (scan && *shstrndx == SHN_XINDEX)
-        *shstrndx = first.link;
-    if (*shnum > ko->n) /* more sections than bytes */
-        return "truncated";
-    if (*entsize >= hsz ? *shnum > (ko->n - *shoff) / *entsize
-                        : *shnum && (*shnum - 1) * *entsize > ko->n - *shoff - hsz)
-        return "truncated"; /* some header past the end */
-    return NULL;
+    char what[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    *why = format("%s: %s; %s", path, what, KO_REMEDY);
+    return *why ? 1 : -1;
 }
 
-/* loadable.elf_size and the cut: where the ELF ends, past its section
- * header table and every section's contents.  NULL, or why it is refused. */
-static char *ko_cut(struct ko *ko, const char *path)
+/* Whether COUNT section headers from the table's offset are in the file
+ * (ElfFile.read's check; the entry size is nonzero). */
+static int headers_fit(const struct ko *ko, uint64_t count)
 {
-    uint64_t shoff, shnum, entsize, shstrndx, end;
-    if (ko->n < 6 || memcmp(ko->data, "\177ELF", 4) || ko->data[4] < 1 || ko->data[4] > 2 ||
-        ko->data[5] < 1 || ko->data[5] > 2)
-        return format("%s: not an ELF module (or truncated); reinstall it", path);
-    ko->is64 = ko->data[4] == 2;
-    ko->big = ko->data[5] == 2;
-    if (table(ko, 0, &shoff, &shnum, &entsize, &shstrndx) != NULL)
-        return format("%s: not an ELF module (or truncated); reinstall it", path);
-    end = shoff + shnum * entsize;
-    for (uint64_t i = 0; i < shnum; i++) {
-        struct shdr h;
-        read_shdr(ko, shoff + i * entsize, &h);
-        if (h.type == SHT_NOBITS)
-            continue;
-        if (h.size > ko->n || h.offset > ko->n - h.size)
-            return format("%s: truncated ELF module; reinstall it", path);
-        if (h.offset + h.size > end)
-            end = h.offset + h.size;
+    return ko->shoff <= ko->n && count <= (ko->n - ko->shoff) / ko->entsize;
+}
+
+/* elffile.ElfFile.__init__ on the file's bytes (KO->data, KO->n): its
+ * header checked, its section header table found (extended numbering read
+ * from section 0) and in the file, each check in Python's order and words.
+ * 0, 1 (refused: *WHY) or -1 (out of memory). */
+static int elf_open(struct ko *ko, const char *path, char **why)
+{
+    const unsigned char *d = ko->data;
+    size_t ident = ko->n < 64 ? ko->n : 64; /* what ElfFile reads first */
+    if (ident < 4 || memcmp(d, "\177ELF", 4)) {
+        if (ident >= 8 && (!memcmp(d, "!<arch>\n", 8) || !memcmp(d, "!<thin>\n", 8)))
+            return refuse_elf(why, path, "is an ar archive, expected an ELF module");
+        return refuse_elf(why, path, "not an ELF module");
     }
-    ko->n = (size_t)end; /* a signature may follow */
-    return NULL;
-}
-
-/* The bytes of section H, or why not (elfscan: contents past the end). */
-static int contents(const struct ko *ko, const struct shdr *h, const unsigned char **p,
-                    uint64_t *len)
-{
-    *p = ko->data;
-    *len = 0;
-    if (h->type == SHT_NOBITS)
-        return 0;
-    if (h->size > ko->n || h->offset > ko->n - h->size)
-        return -1;
-    *p = ko->data + h->offset;
-    *len = h->size;
+    if (ident < 6)
+        return refuse_elf(why, path, "truncated ELF header");
+    if (d[4] < 1 || d[4] > 2 || d[5] < 1 || d[5] > 2)
+        return refuse_elf(why, path, "unknown ELF class %u or byte order %u", d[4], d[5]);
+    ko->is64 = d[4] == 2;
+    ko->big = d[5] == 2;
+    if (ident < (ko->is64 ? 64u : 52u))
+        return refuse_elf(why, path, "truncated ELF header");
+    ko->shoff = get(ko, ko->is64 ? 0x28 : 0x20, ko->is64 ? 8 : 4);
+    ko->entsize = get(ko, ko->is64 ? 0x3A : 0x2E, 2);
+    ko->shnum = get(ko, ko->is64 ? 0x3C : 0x30, 2);
+    ko->shstrndx = get(ko, ko->is64 ? 0x3E : 0x32, 2);
+    ko->nsh = 0;
+    if (!ko->shoff)
+        return 0; /* no section headers */
+    if (ko->entsize < (ko->is64 ? 64u : 40u))
+        return refuse_elf(why, path, "corrupt ELF header (section header size %" PRIu64 ")",
+                          ko->entsize);
+    /* Python also reads section 0 first when e_phnum is PN_XNUM: when that
+     * fails, so does reading the whole table below, in the same words. */
+    if (!ko->shnum || ko->shstrndx == SHN_XINDEX) {
+        struct shdr first;
+        if (!headers_fit(ko, 1))
+            return refuse_elf(why, path, "truncated ELF module (section headers past the end of "
+                              "the file)");
+        read_shdr(ko, 0, &first);
+        if (!ko->shnum)
+            ko->shnum = first.size;
+        if (ko->shstrndx == SHN_XINDEX)
+            ko->shstrndx = first.link;
+    }
+    if (!headers_fit(ko, ko->shnum))
+        return refuse_elf(why, path, "truncated ELF module (section headers past the end of the "
+                          "file)");
+    ko->nsh = ko->shnum;
     return 0;
 }
 
+/* elffile.ElfFile.extent, and the cut of loadable.read_ko_bytes: the ELF
+ * ends past its section header table and every section's contents (a
+ * signature may follow).  From here every section's contents are in the
+ * file.  0, 1 (refused: *WHY) or -1. */
+static int elf_cut(struct ko *ko, const char *path, char **why)
+{
+    /* no overflow: the table is in the file, or shoff is 0 and both
+     * factors have 16 bits */
+    uint64_t end = ko->shoff + ko->shnum * ko->entsize;
+    if (end > ko->n)
+        return refuse_elf(why, path, "truncated ELF module");
+    for (uint64_t i = 0; i < ko->nsh; i++) {
+        struct shdr h;
+        read_shdr(ko, i, &h);
+        if (h.type == SHT_NOBITS)
+            continue;
+        if (h.size > ko->n || h.offset > ko->n - h.size)
+            return refuse_elf(why, path, "truncated ELF module");
+        if (h.offset + h.size > end)
+            end = h.offset + h.size;
+    }
+    ko->n = (size_t)end;
+    return 0;
+}
+
+/* ElfFile.section_data: the bytes of section H (none for SHT_NOBITS);
+ * elf_cut saw them all in the file. */
+static void contents(const struct ko *ko, const struct shdr *h, const unsigned char **p,
+                     uint64_t *len)
+{
+    int nobits = h->type == SHT_NOBITS;
+    *p = ko->data + (nobits ? 0 : h->offset);
+    *len = nobits ? 0 : h->size;
+}
+
+/* elffile.cstring: the string at OFF of a table (past its end: "";
+ * unterminated: to the end). */
 static const char *cstr(const unsigned char *table, uint64_t n, uint64_t off, uint32_t *len)
 {
     if (off >= n) {
@@ -585,62 +624,55 @@ static const char *cstr(const unsigned char *table, uint64_t n, uint64_t off, ui
     return (const char *)table + off;
 }
 
-/* elfscan.scan_object of the cut file: the kept symbols and sections.
- * NULL, or why refused (or "" when out of memory). */
-static char *ko_scan(struct ko *ko, const char *path)
+/* The section-name table (ElfFile.section_name's). */
+static void section_names(const struct ko *ko, const unsigned char **p, uint64_t *len)
 {
-    uint64_t shoff, shnum, entsize, shstrndx, symtab = UINT64_MAX;
-    const char *why = table(ko, 1, &shoff, &shnum, &entsize, &shstrndx);
-    const unsigned char *shstr = NULL, *symdata, *strtab = NULL, *xindex = NULL;
-    uint64_t shstr_len = 0, symlen = 0, strtab_len = 0, xindex_len = 0;
-    struct shdr h, sh;
-    if (why && !strcmp(why, "section header size"))
-        return format("%s: corrupt ELF header (section header size %" PRIu64 ")", path,
-                      get(ko, ko->is64 ? 0x3A : 0x2E, 2));
-    if (why)
-        return format("%s: truncated or corrupt ELF object", path);
-    if (shstrndx < shnum) {
-        read_shdr(ko, shoff + shstrndx * entsize, &h);
-        if (contents(ko, &h, &shstr, &shstr_len))
-            goto past_end;
+    struct shdr h;
+    *p = NULL;
+    *len = 0;
+    if (ko->shstrndx < ko->nsh) {
+        read_shdr(ko, ko->shstrndx, &h);
+        contents(ko, &h, p, len);
     }
+}
+
+/* elfscan.scan_elf: the kept symbols and sections.  0, 1 (refused: *WHY)
+ * or -1 (out of memory). */
+static int ko_scan(struct ko *ko, const char *path, char **why)
+{
+    uint64_t shnum = ko->nsh, symtab = UINT64_MAX;
+    const unsigned char *shstr, *symdata, *strtab = NULL, *xindex = NULL;
+    uint64_t shstr_len, symlen = 0, strtab_len = 0, xindex_len = 0;
+    struct shdr h, sh;
+    int rc = 0;
+    section_names(ko, &shstr, &shstr_len);
     for (uint64_t i = 0; i < shnum && symtab == UINT64_MAX; i++) {
-        read_shdr(ko, shoff + i * entsize, &h);
+        read_shdr(ko, i, &h);
         if (h.type == SHT_SYMTAB)
             symtab = i;
     }
     int32_t *local = malloc((shnum ? shnum : 1) * sizeof *local);
     uint8_t *used = calloc(shnum ? shnum : 1, 1);
-    if (!local || !used) {
-        free(local);
-        free(used);
-        return strdup("");
-    }
-    if (symtab != UINT64_MAX) {
-        read_shdr(ko, shoff + symtab * entsize, &sh);
-        if (contents(ko, &sh, &symdata, &symlen))
-            goto past_end_free;
+    if (!local || !used)
+        rc = -1;
+    if (!rc && symtab != UINT64_MAX) {
+        read_shdr(ko, symtab, &sh);
+        contents(ko, &sh, &symdata, &symlen);
         if (sh.link < shnum) {
-            read_shdr(ko, shoff + sh.link * entsize, &h);
-            if (contents(ko, &h, &strtab, &strtab_len))
-                goto past_end_free;
+            read_shdr(ko, sh.link, &h);
+            contents(ko, &h, &strtab, &strtab_len);
         }
-        for (uint64_t i = 0; i < shnum; i++) {
-            read_shdr(ko, shoff + i * entsize, &h);
+        for (uint64_t i = 0; i < shnum; i++) { /* ElfFile.reserved_index's table */
+            read_shdr(ko, i, &h);
             if (h.type == SHT_SYMTAB_SHNDX && h.link == symtab) {
-                if (contents(ko, &h, &xindex, &xindex_len))
-                    goto past_end_free;
+                contents(ko, &h, &xindex, &xindex_len);
                 break;
             }
         }
         uint64_t esz = ko->is64 ? 24 : 16, count = symlen / esz;
-        ko->sym = malloc((count ? count : 1) * sizeof *ko->sym);
-        if (!ko->sym) {
-            free(local);
-            free(used);
-            return strdup("");
-        }
-        for (uint64_t i = 0; i < count; i++) {
+        if (!(ko->sym = malloc((count ? count : 1) * sizeof *ko->sym)))
+            rc = -1;
+        for (uint64_t i = 0; !rc && i < count; i++) {
             uint64_t at = (uint64_t)(symdata - ko->data) + i * esz, st_name, value, size, shndx;
             uint8_t info;
             st_name = get(ko, at, 4);
@@ -661,17 +693,16 @@ static char *ko_scan(struct ko *ko, const char *path)
                 if (shndx != SHN_XINDEX || !xindex)
                     continue; /* SHN_ABS, SHN_COMMON: in no section */
                 if (4 * i + 4 > xindex_len) {
-                    free(local);
-                    free(used);
-                    return format("%s: truncated or corrupt ELF object", path);
+                    rc = refuse_elf(why, path, "corrupt ELF module (section index table shorter "
+                                    "than its symbols)");
+                    break;
                 }
                 shndx = get(ko, (uint64_t)(xindex - ko->data) + 4 * i, 4);
             }
             if (shndx >= shnum) {
-                free(local);
-                free(used);
-                return format("%s: corrupt symbol table (section index %" PRIu64 ")", path,
-                              shndx);
+                rc = refuse_elf(why, path, "corrupt symbol table (section index %" PRIu64 ")",
+                                shndx);
+                break;
             }
             uint32_t len;
             const char *name = cstr(strtab, strtab_len, st_name, &len);
@@ -689,9 +720,10 @@ static char *ko_scan(struct ko *ko, const char *path)
         }
     }
     /* Kept sections: allocated with a size, or holding a kept symbol. */
-    int ok = (ko->sec = malloc((shnum ? shnum : 1) * sizeof *ko->sec)) != NULL;
-    for (uint64_t i = 1; ok && i < shnum; i++) {
-        read_shdr(ko, shoff + i * entsize, &h);
+    if (!rc && !(ko->sec = malloc((shnum ? shnum : 1) * sizeof *ko->sec)))
+        rc = -1;
+    for (uint64_t i = 1; !rc && i < shnum; i++) {
+        read_shdr(ko, i, &h);
         local[i] = NO;
         if (!((h.flags & SHF_ALLOC && h.size) || used[i]))
             continue;
@@ -699,7 +731,7 @@ static char *ko_scan(struct ko *ko, const char *path)
         const char *name = cstr(shstr, shstr_len, h.name, &len);
         struct ko_sec *s = &ko->sec[ko->nsec];
         if (!(s->name = malloc((size_t)len + 1))) {
-            ok = 0;
+            rc = -1;
             break;
         }
         memcpy(s->name, name, len);
@@ -707,72 +739,69 @@ static char *ko_scan(struct ko *ko, const char *path)
         s->size = h.size;
         local[i] = (int32_t)ko->nsec++;
     }
-    for (uint32_t k = 0; ok && k < ko->nsym; k++)
+    for (uint32_t k = 0; !rc && k < ko->nsym; k++)
         ko->sym[k].sec = (uint32_t)local[ko->sym[k].sec];
     free(local);
     free(used);
-    return ok ? NULL : strdup("");
-past_end_free:
-    free(local);
-    free(used);
-past_end:
-    return format("%s: truncated ELF object (section contents past end of file)", path);
+    return rc;
 }
 
-/* loadable._section_bytes: the contents of the first section called NAME
+/* loadable._section_named: the contents of the first section called NAME
  * (none: an empty span). */
-static void section_bytes(const struct ko *ko, const char *name, const unsigned char **p,
+static void section_named(const struct ko *ko, const char *name, const unsigned char **p,
                           uint64_t *len)
 {
-    uint64_t shoff, shnum, entsize, shstrndx;
-    struct shdr h, str;
+    const unsigned char *names;
+    uint64_t names_len;
+    size_t want = strlen(name);
+    struct shdr h;
     *p = ko->data;
     *len = 0;
-    if (table(ko, 0, &shoff, &shnum, &entsize, &shstrndx) || shstrndx >= shnum)
-        return;
-    read_shdr(ko, shoff + shstrndx * entsize, &str);
-    uint64_t s0 = str.offset < ko->n ? str.offset : ko->n;
-    uint64_t s1 = str.size < ko->n - s0 ? s0 + str.size : ko->n;
-    size_t want = strlen(name) + 1; /* with its NUL */
-    for (uint64_t i = 0; i < shnum; i++) {
-        read_shdr(ko, shoff + i * entsize, &h);
-        if (h.type == SHT_NOBITS || h.name > s1 - s0 || s1 - s0 - h.name < want ||
-            memcmp(ko->data + s0 + h.name, name, want))
-            continue;
-        uint64_t a = h.offset < ko->n ? h.offset : ko->n;
-        *p = ko->data + a;
-        *len = h.size < ko->n - a ? h.size : ko->n - a;
-        return;
+    section_names(ko, &names, &names_len);
+    for (uint64_t i = 0; i < ko->nsh; i++) {
+        uint32_t n;
+        read_shdr(ko, i, &h);
+        const char *s = cstr(names, names_len, h.name, &n);
+        if (n == want && !memcmp(s, name, want)) {
+            contents(ko, &h, p, len);
+            return;
+        }
     }
 }
 
-/* loadable.read_ko on the file's bytes (KO->data, KO->n): NULL, or why it
- * is refused ("" when out of memory). */
-static char *ko_read(struct ko *ko, const char *path)
+/* loadable.read_ko on the file's bytes (KO->data, KO->n), refused in the
+ * words of the Python ELF layer: read_ko_bytes' ElfFile and cut, then the
+ * cut read afresh (a cut shorter than a header is refused there), scanned.
+ * 0, 1 (refused: *WHY) or -1 (out of memory). */
+static int ko_read(struct ko *ko, const char *path, char **why)
 {
-    char *why = ko_cut(ko, path);
-    if (!why)
-        why = ko_scan(ko, path);
-    if (why)
-        return why;
+    int rc = elf_open(ko, path, why);
+    if (!rc)
+        rc = elf_cut(ko, path, why);
+    if (!rc)
+        rc = elf_open(ko, path, why);
+    if (!rc)
+        rc = ko_scan(ko, path, why);
+    if (rc)
+        return rc;
     const unsigned char *p;
     uint64_t len;
-    section_bytes(ko, ".modinfo", &p, &len);
+    section_named(ko, ".modinfo", &p, &len);
     for (uint64_t a = 0; a < len;) { /* the last srcversion= wins */
         const unsigned char *z = memchr(p + a, 0, len - a);
         uint64_t e = z ? (uint64_t)(z - p) : len;
         if (e - a >= 11 && !memcmp(p + a, "srcversion=", 11)) {
             free(ko->srcversion);
             if (!(ko->srcversion = malloc(e - a - 10)))
-                return strdup("");
+                return -1;
             memcpy(ko->srcversion, p + a + 11, e - a - 11);
             ko->srcversion[e - a - 11] = 0;
         }
         a = e + 1;
     }
-    section_bytes(ko, ".note.gnu.build-id", &p, &len);
+    section_named(ko, ".note.gnu.build-id", &p, &len);
     kms_notes_build_id(p, len, ko->big, ko->build_id, sizeof ko->build_id);
-    return NULL;
+    return 0;
 }
 
 /* ------------------------------------------------------------ the kernel's word */
@@ -1334,13 +1363,13 @@ static int one_module(struct kms_loaded *out, size_t *ext_cap, const char *name,
         return add_status(out, name, path, KMS_MODULE_REFUSED, nl, why,
                           why ? format("module %s: %s; its symbols stay unsized", name, why) : NULL);
     }
-    char *why = ko_read(&ko, full);
-    if (why && !why[0]) {
-        free(why);
+    char *why = NULL;
+    int refused = ko_read(&ko, full, &why);
+    if (refused < 0) {
         ko_free(&ko);
         return free(path), -1;
     }
-    if (why) {
+    if (refused) {
         ko_free(&ko);
         return add_status(out, name, path, KMS_MODULE_REFUSED, nl, why,
                           format("module %s: %s; its symbols stay unsized", name, why));
