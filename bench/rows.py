@@ -7,6 +7,7 @@ import gc
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -559,6 +560,66 @@ def row_c_load(b: Bench) -> list[dict]:
     return rows
 
 
+def _module_install(b: Bench) -> tuple[str, str, list[str]]:
+    """The corpus's loaded modules installed as a distribution does: each
+    .ko of the load tree that kallsyms has loaded copied to
+    kernel/PATH under a scratch modules directory with its modules.dep,
+    and a /proc/modules of kallsyms' loaded modules (row refresh's).
+    Returns (modules directory, /proc/modules file, the .ko paths)."""
+    from kmodsyms.loadable import find_module_files
+    with open(b.corpus.kallsyms, "rb") as f:
+        listing = _modules_listing(f.read())[1]
+    loaded = [line.split()[0].decode() for line in listing.splitlines()]
+    found = find_module_files(b.corpus.load_root, loaded)
+    moddir = os.path.dirname(b.path("c_load_modules", "lib", "modules.dep"))
+    names = [name for name in loaded if name in found]
+    files = [os.path.join("kernel", found[name]) for name in names]
+    for name, rel in zip(names, files):
+        os.makedirs(os.path.join(moddir, os.path.dirname(rel)), exist_ok=True)
+        shutil.copyfile(os.path.join(b.corpus.load_root, found[name]), os.path.join(moddir, rel))
+    with open(os.path.join(moddir, "modules.dep"), "w") as f:
+        f.writelines(f"{rel}:\n" for rel in files)
+    proc_modules = b.path("c_load_modules", "modules")
+    with open(proc_modules, "wb") as f:
+        f.write(listing)
+    return moddir, proc_modules, files
+
+
+def row_c_load_modules(b: Bench) -> list[dict]:
+    """Cold kms_load_opts() that also finds, reads and matches each loaded
+    module's .ko (modules.dep, the ELF read, sections placed, every module
+    line given its ELF size), against the plain cold kms_load() of row
+    c_load, alternating in the same run."""
+    syms, ks = b.syms(), b.corpus.kallsyms
+    moddir, proc_modules, files = _module_install(b)
+    if not files:
+        return [result("c_load_modules", "C kms_load_opts() cold, with loaded modules' .ko / "
+                       "without", "s", target="<= 1.25x", status="skipped",
+                       note=f"no .ko of kallsyms' loaded modules under {b.corpus.load_root}")]
+    last: dict = {}
+
+    def with_modules() -> float:
+        last.update(_kms(b, "load-modules", syms, ks, moddir, proc_modules, 1))
+        return last["seconds"][0]
+
+    def plain() -> float:
+        return _kms(b, "load", syms, ks, 1)["seconds"][0]
+
+    samples = interleaved([with_modules, plain], b.runs)
+    if last["matched"] != len(files):
+        raise RuntimeError(f"kms-bench load-modules matched {last['matched']} of the "
+                           f"{len(files)} .ko files: the row would time refusals")
+    o, p = median(samples[0]), median(samples[1])
+    size = sum(os.path.getsize(os.path.join(moddir, rel)) for rel in files)
+    return [result("c_load_modules", "C kms_load_opts() cold, with loaded modules' .ko / without",
+                   "s", o, p, o / p, "<= 1.25x", o / p <= 1.25,
+                   {"ours": samples[0], "baseline": samples[1]},
+                   f"baseline: kms_load() as in row c_load; the .ko of {len(files)} of the "
+                   f"{last['modules']} loaded modules ({size:,} bytes, through modules.dep) "
+                   f"matched, {last['sized']:,} module lines sized; /proc/modules as a non-root "
+                   f"user reads it (no cores)")]
+
+
 def row_c_resolve(b: Bench) -> list[dict]:
     lo, hi, _ = b.core_range()
     runs = [_kms(b, "resolve", b.syms(), b.corpus.kallsyms, N_ADDRESSES, hex(lo), hex(hi))
@@ -599,10 +660,11 @@ ROWS = {
     "scaling": row_scaling,
     "refresh": row_refresh,
     "c_load": row_c_load,
+    "c_load_modules": row_c_load_modules,
     "c_resolve": row_c_resolve,
     "c_memory": row_c_memory,
 }
 ALIASES = {"1": "build", "2": "rebuild", "3": "load", "4": "resolve_many", "5": "resolve_cli",
            "6": "memory", "7": "scaling", "resolve": "resolve_cli", "mem": "memory",
            "scan_scaling": "scaling", "lookup": "lookup_cli", "8": "refresh", "9": "c_load",
-           "10": "c_resolve", "11": "c_memory"}
+           "10": "c_resolve", "11": "c_memory", "12": "c_load_modules"}

@@ -4,6 +4,9 @@
  *
  *   kms-bench floor KALLSYMS RUNS        read the file and split its lines: the floor
  *   kms-bench load SYMS KALLSYMS RUNS    kms_load + kms_free, each run cold (nothing kept)
+ *   kms-bench load-modules SYMS KALLSYMS MODULES_DIR PROC_MODULES RUNS
+ *                                        the same through kms_load_opts, each loaded
+ *                                        module's .ko read and matched too
  *   kms-bench resolve SYMS KALLSYMS N LO HI
  *                                        kms_resolve of N addresses uniform in [LO, HI]
  *   kms-bench memory SYMS KALLSYMS       peak RSS of one load above the process's before it
@@ -85,7 +88,7 @@ int main(int argc, char **argv)
 {
     kms_error err;
     if (argc < 3)
-        return die("usage: kms-bench floor|load|resolve|memory ARGS");
+        return die("usage: kms-bench floor|load|load-modules|resolve|memory ARGS");
     const char *mode = argv[1];
     if (!strcmp(mode, "floor") && argc == 4) {
         int runs = atoi(argv[3]);
@@ -112,6 +115,36 @@ int main(int argc, char **argv)
             printf("%s%.6f", r ? ", " : "", dt);
         }
         printf("]}\n");
+        return 0;
+    }
+    if (!strcmp(mode, "load-modules") && argc == 7) {
+        struct kms_load_opts o = {.size = sizeof o, .syms_path = argv[2], .kallsyms_path = argv[3],
+                                  .modules_dir = argv[4], .proc_modules = argv[5]};
+        int runs = atoi(argv[6]);
+        size_t nmods = 0, matched = 0, sized = 0;
+        printf("{\"seconds\": [");
+        for (int r = 0; r < runs; r++) {
+            double t0 = now();
+            kms_handle *h = kms_load_opts(&o, &err);
+            double dt = now() - t0;
+            if (!h)
+                return die(err.message);
+            /* what the load did: the row tells matched files from refused ones */
+            nmods = kms_modules(h, NULL, 0);
+            struct kms_module *m = malloc((nmods ? nmods : 1) * sizeof *m);
+            if (!m)
+                return die("out of memory");
+            kms_modules(h, m, nmods);
+            matched = sized = 0;
+            for (size_t k = 0; k < nmods; k++) {
+                matched += m[k].status == KMS_MODULE_MATCHED;
+                sized += m[k].sized;
+            }
+            free(m);
+            kms_free(h);
+            printf("%s%.6f", r ? ", " : "", dt);
+        }
+        printf("], \"modules\": %zu, \"matched\": %zu, \"sized\": %zu}\n", nmods, matched, sized);
         return 0;
     }
     if (!strcmp(mode, "resolve") && argc == 7) {
@@ -159,5 +192,5 @@ int main(int argc, char **argv)
         kms_free(h);
         return 0;
     }
-    return die("usage: kms-bench floor|load|resolve|memory ARGS");
+    return die("usage: kms-bench floor|load|load-modules|resolve|memory ARGS");
 }
