@@ -85,3 +85,39 @@ def test_license_matches_the_declared_licence():
     assert "TERMS AND CONDITIONS FOR COPYING, DISTRIBUTION AND MODIFICATION" in licence
     assert "The Universal Permissive License (UPL), Version 1.0" in licence
     assert "a reference to the UPL must be included" in licence
+
+
+def _anchors(markdown: str) -> set[str]:
+    """The anchors GitHub gives the headings of a Markdown text: lower
+    case, punctuation dropped, spaces as '-', a repeated one suffixed -1,
+    -2, ... (code blocks hold no headings)."""
+    anchors, seen = set(), {}
+    for line in re.sub(r"^```.*?^```", "", markdown, flags=re.S | re.M).splitlines():
+        m = re.match(r"#{1,6} +(.*?) *#*$", line)
+        if m:
+            slug = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+            count = seen[slug] = seen.get(slug, -1) + 1
+            anchors.add(f"{slug}-{count}" if count else slug)
+    return anchors
+
+
+def test_every_relative_link_lands():
+    """Every link of the repository's Markdown to a file of it names a file
+    there, and a heading of it when it has an anchor (two headings alike,
+    such as two "Cost" sections, would make the second one '#cost-1')."""
+    pages = []
+    for d, dirs, files in os.walk(ROOT):
+        dirs[:] = [sub for sub in dirs if not sub.startswith(".")]     # .git, caches
+        pages += [os.path.join(d, f) for f in files if f.endswith(".md")]
+    broken = []
+    for page in pages:
+        text = re.sub(r"^```.*?^```", "", _read(page), flags=re.S | re.M)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):        # https:, mailto:
+                continue
+            path, _, anchor = target.partition("#")
+            dest = os.path.normpath(os.path.join(os.path.dirname(page), path)) if path else page
+            if not os.path.exists(dest) or (anchor and dest.endswith(".md")
+                                            and anchor not in _anchors(_read(dest))):
+                broken.append(f"{os.path.relpath(page, ROOT)}: {target}")
+    assert len(pages) > 10 and broken == []
