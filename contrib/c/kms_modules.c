@@ -519,7 +519,10 @@ static int refuse_elf(char **why, const char *path, const char *fmt, ...)
 }
 
 /* Whether COUNT section headers from the table's offset are in the file
- * (ElfFile.read's check; the entry size is nonzero). */
+ * (ElfFile.read's check; the entry size is nonzero), and ElfFile's words
+ * when they are not. */
+static const char headers_past_end[] =
+    "truncated ELF module (section headers past the end of the file)";
 static int headers_fit(const struct ko *ko, uint64_t count)
 {
     return ko->shoff <= ko->n && count <= (ko->n - ko->shoff) / ko->entsize;
@@ -561,8 +564,7 @@ static int elf_open(struct ko *ko, const char *path, char **why)
     if (!ko->shnum || ko->shstrndx == SHN_XINDEX) {
         struct shdr first;
         if (!headers_fit(ko, 1))
-            return refuse_elf(why, path, "truncated ELF module (section headers past the end of "
-                              "the file)");
+            return refuse_elf(why, path, "%s", headers_past_end);
         read_shdr(ko, 0, &first);
         if (!ko->shnum)
             ko->shnum = first.size;
@@ -570,8 +572,7 @@ static int elf_open(struct ko *ko, const char *path, char **why)
             ko->shstrndx = first.link;
     }
     if (!headers_fit(ko, ko->shnum))
-        return refuse_elf(why, path, "truncated ELF module (section headers past the end of the "
-                          "file)");
+        return refuse_elf(why, path, "%s", headers_past_end);
     ko->nsh = ko->shnum;
     return 0;
 }
@@ -585,18 +586,18 @@ static int elf_cut(struct ko *ko, const char *path, char **why)
     /* no overflow: the table is in the file, or shoff is 0 and both
      * factors have 16 bits */
     uint64_t end = ko->shoff + ko->shnum * ko->entsize;
-    if (end > ko->n)
-        return refuse_elf(why, path, "truncated ELF module");
-    for (uint64_t i = 0; i < ko->nsh; i++) {
+    int past = end > ko->n;
+    for (uint64_t i = 0; !past && i < ko->nsh; i++) {
         struct shdr h;
         read_shdr(ko, i, &h);
         if (h.type == SHT_NOBITS)
             continue;
-        if (h.size > ko->n || h.offset > ko->n - h.size)
-            return refuse_elf(why, path, "truncated ELF module");
-        if (h.offset + h.size > end)
+        past = h.size > ko->n || h.offset > ko->n - h.size;
+        if (!past && h.offset + h.size > end)
             end = h.offset + h.size;
     }
+    if (past)
+        return refuse_elf(why, path, "truncated ELF module");
     ko->n = (size_t)end;
     return 0;
 }
