@@ -619,14 +619,19 @@ def _damaged_ko(data: bytearray, path: str, damage: str) -> bytes:
 @pytest.mark.parametrize("damage", [
     "truncated ELF", "cut section headers", "not ELF", "empty", "bad section index",
     "ELF magic alone", "ar archive", "ELF header cut", "unknown class", "section header size",
-    "contents past the end", "short section index table", "no section headers"])
+    "contents past the end", "short section index table", "no section headers",
+    "a directory"])
 def test_damaged_module_file_equal(clib, fixture_syms, tmp_path, damage):
     """A damaged .ko costs its module's sizes on both sides, and nothing
     else; both refuse it in the same words."""
     moddir = distro_tree(tmp_path, {"fs/fuse": FUSE_KO}, "", False)
     path = os.path.join(moddir, "kernel", "fs", "fuse", "fuse.ko")
-    damaged = _damaged_ko(bytearray(open(path, "rb").read()), path, damage)
-    open(path, "wb").write(damaged)
+    if damage == "a directory":         # found, stat()ed, but not readable
+        os.remove(path)
+        os.mkdir(path)
+    else:
+        damaged = _damaged_ko(bytearray(open(path, "rb").read()), path, damage)
+        open(path, "wb").write(damaged)
     r, _records, _got = compare_modules(clib, damage, fixture_syms, FIXTURE_KALLSYMS, 500,
                                         sanitized=True, modules_dir=moddir)
     assert [s.status for s in r.module_stats] == ["refused"]
