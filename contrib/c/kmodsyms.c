@@ -134,6 +134,14 @@ struct owner {
 #define OWNER_NONE 0u
 #define OWNER_OBJECT(o) (1u + (o)) /* the objects' owners follow none's */
 
+/* A cluster's bucket: its first piece (the one holding the bucket's start)
+ * and that piece's answer, whose line a resolve fetches ahead while it
+ * searches the pieces: the address is most often in that piece. */
+struct bucket {
+    uint32_t first;
+    uint32_t answer;
+};
+
 /* Pieces first..last, their starts within 2^32 of the first's (base). */
 struct cluster {
     uint64_t base;
@@ -145,7 +153,13 @@ struct cluster {
 
 #define CLUSTER_GAP (UINT64_C(1) << 24) /* core kernel to modules is more */
 #define PIECES_PER_BUCKET 4
-#define SEARCH_STEPS 5 /* a bucket's pieces searched without a branch: up to 2^5 */
+
+/* Fetch the cache line at P ahead of its use, where the compiler can. */
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void)(p))
+#endif
 
 struct kms_handle {
     /* dtrace_syms, mapped read-only */
@@ -190,12 +204,13 @@ struct kms_handle {
      * (split at gaps of more than CLUSTER_GAP, so that a start is its
      * cluster's base plus 32 bits), each with a bucket table (offset >>
      * shift -> the piece holding that offset): an address finds its piece
-     * with a search of a few pieces of one cache line.
+     * with a search of a few pieces of one cache line.  Answers copy the
+     * record fields of who answers from owner[], one cache line each.
      */
     size_t npiece, ncluster, nbucket;
     struct piece *piece;
     struct cluster *cluster;
-    uint32_t *bucket;
+    struct bucket *bucket;
     struct owner *owner;        /* owners: none, the objects, then as owner_first[] says */
     uint32_t owner_first[4];    /* per WHO tag: its index 0's owner */
 
@@ -2134,9 +2149,11 @@ static int build_buckets(kms_handle *h, kms_error *err)
             uint64_t off = (uint64_t)b << cl->shift;
             while (k < cl->last && h->piece[k + 1].low <= off)
                 k++;
-            h->bucket[cl->bucket + b] = k;
+            h->bucket[cl->bucket + b].first = k;
+            h->bucket[cl->bucket + b].answer = h->piece[k].answer;
         }
-        h->bucket[cl->bucket + nb] = cl->last;
+        h->bucket[cl->bucket + nb].first = cl->last;
+        h->bucket[cl->bucket + nb].answer = h->piece[cl->last].answer;
     }
     return KMS_OK;
 }
@@ -2388,68 +2405,70 @@ void kms_free(kms_handle *h)
 /*
  * answer.Answers.record for ADDRESS answered by ANSWER (a piece's: a line,
  * PIECE_SIZED when its interval holds ADDRESS, or PIECE_NO_LINE with the
- * owner of the object holding ADDRESS, 0 for none).  Without branches on
- * the answer, and every byte of OUT written (its padding from the owner's
- * tail or zeroed): a mispredicted branch after the loads of a line would
- * also cancel the next resolve's loads, which the processor would
- * otherwise overlap with this one's.
+ * owner of the object holding ADDRESS, OWNER_NONE for none), every byte of
+ * OUT written (its padding zeroed or from the owner's tail, so that records
+ * compare with memcmp).
  */
 static void record(const kms_handle *h, uint64_t address, uint32_t answer, struct kms_sym *out)
 {
-    /* all ones with a line, else 0: a piece of no line reads line 0 (there
-     * is one) and masks what it read, as a branch would be unpredictable */
-    uint64_t keep = (uint64_t)((answer & PIECE_NO_LINE) != 0) - 1;
-    uint32_t index = answer & PIECE_INDEX, keep32 = (uint32_t)keep;
-    const struct line *l = h->line + (index & keep32);
-    uint32_t owner = ((h->owner_first[WHO_TAG(l->who)] + WHO_INDEX(l->who)) & keep32) |
-                     (index & ~keep32);
-    uint64_t size = (uint64_t)l->size | ~keep; /* none: -1 */
-    const char *name = h->text + l->name;
-    memcpy((char *)out + OWNER_AT, h->owner[owner].tail, OWNER_SIZE);
+    uint32_t index = answer & PIECE_INDEX;
+    if (answer & PIECE_NO_LINE) {
+        memcpy((char *)out + OWNER_AT, h->owner[index].tail, OWNER_SIZE);
+        memset(out, 0, OWNER_AT);
+        out->address = address;
+        out->size = -1;
+        out->sym_binding = KMS_BINDING_UNKNOWN;
+        return;
+    }
+    const struct line *l = h->line + index;
+    memcpy((char *)out + OWNER_AT, h->owner[h->owner_first[WHO_TAG(l->who)] + WHO_INDEX(l->who)].tail,
+           OWNER_SIZE);
     memset((char *)out + offsetof(struct kms_sym, sym_len), 0,
            offsetof(struct kms_sym, symoff) - offsetof(struct kms_sym, sym_len));
     out->address = address;
-    out->sym = keep ? name : NULL;
-    out->sym_len = l->name_len & keep32;
-    out->sym_start = l->addr & keep;
-    out->symoff = (address - l->addr) & keep;
-    out->size = (int64_t)size;
-    out->sym_end = (l->addr + ((int64_t)size > 0 ? size : 0)) & keep;
+    out->sym = h->text + l->name;
+    out->sym_len = l->name_len;
+    out->sym_start = l->addr;
+    out->symoff = address - l->addr;
+    out->size = l->size;
+    out->sym_end = l->addr + (l->size > 0 ? (uint64_t)l->size : 0);
     out->sized = (uint8_t)(answer >> 31);
-    out->type = (char)(l->type & keep);
-    out->sym_binding = (uint8_t)(l->binding | ~keep); /* none: KMS_BINDING_UNKNOWN */
+    out->type = (char)l->type;
+    out->sym_binding = l->binding;
 }
 
-/*
- * The answer of the piece holding Q: its cluster, its bucket, then the
- * bucket's pieces searched.  Without branches on the data (a mispredicted
- * branch would cancel the next resolve's loads too): the search takes
- * SEARCH_STEPS halvings whatever the bucket's size (those past one piece
- * read it again), then more only for the few buckets of more pieces.
- */
+/* The answer of the piece holding Q: its cluster, its bucket, then a few
+ * pieces searched. */
 static uint32_t piece_answer(const kms_handle *h, uint64_t q)
 {
     const struct cluster *cl = h->cluster;
-    for (size_t n = h->ncluster; n > 1;) { /* the last cluster whose base is at or below q */
+    size_t n = h->ncluster;
+    while (n > 1) { /* the last cluster whose base is at or below q */
         size_t half = n / 2;
-        cl = cl[half].base <= q ? cl + half : cl;
-        n -= half;
+        if (cl[half].base <= q) {
+            cl += half;
+            n -= half;
+        } else {
+            n = half;
+        }
     }
     uint64_t d = q - cl->base;
-    d = d < cl->last_low ? d : cl->last_low; /* past it: the last piece */
-    const uint32_t *bk = h->bucket + cl->bucket + (d >> cl->shift);
-    /* the last of pieces lo..hi starting at or below q (lo does) */
-    const struct piece *p = h->piece + bk[0];
-    size_t len = bk[1] - bk[0] + 1;
-    for (int step = 0; step < SEARCH_STEPS; step++) {
-        size_t half = len / 2;
+    if (d >= cl->last_low)
+        return h->piece[cl->last].answer;
+    const struct bucket *bk = h->bucket + cl->bucket + (d >> cl->shift);
+    /* its line's load overlaps the search's (a miss each, as likely) */
+    PREFETCH(h->line + (bk->answer & PIECE_NO_LINE ? 0 : bk->answer & PIECE_INDEX));
+    size_t lo = bk[0].first;
+    n = bk[1].first - lo;
+    /* the last of pieces lo..lo+n starting at or below q (lo does), without
+     * branches on the data: a mispredicted branch would stall the next
+     * resolve's loads too */
+    const struct piece *p = h->piece + lo;
+    n++;
+    while (n > 1) {
+        size_t half = n / 2;
         p = p[half].low <= d ? p + half : p;
-        len -= half;
-    }
-    while (len > 1) {
-        size_t half = len / 2;
-        p = p[half].low <= d ? p + half : p;
-        len -= half;
+        n -= half;
     }
     return p->answer;
 }
