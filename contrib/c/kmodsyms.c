@@ -2164,7 +2164,7 @@ static int build_buckets(kms_handle *h, kms_error *err)
 #define OWNER_SIZE (sizeof(struct kms_sym) - OWNER_AT)
 _Static_assert(OWNER_SIZE <= sizeof(struct owner), "an owner holds a kms_sym's tail");
 
-/* Owner O's record tail: zeroed, then the fields OWNER says. */
+/* Owner O's record tail: OWNER's bytes from dso on. */
 static void set_owner(kms_handle *h, size_t o, const struct kms_sym *owner)
 {
     memcpy(h->owner[o].tail, (const char *)owner + OWNER_AT, OWNER_SIZE);
@@ -2456,10 +2456,14 @@ static uint32_t piece_answer(const kms_handle *h, uint64_t q)
     if (d >= cl->last_low)
         return h->piece[cl->last].answer;
     const struct bucket *bk = h->bucket + cl->bucket + (d >> cl->shift);
-    /* its line's load overlaps the search's (a miss each, as likely) */
+    /* The first piece's line, fetched while the pieces are searched: the
+     * address is in that piece 2 times in 3 (uniform over the core kernel),
+     * and the two loads, a cache miss each, then overlap. */
     PREFETCH(h->line + (bk->answer & PIECE_NO_LINE ? 0 : bk->answer & PIECE_INDEX));
     size_t lo = bk[0].first;
     n = bk[1].first - lo;
+    if (n == 0) /* one piece holds the bucket (every other bucket): no piece is read */
+        return bk->answer;
     /* the last of pieces lo..lo+n starting at or below q (lo does), without
      * branches on the data: a mispredicted branch would stall the next
      * resolve's loads too */
