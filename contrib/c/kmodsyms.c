@@ -2288,9 +2288,11 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
     }
     if (place_sections(h, syms_path, source, check, err) || attribute_lines(h, syms_path, err) ||
         match_modules(h, modules, err) || build_index(h, err) || add_ko_extents(h, err) ||
-        build_pieces(h, err) || build_buckets(h, err) || build_owners(h, err))
+        build_pieces(h, err))
         goto bad;
-    free_build(h);
+    free_build(h); /* first: the peak resident set stays that of the building */
+    if (build_buckets(h, err) || build_owners(h, err))
+        goto bad;
     return h;
 bad:
     kms_free(h);
