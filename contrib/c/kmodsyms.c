@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,14 +114,32 @@ struct line {
 
 /* A piece's answer (kms_handle.piece_answer). */
 #define PIECE_SIZED 0x80000000u   /* | line: [start, end) of the line holds the piece */
-#define PIECE_NO_LINE 0x40000000u /* | object + 1 of the extent holding it, 0 for none */
+#define PIECE_NO_LINE 0x40000000u /* | the owner of the extent's object holding it, or
+                                   * OWNER_NONE */
 #define PIECE_INDEX 0x3FFFFFFFu
 
 /* A piece of the address space answered alike: from its cluster's base +
  * low to the next piece's start. */
 struct piece {
     uint32_t low;
-    uint32_t answer;    /* PIECE_SIZED | line, a line, or PIECE_NO_LINE | object+1 */
+    uint32_t answer;    /* PIECE_SIZED | line, a line, or PIECE_NO_LINE | owner */
+};
+
+/* Who answers (an object, a module, an ambiguous line's candidates, the
+ * core kernel, or none): the bytes of its records' kms_sym from dso on, in
+ * one cache line. */
+struct owner {
+    _Alignas(64) unsigned char tail[64];
+};
+#define OWNER_NONE 0u
+#define OWNER_OBJECT(o) (1u + (o)) /* the objects' owners follow none's */
+
+/* A cluster's bucket: its first piece (the one holding the bucket's start)
+ * and that piece's answer, whose line a resolve fetches ahead while it
+ * searches the pieces: the address is most often in that piece. */
+struct bucket {
+    uint32_t first;
+    uint32_t answer;
 };
 
 /* Pieces first..last, their starts within 2^32 of the first's (base). */
@@ -134,6 +153,13 @@ struct cluster {
 
 #define CLUSTER_GAP (UINT64_C(1) << 24) /* core kernel to modules is more */
 #define PIECES_PER_BUCKET 4
+
+/* Fetch the cache line at P ahead of its use, where the compiler can. */
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void)(p))
+#endif
 
 struct kms_handle {
     /* dtrace_syms, mapped read-only */
@@ -178,12 +204,15 @@ struct kms_handle {
      * (split at gaps of more than CLUSTER_GAP, so that a start is its
      * cluster's base plus 32 bits), each with a bucket table (offset >>
      * shift -> the piece holding that offset): an address finds its piece
-     * with a search of a few pieces of one cache line.
+     * with a search of a few pieces of one cache line.  Answers copy the
+     * record fields of who answers from owner[], one cache line each.
      */
     size_t npiece, ncluster, nbucket;
     struct piece *piece;
     struct cluster *cluster;
-    uint32_t *bucket;
+    struct bucket *bucket;
+    struct owner *owner;        /* owners: none, the objects, then as owner_first[] says */
+    uint32_t owner_first[4];    /* per WHO tag: its index 0's owner */
 
     /* loaded modules' .ko files (kms_modules.c): their placed sections are
      * sections count[T_SECTIONS] + k, their files objects count[T_OBJECTS] + k;
@@ -1734,7 +1763,7 @@ static uint32_t unsized_at(const kms_handle *h, uint64_t q, int32_t cand, size_t
     /* the placed extent holding q: the last starting at or below it */
     size_t x = h->ext_first + e;
     int32_t rq = x > h->ext_first && q < h->ext[x - 1].end ? (int32_t)h->ext[x - 1].sec : NO;
-    uint32_t none = PIECE_NO_LINE | (rq >= 0 ? h->section_object[rq] + 1 : 0);
+    uint32_t none = PIECE_NO_LINE | (rq >= 0 ? OWNER_OBJECT(h->section_object[rq]) : OWNER_NONE);
     /* the last line at the greatest address <= q, in the same region as q */
     if (cand < 0)
         return none;
@@ -2120,10 +2149,98 @@ static int build_buckets(kms_handle *h, kms_error *err)
             uint64_t off = (uint64_t)b << cl->shift;
             while (k < cl->last && h->piece[k + 1].low <= off)
                 k++;
-            h->bucket[cl->bucket + b] = k;
+            h->bucket[cl->bucket + b].first = k;
+            h->bucket[cl->bucket + b].answer = h->piece[k].answer;
         }
-        h->bucket[cl->bucket + nb] = cl->last;
+        h->bucket[cl->bucket + nb].first = cl->last;
+        h->bucket[cl->bucket + nb].answer = h->piece[cl->last].answer;
     }
+    return KMS_OK;
+}
+
+/* A kms_sym's fields from dso on, all but sym_binding, type and sized, are
+ * its owner's (struct owner); those before dso are its line's. */
+#define OWNER_AT offsetof(struct kms_sym, dso)
+#define OWNER_SIZE (sizeof(struct kms_sym) - OWNER_AT)
+_Static_assert(OWNER_SIZE <= sizeof(struct owner), "an owner holds a kms_sym's tail");
+
+/* Owner O's record tail: OWNER's bytes from dso on. */
+static void set_owner(kms_handle *h, size_t o, const struct kms_sym *owner)
+{
+    memcpy(h->owner[o].tail, (const char *)owner + OWNER_AT, OWNER_SIZE);
+}
+
+static int same_list(const struct kms_modlist *a, const struct kms_modlist *b)
+{
+    if (a->nmodules != b->nmodules)
+        return 0;
+    for (uint32_t k = 0; k < a->nmodules; k++)
+        if (strcmp(a->modules[k], b->modules[k]) != 0)
+            return 0;
+    return 1;
+}
+
+/*
+ * Every owner's record tail (answer.Answers.record's module part, and
+ * _fill_object's): none, each object (.ko files too), each module of
+ * mod_name, each ambiguous line, the core kernel; owner_first[] is where
+ * each WHO tag's owners begin, so that a record copies its owner's tail
+ * without a branch on the tag.
+ */
+static int build_owners(kms_handle *h, kms_error *err)
+{
+    size_t nobj = (size_t)h->count[T_OBJECTS] + h->mods.nko;
+    size_t count = 1 + nobj + h->nmods + h->namb + 1;
+    struct kms_sym r;
+    if (!(h->owner = aligned_alloc(sizeof *h->owner, count * sizeof *h->owner)))
+        return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
+    memset(h->owner, 0, count * sizeof *h->owner);
+    h->owner_first[WHO_OBJECT] = OWNER_OBJECT(0);
+    h->owner_first[WHO_MODULE] = (uint32_t)(1 + nobj);
+    h->owner_first[WHO_AMBIGUOUS] = (uint32_t)(1 + nobj + h->nmods);
+    h->owner_first[WHO_CORE] = (uint32_t)(1 + nobj + h->nmods + h->namb);
+    for (size_t o = 0; o < nobj; o++) {
+        const struct object_info *info = &h->object[o];
+        memset(&r, 0, sizeof r);
+        r.object = info->path;
+        r.modules = info->modules.modules;
+        r.nmodules = info->modules.nmodules;
+        r.origin = info->origin;
+        r.dso = info->dso;
+        set_owner(h, OWNER_OBJECT(o), &r);
+    }
+    for (uint32_t m = 0; m < h->nmods; m++) {
+        memset(&r, 0, sizeof r);
+        r.modules = h->mod_name + m;
+        r.nmodules = 1;
+        r.dso = h->mod_name[m];
+        r.origin = h->mod_origin[m];
+        set_owner(h, h->owner_first[WHO_MODULE] + m, &r);
+    }
+    for (size_t a = 0; a < h->namb; a++) {
+        const struct kms_modlist *c = h->cand_list + h->amb_first[a];
+        uint32_t n = h->amb_count[a], k = 1;
+        memset(&r, 0, sizeof r);
+        r.ambiguous = 1;
+        r.candidates = c;
+        r.ncandidates = n;
+        while (k < n && same_list(&c[k], &c[0]))
+            k++;
+        if (k == n) { /* the same module(s): only the object is unknown */
+            r.modules = c[0].modules;
+            r.nmodules = c[0].nmodules;
+            r.dso = c[0].modules[0];
+            r.origin = c[0].nmodules == 1 && !strcmp(c[0].modules[0], "vmlinux")
+                ? KMS_ORIGIN_CORE : KMS_ORIGIN_BUILTIN;
+        }
+        set_owner(h, h->owner_first[WHO_AMBIGUOUS] + a, &r);
+    }
+    memset(&r, 0, sizeof r);
+    r.modules = vmlinux_list;
+    r.nmodules = 1;
+    r.dso = vmlinux_list[0];
+    r.origin = KMS_ORIGIN_CORE;
+    set_owner(h, h->owner_first[WHO_CORE], &r);
     return KMS_OK;
 }
 
@@ -2171,9 +2288,11 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
     }
     if (place_sections(h, syms_path, source, check, err) || attribute_lines(h, syms_path, err) ||
         match_modules(h, modules, err) || build_index(h, err) || add_ko_extents(h, err) ||
-        build_pieces(h, err) || build_buckets(h, err))
+        build_pieces(h, err))
         goto bad;
-    free_build(h);
+    free_build(h); /* first: the peak resident set stays that of the building */
+    if (build_buckets(h, err) || build_owners(h, err))
+        goto bad;
     return h;
 bad:
     kms_free(h);
@@ -2277,6 +2396,7 @@ void kms_free(kms_handle *h)
     free(h->piece);
     free(h->cluster);
     free(h->bucket);
+    free(h->owner);
     free_build(h);
     kms_modules_free(&h->mods);
     free(h);
@@ -2284,34 +2404,29 @@ void kms_free(kms_handle *h)
 
 /* ------------------------------------------------------------ answers */
 
-
-/* The module list, origin and path of object OBJ (answer.Answers._fill_object). */
-static void fill_object(const kms_handle *h, uint32_t obj, struct kms_sym *out)
+/*
+ * answer.Answers.record for ADDRESS answered by ANSWER (a piece's: a line,
+ * PIECE_SIZED when its interval holds ADDRESS, or PIECE_NO_LINE with the
+ * owner of the object holding ADDRESS, OWNER_NONE for none), every byte of
+ * OUT written (its padding zeroed or from the owner's tail, so that records
+ * compare with memcmp).
+ */
+static void record(const kms_handle *h, uint64_t address, uint32_t answer, struct kms_sym *out)
 {
-    const struct object_info *info = &h->object[obj];
-    out->object = info->path;
-    out->modules = info->modules.modules;
-    out->nmodules = info->modules.nmodules;
-    out->origin = info->origin;
-    out->dso = info->dso;
-}
-
-static int same_list(const struct kms_modlist *a, const struct kms_modlist *b)
-{
-    if (a->nmodules != b->nmodules)
-        return 0;
-    for (uint32_t k = 0; k < a->nmodules; k++)
-        if (strcmp(a->modules[k], b->modules[k]) != 0)
-            return 0;
-    return 1;
-}
-
-/* answer.Answers.record for ADDRESS answered by LINE. */
-static void record(const kms_handle *h, uint64_t address, size_t line, int sized,
-                   struct kms_sym *out)
-{
-    const struct line *l = &h->line[line];
-    memset(out, 0, sizeof *out);
+    uint32_t index = answer & PIECE_INDEX;
+    if (answer & PIECE_NO_LINE) {
+        memcpy((char *)out + OWNER_AT, h->owner[index].tail, OWNER_SIZE);
+        memset(out, 0, OWNER_AT);
+        out->address = address;
+        out->size = -1;
+        out->sym_binding = KMS_BINDING_UNKNOWN;
+        return;
+    }
+    const struct line *l = h->line + index;
+    memcpy((char *)out + OWNER_AT, h->owner[h->owner_first[WHO_TAG(l->who)] + WHO_INDEX(l->who)].tail,
+           OWNER_SIZE);
+    memset((char *)out + offsetof(struct kms_sym, sym_len), 0,
+           offsetof(struct kms_sym, symoff) - offsetof(struct kms_sym, sym_len));
     out->address = address;
     out->sym = h->text + l->name;
     out->sym_len = l->name_len;
@@ -2319,47 +2434,14 @@ static void record(const kms_handle *h, uint64_t address, size_t line, int sized
     out->symoff = address - l->addr;
     out->size = l->size;
     out->sym_end = l->addr + (l->size > 0 ? (uint64_t)l->size : 0);
-    out->sized = (uint8_t)sized;
+    out->sized = (uint8_t)(answer >> 31);
     out->type = (char)l->type;
     out->sym_binding = l->binding;
-    uint32_t index = WHO_INDEX(l->who);
-    switch (WHO_TAG(l->who)) {
-    case WHO_OBJECT:
-        fill_object(h, index, out);
-        break;
-    case WHO_MODULE:
-        out->modules = h->mod_name + index;
-        out->nmodules = 1;
-        out->dso = h->mod_name[index];
-        out->origin = h->mod_origin[index];
-        break;
-    case WHO_AMBIGUOUS: {
-        const struct kms_modlist *c = h->cand_list + h->amb_first[index];
-        uint32_t n = h->amb_count[index], k = 1;
-        out->ambiguous = 1;
-        out->candidates = c;
-        out->ncandidates = n;
-        while (k < n && same_list(&c[k], &c[0]))
-            k++;
-        if (k == n) { /* the same module(s): only the object is unknown */
-            out->modules = c[0].modules;
-            out->nmodules = c[0].nmodules;
-            out->dso = c[0].modules[0];
-            out->origin = c[0].nmodules == 1 && !strcmp(c[0].modules[0], "vmlinux")
-                ? KMS_ORIGIN_CORE : KMS_ORIGIN_BUILTIN;
-        }
-        break;
-    }
-    default:
-        out->modules = vmlinux_list;
-        out->nmodules = 1;
-        out->dso = vmlinux_list[0];
-        out->origin = KMS_ORIGIN_CORE;
-    }
 }
 
-/* The piece holding Q: its cluster, its bucket, then a few pieces searched. */
-static size_t piece_of(const kms_handle *h, uint64_t q)
+/* The answer of the piece holding Q: its cluster, its bucket, then a few
+ * pieces searched. */
+static uint32_t piece_answer(const kms_handle *h, uint64_t q)
 {
     const struct cluster *cl = h->cluster;
     size_t n = h->ncluster;
@@ -2374,10 +2456,16 @@ static size_t piece_of(const kms_handle *h, uint64_t q)
     }
     uint64_t d = q - cl->base;
     if (d >= cl->last_low)
-        return cl->last;
-    const uint32_t *bk = h->bucket + cl->bucket + (d >> cl->shift);
-    size_t lo = bk[0];
-    n = bk[1] - lo;
+        return h->piece[cl->last].answer;
+    const struct bucket *bk = h->bucket + cl->bucket + (d >> cl->shift);
+    /* The first piece's line, fetched while the pieces are searched: the
+     * address is in that piece 2 times in 3 (uniform over the core kernel),
+     * and the two loads, a cache miss each, then overlap. */
+    PREFETCH(h->line + (bk->answer & PIECE_NO_LINE ? 0 : bk->answer & PIECE_INDEX));
+    size_t lo = bk[0].first;
+    n = bk[1].first - lo;
+    if (n == 0) /* one piece holds the bucket (every other bucket): no piece is read */
+        return bk->answer;
     /* the last of pieces lo..lo+n starting at or below q (lo does), without
      * branches on the data: a mispredicted branch would stall the next
      * resolve's loads too */
@@ -2388,22 +2476,12 @@ static size_t piece_of(const kms_handle *h, uint64_t q)
         p = p[half].low <= d ? p + half : p;
         n -= half;
     }
-    return (size_t)(p - h->piece);
+    return p->answer;
 }
 
 void kms_resolve(const kms_handle *h, uint64_t addr, struct kms_sym *out)
 {
-    uint32_t v = h->piece[piece_of(h, addr)].answer;
-    if (!(v & PIECE_NO_LINE)) {
-        record(h, addr, v & PIECE_INDEX, (v & PIECE_SIZED) != 0, out);
-        return;
-    }
-    memset(out, 0, sizeof *out);
-    out->address = addr;
-    out->size = -1;
-    out->sym_binding = KMS_BINDING_UNKNOWN;
-    if (v & PIECE_INDEX) /* no symbol, but a placed section's object */
-        fill_object(h, (v & PIECE_INDEX) - 1, out);
+    record(h, addr, piece_answer(h, addr), out);
 }
 
 struct lookup_ctx {
@@ -2428,7 +2506,7 @@ static int lookup_one(const kms_handle *h, size_t line, void *arg)
 {
     struct lookup_ctx *c = arg;
     struct kms_sym rec;
-    record(h, h->line[line].addr, line, h->line[line].size > 0, &rec);
+    record(h, h->line[line].addr, (uint32_t)line | (h->line[line].size > 0 ? PIECE_SIZED : 0), &rec);
     if (c->mod) {
         int in = 0;
         for (uint32_t k = 0; k < rec.nmodules && !in; k++)
@@ -2466,7 +2544,7 @@ int kms_foreach(const kms_handle *h, int (*cb)(const struct kms_line *line, void
     for (size_t i = 0; i < h->n; i++) {
         struct kms_sym rec;
         struct kms_line l;
-        record(h, h->line[i].addr, i, 0, &rec);
+        record(h, h->line[i].addr, (uint32_t)i, &rec);
         l.address = h->line[i].addr;
         l.size = h->line[i].size > 0 ? (uint64_t)h->line[i].size : 0;
         l.type = (char)h->line[i].type;
