@@ -345,22 +345,26 @@ static int validate_syms(kms_handle *h, const char *path, kms_error *err)
         why = "section object out of range";
     else if (!in_range(h, T_SECTIONS, 4, h->count[T_SECNAMES]))
         why = "section name index out of range";
-    else if (!in_range(h, T_SYMBOLS, 0, nstr))
-        why = "symbol name out of range";
-    else if (!in_range(h, T_SYMBOLS, 4, h->count[T_MODSETS]))
-        why = "symbol module set out of range";
-    else if (!in_range(h, T_SYMBOLS, 8, h->count[T_OBJECTS]))
-        why = "symbol object out of range";
-    else if (!in_range(h, T_SYMBOLS, 12, h->count[T_SECTIONS]))
-        why = "symbol section out of range";
     else {
+        /* the symbols' five checks in one pass (the largest table): each
+         * failure noted, the first in the order above reported */
+        static const char *const sym_why[5] = {
+            "symbol name out of range", "symbol module set out of range",
+            "symbol object out of range", "symbol section out of range",
+            "symbol section belongs to another object"};
+        uint32_t nmodsets = h->count[T_MODSETS], nobj = h->count[T_OBJECTS];
+        uint32_t nsec = h->count[T_SECTIONS], bad = 0;
         for (uint32_t i = 0; i < h->count[T_SYMBOLS]; i++) {
             const unsigned char *s = ent(h, T_SYMBOLS, i);
-            if (le32(ent(h, T_SECTIONS, le32(s + SYM_SECTION)) + SEC_OBJECT) != le32(s + 8)) {
-                why = "symbol section belongs to another object";
-                break;
-            }
+            uint32_t sec = le32(s + SYM_SECTION), obj = le32(s + 8);
+            bad |= (uint32_t)(le32(s) >= nstr) | (uint32_t)(le32(s + 4) >= nmodsets) << 1 |
+                   (uint32_t)(obj >= nobj) << 2 | (uint32_t)(sec >= nsec) << 3;
+            if (sec < nsec && le32(ent(h, T_SECTIONS, sec) + SEC_OBJECT) != obj)
+                bad |= 1u << 4;
         }
+        for (int k = 0; !why && k < 5; k++)
+            if (bad >> k & 1)
+                why = sym_why[k];
     }
     if (why)
         ;
@@ -866,9 +870,13 @@ static size_t lower_bound(const uint64_t *v, size_t n, uint64_t x)
 /* Whether line I is called NAME (NUL-terminated, read no further than its NUL). */
 static int name_eq(const kms_handle *h, size_t i, const char *name)
 {
-    uint32_t len = h->line[i].name_len;
-    /* strnlen first: NAME is read no further than its NUL */
-    return strnlen(name, (size_t)len + 1) == len && memcmp(name, line_name(h, i), len) == 0;
+    const char *l = line_name(h, i);
+    uint32_t len = h->line[i].name_len, k = 0;
+    /* byte by byte, stopping at NAME's NUL (a line's name may hold one:
+     * then it differs, as NAME's would end there) */
+    while (k < len && name[k] == l[k] && name[k])
+        k++;
+    return k == len && name[len] == 0;
 }
 
 /* Lines called NAME (LEN bytes), in kallsyms order: call FN(line) for each
@@ -1181,6 +1189,13 @@ out:
     return rc;
 }
 
+/* What prefer_cmp weighs after the size: a typed symbol (STT_* != 0) over
+ * none, then global over weak over local. */
+static uint8_t symbol_prefer(int typed, uint8_t binding)
+{
+    return (uint8_t)((typed != 0) << 2 | (binding == 1 ? 2 : binding == 2 ? 1 : 0));
+}
+
 /* Entries by the key section << 32 | value (LinkedPlacement._entry_keys). */
 struct entry_keys {
     struct keyed *k;     /* key; idx: the entry; aux: its name offset (read here, not in
@@ -1206,8 +1221,9 @@ static size_t keyed_lower_bound(const struct keyed *v, size_t n, uint64_t x)
 
 /* LinkedPlacement._match_entries for one line and section: the entry of SEC
  * at the line's offset with its name, or -1. */
-static int32_t match_entry(const kms_handle *h, const struct entry_keys *ek, size_t i,
-                           int32_t sec)
+/* The entries of SEC at line I's offset: ek->k[*LO .. return value). */
+static size_t entries_at(const kms_handle *h, const struct entry_keys *ek, size_t i,
+                         int32_t sec, size_t *lo)
 {
     uint64_t off = h->line[i].addr - h->section_base[sec];
     uint64_t k = (uint64_t)sec << 32 | off;
@@ -1216,14 +1232,50 @@ static int32_t match_entry(const kms_handle *h, const struct entry_keys *ek, siz
      * as the Python's key does, and is searched for everywhere. */
     size_t from = off >> 32 ? 0 : (sec ? ek->sec_end[sec - 1] : 0);
     size_t to = off >> 32 ? ek->n : ek->sec_end[sec];
-    size_t lo = from + keyed_lower_bound(ek->k + from, to - from, k), hi = lo;
+    size_t hi = *lo = from + keyed_lower_bound(ek->k + from, to - from, k);
     while (hi < ek->n && ek->k[hi].key == k)
         hi++;
+    return hi;
+}
+
+/* Of the entries ek->k[LO .. HI), the first with line I's name, or -1. */
+static int32_t entry_named(const kms_handle *h, const struct entry_keys *ek, size_t i,
+                           size_t lo, size_t hi)
+{
     for (size_t j = lo; j < hi; j++)
         if (name_eq(h, i, str(h, ek->k[j].aux)))
             return (int32_t)ek->k[j].idx;
     return NO;
 }
+
+/* LinkedPlacement._match_entries for one line and section: the entry of SEC
+ * at the line's offset with its name, or -1. */
+static int32_t match_entry(const kms_handle *h, const struct entry_keys *ek, size_t i,
+                           int32_t sec)
+{
+    size_t lo, hi = entries_at(h, ek, i, sec, &lo);
+    return entry_named(h, ek, i, lo, hi);
+}
+
+/* Line I is entry S: what the index needs of the entry (size, binding,
+ * preference) is read now, while its row is at hand. */
+static void take_entry(kms_handle *h, size_t i, int32_t s)
+{
+    const unsigned char *sy = ent(h, T_SYMBOLS, (uint32_t)s);
+    struct line *l = &h->line[i];
+    h->line_entry[i] = s;
+    l->size = (int64_t)le64(sy + SYM_SIZE);
+    l->binding = sy[SYM_BINDING] <= 2 ? sy[SYM_BINDING] : KMS_BINDING_UNKNOWN;
+    l->prefer = symbol_prefer(sy[SYM_TYPE] != 0, sy[SYM_BINDING]);
+}
+
+/* Lines whose entries are looked up together (attribute_lines). */
+#define BATCH 16
+#if defined(__GNUC__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void)(p))
+#endif
 
 /* Stable merge sort of entry indices by name (strcmp); TMP: room for N. */
 static void sort_by_name(const kms_handle *h, uint32_t *a, size_t n, uint32_t *tmp)
@@ -1311,16 +1363,38 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
     }
     for (size_t i = 0; i < h->n; i++)
         h->line_entry[i] = h->line_section[i] = NO;
-    /* Lines in address order walk the extents (no search). */
-    for (size_t k = 0, e = 0; k < h->n; k++) {
-        size_t i = h->by_address[k];
-        while (e < h->next && h->ext_start[e] <= h->line[i].addr)
-            e++;
-        if (line_module(h, i) != 0 || e == 0 || h->line[i].addr >= h->ext[e - 1].end)
-            continue;
-        h->line_section[i] = (int32_t)h->ext[e - 1].sec;
-        if (keyed)
-            h->line_entry[i] = match_entry(h, &ek, i, h->line_section[i]);
+    /* Lines in address order walk the extents (no search).  Their entries'
+     * names and rows are read at random: BATCH lines' are fetched at once,
+     * then compared, rather than waited for one by one. */
+    struct { size_t line, lo, hi; } batch[BATCH];
+    size_t nbatch = 0;
+    for (size_t k = 0, e = 0; k < h->n || nbatch; k++) {
+        if (k < h->n) {
+            size_t i = h->by_address[k];
+            while (e < h->next && h->ext_start[e] <= h->line[i].addr)
+                e++;
+            if (line_module(h, i) != 0 || e == 0 || h->line[i].addr >= h->ext[e - 1].end)
+                continue;
+            h->line_section[i] = (int32_t)h->ext[e - 1].sec;
+            if (!keyed)
+                continue;
+            size_t lo, hi = entries_at(h, &ek, i, h->line_section[i], &lo);
+            if (lo == hi)
+                continue;
+            PREFETCH(str(h, ek.k[lo].aux));
+            PREFETCH(ent(h, T_SYMBOLS, ek.k[lo].idx));
+            batch[nbatch].line = i;
+            batch[nbatch].lo = lo;
+            batch[nbatch++].hi = hi;
+            if (nbatch < BATCH)
+                continue;
+        }
+        for (size_t b = 0; b < nbatch; b++) {
+            int32_t got = entry_named(h, &ek, batch[b].line, batch[b].lo, batch[b].hi);
+            if (got >= 0)
+                take_entry(h, batch[b].line, got);
+        }
+        nbatch = 0;
     }
     /* Lines in no extent, at the end of placed sections ending there: the
      * sections by end (stably), each line tried against each in order; the
@@ -1366,7 +1440,7 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
                     got = m;
             }
             if (got >= 0) {
-                h->line_entry[i] = got;
+                take_entry(h, i, got);
                 h->line_section[i] = (int32_t)le32(ent(h, T_SYMBOLS, (uint32_t)got) + SYM_SECTION);
             }
         }
@@ -1467,32 +1541,18 @@ static int has_prefix(const kms_handle *h, size_t i, const char *p)
     return h->line[i].name_len >= 6 && memcmp(line_name(h, i), p, 6) == 0;
 }
 
-static uint8_t line_binding(const kms_handle *h, size_t i)
+/* A line without an entry: its binding and preference from its letter
+ * (an upper-case letter ranks as global). */
+static uint8_t letter_binding(unsigned char c)
 {
-    if (h->line_entry[i] >= 0)
-        return ent(h, T_SYMBOLS, (uint32_t)h->line_entry[i])[SYM_BINDING];
-    unsigned char c = h->line[i].type;
     if (c == 'w' || c == 'W' || c == 'v' || c == 'V')
         return 2;
     return c >= 'A' && c <= 'Z' ? 1 : 0;
 }
 
-/* What prefer_cmp weighs after the size: a typed symbol (STT_* != 0) over
- * none, then global over weak over local. */
-static uint8_t symbol_prefer(int typed, uint8_t binding)
+static uint8_t letter_prefer(unsigned char c)
 {
-    return (uint8_t)((typed != 0) << 2 | (binding == 1 ? 2 : binding == 2 ? 1 : 0));
-}
-
-/* The same for line I: its dtrace_syms entry's, else an upper-case letter
- * ranks as global. */
-static uint8_t line_prefer(const kms_handle *h, size_t i)
-{
-    if (h->line_entry[i] >= 0) {
-        const unsigned char *s = ent(h, T_SYMBOLS, (uint32_t)h->line_entry[i]);
-        return symbol_prefer(s[SYM_TYPE] != 0, s[SYM_BINDING]);
-    }
-    return h->line[i].type >= 'A' && h->line[i].type <= 'Z' ? 2 : 0;
+    return c >= 'A' && c <= 'Z' ? 2 : 0;
 }
 
 /* Preference among intervals of one start (Resolver._build_index): the
@@ -1661,16 +1721,17 @@ static int build_index(kms_handle *h, kms_error *err)
 {
     size_t n = h->n;
 
-    for (size_t i = 0; i < n; i++) { /* one visit to each matched entry's row */
-        if (h->line_section[i] >= 0 && (h->line[i].type == 't' || h->line[i].type == 'T'))
+    for (size_t i = 0; i < n; i++) { /* a matched line's size, binding, preference: take_entry */
+        struct line *l = &h->line[i];
+        if (h->line_section[i] >= 0 && (l->type == 't' || l->type == 'T'))
             h->placed[h->line_section[i]] |= HOLDS_TEXT;
-        uint8_t b = line_binding(h, i);
-        h->line[i].binding = b <= 2 ? b : KMS_BINDING_UNKNOWN;
-        h->line[i].prefer = line_prefer(h, i);
-        if (WHO_TAG(h->line[i].who) == WHO_CORE && h->line_section[i] >= 0)
-            h->line[i].who = WHO(WHO_OBJECT, h->section_object[h->line_section[i]]);
-        h->line[i].size = h->line_entry[i] >= 0
-            ? (int64_t)le64(ent(h, T_SYMBOLS, (uint32_t)h->line_entry[i]) + SYM_SIZE) : -1;
+        if (h->line_entry[i] < 0) {
+            l->binding = letter_binding(l->type);
+            l->prefer = letter_prefer(l->type);
+            l->size = -1;
+        }
+        if (WHO_TAG(l->who) == WHO_CORE && h->line_section[i] >= 0)
+            l->who = WHO(WHO_OBJECT, h->section_object[h->line_section[i]]);
     }
     /* Padding (__pfx_/__cfi_) inside a placed section: its size is the
      * distance to the next distinct address above, if one of the (first 4)
