@@ -57,12 +57,12 @@ static const uint32_t entry_size[T_COUNT] = {1, 4, 4, 8, 16, 4, 40, 40, 16, 8};
 #define SYM_BINDING 33
 #define SHF_EXECINSTR 0x4u
 
-static uint32_t le32(const unsigned char *p)
+static inline uint32_t le32(const unsigned char *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-static uint64_t le64(const unsigned char *p)
+static inline uint64_t le64(const unsigned char *p)
 {
     return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
 }
@@ -191,21 +191,23 @@ struct kms_handle {
     struct kms_loaded mods;
 
     /* only while loading (freed once the index is built) */
-    int32_t *line_entry;        /* per line: dtrace_syms symbol the line is, or -1 */
+    uint8_t *line_matched;      /* per line: 1 when it is a dtrace_syms entry (take_entry) */
     int32_t *line_section;      /* per line: placed section holding it (or its entry's), -1 */
-    int32_t *line_region;       /* per line: its placed section, else -1 - its region group */
+    int32_t *line_region;       /* per line: its placed section, else -1 - its region group
+                                 * (regions() rewrites line_section's array into it) */
     uint32_t *by_address;       /* lines, stably sorted by address */
     uint64_t *region_end;       /* per region group (Resolver._regions) */
+    struct anchor_index *anchors; /* the anchors, and the core lines of their names */
 };
 
 static const char *const vmlinux_list[] = {"vmlinux"};
 
-static const unsigned char *ent(const kms_handle *h, int t, uint32_t i)
+static inline const unsigned char *ent(const kms_handle *h, int t, uint32_t i)
 {
     return h->table[t] + (size_t)i * entry_size[t];
 }
 
-static const char *str(const kms_handle *h, uint32_t off)
+static inline const char *str(const kms_handle *h, uint32_t off)
 {
     return (const char *)h->table[T_STRINGS] + off;
 }
@@ -435,16 +437,123 @@ static int map_syms(kms_handle *h, const char *path, kms_error *err)
     return validate_syms(h, path, err);
 }
 
+/* ------------------------------------------------------------ anchors */
+
+struct anchor_line {
+    uint32_t anchor, line;
+};
+
+/*
+ * The core lines of each anchor's name (placement's votes), found in one
+ * pass as kallsyms is read, in its order: each line that passes the filter
+ * (a bit per hash of length and three bytes that an anchor of the same
+ * could set) compared only with the anchors of its name's length (bucketed
+ * by length; longer than MAX_BUCKET share the last).
+ */
+#define MAX_BUCKET 512
+#define FILTER_BITS 14
+struct anchor_index {
+    uint64_t filter[(1u << FILTER_BITS) / 64];
+    const char **name;
+    size_t *len;
+    uint32_t *by_len;
+    uint32_t bucket[MAX_BUCKET + 2];
+    struct anchor_line *found;
+    size_t nfound, capfound;
+};
+
+static void free_anchors(struct anchor_index *ai)
+{
+    if (ai) {
+        free((void *)ai->name);
+        free(ai->len);
+        free(ai->by_len);
+        free(ai->found);
+        free(ai);
+    }
+}
+
+static inline uint32_t anchor_hash(const char *name, size_t len)
+{
+    uint64_t x = (uint64_t)len ^ (uint64_t)(unsigned char)name[0] << 32 ^
+                 (uint64_t)(unsigned char)name[len / 2] << 40 ^
+                 (uint64_t)(unsigned char)name[len - 1] << 48;
+    return (uint32_t)((x * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - FILTER_BITS));
+}
+
+/* The anchors bucketed by their names' lengths (h->anchors). */
+static int index_anchors(kms_handle *h, kms_error *err)
+{
+    uint32_t nanch = h->count[T_ANCHORS];
+    struct anchor_index *ai = h->anchors = calloc(1, sizeof *ai);
+    if (!ai || !(ai->name = malloc((nanch ? nanch : 1) * sizeof *ai->name)) ||
+        !(ai->len = malloc((nanch ? nanch : 1) * sizeof *ai->len)) ||
+        !(ai->by_len = malloc((nanch ? nanch : 1) * sizeof *ai->by_len)))
+        return fail(err, KMS_E_NOMEM, "out of memory reading anchors");
+    for (uint32_t a = 0; a < nanch; a++) {
+        const unsigned char *sym = ent(h, T_SYMBOLS, le32(ent(h, T_ANCHORS, a)));
+        ai->name[a] = str(h, le32(sym + SYM_NAME));
+        ai->len[a] = strlen(ai->name[a]);
+        if (ai->len[a]) { /* (no line's name is empty) */
+            uint32_t f = anchor_hash(ai->name[a], ai->len[a]);
+            ai->filter[f / 64] |= UINT64_C(1) << f % 64;
+        }
+        ai->bucket[(ai->len[a] < MAX_BUCKET ? ai->len[a] : MAX_BUCKET) + 1]++;
+    }
+    for (uint32_t b = 0; b <= MAX_BUCKET; b++)
+        ai->bucket[b + 1] += ai->bucket[b];
+    uint32_t fill[MAX_BUCKET + 1];
+    memcpy(fill, ai->bucket, sizeof fill);
+    for (uint32_t a = 0; a < nanch; a++)
+        ai->by_len[fill[ai->len[a] < MAX_BUCKET ? ai->len[a] : MAX_BUCKET]++] = a;
+    return KMS_OK;
+}
+
+/* Core line LINE, called NAME (LEN bytes): the anchors of its name; -1 out of memory. */
+static int find_anchors(struct anchor_index *ai, uint32_t line, const char *name, size_t len)
+{
+    size_t b = len < MAX_BUCKET ? len : MAX_BUCKET;
+    uint32_t f = anchor_hash(name, len);
+    if (!(ai->filter[f / 64] >> f % 64 & 1))
+        return 0;
+    for (uint32_t k = ai->bucket[b]; k < ai->bucket[b + 1]; k++) {
+        uint32_t a = ai->by_len[k];
+        if (ai->len[a] != len || ai->name[a][0] != name[0] || memcmp(name, ai->name[a], len) != 0)
+            continue;
+        if (ai->nfound == ai->capfound) {
+            size_t nc = ai->capfound ? 2 * ai->capfound : 64;
+            struct anchor_line *nf = realloc(ai->found, nc * sizeof *nf);
+            if (!nf)
+                return -1;
+            ai->found = nf;
+            ai->capfound = nc;
+        }
+        ai->found[ai->nfound].anchor = a;
+        ai->found[ai->nfound++].line = line;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------ kallsyms */
 
-/* Hex digit values, 0xFF for anything else. */
-static void hex_table(uint8_t tab[256])
+#define BYTES(b) (UINT64_C(0x0101010101010101) * (b)) /* B in each of 8 bytes */
+
+/* The value of the 8 hex digits at P, all at once; *BAD gets a nonzero bit
+ * when any is not one. */
+static inline uint32_t hex8(const char *p, uint64_t *bad)
 {
-    memset(tab, 0xFF, 256);
-    for (int c = 0; c < 10; c++)
-        tab['0' + c] = (uint8_t)c;
-    for (int c = 0; c < 6; c++)
-        tab['a' + c] = tab['A' + c] = (uint8_t)(10 + c);
+    uint64_t x = le64((const unsigned char *)p); /* byte k: p[k] */
+    /* ranges per byte: with the high bits off, no byte carries into the next */
+    uint64_t low = x & BYTES(0x7F), lower = (x | BYTES(0x20)) & BYTES(0x7F);
+    uint64_t digit = (low + BYTES(0x80 - '0')) & ~(low + BYTES(0x7F - '9'));
+    uint64_t letter = (lower + BYTES(0x80 - 'a')) & ~(lower + BYTES(0x7F - 'f'));
+    *bad |= (((digit | letter) & BYTES(0x80)) ^ BYTES(0x80)) | (x & BYTES(0x80));
+    /* each byte's digit ('a'-'f' and 'A'-'F' have bit 6: + 9), then the
+     * eight packed, p[0] the most significant */
+    uint64_t v = (x & BYTES(0x0F)) + 9 * ((x >> 6) & BYTES(0x01));
+    v = (v & UINT64_C(0x000F000F000F000F)) << 4 | (v >> 8 & UINT64_C(0x000F000F000F000F));
+    v = (v & UINT64_C(0x000000FF000000FF)) << 8 | (v >> 16 & UINT64_C(0x000000FF000000FF));
+    return (uint32_t)((v & 0xFFFF) << 16 | (v >> 32 & 0xFFFF));
 }
 
 static int is_space(unsigned char c) /* Python's bytes.strip() set */
@@ -485,7 +594,6 @@ struct parse {
     uint64_t *tagh;     /* hash of each module's tag, for the first-seen map */
     uint32_t *tagoff;   /* each module's name in h->text ("[mod]" -> "mod") */
     uint32_t *taglen;   /* its length */
-    uint8_t hex[256];
 };
 
 /* Room for NEED more bytes of names (and 8 spare, zeroed at the end). */
@@ -533,6 +641,20 @@ static uint32_t add_module(kms_handle *h, struct parse *ps, const char *t, size_
     return mod;
 }
 
+/* A line without an entry: its binding and preference from its letter
+ * (an upper-case letter ranks as global). */
+static uint8_t letter_binding(unsigned char c)
+{
+    if (c == 'w' || c == 'W' || c == 'v' || c == 'V')
+        return 2;
+    return c >= 'A' && c <= 'Z' ? 1 : 0;
+}
+
+static uint8_t letter_prefer(unsigned char c)
+{
+    return c >= 'A' && c <= 'Z' ? 2 : 0;
+}
+
 /* One line of kallsyms (LEN bytes without its "\n"; NL: one followed it),
  * as kmodsyms.kallsyms.Kallsyms._parse reads it. */
 static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t len, int nl,
@@ -556,15 +678,10 @@ static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t 
     if (len < width + 4)
         return line_error(err, source, ps->nonblank, "line too short for 'ADDRESS TYPE NAME'",
                           line, len);
-    uint64_t a = 0;
-    int ok = line[width] == ' ' && line[width + 2] == ' ';
-    uint8_t bad = 0;
-    for (size_t k = 0; k < width; k++) {
-        uint8_t v = ps->hex[(unsigned char)line[k]];
-        bad |= v;
-        a = a << 4 | (v & 15);
-    }
-    ok &= !(bad & 0xF0);
+    uint64_t bad = 0, a = hex8(line, &bad);
+    if (width == 16)
+        a = a << 32 | hex8(line + 8, &bad);
+    int ok = line[width] == ' ' && line[width + 2] == ' ' && !bad;
     unsigned char type = (unsigned char)line[width + 1];
     ok &= (type >= 'A' && type <= 'Z') || (type >= 'a' && type <= 'z') || type == '?';
     if (!ok)
@@ -618,11 +735,14 @@ static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t 
         l->name_len = (uint32_t)name_len;
         l->who = mod ? WHO(WHO_MODULE, mod) : WHO(WHO_CORE, 0);
         l->type = type;
-        l->binding = 0;
+        l->binding = letter_binding(type); /* an entry's (take_entry) or a .ko's replace these */
+        l->prefer = letter_prefer(type);
         l->answers = 0;
         ps->names_len += name_len;
         h->text[ps->names_len++] = 0;
         h->core_lines += mod == 0;
+        if (!mod && find_anchors(h->anchors, (uint32_t)(h->n - 1), name, name_len))
+            return fail(err, KMS_E_NOMEM, "out of memory reading %s", source);
     }
     return KMS_OK;
 }
@@ -670,7 +790,6 @@ static int parse_kallsyms(kms_handle *h, const struct kallsyms_source *src, kms_
     int rc;
 
     ps.source = src->name;
-    hex_table(ps.hex);
     h->nmods = 1;
     /* Room for the names and rows of EXPECT bytes of text, each line at
      * least 13: pages are touched only as rows and names fill them. */
@@ -755,13 +874,13 @@ out:
     return rc;
 }
 
-static const char *line_name(const kms_handle *h, size_t i)
+static inline const char *line_name(const kms_handle *h, size_t i)
 {
     return h->text + h->line[i].name;
 }
 
 /* The line's loaded or pseudo-module (index into mod_name), 0 for core. */
-static uint32_t line_module(const kms_handle *h, size_t i)
+static inline uint32_t line_module(const kms_handle *h, size_t i)
 {
     uint32_t w = h->line[i].who;
     return WHO_TAG(w) == WHO_MODULE ? WHO_INDEX(w) : 0;
@@ -867,13 +986,24 @@ static size_t lower_bound(const uint64_t *v, size_t n, uint64_t x)
 
 /* ------------------------------------------------------------ names */
 
-/* Whether line I is called NAME (NUL-terminated, read no further than its NUL). */
-static int name_eq(const kms_handle *h, size_t i, const char *name)
+/* Whether line I is called the string at OFF of the string table (read no
+ * further than its NUL, or within the table).  A line's name may hold a
+ * NUL: then it differs, as the string would end there. */
+static inline int name_eq(const kms_handle *h, size_t i, uint32_t off)
 {
-    const char *l = line_name(h, i);
+    const char *name = str(h, off), *l = line_name(h, i);
     uint32_t len = h->line[i].name_len, k = 0;
-    /* byte by byte, stopping at NAME's NUL (a line's name may hold one:
-     * then it differs, as NAME's would end there) */
+    /* eight bytes at a time while they lie within the table (the string
+     * may end sooner: a NUL among them ends the comparison) */
+    if ((uint64_t)off + len < h->count[T_STRINGS]) {
+        for (; k + 8 <= len; k += 8) {
+            uint64_t x, y;
+            memcpy(&x, name + k, 8);
+            memcpy(&y, l + k, 8);
+            if (x != y || ((x - UINT64_C(0x0101010101010101)) & ~x & UINT64_C(0x8080808080808080)))
+                return 0; /* differs, or the string ends here */
+        }
+    }
     while (k < len && name[k] == l[k] && name[k])
         k++;
     return k == len && name[len] == 0;
@@ -918,10 +1048,6 @@ static int anchor_usable(const kms_handle *h, uint32_t a)
            NO_ADDRESS;
 }
 
-struct anchor_line {
-    uint32_t anchor, line;
-};
-
 /*
  * LinkedPlacement._shift_segments: each segment's shift is the one most of
  * its anchors' core lines vote for (ties: the lowest); each anchor is then
@@ -938,69 +1064,21 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
     uint32_t nsec = h->count[T_SECTIONS];
     uint64_t *shift = calloc(nseg ? nseg : 1, sizeof *shift);
     uint8_t *known = calloc(nseg ? nseg : 1, 1);
-    size_t *anchor_len = malloc((nanch ? nanch : 1) * sizeof *anchor_len);
-    const char **anchor_name = NULL;
-    uint32_t *by_len = NULL;
-    uint8_t *usable = NULL;
+    uint8_t *usable = malloc(nanch ? nanch : 1);
     uint32_t *order = malloc((nseg ? nseg : 1) * sizeof *order);
-    struct anchor_line *found = NULL;
-    size_t nfound = 0, capfound = 0;
+    const struct anchor_line *found = h->anchors->found;
+    size_t nfound = h->anchors->nfound;
     uint32_t verified = 0, misplaced = 0, absent = 0, absent_functions = 0;
     const char *example_absent = "";
     int rc = KMS_OK;
 
-    if (!shift || !known || !anchor_len || !order ||
-        !ALLOC(h, section_base, nsec)) {
+    if (!shift || !known || !usable || !order || !ALLOC(h, section_base, nsec)) {
         rc = fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
         goto out;
     }
-    /* The core lines of each anchor's name, in kallsyms order: one pass,
-     * each line compared only with the anchors of its name's length
-     * (anchors bucketed by length; longer than MAX_BUCKET share the last). */
-#define MAX_BUCKET 512
-    uint32_t bucket[MAX_BUCKET + 2] = {0};
-    if (!(anchor_name = malloc((nanch ? nanch : 1) * sizeof *anchor_name)) ||
-        !(by_len = malloc((nanch ? nanch : 1) * sizeof *by_len)) ||
-        !(usable = malloc(nanch ? nanch : 1))) {
-        rc = fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
-        goto out;
-    }
-    for (uint32_t a = 0; a < nanch; a++) {
-        usable[a] = (uint8_t)anchor_usable(h, a);
-        anchor_name[a] = sym_name(h, le32(ent(h, T_ANCHORS, a)));
-        anchor_len[a] = strlen(anchor_name[a]);
-        bucket[(anchor_len[a] < MAX_BUCKET ? anchor_len[a] : MAX_BUCKET) + 1]++;
-    }
-    for (uint32_t b = 0; b <= MAX_BUCKET; b++)
-        bucket[b + 1] += bucket[b];
-    uint32_t fill[MAX_BUCKET + 1];
-    memcpy(fill, bucket, sizeof fill);
+    /* the core lines of each anchor's name were found as kallsyms was read */
     for (uint32_t a = 0; a < nanch; a++)
-        by_len[fill[anchor_len[a] < MAX_BUCKET ? anchor_len[a] : MAX_BUCKET]++] = a;
-    for (size_t i = 0; i < h->n; i++) {
-        uint32_t len = h->line[i].name_len, b = len < MAX_BUCKET ? len : MAX_BUCKET;
-        if (line_module(h, i) != 0 || bucket[b] == bucket[b + 1])
-            continue;
-        const char *name = line_name(h, i);
-        for (uint32_t k = bucket[b]; k < bucket[b + 1]; k++) {
-            uint32_t a = by_len[k];
-            if (anchor_len[a] != len || anchor_name[a][0] != name[0] ||
-                memcmp(name, anchor_name[a], len) != 0)
-                continue;
-            if (nfound == capfound) {
-                size_t nc = capfound ? 2 * capfound : 64;
-                struct anchor_line *nf = realloc(found, nc * sizeof *nf);
-                if (!nf) {
-                    rc = fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
-                    goto out;
-                }
-                found = nf;
-                capfound = nc;
-            }
-            found[nfound].anchor = a;
-            found[nfound++].line = (uint32_t)i;
-        }
-    }
+        usable[a] = (uint8_t)anchor_usable(h, a);
     for (uint32_t seg = 0; seg < nseg; seg++) {
         /* votes: each anchor once for each distinct shift its lines imply */
         size_t nvotes = 0, cap = 0;
@@ -1180,12 +1258,8 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
 out:
     free(shift);
     free(known);
-    free(anchor_len);
-    free((void *)anchor_name);
-    free(by_len);
     free(usable);
     free(order);
-    free(found);
     return rc;
 }
 
@@ -1196,55 +1270,54 @@ static uint8_t symbol_prefer(int typed, uint8_t binding)
     return (uint8_t)((typed != 0) << 2 | (binding == 1 ? 2 : binding == 2 ? 1 : 0));
 }
 
-/* Entries by the key section << 32 | value (LinkedPlacement._entry_keys). */
-struct entry_keys {
-    struct keyed *k;     /* key; idx: the entry; aux: its name offset (read here, not in
-                          * the symbol table) */
-    uint32_t *sec_end;   /* end of each section's slice */
-    uint32_t n, nsec;
+/*
+ * Entries by the key section << 32 | value (LinkedPlacement._entry_keys),
+ * hashed: a line looks up its key's chain (each chain in entry order, as
+ * the Python's stable sort keeps equal keys) rather than searching sorted
+ * entries, and nothing is sorted.
+ */
+struct entry_node {
+    uint64_t key;
+    uint32_t name;       /* the entry's name offset (read here, not in the symbol table) */
+    uint32_t next;       /* the next entry of this bucket + 1, 0 for none */
 };
 
-static size_t keyed_lower_bound(const struct keyed *v, size_t n, uint64_t x)
+struct entry_keys {
+    uint32_t *head;      /* per bucket: its first entry + 1, 0 for none */
+    struct entry_node *node; /* per entry */
+    unsigned shift;      /* a key's bucket: its hash >> shift */
+};
+
+static inline size_t key_bucket(const struct entry_keys *ek, uint64_t key)
 {
-    size_t lo = 0;
-    while (n > 0) {
-        size_t half = n / 2;
-        if (v[lo + half].key < x) {
-            lo += half + 1;
-            n -= half + 1;
-        } else {
-            n = half;
-        }
-    }
-    return lo;
+    return (size_t)((key * UINT64_C(0x9E3779B97F4A7C15)) >> ek->shift);
 }
 
-/* LinkedPlacement._match_entries for one line and section: the entry of SEC
- * at the line's offset with its name, or -1. */
-/* The entries of SEC at line I's offset: ek->k[*LO .. return value). */
-static size_t entries_at(const kms_handle *h, const struct entry_keys *ek, size_t i,
-                         int32_t sec, size_t *lo)
+/* The key of line I in SEC.  An offset below 2^32 keys within the
+ * section's own entries; a larger one (a section of 4 GiB or more:
+ * damaged) ORs into the section bits, as the Python's key does, and
+ * matches whatever entry has that key. */
+static inline uint64_t line_key(const kms_handle *h, size_t i, int32_t sec)
 {
-    uint64_t off = h->line[i].addr - h->section_base[sec];
-    uint64_t k = (uint64_t)sec << 32 | off;
-    /* An offset below 2^32 keys within the section's own slice; a larger
-     * one (a section of 4 GiB or more: damaged) ORs into the section bits,
-     * as the Python's key does, and is searched for everywhere. */
-    size_t from = off >> 32 ? 0 : (sec ? ek->sec_end[sec - 1] : 0);
-    size_t to = off >> 32 ? ek->n : ek->sec_end[sec];
-    size_t hi = *lo = from + keyed_lower_bound(ek->k + from, to - from, k);
-    while (hi < ek->n && ek->k[hi].key == k)
-        hi++;
-    return hi;
+    return (uint64_t)sec << 32 | (h->line[i].addr - h->section_base[sec]);
 }
 
-/* Of the entries ek->k[LO .. HI), the first with line I's name, or -1. */
+/* The first entry (+ 1) of KEY's chain from entry E (+ 1) on, 0 for none. */
+static inline uint32_t entry_with_key(const struct entry_keys *ek, uint32_t e, uint64_t key)
+{
+    while (e && ek->node[e - 1].key != key)
+        e = ek->node[e - 1].next;
+    return e;
+}
+
+/* Of the entries with KEY from entry E (+ 1) on, the first with line I's
+ * name, or -1. */
 static int32_t entry_named(const kms_handle *h, const struct entry_keys *ek, size_t i,
-                           size_t lo, size_t hi)
+                           uint32_t e, uint64_t key)
 {
-    for (size_t j = lo; j < hi; j++)
-        if (name_eq(h, i, str(h, ek->k[j].aux)))
-            return (int32_t)ek->k[j].idx;
+    for (e = entry_with_key(ek, e, key); e; e = entry_with_key(ek, ek->node[e - 1].next, key))
+        if (name_eq(h, i, ek->node[e - 1].name))
+            return (int32_t)(e - 1);
     return NO;
 }
 
@@ -1253,18 +1326,19 @@ static int32_t entry_named(const kms_handle *h, const struct entry_keys *ek, siz
 static int32_t match_entry(const kms_handle *h, const struct entry_keys *ek, size_t i,
                            int32_t sec)
 {
-    size_t lo, hi = entries_at(h, ek, i, sec, &lo);
-    return entry_named(h, ek, i, lo, hi);
+    uint64_t key = line_key(h, i, sec);
+    return entry_named(h, ek, i, ek->head[key_bucket(ek, key)], key);
 }
 
 /* Line I is entry S: what the index needs of the entry (size, binding,
  * preference) is read now, while its row is at hand. */
-static void take_entry(kms_handle *h, size_t i, int32_t s)
+static inline void take_entry(kms_handle *h, size_t i, int32_t s)
 {
     const unsigned char *sy = ent(h, T_SYMBOLS, (uint32_t)s);
     struct line *l = &h->line[i];
-    h->line_entry[i] = s;
-    l->size = (int64_t)le64(sy + SYM_SIZE);
+    int64_t size = (int64_t)le64(sy + SYM_SIZE);
+    h->line_matched[i] = 1;
+    l->size = size < 0 ? -1 : size; /* read as negative: unknown */
     l->binding = sy[SYM_BINDING] <= 2 ? sy[SYM_BINDING] : KMS_BINDING_UNKNOWN;
     l->prefer = symbol_prefer(sy[SYM_TYPE] != 0, sy[SYM_BINDING]);
 }
@@ -1320,53 +1394,47 @@ static int line_name_cmp(const kms_handle *h, size_t i, const char *name)
  */
 static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
 {
-    uint32_t nsym = h->count[T_SYMBOLS], nsec = h->count[T_SECTIONS];
-    struct entry_keys ek = {NULL, NULL, nsym, nsec};
+    uint32_t nsym = h->count[T_SYMBOLS];
+    struct entry_keys ek = {NULL, NULL, 64};
     struct keyed *ends = NULL;
     uint32_t *cand = NULL;
     const char **cand_name = NULL;
     int keyed = nsym > 0, rc = KMS_OK;
 
-    for (uint32_t s = 0; s < nsym && keyed; s++)
-        keyed = le64(ent(h, T_SYMBOLS, s) + SYM_VALUE) < (UINT64_C(1) << 32);
     if (keyed) {
-        /* a counting sort by section, then each section's entries by value, stably */
-        struct keyed *ks = ek.k = malloc((size_t)nsym * sizeof *ks), *tmp = NULL;
-        if (!ks || !(ek.sec_end = calloc((size_t)nsec + 1, sizeof *ek.sec_end))) {
+        /* about a bucket per entry; the entries pushed in reverse order
+         * leave each chain in entry order */
+        size_t nbucket = 2;
+        ek.shift = 63;
+        while (nbucket < nsym) {
+            nbucket *= 2;
+            ek.shift--;
+        }
+        if (!(ek.head = calloc(nbucket, sizeof *ek.head)) ||
+            !(ek.node = malloc((size_t)nsym * sizeof *ek.node))) {
             rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
             goto out;
         }
-        uint32_t *start = ek.sec_end; /* counts, then starts, then ends */
-        for (uint32_t s = 0; s < nsym; s++)
-            start[le32(ent(h, T_SYMBOLS, s) + SYM_SECTION) + 1]++;
-        for (uint32_t c = 0; c < nsec; c++)
-            start[c + 1] += start[c];
-        for (uint32_t s = 0; s < nsym; s++) {
+        for (uint32_t s = nsym; keyed && s-- > 0;) {
             const unsigned char *sy = ent(h, T_SYMBOLS, s);
-            uint32_t c = le32(sy + SYM_SECTION);
-            struct keyed *k = &ks[start[c]++];
-            k->key = (uint64_t)c << 32 | le64(sy + SYM_VALUE);
-            k->idx = s;
-            k->aux = le32(sy + SYM_NAME);
+            uint64_t value = le64(sy + SYM_VALUE);
+            struct entry_node *node = &ek.node[s];
+            /* the Python keys entries only when every value is below 2^32 */
+            keyed = value < (UINT64_C(1) << 32);
+            node->key = (uint64_t)le32(sy + SYM_SECTION) << 32 | value;
+            node->name = le32(sy + SYM_NAME);
+            size_t b = key_bucket(&ek, node->key);
+            node->next = ek.head[b];
+            ek.head[b] = s + 1;
         }
-        uint32_t widest = 0;
-        for (uint32_t c = 0, lo = 0; c < nsec; lo = ek.sec_end[c++])
-            if (ek.sec_end[c] - lo > widest)
-                widest = ek.sec_end[c] - lo;
-        if (!(tmp = malloc((widest ? widest : 1) * sizeof *tmp))) {
-            rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
-            goto out;
-        }
-        for (uint32_t c = 0, lo = 0; c < nsec; lo = ek.sec_end[c++])
-            merge_sort(ks + lo, ek.sec_end[c] - lo, tmp);
-        free(tmp);
     }
     for (size_t i = 0; i < h->n; i++)
-        h->line_entry[i] = h->line_section[i] = NO;
-    /* Lines in address order walk the extents (no search).  Their entries'
-     * names and rows are read at random: BATCH lines' are fetched at once,
-     * then compared, rather than waited for one by one. */
-    struct { size_t line, lo, hi; } batch[BATCH];
+        h->line_section[i] = NO;
+    /* Lines in address order walk the extents (no search).  Their entries
+     * are read at random (bucket, entry, name, row): BATCH lines' are
+     * fetched a step at a time, each step's reads all under way at once,
+     * rather than waited for one by one. */
+    struct { size_t line; uint64_t key; uint32_t e; } batch[BATCH];
     size_t nbatch = 0;
     for (size_t k = 0, e = 0; k < h->n || nbatch; k++) {
         if (k < h->n) {
@@ -1378,19 +1446,23 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
             h->line_section[i] = (int32_t)h->ext[e - 1].sec;
             if (!keyed)
                 continue;
-            size_t lo, hi = entries_at(h, &ek, i, h->line_section[i], &lo);
-            if (lo == hi)
-                continue;
-            PREFETCH(str(h, ek.k[lo].aux));
-            PREFETCH(ent(h, T_SYMBOLS, ek.k[lo].idx));
             batch[nbatch].line = i;
-            batch[nbatch].lo = lo;
-            batch[nbatch++].hi = hi;
-            if (nbatch < BATCH)
+            batch[nbatch].key = line_key(h, i, h->line_section[i]);
+            PREFETCH(&ek.head[key_bucket(&ek, batch[nbatch].key)]);
+            if (++nbatch < BATCH)
                 continue;
         }
+        for (size_t b = 0; b < nbatch; b++)
+            if ((batch[b].e = ek.head[key_bucket(&ek, batch[b].key)]))
+                PREFETCH(&ek.node[batch[b].e - 1]);
+        for (size_t b = 0; b < nbatch; b++)
+            if ((batch[b].e = entry_with_key(&ek, batch[b].e, batch[b].key))) {
+                PREFETCH(str(h, ek.node[batch[b].e - 1].name));
+                PREFETCH(ent(h, T_SYMBOLS, batch[b].e - 1));
+            }
         for (size_t b = 0; b < nbatch; b++) {
-            int32_t got = entry_named(h, &ek, batch[b].line, batch[b].lo, batch[b].hi);
+            int32_t got = batch[b].e ? entry_named(h, &ek, batch[b].line, batch[b].e, batch[b].key)
+                                     : NO;
             if (got >= 0)
                 take_entry(h, batch[b].line, got);
         }
@@ -1526,8 +1598,8 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
         }
     }
 out:
-    free(ek.k);
-    free(ek.sec_end);
+    free(ek.head);
+    free(ek.node);
     free(ends);
     free(cand);
     free((void *)cand_name);
@@ -1539,20 +1611,6 @@ out:
 static int has_prefix(const kms_handle *h, size_t i, const char *p)
 {
     return h->line[i].name_len >= 6 && memcmp(line_name(h, i), p, 6) == 0;
-}
-
-/* A line without an entry: its binding and preference from its letter
- * (an upper-case letter ranks as global). */
-static uint8_t letter_binding(unsigned char c)
-{
-    if (c == 'w' || c == 'W' || c == 'v' || c == 'V')
-        return 2;
-    return c >= 'A' && c <= 'Z' ? 1 : 0;
-}
-
-static uint8_t letter_prefer(unsigned char c)
-{
-    return c >= 'A' && c <= 'Z' ? 2 : 0;
 }
 
 /* Preference among intervals of one start (Resolver._build_index): the
@@ -1575,46 +1633,30 @@ static int prefer_cmp(const kms_handle *h, uint32_t a, uint32_t b)
     return a > b ? 1 : -1;
 }
 
-/* resolver._core_ranges: where core lines answer (the kernel's is_ksym_addr()). */
-static void core_ranges(kms_handle *h)
+/* resolver._core_ranges, what one pass over the lines gathers of the core
+ * lines that may answer: their lowest and highest addresses, and where the
+ * (last) line of each marker is. */
+static const char *const core_marker[4] = {"_etext", "_sinittext", "_einittext", "_end"};
+static const uint32_t core_marker_len[4] = {6, 10, 10, 4};
+
+struct core_seen {
+    uint64_t lowest, highest, at[4];
+    int seen[4], any;
+};
+
+static void core_line(const kms_handle *h, size_t i, struct core_seen *c)
 {
-    static const char *const marker[] = {"_etext", "_sinittext", "_einittext", "_end"};
-    uint64_t lowest = UINT64_MAX, highest = 0, at[4];
-    int seen[4] = {0, 0, 0, 0}, any = 0;
-    for (size_t i = 0; i < h->n; i++) {
-        const struct line *l = &h->line[i];
-        if (line_module(h, i) != 0 || !l->answers)
-            continue;
-        any = 1;
-        lowest = l->addr < lowest ? l->addr : lowest;
-        highest = l->addr > highest ? l->addr : highest;
-        for (int k = 0; k < 4; k++)
-            if (line_name_is(h, i, marker[k], strlen(marker[k]))) {
-                at[k] = l->addr; /* the last such line, as the Python's dict keeps */
-                seen[k] = 1;
-            }
-    }
-    h->ncore_ranges = 0;
-    if (!any)
+    const struct line *l = &h->line[i];
+    c->any = 1;
+    c->lowest = l->addr < c->lowest ? l->addr : c->lowest;
+    c->highest = l->addr > c->highest ? l->addr : c->highest;
+    if (l->name_len > 10 || h->text[l->name] != '_') /* no marker */
         return;
-    h->core_range[0] = lowest;
-    h->core_range[1] = highest;
-    h->ncore_ranges = 1;
-    if (!seen[0] || seen[3])
-        return;
-    int init = seen[1] && seen[2];
-    for (size_t i = 0; i < h->n; i++) {
-        const struct line *l = &h->line[i];
-        if (line_module(h, i) == 0 && l->answers && l->addr > at[0] &&
-            (!init || l->addr < at[1] || l->addr > at[2]))
-            return; /* a line past _etext: every symbol is listed */
-    }
-    h->core_range[1] = at[0];
-    if (init) {
-        h->core_range[2] = at[1];
-        h->core_range[3] = at[2];
-        h->ncore_ranges = 2;
-    }
+    for (int k = 0; k < 4; k++)
+        if (line_name_is(h, i, core_marker[k], core_marker_len[k])) {
+            c->at[k] = l->addr; /* the last such line, as the Python's dict keeps */
+            c->seen[k] = 1;
+        }
 }
 
 static int in_core_ranges(const kms_handle *h, uint64_t q)
@@ -1628,7 +1670,7 @@ static int in_core_ranges(const kms_handle *h, uint64_t q)
 }
 
 /* The address of the K-th line by address. */
-static uint64_t addr_at(const kms_handle *h, size_t k)
+static inline uint64_t addr_at(const kms_handle *h, size_t k)
 {
     return h->line[h->by_address[k]].addr;
 }
@@ -1649,47 +1691,89 @@ static size_t upper_bound_by_address(const kms_handle *h, uint64_t x)
     return lo;
 }
 
+/* resolver._core_ranges: where core lines answer (the kernel's is_ksym_addr()). */
+static void core_ranges(kms_handle *h, const struct core_seen *c)
+{
+    h->ncore_ranges = 0;
+    if (!c->any)
+        return;
+    h->core_range[0] = c->lowest;
+    h->core_range[1] = c->highest;
+    h->ncore_ranges = 1;
+    if (!c->seen[0] || c->seen[3])
+        return;
+    /* a core line that may answer past _etext (outside the init text when
+     * both its markers are seen): every symbol is listed */
+    int init = c->seen[1] && c->seen[2];
+    const uint64_t *at = c->at;
+    if (c->highest > at[0] && (!init || c->highest > at[2]))
+        return;
+    if (init) /* one below the init text? the lines just above _etext say */
+        for (size_t k = upper_bound_by_address(h, at[0]); k < h->n && addr_at(h, k) < at[1]; k++)
+            if (line_module(h, h->by_address[k]) == 0 && h->line[h->by_address[k]].answers)
+                return;
+    h->core_range[1] = at[0];
+    if (init) {
+        h->core_range[2] = at[1];
+        h->core_range[3] = at[2];
+        h->ncore_ranges = 2;
+    }
+}
+
 /*
  * Resolver._regions: every line's region, the end of each group's (a
  * loaded module's lines inside its core, as the kernel says, apart from
  * those outside it), the lines that may answer by address, and which
- * extents queries see.
+ * extents queries see.  The same pass notes which placed sections hold
+ * text, names each core line's object, and gathers the core ranges'.
  */
 static int regions(kms_handle *h, kms_error *err)
 {
-    size_t n = h->n, npseudo = 0;
+    size_t n = h->n, nmods = h->nmods, k = 0;
     const uint8_t *origin = h->mod_origin;
-    for (size_t i = 0; i < n; i++) {
-        struct line *l = &h->line[i];
-        uint32_t mod = line_module(h, i);
-        l->answers = l->type != 'A' &&
-                     !(mod && kms_is_mapping_symbol(line_name(h, i), l->name_len));
-        npseudo += origin[mod] == KMS_ORIGIN_PSEUDO;
-    }
-    size_t ngroups = 2 * (size_t)h->nmods + npseudo, k = 0;
-    uint64_t *highest = calloc(ngroups, sizeof *highest);
-    if (!highest || !ALLOC(h, region_end, ngroups)) {
+    struct core_seen core = {UINT64_MAX, 0, {0, 0, 0, 0}, {0, 0, 0, 0}, 0};
+    /* groups: two per module (inside its core, outside), then one per
+     * pseudo-module line (at most the lines not of the core) */
+    size_t most = 2 * nmods + (n - h->core_lines);
+    uint64_t *highest = malloc(most * sizeof *highest);
+    if (!highest || !(h->region_end = malloc(most * sizeof *h->region_end))) {
         free(highest);
         return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
     }
+    memset(highest, 0, 2 * nmods * sizeof *highest);
+    h->line_region = h->line_section; /* rewritten in place: a placed section stays */
     for (size_t i = 0; i < n; i++) {
         struct line *l = &h->line[i];
+        int32_t sec = h->line_section[i];
         uint32_t mod = line_module(h, i);
-        size_t g = origin[mod] == KMS_ORIGIN_PSEUDO
-                       ? 2 * (size_t)h->nmods + k++
-                       : 2 * (size_t)mod + (size_t)kms_modules_outside_core(&h->mods, mod, l->addr);
+        size_t g;
+        if (sec >= 0) {
+            if (l->type == 't' || l->type == 'T')
+                h->placed[sec] |= HOLDS_TEXT;
+            if (WHO_TAG(l->who) == WHO_CORE)
+                l->who = WHO(WHO_OBJECT, h->section_object[sec]);
+        }
+        l->answers = l->type != 'A' &&
+                     !(mod && kms_is_mapping_symbol(line_name(h, i), l->name_len));
+        if (origin[mod] == KMS_ORIGIN_PSEUDO) {
+            g = 2 * nmods + k++;
+            highest[g] = 0;
+        } else {
+            g = 2 * (size_t)mod + (size_t)kms_modules_outside_core(&h->mods, mod, l->addr);
+        }
         if (!l->answers)
             g = 1;
-        h->line_region[i] = h->line_section[i] >= 0 ? h->line_section[i] : -1 - (int32_t)g;
+        else if (mod == 0)
+            core_line(h, i, &core);
+        h->line_region[i] = sec >= 0 ? sec : -1 - (int32_t)g;
         if (l->addr > highest[g])
             highest[g] = l->addr;
     }
-    k = 0;
-    for (size_t g = 0; g < ngroups; g++) {
+    for (size_t g = 0; g < 2 * nmods + k; g++) {
         size_t above = upper_bound_by_address(h, highest[g]);
         uint64_t end = g < 2 ? highest[g] : above < n ? addr_at(h, above) - 1 : UINT64_MAX;
         uint64_t core_last;
-        int module = g >= 2 && g < 2 * (size_t)h->nmods && g % 2 == 0;
+        int module = g >= 2 && g < 2 * nmods && g % 2 == 0;
         if (module && kms_modules_core_last(&h->mods, (uint32_t)(g / 2), &core_last)) {
             if (core_last < end)
                 end = core_last; /* within its core, as the kernel says */
@@ -1697,20 +1781,14 @@ static int regions(kms_handle *h, kms_error *err)
                    highest[g] + 4095 < end) {
             end = highest[g] + 4095; /* the highest module, its end unknown: a page */
         }
+        /* a pseudo-module line (its group's only one) answers at most a page;
+         * wraps, as the Python's uint64 */
+        if (g >= 2 * nmods && highest[g] + 4095 < end)
+            end = highest[g] + 4095;
         h->region_end[g] = end;
     }
-    /* a pseudo-module line answers at most a page */
-    for (size_t i = 0; i < n; i++) {
-        const struct line *l = &h->line[i];
-        if (origin[line_module(h, i)] != KMS_ORIGIN_PSEUDO)
-            continue;
-        size_t g = 2 * (size_t)h->nmods + k++;
-        uint64_t page_end = l->addr + 4095; /* wraps, as the Python's uint64 */
-        if (page_end < h->region_end[g])
-            h->region_end[g] = page_end;
-    }
     free(highest);
-    core_ranges(h);
+    core_ranges(h, &core);
     /* the extents at or above the lowest core line that may answer */
     uint64_t lowest = h->ncore_ranges ? h->core_range[0] : 0;
     h->ext_first = (uint32_t)lower_bound(h->ext_start, h->next, lowest);
@@ -1721,24 +1799,12 @@ static int build_index(kms_handle *h, kms_error *err)
 {
     size_t n = h->n;
 
-    for (size_t i = 0; i < n; i++) { /* a matched line's size, binding, preference: take_entry */
-        struct line *l = &h->line[i];
-        if (h->line_section[i] >= 0 && (l->type == 't' || l->type == 'T'))
-            h->placed[h->line_section[i]] |= HOLDS_TEXT;
-        if (h->line_entry[i] < 0) {
-            l->binding = letter_binding(l->type);
-            l->prefer = letter_prefer(l->type);
-            l->size = -1;
-        }
-        if (WHO_TAG(l->who) == WHO_CORE && h->line_section[i] >= 0)
-            l->who = WHO(WHO_OBJECT, h->section_object[h->line_section[i]]);
-    }
     /* Padding (__pfx_/__cfi_) inside a placed section: its size is the
      * distance to the next distinct address above, if one of the (first 4)
      * lines there is the function it prefixes. */
     for (size_t k = 0; k < n; k++) {
         size_t i = h->by_address[k], nxt = k + 1;
-        if (h->line_entry[i] >= 0 || h->line_section[i] < 0 ||
+        if (h->line_matched[i] || h->line_section[i] < 0 ||
             !(has_prefix(h, i, "__pfx_") || has_prefix(h, i, "__cfi_")))
             continue;
         while (nxt < n && addr_at(h, nxt) == h->line[i].addr)
@@ -1750,7 +1816,8 @@ static int build_index(kms_handle *h, kms_error *err)
             if (addr_at(h, at) != addr_at(h, nxt))
                 break;
             if (line_name_is(h, h->by_address[at], line_name(h, i) + 6, h->line[i].name_len - 6)) {
-                h->line[i].size = (int64_t)(addr_at(h, nxt) - h->line[i].addr);
+                int64_t size = (int64_t)(addr_at(h, nxt) - h->line[i].addr);
+                h->line[i].size = size < 0 ? -1 : size; /* read as negative: unknown */
                 break;
             }
         }
@@ -1765,9 +1832,6 @@ static int build_index(kms_handle *h, kms_error *err)
             l->prefer = symbol_prefer(r->ko.typed, r->ko.binding);
         }
     }
-    for (size_t i = 0; i < n; i++) /* an entry's size read as negative is unknown */
-        if (h->line[i].size < 0)
-            h->line[i].size = -1;
     if (regions(h, err))
         return err ? err->code : KMS_E_NOMEM;
     /* A loaded module's line in a placed section of its .ko answers with the
@@ -1775,12 +1839,12 @@ static int build_index(kms_handle *h, kms_error *err)
     for (size_t k = 0; k < h->mods.nlines; k++) {
         uint32_t i = h->mods.line[k].line;
         if (h->mods.line[k].ko.extent >= 0)
-            h->line[i].who = WHO(WHO_OBJECT, h->section_object[h->line_section[i]]);
+            h->line[i].who = WHO(WHO_OBJECT, h->section_object[h->line_region[i]]);
     }
-    /* what only attribution needed */
-    free(h->line_entry);
-    free(h->line_section);
-    h->line_entry = h->line_section = NULL;
+    /* what only attribution needed (line_section's array lives on as line_region) */
+    free(h->line_matched);
+    h->line_matched = NULL;
+    h->line_section = NULL;
     return KMS_OK;
 }
 
@@ -2145,12 +2209,16 @@ static void free_build(kms_handle *h)
     h->mods.line = NULL;
     h->mods.extent = NULL;
     h->mods.nlines = h->mods.nextent = 0;
-    free(h->line_entry);
-    free(h->line_section);
+    free(h->line_matched);
+    if (h->line_section != h->line_region) /* regions() made one the other */
+        free(h->line_section);
     free(h->line_region);
     free(h->by_address);
     free(h->region_end);
-    h->line_entry = h->line_section = h->line_region = NULL;
+    free_anchors(h->anchors);
+    h->anchors = NULL;
+    h->line_matched = NULL;
+    h->line_section = h->line_region = NULL;
     h->by_address = NULL;
     h->region_end = NULL;
 }
@@ -2215,7 +2283,7 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
         fail(err, KMS_E_KALLSYMS, "%s: larger than 4 GiB: not a kallsyms file", source);
         goto bad;
     }
-    if (map_syms(h, syms_path, err) || parse_kallsyms(h, src, err))
+    if (map_syms(h, syms_path, err) || index_anchors(h, err) || parse_kallsyms(h, src, err))
         goto bad;
     if (live && check && check_live(h, syms_path, err))
         goto bad;
@@ -2225,8 +2293,7 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
              "kernel's build tree, or use kmodsyms' Python resolver", syms_path);
         goto bad;
     }
-    if (!ALLOC(h, line_entry, h->n) || !ALLOC(h, line_section, h->n) ||
-        !ALLOC(h, line_region, h->n) || sort_by_address(h)) {
+    if (!ALLOC(h, line_matched, h->n) || !ALLOC(h, line_section, h->n) || sort_by_address(h)) {
         fail(err, KMS_E_NOMEM, "out of memory indexing %s", source);
         goto bad;
     }
