@@ -1274,19 +1274,20 @@ static uint8_t symbol_prefer(int typed, uint8_t binding)
  * Entries by the key section << 32 | value (LinkedPlacement._entry_keys),
  * hashed: a line looks up its key's chain (each chain in entry order, as
  * the Python's stable sort keeps equal keys) rather than searching sorted
- * entries, and nothing is sorted.
+ * entries, and nothing is sorted.  A chain is compared in the symbol table
+ * itself, whose row of the entry taken is read anyway.
  */
-struct entry_node {
-    uint64_t key;
-    uint32_t name;       /* the entry's name offset (read here, not in the symbol table) */
-    uint32_t next;       /* the next entry of this bucket + 1, 0 for none */
-};
-
 struct entry_keys {
     uint32_t *head;      /* per bucket: its first entry + 1, 0 for none */
-    struct entry_node *node; /* per entry */
+    uint32_t *next;      /* per entry: the next of its bucket + 1, 0 for none */
     unsigned shift;      /* a key's bucket: its hash >> shift */
 };
+
+static inline uint64_t entry_key(const kms_handle *h, uint32_t s)
+{
+    const unsigned char *sy = ent(h, T_SYMBOLS, s);
+    return (uint64_t)le32(sy + SYM_SECTION) << 32 | le64(sy + SYM_VALUE);
+}
 
 static inline size_t key_bucket(const struct entry_keys *ek, uint64_t key)
 {
@@ -1303,10 +1304,11 @@ static inline uint64_t line_key(const kms_handle *h, size_t i, int32_t sec)
 }
 
 /* The first entry (+ 1) of KEY's chain from entry E (+ 1) on, 0 for none. */
-static inline uint32_t entry_with_key(const struct entry_keys *ek, uint32_t e, uint64_t key)
+static inline uint32_t entry_with_key(const kms_handle *h, const struct entry_keys *ek, uint32_t e,
+                                      uint64_t key)
 {
-    while (e && ek->node[e - 1].key != key)
-        e = ek->node[e - 1].next;
+    while (e && entry_key(h, e - 1) != key)
+        e = ek->next[e - 1];
     return e;
 }
 
@@ -1315,8 +1317,8 @@ static inline uint32_t entry_with_key(const struct entry_keys *ek, uint32_t e, u
 static int32_t entry_named(const kms_handle *h, const struct entry_keys *ek, size_t i,
                            uint32_t e, uint64_t key)
 {
-    for (e = entry_with_key(ek, e, key); e; e = entry_with_key(ek, ek->node[e - 1].next, key))
-        if (name_eq(h, i, ek->node[e - 1].name))
+    for (e = entry_with_key(h, ek, e, key); e; e = entry_with_key(h, ek, ek->next[e - 1], key))
+        if (name_eq(h, i, le32(ent(h, T_SYMBOLS, e - 1) + SYM_NAME)))
             return (int32_t)(e - 1);
     return NO;
 }
@@ -1343,13 +1345,47 @@ static inline void take_entry(kms_handle *h, size_t i, int32_t s)
     l->prefer = symbol_prefer(sy[SYM_TYPE] != 0, sy[SYM_BINDING]);
 }
 
-/* Lines whose entries are looked up together (attribute_lines). */
-#define BATCH 16
 #if defined(__GNUC__)
 #define PREFETCH(p) __builtin_prefetch(p)
 #else
 #define PREFETCH(p) ((void)(p))
 #endif
+
+/* A line's lookup of its entry, in steps LAG lines apart: LAG lines' reads
+ * of one step are under way together while others are done. */
+#define LAG 8
+#define LOOKUP_RING (4 * LAG)
+struct lookup {
+    size_t line;
+    uint64_t key;
+    uint32_t e;          /* its bucket's first entry + 1, then the first with its key + 1 */
+};
+
+/* The steps due once T lines of the TOTAL have been keyed (their buckets
+ * fetched): the bucket read (the row fetched) of line T - LAG, the key
+ * compared (the name fetched) of T - 2 LAG, the name compared and the
+ * entry taken of T - 3 LAG (1-based). */
+static void entry_lookup(kms_handle *h, const struct entry_keys *ek, struct lookup *ring, size_t t,
+                         size_t total)
+{
+    struct lookup *x;
+    if (t > LAG && t - LAG <= total) {
+        x = &ring[(t - LAG - 1) % LOOKUP_RING];
+        if ((x->e = ek->head[key_bucket(ek, x->key)]))
+            PREFETCH(ent(h, T_SYMBOLS, x->e - 1));
+    }
+    if (t > 2 * LAG && t - 2 * LAG <= total) {
+        x = &ring[(t - 2 * LAG - 1) % LOOKUP_RING];
+        if ((x->e = entry_with_key(h, ek, x->e, x->key)))
+            PREFETCH(str(h, le32(ent(h, T_SYMBOLS, x->e - 1) + SYM_NAME)));
+    }
+    if (t > 3 * LAG && t - 3 * LAG <= total) {
+        x = &ring[(t - 3 * LAG - 1) % LOOKUP_RING];
+        int32_t got = x->e ? entry_named(h, ek, x->line, x->e, x->key) : NO;
+        if (got >= 0)
+            take_entry(h, x->line, got);
+    }
+}
 
 /* Stable merge sort of entry indices by name (strcmp); TMP: room for N. */
 static void sort_by_name(const kms_handle *h, uint32_t *a, size_t n, uint32_t *tmp)
@@ -1395,7 +1431,7 @@ static int line_name_cmp(const kms_handle *h, size_t i, const char *name)
 static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
 {
     uint32_t nsym = h->count[T_SYMBOLS];
-    struct entry_keys ek = {NULL, NULL, 64};
+    struct entry_keys ek = {NULL, NULL, 63};
     struct keyed *ends = NULL;
     uint32_t *cand = NULL;
     const char **cand_name = NULL;
@@ -1405,69 +1441,49 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
         /* about a bucket per entry; the entries pushed in reverse order
          * leave each chain in entry order */
         size_t nbucket = 2;
-        ek.shift = 63;
         while (nbucket < nsym) {
             nbucket *= 2;
             ek.shift--;
         }
         if (!(ek.head = calloc(nbucket, sizeof *ek.head)) ||
-            !(ek.node = malloc((size_t)nsym * sizeof *ek.node))) {
+            !(ek.next = malloc((size_t)nsym * sizeof *ek.next))) {
             rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
             goto out;
         }
         for (uint32_t s = nsym; keyed && s-- > 0;) {
-            const unsigned char *sy = ent(h, T_SYMBOLS, s);
-            uint64_t value = le64(sy + SYM_VALUE);
-            struct entry_node *node = &ek.node[s];
+            uint64_t key = entry_key(h, s);
             /* the Python keys entries only when every value is below 2^32 */
-            keyed = value < (UINT64_C(1) << 32);
-            node->key = (uint64_t)le32(sy + SYM_SECTION) << 32 | value;
-            node->name = le32(sy + SYM_NAME);
-            size_t b = key_bucket(&ek, node->key);
-            node->next = ek.head[b];
+            keyed = le64(ent(h, T_SYMBOLS, s) + SYM_VALUE) < (UINT64_C(1) << 32);
+            size_t b = key_bucket(&ek, key);
+            ek.next[s] = ek.head[b];
             ek.head[b] = s + 1;
         }
     }
     for (size_t i = 0; i < h->n; i++)
         h->line_section[i] = NO;
     /* Lines in address order walk the extents (no search).  Their entries
-     * are read at random (bucket, entry, name, row): BATCH lines' are
-     * fetched a step at a time, each step's reads all under way at once,
-     * rather than waited for one by one. */
-    struct { size_t line; uint64_t key; uint32_t e; } batch[BATCH];
-    size_t nbatch = 0;
-    for (size_t k = 0, e = 0; k < h->n || nbatch; k++) {
-        if (k < h->n) {
-            size_t i = h->by_address[k];
-            while (e < h->next && h->ext_start[e] <= h->line[i].addr)
-                e++;
-            if (line_module(h, i) != 0 || e == 0 || h->line[i].addr >= h->ext[e - 1].end)
-                continue;
-            h->line_section[i] = (int32_t)h->ext[e - 1].sec;
-            if (!keyed)
-                continue;
-            batch[nbatch].line = i;
-            batch[nbatch].key = line_key(h, i, h->line_section[i]);
-            PREFETCH(&ek.head[key_bucket(&ek, batch[nbatch].key)]);
-            if (++nbatch < BATCH)
-                continue;
-        }
-        for (size_t b = 0; b < nbatch; b++)
-            if ((batch[b].e = ek.head[key_bucket(&ek, batch[b].key)]))
-                PREFETCH(&ek.node[batch[b].e - 1]);
-        for (size_t b = 0; b < nbatch; b++)
-            if ((batch[b].e = entry_with_key(&ek, batch[b].e, batch[b].key))) {
-                PREFETCH(str(h, ek.node[batch[b].e - 1].name));
-                PREFETCH(ent(h, T_SYMBOLS, batch[b].e - 1));
-            }
-        for (size_t b = 0; b < nbatch; b++) {
-            int32_t got = batch[b].e ? entry_named(h, &ek, batch[b].line, batch[b].e, batch[b].key)
-                                     : NO;
-            if (got >= 0)
-                take_entry(h, batch[b].line, got);
-        }
-        nbatch = 0;
+     * are read at random, a bucket, then a row, then a name: each line's
+     * reads are started LAG lines ahead of their use (entry_lookup). */
+    struct lookup ring[LOOKUP_RING];
+    size_t looked = 0;
+    for (size_t k = 0, e = 0; k < h->n; k++) {
+        size_t i = h->by_address[k];
+        while (e < h->next && h->ext_start[e] <= h->line[i].addr)
+            e++;
+        if (line_module(h, i) != 0 || e == 0 || h->line[i].addr >= h->ext[e - 1].end)
+            continue;
+        h->line_section[i] = (int32_t)h->ext[e - 1].sec;
+        if (!keyed)
+            continue;
+        struct lookup *x = &ring[looked % LOOKUP_RING];
+        x->line = i;
+        x->key = line_key(h, i, h->line_section[i]);
+        PREFETCH(&ek.head[key_bucket(&ek, x->key)]);
+        looked++;
+        entry_lookup(h, &ek, ring, looked, looked);
     }
+    for (size_t t = looked + 1; t <= looked + 3 * LAG; t++) /* the last lines' steps */
+        entry_lookup(h, &ek, ring, t, looked);
     /* Lines in no extent, at the end of placed sections ending there: the
      * sections by end (stably), each line tried against each in order; the
      * last match wins (the Python assigns all matches in turn). */
@@ -1475,20 +1491,15 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
         rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
         goto out;
     }
-    for (uint32_t k = 0; k < h->next; k++) {
-        ends[k].key = h->ext[k].end;
-        ends[k].idx = h->ext[k].sec;
+    /* the Python sorts the placed sections by end in section order: the
+     * extents' sections (placed, sized) taken in that order */
+    for (uint32_t sec = 0, k = 0; sec < h->count[T_SECTIONS] && k < h->next; sec++) {
+        uint64_t size = le64(ent(h, T_SECTIONS, sec) + SEC_SIZE);
+        if ((h->placed[sec] & PLACED) && size > 0) {
+            ends[k].key = h->section_base[sec] + size;
+            ends[k++].idx = sec;
+        }
     }
-    /* extents are by base then section; Python sorts the placed sections by
-     * end in section order: restore section order first, then sort by end */
-    for (uint32_t k = 0; k < h->next; k++)
-        ends[k].key = h->ext[k].sec;
-    if (sort_keyed(ends, h->next)) {
-        rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
-        goto out;
-    }
-    for (uint32_t k = 0; k < h->next; k++)
-        ends[k].key = h->section_base[ends[k].idx] + le64(ent(h, T_SECTIONS, ends[k].idx) + SEC_SIZE);
     if (sort_keyed(ends, h->next)) {
         rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
         goto out;
@@ -1599,7 +1610,7 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
     }
 out:
     free(ek.head);
-    free(ek.node);
+    free(ek.next);
     free(ends);
     free(cand);
     free((void *)cand_name);
