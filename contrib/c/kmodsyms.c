@@ -154,6 +154,7 @@ struct kms_handle {
     const char **mod_name;      /* [0] "vmlinux"; loaded and pseudo-modules */
     uint8_t *mod_origin;        /* KMS_ORIGIN_LOADABLE or _PSEUDO, per mod_name */
     size_t core_lines;
+    size_t unsorted_at;         /* the first line below the one before it, 0 for none */
 
     /* placement */
     uint64_t *section_base;
@@ -590,6 +591,7 @@ static int line_error(kms_error *err, const char *source, size_t lineno, const c
 struct parse {
     const char *source;
     size_t cap, names_len, names_cap, nonblank, width, modcap;
+    size_t rows_asked, names_asked; /* of huge pages (advise_huge) */
     int any_nonzero;
     uint64_t *tagh;     /* hash of each module's tag, for the first-seen map */
     uint32_t *tagoff;   /* each module's name in h->text ("[mod]" -> "mod") */
@@ -727,6 +729,8 @@ static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t 
         }
         if (names_room(h, ps, name_len + 1))
             return fail(err, KMS_E_NOMEM, "out of memory reading %s", source);
+        if (h->n && !h->unsorted_at && a < h->line[h->n - 1].addr)
+            h->unsorted_at = h->n;
         struct line *l = &h->line[h->n++];
         memcpy(h->text + ps->names_len, name, name_len);
         l->addr = a;
@@ -781,6 +785,28 @@ struct kallsyms_source {
 
 #define READ_BLOCK ((size_t)1 << 18)
 
+/*
+ * Huge pages (THP, where the kernel gives them on request) for the names
+ * and rows: each 2 MiB of them is then one page fault, not 512.  Asked for
+ * only where the text read so far predicts they will be filled (to 7/8 of
+ * the prediction, from the first untouched 2 MiB on): the rest stays in
+ * small pages, so that no more memory is held than they fill.
+ */
+#define HUGE_PAGE ((uintptr_t)1 << 21)
+static void advise_huge(void *base, size_t *asked, size_t used, uint64_t expect)
+{
+#ifdef MADV_HUGEPAGE
+    uintptr_t b = (uintptr_t)base;
+    size_t from = *asked > used ? *asked : used;
+    uintptr_t lo = (b + from + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    uintptr_t hi = (b + (uintptr_t)(expect / 8 * 7)) & ~(HUGE_PAGE - 1);
+    if (hi > lo && madvise((void *)lo, hi - lo, MADV_HUGEPAGE) == 0)
+        *asked = hi - b;
+#else
+    (void)base, (void)asked, (void)used, (void)expect;
+#endif
+}
+
 /* kmodsyms.kallsyms.Kallsyms._parse: the rows and names of every line. */
 static int parse_kallsyms(kms_handle *h, const struct kallsyms_source *src, kms_error *err)
 {
@@ -829,6 +855,12 @@ static int parse_kallsyms(kms_handle *h, const struct kallsyms_source *src, kms_
                 goto out;
             if (got == 0)
                 break;
+            if (total < src->len) { /* the rows and names of the whole file, at this rate */
+                uint64_t rows = (uint64_t)h->n * sizeof *h->line, left = src->len - total;
+                advise_huge(h->line, &ps.rows_asked, rows, rows + rows * left / total);
+                advise_huge(h->text, &ps.names_asked, ps.names_len,
+                            ps.names_len + (uint64_t)ps.names_len * left / total);
+            }
             memmove(block, block + used, have - used);
             have -= used;
             if (have == cap) { /* a line longer than the block */
@@ -1770,7 +1802,8 @@ static int regions(kms_handle *h, kms_error *err)
             g = 2 * nmods + k++;
             highest[g] = 0;
         } else {
-            g = 2 * (size_t)mod + (size_t)kms_modules_outside_core(&h->mods, mod, l->addr);
+            /* (the core kernel is no loaded module: it has no core to be outside) */
+            g = 2 * (size_t)mod + (size_t)(mod && kms_modules_outside_core(&h->mods, mod, l->addr));
         }
         if (!l->answers)
             g = 1;
@@ -2181,11 +2214,9 @@ static int check_live(const kms_handle *h, const char *syms_path, kms_error *err
  * room for them alone), then merged with it. */
 static int sort_by_address(kms_handle *h)
 {
-    size_t n = h->n, p = 1, m;
+    size_t n = h->n, p = h->unsorted_at ? h->unsorted_at : n, m;
     if (!ALLOC(h, by_address, n))
         return -1;
-    while (p < n && h->line[p].addr >= h->line[p - 1].addr)
-        p++;
     if (p >= n) {
         for (size_t i = 0; i < n; i++)
             h->by_address[i] = (uint32_t)i;
