@@ -1470,13 +1470,18 @@ static void entry_lookup(kms_handle *h, const struct entry_keys *ek, struct look
     struct lookup *x;
     if (t > LAG && t - LAG <= total) {
         x = &ring[(t - LAG - 1) % LOOKUP_RING];
-        if ((x->e = ek->head[key_bucket(ek, x->key)]))
+        if ((x->e = ek->head[key_bucket(ek, x->key)])) { /* both cache lines a row may span */
             PREFETCH(ent(h, T_SYMBOLS, x->e - 1));
+            PREFETCH(ent(h, T_SYMBOLS, x->e - 1) + entry_size[T_SYMBOLS] - 1);
+        }
     }
     if (t > 2 * LAG && t - 2 * LAG <= total) {
         x = &ring[(t - 2 * LAG - 1) % LOOKUP_RING];
-        if ((x->e = entry_with_key(h, ek, x->e, x->key)))
-            PREFETCH(str(h, le32(ent(h, T_SYMBOLS, x->e - 1) + SYM_NAME)));
+        if ((x->e = entry_with_key(h, ek, x->e, x->key))) { /* the name, as long as the line's */
+            const char *name = str(h, le32(ent(h, T_SYMBOLS, x->e - 1) + SYM_NAME));
+            PREFETCH(name);
+            PREFETCH((const void *)((uintptr_t)name + h->line[x->line].name_len)); /* (maybe past the table) */
+        }
     }
     if (t > 3 * LAG && t - 3 * LAG <= total) {
         x = &ring[(t - 3 * LAG - 1) % LOOKUP_RING];
@@ -1537,10 +1542,11 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
     int keyed = nsym > 0, rc = KMS_OK;
 
     if (keyed) {
-        /* about a bucket per entry; the entries pushed in reverse order
-         * leave each chain in entry order */
+        /* about two buckets per entry (a chain seldom holds another entry
+         * before the one looked for, whose row is read unfetched); the
+         * entries pushed in reverse order leave each chain in entry order */
         size_t nbucket = 2;
-        while (nbucket < nsym) {
+        while (nbucket < 2 * (size_t)nsym) {
             nbucket *= 2;
             ek.shift--;
         }
