@@ -998,13 +998,14 @@ struct keyed {
     uint32_t aux;   /* what the user of the sort keeps alongside */
 };
 
-/* Stable sort of A (N items) by key: natural merge sort, linear on sorted
- * input (kallsyms is mostly in address order).  TMP: room for N items. */
-static void merge_sort(struct keyed *a, size_t n, struct keyed *tmp)
+/* Stable sort of A (N items) by key: insertion for a few, else a radix
+ * sort, a byte of the key at a time from the least significant (a byte all
+ * keys share is skipped: kernel addresses share their top half).  TMP:
+ * room for N items. */
+static void stable_sort(struct keyed *a, size_t n, struct keyed *tmp)
 {
-    struct keyed *src = a, *dst = tmp;
-    size_t i, runs;
-    if (n <= 16) { /* a section's few entries: insertion, stable */
+    size_t i;
+    if (n <= 16) { /* a section's few entries */
         for (i = 1; i < n; i++) {
             struct keyed x = a[i];
             size_t j = i;
@@ -1018,26 +1019,27 @@ static void merge_sort(struct keyed *a, size_t n, struct keyed *tmp)
         ;
     if (i >= n)
         return;
-    do {
-        for (i = 0, runs = 0; i < n; runs++) {
-            size_t m = i + 1, e, p, q, o;
-            while (m < n && src[m].key >= src[m - 1].key)
-                m++;
-            e = m < n ? m + 1 : n;
-            while (e < n && src[e].key >= src[e - 1].key)
-                e++;
-            for (p = i, q = m, o = i; p < m && q < e;)
-                dst[o++] = src[q].key < src[p].key ? src[q++] : src[p++];
-            while (p < m)
-                dst[o++] = src[p++];
-            while (q < e)
-                dst[o++] = src[q++];
-            i = e;
+    size_t count[8][256];
+    memset(count, 0, sizeof count);
+    for (i = 0; i < n; i++)
+        for (int b = 0; b < 8; b++)
+            count[b][a[i].key >> 8 * b & 0xFF]++;
+    struct keyed *src = a, *dst = tmp;
+    for (int b = 0; b < 8; b++) {
+        size_t *at = count[b], sum = 0;
+        if (at[src[0].key >> 8 * b & 0xFF] == n)
+            continue;
+        for (int d = 0; d < 256; d++) { /* each digit's first place */
+            size_t c = at[d];
+            at[d] = sum;
+            sum += c;
         }
+        for (i = 0; i < n; i++)
+            dst[at[src[i].key >> 8 * b & 0xFF]++] = src[i];
         struct keyed *sw = src;
         src = dst;
         dst = sw;
-    } while (runs > 1);
+    }
     if (src != a)
         memcpy(a, src, n * sizeof *a);
 }
@@ -1055,7 +1057,7 @@ static int sort_keyed(struct keyed *a, size_t n)
     struct keyed *tmp = malloc(n * sizeof *tmp);
     if (!tmp)
         return -1;
-    merge_sort(a + p, n - p, tmp);
+    stable_sort(a + p, n - p, tmp);
     size_t i = 0, j = p, o = 0;
     while (i < p && j < n)
         tmp[o++] = a[j].key < a[i].key ? a[j++] : a[i++];
@@ -2303,7 +2305,7 @@ static int sort_by_address(kms_handle *h)
         rest[k].key = h->line[p + k].addr;
         rest[k].idx = (uint32_t)(p + k);
     }
-    merge_sort(rest, m, rest + m);
+    stable_sort(rest, m, rest + m);
     size_t i = 0, j = 0, o = 0;
     while (i < p && j < m)
         h->by_address[o++] = rest[j].key < h->line[i].addr ? rest[j++].idx : (uint32_t)i++;
