@@ -1539,10 +1539,15 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
     uint32_t nsym = h->count[T_SYMBOLS];
     struct entry_keys ek = {NULL, NULL, 63};
     struct keyed *ends = NULL;
-    uint32_t *cand = NULL;
+    uint32_t *cand = NULL, *loose = malloc((h->n ? h->n : 1) * sizeof *loose);
     const char **cand_name = NULL;
+    size_t nloose = 0;
     int keyed = nsym > 0, rc = KMS_OK;
 
+    if (!loose) {
+        rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
+        goto out;
+    }
     if (keyed) {
         /* about two buckets per entry (a chain seldom holds another entry
          * before the one looked for, whose row is read unfetched); the
@@ -1577,8 +1582,12 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
         size_t i = h->by_address[k];
         while (e < h->next && h->ext_start[e] <= h->line[i].addr)
             e++;
-        if (line_module(h, i) != 0 || e == 0 || h->line[i].addr >= h->ext[e - 1].end)
+        if (line_module(h, i) != 0)
             continue;
+        if (e == 0 || h->line[i].addr >= h->ext[e - 1].end) {
+            loose[nloose++] = (uint32_t)i; /* a core line in no extent */
+            continue;
+        }
         h->line_section[i] = (int32_t)h->ext[e - 1].sec;
         if (!keyed)
             continue;
@@ -1619,9 +1628,8 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
         }
         for (uint32_t k = 0; k < h->next; k++)
             end_key[k] = ends[k].key;
-        for (size_t i = 0; i < h->n; i++) {
-            if (line_module(h, i) != 0 || h->line_section[i] >= 0)
-                continue;
+        for (size_t k = 0; k < nloose; k++) {
+            size_t i = loose[k];
             int32_t got = NO;
             for (size_t j = lower_bound(end_key, h->next, h->line[i].addr);
                  j < h->next && end_key[j] == h->line[i].addr; j++) {
@@ -1665,8 +1673,9 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
             sort_by_name(h, cand, ncand, cand + nsym);
         for (c = 0; c < ncand; c++)
             cand_name[c] = sym_name(h, cand[c]);
-        for (size_t i = 0; i < h->n; i++) {
-            if (line_module(h, i) != 0 || h->line_section[i] >= 0)
+        for (size_t k = 0; k < nloose; k++) {
+            size_t i = loose[k];
+            if (h->line_section[i] >= 0)
                 continue;
             size_t lo = 0, hi = ncand;
             while (lo < hi) {
@@ -1721,6 +1730,7 @@ out:
     free(ends);
     free(cand);
     free((void *)cand_name);
+    free(loose);
     return rc;
 }
 
