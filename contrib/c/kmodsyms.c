@@ -513,10 +513,10 @@ struct anchor_line {
 
 /*
  * The core lines of each anchor's name (placement's votes), found in one
- * pass as kallsyms is read, in its order: each line that passes the filter
- * (a bit per hash of length and three bytes that an anchor of the same
- * could set) compared only with the anchors of its name's length (bucketed
- * by length; longer than MAX_BUCKET share the last).
+ * pass as kallsyms is read, in its order.  A line is compared only with the
+ * anchors of its name's length (bucketed by length; longer than MAX_BUCKET
+ * share the last), and only when its length and first, middle and last
+ * bytes hash to a bit of the filter that an anchor set.
  */
 #define MAX_BUCKET 512
 #define FILTER_BITS 14
@@ -995,7 +995,6 @@ static int line_name_is(const kms_handle *h, size_t i, const char *s, size_t len
 struct keyed {
     uint64_t key;
     uint32_t idx;
-    uint32_t aux;   /* what the user of the sort keeps alongside */
 };
 
 /* Stable sort of A (N items) by key: insertion for a few, else a radix
@@ -1479,10 +1478,11 @@ static void entry_lookup(kms_handle *h, const struct entry_keys *ek, struct look
     }
     if (t > 2 * LAG && t - 2 * LAG <= total) {
         x = &ring[(t - 2 * LAG - 1) % LOOKUP_RING];
-        if ((x->e = entry_with_key(h, ek, x->e, x->key))) { /* the name, as long as the line's */
+        if ((x->e = entry_with_key(h, ek, x->e, x->key))) {
+            /* the name, as long as the line's (its end may lie past the table) */
             const char *name = str(h, le32(ent(h, T_SYMBOLS, x->e - 1) + SYM_NAME));
             PREFETCH(name);
-            PREFETCH((const void *)((uintptr_t)name + h->line[x->line].name_len)); /* (maybe past the table) */
+            PREFETCH((const void *)((uintptr_t)name + h->line[x->line].name_len));
         }
     }
     if (t > 3 * LAG && t - 3 * LAG <= total) {
@@ -1764,8 +1764,11 @@ static int prefer_cmp(const kms_handle *h, uint32_t a, uint32_t b)
 /* resolver._core_ranges, what one pass over the lines gathers of the core
  * lines that may answer: their lowest and highest addresses, and where the
  * (last) line of each marker is. */
-static const char *const core_marker[4] = {"_etext", "_sinittext", "_einittext", "_end"};
-static const uint32_t core_marker_len[4] = {6, 10, 10, 4};
+#define MARKER(s) {s, sizeof s - 1}
+static const struct {
+    const char *name;
+    uint32_t len;
+} core_marker[4] = {MARKER("_etext"), MARKER("_sinittext"), MARKER("_einittext"), MARKER("_end")};
 
 struct core_seen {
     uint64_t lowest, highest, at[4];
@@ -1778,10 +1781,10 @@ static void core_line(const kms_handle *h, size_t i, struct core_seen *c)
     c->any = 1;
     c->lowest = l->addr < c->lowest ? l->addr : c->lowest;
     c->highest = l->addr > c->highest ? l->addr : c->highest;
-    if (l->name_len > 10 || h->text[l->name] != '_') /* no marker */
+    if (l->name_len > sizeof "_sinittext" - 1 || h->text[l->name] != '_') /* no marker */
         return;
     for (int k = 0; k < 4; k++)
-        if (line_name_is(h, i, core_marker[k], core_marker_len[k])) {
+        if (line_name_is(h, i, core_marker[k].name, core_marker[k].len)) {
             c->at[k] = l->addr; /* the last such line, as the Python's dict keeps */
             c->seen[k] = 1;
         }
