@@ -21,6 +21,9 @@
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h> /* crc32_clmul */
+#endif
 
 #define NO (-1)
 #ifndef MAP_POPULATE /* Linux's; elsewhere the pages fault in as read */
@@ -58,12 +61,12 @@ static const uint32_t entry_size[T_COUNT] = {1, 4, 4, 8, 16, 4, 40, 40, 16, 8};
 #define SYM_BINDING 33
 #define SHF_EXECINSTR 0x4u
 
-static uint32_t le32(const unsigned char *p)
+static inline uint32_t le32(const unsigned char *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-static uint64_t le64(const unsigned char *p)
+static inline uint64_t le64(const unsigned char *p)
 {
     return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
 }
@@ -180,6 +183,7 @@ struct kms_handle {
     const char **mod_name;      /* [0] "vmlinux"; loaded and pseudo-modules */
     uint8_t *mod_origin;        /* KMS_ORIGIN_LOADABLE or _PSEUDO, per mod_name */
     size_t core_lines;
+    size_t unsorted_at;         /* the first line below the one before it, 0 for none */
 
     /* placement */
     uint64_t *section_base;
@@ -220,21 +224,23 @@ struct kms_handle {
     struct kms_loaded mods;
 
     /* only while loading (freed once the index is built) */
-    int32_t *line_entry;        /* per line: dtrace_syms symbol the line is, or -1 */
+    uint8_t *line_matched;      /* per line: 1 when it is a dtrace_syms entry (take_entry) */
     int32_t *line_section;      /* per line: placed section holding it (or its entry's), -1 */
-    int32_t *line_region;       /* per line: its placed section, else -1 - its region group */
+    int32_t *line_region;       /* per line: its placed section, else -1 - its region group
+                                 * (regions() rewrites line_section's array into it) */
     uint32_t *by_address;       /* lines, stably sorted by address */
     uint64_t *region_end;       /* per region group (Resolver._regions) */
+    struct anchor_index *anchors; /* the anchors, and the core lines of their names */
 };
 
 static const char *const vmlinux_list[] = {"vmlinux"};
 
-static const unsigned char *ent(const kms_handle *h, int t, uint32_t i)
+static inline const unsigned char *ent(const kms_handle *h, int t, uint32_t i)
 {
     return h->table[t] + (size_t)i * entry_size[t];
 }
 
-static const char *str(const kms_handle *h, uint32_t off)
+static inline const char *str(const kms_handle *h, uint32_t off)
 {
     return (const char *)h->table[T_STRINGS] + off;
 }
@@ -272,10 +278,74 @@ static void crc_table(uint32_t tab[16][256])
             tab[k][i] = tab[0][tab[k - 1][i] & 0xFF] ^ (tab[k - 1][i] >> 8);
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define CRC_CLMUL 1
+/* The CRC state after N bytes at P (N a multiple of 16, at least 64) from
+ * state C, by carry-less multiplication: four 128-bit lanes folded 64 bytes
+ * at a time, then into one, then reduced (Gopal et al., "Fast CRC
+ * Computation for Generic Polynomials Using PCLMULQDQ", Intel 2009; the
+ * constants of the reflected ISO-HDLC polynomial, as zlib's). */
+__attribute__((target("pclmul,sse4.1")))
+static uint32_t crc32_clmul(const unsigned char *p, size_t n, uint32_t c)
+{
+    const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596, 0x0154442bd4);
+    const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009e, 0x01751997d0);
+    const __m128i k5k0 = _mm_set_epi64x(0, 0x0163cd6124);
+    const __m128i poly = _mm_set_epi64x(0x01f7011641, 0x01db710641);
+    const __m128i low32 = _mm_setr_epi32(~0, 0, ~0, 0);
+    __m128i x1 = _mm_loadu_si128((const __m128i *)p), x2 = _mm_loadu_si128((const __m128i *)(p + 16));
+    __m128i x3 = _mm_loadu_si128((const __m128i *)(p + 32)), x4 = _mm_loadu_si128((const __m128i *)(p + 48));
+    __m128i x5;
+    x1 = _mm_xor_si128(x1, _mm_cvtsi32_si128((int)c));
+    for (p += 64, n -= 64; n >= 64; p += 64, n -= 64) {
+        __m128i f1 = _mm_clmulepi64_si128(x1, k1k2, 0x00), f2 = _mm_clmulepi64_si128(x2, k1k2, 0x00);
+        __m128i f3 = _mm_clmulepi64_si128(x3, k1k2, 0x00), f4 = _mm_clmulepi64_si128(x4, k1k2, 0x00);
+        x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k1k2, 0x11), f1),
+                           _mm_loadu_si128((const __m128i *)p));
+        x2 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x2, k1k2, 0x11), f2),
+                           _mm_loadu_si128((const __m128i *)(p + 16)));
+        x3 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x3, k1k2, 0x11), f3),
+                           _mm_loadu_si128((const __m128i *)(p + 32)));
+        x4 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x4, k1k2, 0x11), f4),
+                           _mm_loadu_si128((const __m128i *)(p + 48)));
+    }
+    /* the four lanes into one, then the 16-byte blocks left */
+    x5 = _mm_clmulepi64_si128(x1, k3k4, 0x00);
+    x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k3k4, 0x11), x2), x5);
+    x5 = _mm_clmulepi64_si128(x1, k3k4, 0x00);
+    x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k3k4, 0x11), x3), x5);
+    x5 = _mm_clmulepi64_si128(x1, k3k4, 0x00);
+    x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k3k4, 0x11), x4), x5);
+    for (; n >= 16; p += 16, n -= 16) {
+        x5 = _mm_clmulepi64_si128(x1, k3k4, 0x00);
+        x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k3k4, 0x11),
+                                         _mm_loadu_si128((const __m128i *)p)), x5);
+    }
+    /* 128 bits to 64, then Barrett's reduction to 32 */
+    x2 = _mm_clmulepi64_si128(x1, k3k4, 0x10);
+    x1 = _mm_xor_si128(_mm_srli_si128(x1, 8), x2);
+    x2 = _mm_srli_si128(x1, 4);
+    x1 = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(x1, low32), k5k0, 0x00), x2);
+    x2 = _mm_clmulepi64_si128(_mm_and_si128(x1, low32), poly, 0x10);
+    x2 = _mm_clmulepi64_si128(_mm_and_si128(x2, low32), poly, 0x00);
+    x1 = _mm_xor_si128(x1, x2);
+    return (uint32_t)_mm_extract_epi32(x1, 1);
+}
+#endif
+
 static uint32_t crc32_bytes(const unsigned char *p, size_t n)
 {
     uint32_t tab[16][256];
     uint32_t c = 0xFFFFFFFFu;
+#ifdef CRC_CLMUL
+    /* where the processor has it, all whole 16-byte blocks at once */
+    if (n >= 64 && __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1")) {
+        size_t m = n & ~(size_t)15;
+        c = crc32_clmul(p, m, c);
+        p += m;
+        n -= m;
+    }
+#endif
     crc_table(tab);
     for (; n >= 16; n -= 16, p += 16) {
         uint32_t w0 = c ^ le32(p), w1 = le32(p + 4), w2 = le32(p + 8), w3 = le32(p + 12);
@@ -374,22 +444,26 @@ static int validate_syms(kms_handle *h, const char *path, kms_error *err)
         why = "section object out of range";
     else if (!in_range(h, T_SECTIONS, 4, h->count[T_SECNAMES]))
         why = "section name index out of range";
-    else if (!in_range(h, T_SYMBOLS, 0, nstr))
-        why = "symbol name out of range";
-    else if (!in_range(h, T_SYMBOLS, 4, h->count[T_MODSETS]))
-        why = "symbol module set out of range";
-    else if (!in_range(h, T_SYMBOLS, 8, h->count[T_OBJECTS]))
-        why = "symbol object out of range";
-    else if (!in_range(h, T_SYMBOLS, 12, h->count[T_SECTIONS]))
-        why = "symbol section out of range";
     else {
+        /* the symbols' five checks in one pass (the largest table): each
+         * failure noted, the first in the order above reported */
+        static const char *const sym_why[5] = {
+            "symbol name out of range", "symbol module set out of range",
+            "symbol object out of range", "symbol section out of range",
+            "symbol section belongs to another object"};
+        uint32_t nmodsets = h->count[T_MODSETS], nobj = h->count[T_OBJECTS];
+        uint32_t nsec = h->count[T_SECTIONS], bad = 0;
         for (uint32_t i = 0; i < h->count[T_SYMBOLS]; i++) {
             const unsigned char *s = ent(h, T_SYMBOLS, i);
-            if (le32(ent(h, T_SECTIONS, le32(s + SYM_SECTION)) + SEC_OBJECT) != le32(s + 8)) {
-                why = "symbol section belongs to another object";
-                break;
-            }
+            uint32_t sec = le32(s + SYM_SECTION), obj = le32(s + 8);
+            bad |= (uint32_t)(le32(s) >= nstr) | (uint32_t)(le32(s + 4) >= nmodsets) << 1 |
+                   (uint32_t)(obj >= nobj) << 2 | (uint32_t)(sec >= nsec) << 3;
+            if (sec < nsec && le32(ent(h, T_SECTIONS, sec) + SEC_OBJECT) != obj)
+                bad |= 1u << 4;
         }
+        for (int k = 0; !why && k < 5; k++)
+            if (bad >> k & 1)
+                why = sym_why[k];
     }
     if (why)
         ;
@@ -460,16 +534,123 @@ static int map_syms(kms_handle *h, const char *path, kms_error *err)
     return validate_syms(h, path, err);
 }
 
+/* ------------------------------------------------------------ anchors */
+
+struct anchor_line {
+    uint32_t anchor, line;
+};
+
+/*
+ * The core lines of each anchor's name (placement's votes), found in one
+ * pass as kallsyms is read, in its order.  A line is compared only with the
+ * anchors of its name's length (bucketed by length; longer than MAX_BUCKET
+ * share the last), and only when its length and first, middle and last
+ * bytes hash to a bit of the filter that an anchor set.
+ */
+#define MAX_BUCKET 512
+#define FILTER_BITS 14
+struct anchor_index {
+    uint64_t filter[(1u << FILTER_BITS) / 64];
+    const char **name;
+    size_t *len;
+    uint32_t *by_len;
+    uint32_t bucket[MAX_BUCKET + 2];
+    struct anchor_line *found;
+    size_t nfound, capfound;
+};
+
+static void free_anchors(struct anchor_index *ai)
+{
+    if (ai) {
+        free((void *)ai->name);
+        free(ai->len);
+        free(ai->by_len);
+        free(ai->found);
+        free(ai);
+    }
+}
+
+static inline uint32_t anchor_hash(const char *name, size_t len)
+{
+    uint64_t x = (uint64_t)len ^ (uint64_t)(unsigned char)name[0] << 32 ^
+                 (uint64_t)(unsigned char)name[len / 2] << 40 ^
+                 (uint64_t)(unsigned char)name[len - 1] << 48;
+    return (uint32_t)((x * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - FILTER_BITS));
+}
+
+/* The anchors bucketed by their names' lengths (h->anchors). */
+static int index_anchors(kms_handle *h, kms_error *err)
+{
+    uint32_t nanch = h->count[T_ANCHORS];
+    struct anchor_index *ai = h->anchors = calloc(1, sizeof *ai);
+    if (!ai || !(ai->name = malloc((nanch ? nanch : 1) * sizeof *ai->name)) ||
+        !(ai->len = malloc((nanch ? nanch : 1) * sizeof *ai->len)) ||
+        !(ai->by_len = malloc((nanch ? nanch : 1) * sizeof *ai->by_len)))
+        return fail(err, KMS_E_NOMEM, "out of memory reading anchors");
+    for (uint32_t a = 0; a < nanch; a++) {
+        const unsigned char *sym = ent(h, T_SYMBOLS, le32(ent(h, T_ANCHORS, a)));
+        ai->name[a] = str(h, le32(sym + SYM_NAME));
+        ai->len[a] = strlen(ai->name[a]);
+        if (ai->len[a]) { /* (no line's name is empty) */
+            uint32_t f = anchor_hash(ai->name[a], ai->len[a]);
+            ai->filter[f / 64] |= UINT64_C(1) << f % 64;
+        }
+        ai->bucket[(ai->len[a] < MAX_BUCKET ? ai->len[a] : MAX_BUCKET) + 1]++;
+    }
+    for (uint32_t b = 0; b <= MAX_BUCKET; b++)
+        ai->bucket[b + 1] += ai->bucket[b];
+    uint32_t fill[MAX_BUCKET + 1];
+    memcpy(fill, ai->bucket, sizeof fill);
+    for (uint32_t a = 0; a < nanch; a++)
+        ai->by_len[fill[ai->len[a] < MAX_BUCKET ? ai->len[a] : MAX_BUCKET]++] = a;
+    return KMS_OK;
+}
+
+/* Core line LINE, called NAME (LEN bytes): the anchors of its name; -1 out of memory. */
+static int find_anchors(struct anchor_index *ai, uint32_t line, const char *name, size_t len)
+{
+    size_t b = len < MAX_BUCKET ? len : MAX_BUCKET;
+    uint32_t f = anchor_hash(name, len);
+    if (!(ai->filter[f / 64] >> f % 64 & 1))
+        return 0;
+    for (uint32_t k = ai->bucket[b]; k < ai->bucket[b + 1]; k++) {
+        uint32_t a = ai->by_len[k];
+        if (ai->len[a] != len || ai->name[a][0] != name[0] || memcmp(name, ai->name[a], len) != 0)
+            continue;
+        if (ai->nfound == ai->capfound) {
+            size_t nc = ai->capfound ? 2 * ai->capfound : 64;
+            struct anchor_line *nf = realloc(ai->found, nc * sizeof *nf);
+            if (!nf)
+                return -1;
+            ai->found = nf;
+            ai->capfound = nc;
+        }
+        ai->found[ai->nfound].anchor = a;
+        ai->found[ai->nfound++].line = line;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------ kallsyms */
 
-/* Hex digit values, 0xFF for anything else. */
-static void hex_table(uint8_t tab[256])
+#define BYTES(b) (UINT64_C(0x0101010101010101) * (b)) /* B in each of 8 bytes */
+
+/* The value of the 8 hex digits at P, all at once; *BAD gets a nonzero bit
+ * when any is not one. */
+static inline uint32_t hex8(const char *p, uint64_t *bad)
 {
-    memset(tab, 0xFF, 256);
-    for (int c = 0; c < 10; c++)
-        tab['0' + c] = (uint8_t)c;
-    for (int c = 0; c < 6; c++)
-        tab['a' + c] = tab['A' + c] = (uint8_t)(10 + c);
+    uint64_t x = le64((const unsigned char *)p); /* byte k: p[k] */
+    /* ranges per byte: with the high bits off, no byte carries into the next */
+    uint64_t low = x & BYTES(0x7F), lower = (x | BYTES(0x20)) & BYTES(0x7F);
+    uint64_t digit = (low + BYTES(0x80 - '0')) & ~(low + BYTES(0x7F - '9'));
+    uint64_t letter = (lower + BYTES(0x80 - 'a')) & ~(lower + BYTES(0x7F - 'f'));
+    *bad |= (((digit | letter) & BYTES(0x80)) ^ BYTES(0x80)) | (x & BYTES(0x80));
+    /* each byte's digit ('a'-'f' and 'A'-'F' have bit 6: + 9), then the
+     * eight packed, p[0] the most significant */
+    uint64_t v = (x & BYTES(0x0F)) + 9 * ((x >> 6) & BYTES(0x01));
+    v = (v & UINT64_C(0x000F000F000F000F)) << 4 | (v >> 8 & UINT64_C(0x000F000F000F000F));
+    v = (v & UINT64_C(0x000000FF000000FF)) << 8 | (v >> 16 & UINT64_C(0x000000FF000000FF));
+    return (uint32_t)((v & 0xFFFF) << 16 | (v >> 32 & 0xFFFF));
 }
 
 static int is_space(unsigned char c) /* Python's bytes.strip() set */
@@ -506,11 +687,11 @@ static int line_error(kms_error *err, const char *source, size_t lineno, const c
 struct parse {
     const char *source;
     size_t cap, names_len, names_cap, nonblank, width, modcap;
+    size_t rows_asked, names_asked; /* of huge pages (advise_huge) */
     int any_nonzero;
     uint64_t *tagh;     /* hash of each module's tag, for the first-seen map */
     uint32_t *tagoff;   /* each module's name in h->text ("[mod]" -> "mod") */
     uint32_t *taglen;   /* its length */
-    uint8_t hex[256];
 };
 
 /* Room for NEED more bytes of names (and 8 spare, zeroed at the end). */
@@ -558,6 +739,20 @@ static uint32_t add_module(kms_handle *h, struct parse *ps, const char *t, size_
     return mod;
 }
 
+/* A line without an entry: its binding and preference from its letter
+ * (an upper-case letter ranks as global). */
+static uint8_t letter_binding(unsigned char c)
+{
+    if (c == 'w' || c == 'W' || c == 'v' || c == 'V')
+        return 2;
+    return c >= 'A' && c <= 'Z' ? 1 : 0;
+}
+
+static uint8_t letter_prefer(unsigned char c)
+{
+    return c >= 'A' && c <= 'Z' ? 2 : 0;
+}
+
 /* One line of kallsyms (LEN bytes without its "\n"; NL: one followed it),
  * as kmodsyms.kallsyms.Kallsyms._parse reads it. */
 static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t len, int nl,
@@ -581,15 +776,10 @@ static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t 
     if (len < width + 4)
         return line_error(err, source, ps->nonblank, "line too short for 'ADDRESS TYPE NAME'",
                           line, len);
-    uint64_t a = 0;
-    int ok = line[width] == ' ' && line[width + 2] == ' ';
-    uint8_t bad = 0;
-    for (size_t k = 0; k < width; k++) {
-        uint8_t v = ps->hex[(unsigned char)line[k]];
-        bad |= v;
-        a = a << 4 | (v & 15);
-    }
-    ok &= !(bad & 0xF0);
+    uint64_t bad = 0, a = hex8(line, &bad);
+    if (width == 16)
+        a = a << 32 | hex8(line + 8, &bad);
+    int ok = line[width] == ' ' && line[width + 2] == ' ' && !bad;
     unsigned char type = (unsigned char)line[width + 1];
     ok &= (type >= 'A' && type <= 'Z') || (type >= 'a' && type <= 'z') || type == '?';
     if (!ok)
@@ -635,6 +825,8 @@ static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t 
         }
         if (names_room(h, ps, name_len + 1))
             return fail(err, KMS_E_NOMEM, "out of memory reading %s", source);
+        if (h->n && !h->unsorted_at && a < h->line[h->n - 1].addr)
+            h->unsorted_at = h->n;
         struct line *l = &h->line[h->n++];
         memcpy(h->text + ps->names_len, name, name_len);
         l->addr = a;
@@ -643,11 +835,14 @@ static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t 
         l->name_len = (uint32_t)name_len;
         l->who = mod ? WHO(WHO_MODULE, mod) : WHO(WHO_CORE, 0);
         l->type = type;
-        l->binding = 0;
+        l->binding = letter_binding(type); /* an entry's (take_entry) or a .ko's replace these */
+        l->prefer = letter_prefer(type);
         l->answers = 0;
         ps->names_len += name_len;
         h->text[ps->names_len++] = 0;
         h->core_lines += mod == 0;
+        if (!mod && find_anchors(h->anchors, (uint32_t)(h->n - 1), name, name_len))
+            return fail(err, KMS_E_NOMEM, "out of memory reading %s", source);
     }
     return KMS_OK;
 }
@@ -686,6 +881,28 @@ struct kallsyms_source {
 
 #define READ_BLOCK ((size_t)1 << 18)
 
+/*
+ * Huge pages (THP, where the kernel gives them on request) for the names
+ * and rows: each 2 MiB of them is then one page fault, not 512.  Asked for
+ * only where the text read so far predicts they will be filled (to 7/8 of
+ * the prediction, from the first untouched 2 MiB on): the rest stays in
+ * small pages, so that no more memory is held than they fill.
+ */
+#define HUGE_PAGE ((uintptr_t)1 << 21)
+static void advise_huge(void *base, size_t *asked, size_t used, uint64_t expect)
+{
+#ifdef MADV_HUGEPAGE
+    uintptr_t b = (uintptr_t)base;
+    size_t from = *asked > used ? *asked : used;
+    uintptr_t lo = (b + from + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    uintptr_t hi = (b + (uintptr_t)(expect / 8 * 7)) & ~(HUGE_PAGE - 1);
+    if (hi > lo && madvise((void *)lo, hi - lo, MADV_HUGEPAGE) == 0)
+        *asked = hi - b;
+#else
+    (void)base, (void)asked, (void)used, (void)expect;
+#endif
+}
+
 /* kmodsyms.kallsyms.Kallsyms._parse: the rows and names of every line. */
 static int parse_kallsyms(kms_handle *h, const struct kallsyms_source *src, kms_error *err)
 {
@@ -695,7 +912,6 @@ static int parse_kallsyms(kms_handle *h, const struct kallsyms_source *src, kms_
     int rc;
 
     ps.source = src->name;
-    hex_table(ps.hex);
     h->nmods = 1;
     /* Room for the names and rows of EXPECT bytes of text, each line at
      * least 13: pages are touched only as rows and names fill them. */
@@ -735,6 +951,12 @@ static int parse_kallsyms(kms_handle *h, const struct kallsyms_source *src, kms_
                 goto out;
             if (got == 0)
                 break;
+            if (total < src->len) { /* the rows and names of the whole file, at this rate */
+                uint64_t rows = (uint64_t)h->n * sizeof *h->line, left = src->len - total;
+                advise_huge(h->line, &ps.rows_asked, rows, rows + rows * left / total);
+                advise_huge(h->text, &ps.names_asked, ps.names_len,
+                            ps.names_len + (uint64_t)ps.names_len * left / total);
+            }
             memmove(block, block + used, have - used);
             have -= used;
             if (have == cap) { /* a line longer than the block */
@@ -780,13 +1002,13 @@ out:
     return rc;
 }
 
-static const char *line_name(const kms_handle *h, size_t i)
+static inline const char *line_name(const kms_handle *h, size_t i)
 {
     return h->text + h->line[i].name;
 }
 
 /* The line's loaded or pseudo-module (index into mod_name), 0 for core. */
-static uint32_t line_module(const kms_handle *h, size_t i)
+static inline uint32_t line_module(const kms_handle *h, size_t i)
 {
     uint32_t w = h->line[i].who;
     return WHO_TAG(w) == WHO_MODULE ? WHO_INDEX(w) : 0;
@@ -802,16 +1024,16 @@ static int line_name_is(const kms_handle *h, size_t i, const char *s, size_t len
 struct keyed {
     uint64_t key;
     uint32_t idx;
-    uint32_t aux;   /* what the user of the sort keeps alongside */
 };
 
-/* Stable sort of A (N items) by key: natural merge sort, linear on sorted
- * input (kallsyms is mostly in address order).  TMP: room for N items. */
-static void merge_sort(struct keyed *a, size_t n, struct keyed *tmp)
+/* Stable sort of A (N items) by key: insertion for a few, else a radix
+ * sort, a byte of the key at a time from the least significant (a byte all
+ * keys share is skipped: kernel addresses share their top half).  TMP:
+ * room for N items. */
+static void stable_sort(struct keyed *a, size_t n, struct keyed *tmp)
 {
-    struct keyed *src = a, *dst = tmp;
-    size_t i, runs;
-    if (n <= 16) { /* a section's few entries: insertion, stable */
+    size_t i;
+    if (n <= 16) { /* a section's few entries */
         for (i = 1; i < n; i++) {
             struct keyed x = a[i];
             size_t j = i;
@@ -825,26 +1047,27 @@ static void merge_sort(struct keyed *a, size_t n, struct keyed *tmp)
         ;
     if (i >= n)
         return;
-    do {
-        for (i = 0, runs = 0; i < n; runs++) {
-            size_t m = i + 1, e, p, q, o;
-            while (m < n && src[m].key >= src[m - 1].key)
-                m++;
-            e = m < n ? m + 1 : n;
-            while (e < n && src[e].key >= src[e - 1].key)
-                e++;
-            for (p = i, q = m, o = i; p < m && q < e;)
-                dst[o++] = src[q].key < src[p].key ? src[q++] : src[p++];
-            while (p < m)
-                dst[o++] = src[p++];
-            while (q < e)
-                dst[o++] = src[q++];
-            i = e;
+    size_t count[8][256];
+    memset(count, 0, sizeof count);
+    for (i = 0; i < n; i++)
+        for (int b = 0; b < 8; b++)
+            count[b][a[i].key >> 8 * b & 0xFF]++;
+    struct keyed *src = a, *dst = tmp;
+    for (int b = 0; b < 8; b++) {
+        size_t *at = count[b], sum = 0;
+        if (at[src[0].key >> 8 * b & 0xFF] == n)
+            continue;
+        for (int d = 0; d < 256; d++) { /* each digit's first place */
+            size_t c = at[d];
+            at[d] = sum;
+            sum += c;
         }
+        for (i = 0; i < n; i++)
+            dst[at[src[i].key >> 8 * b & 0xFF]++] = src[i];
         struct keyed *sw = src;
         src = dst;
         dst = sw;
-    } while (runs > 1);
+    }
     if (src != a)
         memcpy(a, src, n * sizeof *a);
 }
@@ -862,7 +1085,7 @@ static int sort_keyed(struct keyed *a, size_t n)
     struct keyed *tmp = malloc(n * sizeof *tmp);
     if (!tmp)
         return -1;
-    merge_sort(a + p, n - p, tmp);
+    stable_sort(a + p, n - p, tmp);
     size_t i = 0, j = p, o = 0;
     while (i < p && j < n)
         tmp[o++] = a[j].key < a[i].key ? a[j++] : a[i++];
@@ -892,12 +1115,27 @@ static size_t lower_bound(const uint64_t *v, size_t n, uint64_t x)
 
 /* ------------------------------------------------------------ names */
 
-/* Whether line I is called NAME (NUL-terminated, read no further than its NUL). */
-static int name_eq(const kms_handle *h, size_t i, const char *name)
+/* Whether line I is called the string at OFF of the string table (read no
+ * further than its NUL, or within the table).  A line's name may hold a
+ * NUL: then it differs, as the string would end there. */
+static inline int name_eq(const kms_handle *h, size_t i, uint32_t off)
 {
-    uint32_t len = h->line[i].name_len;
-    /* strnlen first: NAME is read no further than its NUL */
-    return strnlen(name, (size_t)len + 1) == len && memcmp(name, line_name(h, i), len) == 0;
+    const char *name = str(h, off), *l = line_name(h, i);
+    uint32_t len = h->line[i].name_len, k = 0;
+    /* eight bytes at a time while they lie within the table (the string
+     * may end sooner: a NUL among them ends the comparison) */
+    if ((uint64_t)off + len < h->count[T_STRINGS]) {
+        for (; k + 8 <= len; k += 8) {
+            uint64_t x, y;
+            memcpy(&x, name + k, 8);
+            memcpy(&y, l + k, 8);
+            if (x != y || ((x - UINT64_C(0x0101010101010101)) & ~x & UINT64_C(0x8080808080808080)))
+                return 0; /* differs, or the string ends here */
+        }
+    }
+    while (k < len && name[k] == l[k] && name[k])
+        k++;
+    return k == len && name[len] == 0;
 }
 
 /* Lines called NAME (LEN bytes), in kallsyms order: call FN(line) for each
@@ -939,10 +1177,6 @@ static int anchor_usable(const kms_handle *h, uint32_t a)
            NO_ADDRESS;
 }
 
-struct anchor_line {
-    uint32_t anchor, line;
-};
-
 /*
  * LinkedPlacement._shift_segments: each segment's shift is the one most of
  * its anchors' core lines vote for (ties: the lowest); each anchor is then
@@ -959,69 +1193,21 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
     uint32_t nsec = h->count[T_SECTIONS];
     uint64_t *shift = calloc(nseg ? nseg : 1, sizeof *shift);
     uint8_t *known = calloc(nseg ? nseg : 1, 1);
-    size_t *anchor_len = malloc((nanch ? nanch : 1) * sizeof *anchor_len);
-    const char **anchor_name = NULL;
-    uint32_t *by_len = NULL;
-    uint8_t *usable = NULL;
+    uint8_t *usable = malloc(nanch ? nanch : 1);
     uint32_t *order = malloc((nseg ? nseg : 1) * sizeof *order);
-    struct anchor_line *found = NULL;
-    size_t nfound = 0, capfound = 0;
+    const struct anchor_line *found = h->anchors->found;
+    size_t nfound = h->anchors->nfound;
     uint32_t verified = 0, misplaced = 0, absent = 0, absent_functions = 0;
     const char *example_absent = "";
     int rc = KMS_OK;
 
-    if (!shift || !known || !anchor_len || !order ||
-        !ALLOC(h, section_base, nsec)) {
+    if (!shift || !known || !usable || !order || !ALLOC(h, section_base, nsec)) {
         rc = fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
         goto out;
     }
-    /* The core lines of each anchor's name, in kallsyms order: one pass,
-     * each line compared only with the anchors of its name's length
-     * (anchors bucketed by length; longer than MAX_BUCKET share the last). */
-#define MAX_BUCKET 512
-    uint32_t bucket[MAX_BUCKET + 2] = {0};
-    if (!(anchor_name = malloc((nanch ? nanch : 1) * sizeof *anchor_name)) ||
-        !(by_len = malloc((nanch ? nanch : 1) * sizeof *by_len)) ||
-        !(usable = malloc(nanch ? nanch : 1))) {
-        rc = fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
-        goto out;
-    }
-    for (uint32_t a = 0; a < nanch; a++) {
-        usable[a] = (uint8_t)anchor_usable(h, a);
-        anchor_name[a] = sym_name(h, le32(ent(h, T_ANCHORS, a)));
-        anchor_len[a] = strlen(anchor_name[a]);
-        bucket[(anchor_len[a] < MAX_BUCKET ? anchor_len[a] : MAX_BUCKET) + 1]++;
-    }
-    for (uint32_t b = 0; b <= MAX_BUCKET; b++)
-        bucket[b + 1] += bucket[b];
-    uint32_t fill[MAX_BUCKET + 1];
-    memcpy(fill, bucket, sizeof fill);
+    /* the core lines of each anchor's name were found as kallsyms was read */
     for (uint32_t a = 0; a < nanch; a++)
-        by_len[fill[anchor_len[a] < MAX_BUCKET ? anchor_len[a] : MAX_BUCKET]++] = a;
-    for (size_t i = 0; i < h->n; i++) {
-        uint32_t len = h->line[i].name_len, b = len < MAX_BUCKET ? len : MAX_BUCKET;
-        if (line_module(h, i) != 0 || bucket[b] == bucket[b + 1])
-            continue;
-        const char *name = line_name(h, i);
-        for (uint32_t k = bucket[b]; k < bucket[b + 1]; k++) {
-            uint32_t a = by_len[k];
-            if (anchor_len[a] != len || anchor_name[a][0] != name[0] ||
-                memcmp(name, anchor_name[a], len) != 0)
-                continue;
-            if (nfound == capfound) {
-                size_t nc = capfound ? 2 * capfound : 64;
-                struct anchor_line *nf = realloc(found, nc * sizeof *nf);
-                if (!nf) {
-                    rc = fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
-                    goto out;
-                }
-                found = nf;
-                capfound = nc;
-            }
-            found[nfound].anchor = a;
-            found[nfound++].line = (uint32_t)i;
-        }
-    }
+        usable[a] = (uint8_t)anchor_usable(h, a);
     for (uint32_t seg = 0; seg < nseg; seg++) {
         /* votes: each anchor once for each distinct shift its lines imply */
         size_t nvotes = 0, cap = 0;
@@ -1201,36 +1387,69 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
 out:
     free(shift);
     free(known);
-    free(anchor_len);
-    free((void *)anchor_name);
-    free(by_len);
     free(usable);
     free(order);
-    free(found);
     return rc;
 }
 
-/* Entries by the key section << 32 | value (LinkedPlacement._entry_keys). */
+/* What prefer_cmp weighs after the size: a typed symbol (STT_* != 0) over
+ * none, then global over weak over local. */
+static uint8_t symbol_prefer(int typed, uint8_t binding)
+{
+    return (uint8_t)((typed != 0) << 2 | (binding == 1 ? 2 : binding == 2 ? 1 : 0));
+}
+
+/*
+ * Entries by the key section << 32 | value (LinkedPlacement._entry_keys),
+ * hashed: a line looks up its key's chain (each chain in entry order, as
+ * the Python's stable sort keeps equal keys) rather than searching sorted
+ * entries, and nothing is sorted.  A chain is compared in the symbol table
+ * itself, whose row of the entry taken is read anyway.
+ */
 struct entry_keys {
-    struct keyed *k;     /* key; idx: the entry; aux: its name offset (read here, not in
-                          * the symbol table) */
-    uint32_t *sec_end;   /* end of each section's slice */
-    uint32_t n, nsec;
+    uint32_t *head;      /* per bucket: its first entry + 1, 0 for none */
+    uint32_t *next;      /* per entry: the next of its bucket + 1, 0 for none */
+    unsigned shift;      /* a key's bucket: its hash >> shift */
 };
 
-static size_t keyed_lower_bound(const struct keyed *v, size_t n, uint64_t x)
+static inline uint64_t entry_key(const kms_handle *h, uint32_t s)
 {
-    size_t lo = 0;
-    while (n > 0) {
-        size_t half = n / 2;
-        if (v[lo + half].key < x) {
-            lo += half + 1;
-            n -= half + 1;
-        } else {
-            n = half;
-        }
-    }
-    return lo;
+    const unsigned char *sy = ent(h, T_SYMBOLS, s);
+    return (uint64_t)le32(sy + SYM_SECTION) << 32 | le64(sy + SYM_VALUE);
+}
+
+static inline size_t key_bucket(const struct entry_keys *ek, uint64_t key)
+{
+    return (size_t)((key * UINT64_C(0x9E3779B97F4A7C15)) >> ek->shift);
+}
+
+/* The key of line I in SEC.  An offset below 2^32 keys within the
+ * section's own entries; a larger one (a section of 4 GiB or more:
+ * damaged) ORs into the section bits, as the Python's key does, and
+ * matches whatever entry has that key. */
+static inline uint64_t line_key(const kms_handle *h, size_t i, int32_t sec)
+{
+    return (uint64_t)sec << 32 | (h->line[i].addr - h->section_base[sec]);
+}
+
+/* The first entry (+ 1) of KEY's chain from entry E (+ 1) on, 0 for none. */
+static inline uint32_t entry_with_key(const kms_handle *h, const struct entry_keys *ek, uint32_t e,
+                                      uint64_t key)
+{
+    while (e && entry_key(h, e - 1) != key)
+        e = ek->next[e - 1];
+    return e;
+}
+
+/* Of the entries with KEY from entry E (+ 1) on, the first with line I's
+ * name, or -1. */
+static int32_t entry_named(const kms_handle *h, const struct entry_keys *ek, size_t i,
+                           uint32_t e, uint64_t key)
+{
+    for (e = entry_with_key(h, ek, e, key); e; e = entry_with_key(h, ek, ek->next[e - 1], key))
+        if (name_eq(h, i, le32(ent(h, T_SYMBOLS, e - 1) + SYM_NAME)))
+            return (int32_t)(e - 1);
+    return NO;
 }
 
 /* LinkedPlacement._match_entries for one line and section: the entry of SEC
@@ -1238,20 +1457,69 @@ static size_t keyed_lower_bound(const struct keyed *v, size_t n, uint64_t x)
 static int32_t match_entry(const kms_handle *h, const struct entry_keys *ek, size_t i,
                            int32_t sec)
 {
-    uint64_t off = h->line[i].addr - h->section_base[sec];
-    uint64_t k = (uint64_t)sec << 32 | off;
-    /* An offset below 2^32 keys within the section's own slice; a larger
-     * one (a section of 4 GiB or more: damaged) ORs into the section bits,
-     * as the Python's key does, and is searched for everywhere. */
-    size_t from = off >> 32 ? 0 : (sec ? ek->sec_end[sec - 1] : 0);
-    size_t to = off >> 32 ? ek->n : ek->sec_end[sec];
-    size_t lo = from + keyed_lower_bound(ek->k + from, to - from, k), hi = lo;
-    while (hi < ek->n && ek->k[hi].key == k)
-        hi++;
-    for (size_t j = lo; j < hi; j++)
-        if (name_eq(h, i, str(h, ek->k[j].aux)))
-            return (int32_t)ek->k[j].idx;
-    return NO;
+    uint64_t key = line_key(h, i, sec);
+    return entry_named(h, ek, i, ek->head[key_bucket(ek, key)], key);
+}
+
+/* Line I is entry S: what the index needs of the entry (size, binding,
+ * preference) is read now, while its row is at hand. */
+static inline void take_entry(kms_handle *h, size_t i, int32_t s)
+{
+    const unsigned char *sy = ent(h, T_SYMBOLS, (uint32_t)s);
+    struct line *l = &h->line[i];
+    int64_t size = (int64_t)le64(sy + SYM_SIZE);
+    h->line_matched[i] = 1;
+    l->size = size < 0 ? -1 : size; /* read as negative: unknown */
+    l->binding = sy[SYM_BINDING] <= 2 ? sy[SYM_BINDING] : KMS_BINDING_UNKNOWN;
+    l->prefer = symbol_prefer(sy[SYM_TYPE] != 0, sy[SYM_BINDING]);
+}
+
+#if defined(__GNUC__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void)(p))
+#endif
+
+/* A line's lookup of its entry, in steps LAG lines apart: LAG lines' reads
+ * of one step are under way together while others are done. */
+#define LAG 8
+#define LOOKUP_RING (4 * LAG)
+struct lookup {
+    size_t line;
+    uint64_t key;
+    uint32_t e;          /* its bucket's first entry + 1, then the first with its key + 1 */
+};
+
+/* The steps due once T lines of the TOTAL have been keyed (their buckets
+ * fetched): the bucket read (the row fetched) of line T - LAG, the key
+ * compared (the name fetched) of T - 2 LAG, the name compared and the
+ * entry taken of T - 3 LAG (1-based). */
+static void entry_lookup(kms_handle *h, const struct entry_keys *ek, struct lookup *ring, size_t t,
+                         size_t total)
+{
+    struct lookup *x;
+    if (t > LAG && t - LAG <= total) {
+        x = &ring[(t - LAG - 1) % LOOKUP_RING];
+        if ((x->e = ek->head[key_bucket(ek, x->key)])) { /* both cache lines a row may span */
+            PREFETCH(ent(h, T_SYMBOLS, x->e - 1));
+            PREFETCH(ent(h, T_SYMBOLS, x->e - 1) + entry_size[T_SYMBOLS] - 1);
+        }
+    }
+    if (t > 2 * LAG && t - 2 * LAG <= total) {
+        x = &ring[(t - 2 * LAG - 1) % LOOKUP_RING];
+        if ((x->e = entry_with_key(h, ek, x->e, x->key))) {
+            /* the name, as long as the line's (its end may lie past the table) */
+            const char *name = str(h, le32(ent(h, T_SYMBOLS, x->e - 1) + SYM_NAME));
+            PREFETCH(name);
+            PREFETCH((const void *)((uintptr_t)name + h->line[x->line].name_len));
+        }
+    }
+    if (t > 3 * LAG && t - 3 * LAG <= total) {
+        x = &ring[(t - 3 * LAG - 1) % LOOKUP_RING];
+        int32_t got = x->e ? entry_named(h, ek, x->line, x->e, x->key) : NO;
+        if (got >= 0)
+            take_entry(h, x->line, got);
+    }
 }
 
 /* Stable merge sort of entry indices by name (strcmp); TMP: room for N. */
@@ -1297,60 +1565,70 @@ static int line_name_cmp(const kms_handle *h, size_t i, const char *name)
  */
 static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
 {
-    uint32_t nsym = h->count[T_SYMBOLS], nsec = h->count[T_SECTIONS];
-    struct entry_keys ek = {NULL, NULL, nsym, nsec};
+    uint32_t nsym = h->count[T_SYMBOLS];
+    struct entry_keys ek = {NULL, NULL, 63};
     struct keyed *ends = NULL;
-    uint32_t *cand = NULL;
+    uint32_t *cand = NULL, *loose = malloc((h->n ? h->n : 1) * sizeof *loose);
     const char **cand_name = NULL;
+    size_t nloose = 0;
     int keyed = nsym > 0, rc = KMS_OK;
 
-    for (uint32_t s = 0; s < nsym && keyed; s++)
-        keyed = le64(ent(h, T_SYMBOLS, s) + SYM_VALUE) < (UINT64_C(1) << 32);
+    if (!loose) {
+        rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
+        goto out;
+    }
     if (keyed) {
-        /* a counting sort by section, then each section's entries by value, stably */
-        struct keyed *ks = ek.k = malloc((size_t)nsym * sizeof *ks), *tmp = NULL;
-        if (!ks || !(ek.sec_end = calloc((size_t)nsec + 1, sizeof *ek.sec_end))) {
+        /* about two buckets per entry (a chain seldom holds another entry
+         * before the one looked for, whose row is read unfetched); the
+         * entries pushed in reverse order leave each chain in entry order */
+        size_t nbucket = 2;
+        while (nbucket < 2 * (size_t)nsym) {
+            nbucket *= 2;
+            ek.shift--;
+        }
+        if (!(ek.head = calloc(nbucket, sizeof *ek.head)) ||
+            !(ek.next = malloc((size_t)nsym * sizeof *ek.next))) {
             rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
             goto out;
         }
-        uint32_t *start = ek.sec_end; /* counts, then starts, then ends */
-        for (uint32_t s = 0; s < nsym; s++)
-            start[le32(ent(h, T_SYMBOLS, s) + SYM_SECTION) + 1]++;
-        for (uint32_t c = 0; c < nsec; c++)
-            start[c + 1] += start[c];
-        for (uint32_t s = 0; s < nsym; s++) {
-            const unsigned char *sy = ent(h, T_SYMBOLS, s);
-            uint32_t c = le32(sy + SYM_SECTION);
-            struct keyed *k = &ks[start[c]++];
-            k->key = (uint64_t)c << 32 | le64(sy + SYM_VALUE);
-            k->idx = s;
-            k->aux = le32(sy + SYM_NAME);
+        for (uint32_t s = nsym; keyed && s-- > 0;) {
+            uint64_t key = entry_key(h, s);
+            /* the Python keys entries only when every value is below 2^32 */
+            keyed = le64(ent(h, T_SYMBOLS, s) + SYM_VALUE) < (UINT64_C(1) << 32);
+            size_t b = key_bucket(&ek, key);
+            ek.next[s] = ek.head[b];
+            ek.head[b] = s + 1;
         }
-        uint32_t widest = 0;
-        for (uint32_t c = 0, lo = 0; c < nsec; lo = ek.sec_end[c++])
-            if (ek.sec_end[c] - lo > widest)
-                widest = ek.sec_end[c] - lo;
-        if (!(tmp = malloc((widest ? widest : 1) * sizeof *tmp))) {
-            rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
-            goto out;
-        }
-        for (uint32_t c = 0, lo = 0; c < nsec; lo = ek.sec_end[c++])
-            merge_sort(ks + lo, ek.sec_end[c] - lo, tmp);
-        free(tmp);
     }
     for (size_t i = 0; i < h->n; i++)
-        h->line_entry[i] = h->line_section[i] = NO;
-    /* Lines in address order walk the extents (no search). */
+        h->line_section[i] = NO;
+    /* Lines in address order walk the extents (no search).  Their entries
+     * are read at random, a bucket, then a row, then a name: each line's
+     * reads are started LAG lines ahead of their use (entry_lookup). */
+    struct lookup ring[LOOKUP_RING];
+    size_t looked = 0;
     for (size_t k = 0, e = 0; k < h->n; k++) {
         size_t i = h->by_address[k];
         while (e < h->next && h->ext_start[e] <= h->line[i].addr)
             e++;
-        if (line_module(h, i) != 0 || e == 0 || h->line[i].addr >= h->ext[e - 1].end)
+        if (line_module(h, i) != 0)
             continue;
+        if (e == 0 || h->line[i].addr >= h->ext[e - 1].end) {
+            loose[nloose++] = (uint32_t)i; /* a core line in no extent */
+            continue;
+        }
         h->line_section[i] = (int32_t)h->ext[e - 1].sec;
-        if (keyed)
-            h->line_entry[i] = match_entry(h, &ek, i, h->line_section[i]);
+        if (!keyed)
+            continue;
+        struct lookup *x = &ring[looked % LOOKUP_RING];
+        x->line = i;
+        x->key = line_key(h, i, h->line_section[i]);
+        PREFETCH(&ek.head[key_bucket(&ek, x->key)]);
+        looked++;
+        entry_lookup(h, &ek, ring, looked, looked);
     }
+    for (size_t t = looked + 1; t <= looked + 3 * LAG; t++) /* the last lines' steps */
+        entry_lookup(h, &ek, ring, t, looked);
     /* Lines in no extent, at the end of placed sections ending there: the
      * sections by end (stably), each line tried against each in order; the
      * last match wins (the Python assigns all matches in turn). */
@@ -1358,20 +1636,15 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
         rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
         goto out;
     }
-    for (uint32_t k = 0; k < h->next; k++) {
-        ends[k].key = h->ext[k].end;
-        ends[k].idx = h->ext[k].sec;
+    /* the Python sorts the placed sections by end in section order: the
+     * extents' sections (placed, sized) taken in that order */
+    for (uint32_t sec = 0, k = 0; sec < h->count[T_SECTIONS] && k < h->next; sec++) {
+        uint64_t size = le64(ent(h, T_SECTIONS, sec) + SEC_SIZE);
+        if ((h->placed[sec] & PLACED) && size > 0) {
+            ends[k].key = h->section_base[sec] + size;
+            ends[k++].idx = sec;
+        }
     }
-    /* extents are by base then section; Python sorts the placed sections by
-     * end in section order: restore section order first, then sort by end */
-    for (uint32_t k = 0; k < h->next; k++)
-        ends[k].key = h->ext[k].sec;
-    if (sort_keyed(ends, h->next)) {
-        rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
-        goto out;
-    }
-    for (uint32_t k = 0; k < h->next; k++)
-        ends[k].key = h->section_base[ends[k].idx] + le64(ent(h, T_SECTIONS, ends[k].idx) + SEC_SIZE);
     if (sort_keyed(ends, h->next)) {
         rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
         goto out;
@@ -1384,9 +1657,8 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
         }
         for (uint32_t k = 0; k < h->next; k++)
             end_key[k] = ends[k].key;
-        for (size_t i = 0; i < h->n; i++) {
-            if (line_module(h, i) != 0 || h->line_section[i] >= 0)
-                continue;
+        for (size_t k = 0; k < nloose; k++) {
+            size_t i = loose[k];
             int32_t got = NO;
             for (size_t j = lower_bound(end_key, h->next, h->line[i].addr);
                  j < h->next && end_key[j] == h->line[i].addr; j++) {
@@ -1395,7 +1667,7 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
                     got = m;
             }
             if (got >= 0) {
-                h->line_entry[i] = got;
+                take_entry(h, i, got);
                 h->line_section[i] = (int32_t)le32(ent(h, T_SYMBOLS, (uint32_t)got) + SYM_SECTION);
             }
         }
@@ -1430,8 +1702,9 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
             sort_by_name(h, cand, ncand, cand + nsym);
         for (c = 0; c < ncand; c++)
             cand_name[c] = sym_name(h, cand[c]);
-        for (size_t i = 0; i < h->n; i++) {
-            if (line_module(h, i) != 0 || h->line_section[i] >= 0)
+        for (size_t k = 0; k < nloose; k++) {
+            size_t i = loose[k];
+            if (h->line_section[i] >= 0)
                 continue;
             size_t lo = 0, hi = ncand;
             while (lo < hi) {
@@ -1481,11 +1754,12 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
         }
     }
 out:
-    free(ek.k);
-    free(ek.sec_end);
+    free(ek.head);
+    free(ek.next);
     free(ends);
     free(cand);
     free((void *)cand_name);
+    free(loose);
     return rc;
 }
 
@@ -1494,34 +1768,6 @@ out:
 static int has_prefix(const kms_handle *h, size_t i, const char *p)
 {
     return h->line[i].name_len >= 6 && memcmp(line_name(h, i), p, 6) == 0;
-}
-
-static uint8_t line_binding(const kms_handle *h, size_t i)
-{
-    if (h->line_entry[i] >= 0)
-        return ent(h, T_SYMBOLS, (uint32_t)h->line_entry[i])[SYM_BINDING];
-    unsigned char c = h->line[i].type;
-    if (c == 'w' || c == 'W' || c == 'v' || c == 'V')
-        return 2;
-    return c >= 'A' && c <= 'Z' ? 1 : 0;
-}
-
-/* What prefer_cmp weighs after the size: a typed symbol (STT_* != 0) over
- * none, then global over weak over local. */
-static uint8_t symbol_prefer(int typed, uint8_t binding)
-{
-    return (uint8_t)((typed != 0) << 2 | (binding == 1 ? 2 : binding == 2 ? 1 : 0));
-}
-
-/* The same for line I: its dtrace_syms entry's, else an upper-case letter
- * ranks as global. */
-static uint8_t line_prefer(const kms_handle *h, size_t i)
-{
-    if (h->line_entry[i] >= 0) {
-        const unsigned char *s = ent(h, T_SYMBOLS, (uint32_t)h->line_entry[i]);
-        return symbol_prefer(s[SYM_TYPE] != 0, s[SYM_BINDING]);
-    }
-    return h->line[i].type >= 'A' && h->line[i].type <= 'Z' ? 2 : 0;
 }
 
 /* Preference among intervals of one start (Resolver._build_index): the
@@ -1544,46 +1790,33 @@ static int prefer_cmp(const kms_handle *h, uint32_t a, uint32_t b)
     return a > b ? 1 : -1;
 }
 
-/* resolver._core_ranges: where core lines answer (the kernel's is_ksym_addr()). */
-static void core_ranges(kms_handle *h)
+/* resolver._core_ranges, what one pass over the lines gathers of the core
+ * lines that may answer: their lowest and highest addresses, and where the
+ * (last) line of each marker is. */
+#define MARKER(s) {s, sizeof s - 1}
+static const struct {
+    const char *name;
+    uint32_t len;
+} core_marker[4] = {MARKER("_etext"), MARKER("_sinittext"), MARKER("_einittext"), MARKER("_end")};
+
+struct core_seen {
+    uint64_t lowest, highest, at[4];
+    int seen[4], any;
+};
+
+static void core_line(const kms_handle *h, size_t i, struct core_seen *c)
 {
-    static const char *const marker[] = {"_etext", "_sinittext", "_einittext", "_end"};
-    uint64_t lowest = UINT64_MAX, highest = 0, at[4];
-    int seen[4] = {0, 0, 0, 0}, any = 0;
-    for (size_t i = 0; i < h->n; i++) {
-        const struct line *l = &h->line[i];
-        if (line_module(h, i) != 0 || !l->answers)
-            continue;
-        any = 1;
-        lowest = l->addr < lowest ? l->addr : lowest;
-        highest = l->addr > highest ? l->addr : highest;
-        for (int k = 0; k < 4; k++)
-            if (line_name_is(h, i, marker[k], strlen(marker[k]))) {
-                at[k] = l->addr; /* the last such line, as the Python's dict keeps */
-                seen[k] = 1;
-            }
-    }
-    h->ncore_ranges = 0;
-    if (!any)
+    const struct line *l = &h->line[i];
+    c->any = 1;
+    c->lowest = l->addr < c->lowest ? l->addr : c->lowest;
+    c->highest = l->addr > c->highest ? l->addr : c->highest;
+    if (l->name_len > sizeof "_sinittext" - 1 || h->text[l->name] != '_') /* no marker */
         return;
-    h->core_range[0] = lowest;
-    h->core_range[1] = highest;
-    h->ncore_ranges = 1;
-    if (!seen[0] || seen[3])
-        return;
-    int init = seen[1] && seen[2];
-    for (size_t i = 0; i < h->n; i++) {
-        const struct line *l = &h->line[i];
-        if (line_module(h, i) == 0 && l->answers && l->addr > at[0] &&
-            (!init || l->addr < at[1] || l->addr > at[2]))
-            return; /* a line past _etext: every symbol is listed */
-    }
-    h->core_range[1] = at[0];
-    if (init) {
-        h->core_range[2] = at[1];
-        h->core_range[3] = at[2];
-        h->ncore_ranges = 2;
-    }
+    for (int k = 0; k < 4; k++)
+        if (line_name_is(h, i, core_marker[k].name, core_marker[k].len)) {
+            c->at[k] = l->addr; /* the last such line, as the Python's dict keeps */
+            c->seen[k] = 1;
+        }
 }
 
 static int in_core_ranges(const kms_handle *h, uint64_t q)
@@ -1597,7 +1830,7 @@ static int in_core_ranges(const kms_handle *h, uint64_t q)
 }
 
 /* The address of the K-th line by address. */
-static uint64_t addr_at(const kms_handle *h, size_t k)
+static inline uint64_t addr_at(const kms_handle *h, size_t k)
 {
     return h->line[h->by_address[k]].addr;
 }
@@ -1618,47 +1851,90 @@ static size_t upper_bound_by_address(const kms_handle *h, uint64_t x)
     return lo;
 }
 
+/* resolver._core_ranges: where core lines answer (the kernel's is_ksym_addr()). */
+static void core_ranges(kms_handle *h, const struct core_seen *c)
+{
+    h->ncore_ranges = 0;
+    if (!c->any)
+        return;
+    h->core_range[0] = c->lowest;
+    h->core_range[1] = c->highest;
+    h->ncore_ranges = 1;
+    if (!c->seen[0] || c->seen[3])
+        return;
+    /* a core line that may answer past _etext (outside the init text when
+     * both its markers are seen): every symbol is listed */
+    int init = c->seen[1] && c->seen[2];
+    const uint64_t *at = c->at;
+    if (c->highest > at[0] && (!init || c->highest > at[2]))
+        return;
+    if (init) /* one below the init text? the lines just above _etext say */
+        for (size_t k = upper_bound_by_address(h, at[0]); k < h->n && addr_at(h, k) < at[1]; k++)
+            if (line_module(h, h->by_address[k]) == 0 && h->line[h->by_address[k]].answers)
+                return;
+    h->core_range[1] = at[0];
+    if (init) {
+        h->core_range[2] = at[1];
+        h->core_range[3] = at[2];
+        h->ncore_ranges = 2;
+    }
+}
+
 /*
  * Resolver._regions: every line's region, the end of each group's (a
  * loaded module's lines inside its core, as the kernel says, apart from
  * those outside it), the lines that may answer by address, and which
- * extents queries see.
+ * extents queries see.  The same pass notes which placed sections hold
+ * text, names each core line's object, and gathers the core ranges'.
  */
 static int regions(kms_handle *h, kms_error *err)
 {
-    size_t n = h->n, npseudo = 0;
+    size_t n = h->n, nmods = h->nmods, k = 0;
     const uint8_t *origin = h->mod_origin;
-    for (size_t i = 0; i < n; i++) {
-        struct line *l = &h->line[i];
-        uint32_t mod = line_module(h, i);
-        l->answers = l->type != 'A' &&
-                     !(mod && kms_is_mapping_symbol(line_name(h, i), l->name_len));
-        npseudo += origin[mod] == KMS_ORIGIN_PSEUDO;
-    }
-    size_t ngroups = 2 * (size_t)h->nmods + npseudo, k = 0;
-    uint64_t *highest = calloc(ngroups, sizeof *highest);
-    if (!highest || !ALLOC(h, region_end, ngroups)) {
+    struct core_seen core = {UINT64_MAX, 0, {0, 0, 0, 0}, {0, 0, 0, 0}, 0};
+    /* groups: two per module (inside its core, outside), then one per
+     * pseudo-module line (at most the lines not of the core) */
+    size_t most = 2 * nmods + (n - h->core_lines);
+    uint64_t *highest = malloc(most * sizeof *highest);
+    if (!highest || !(h->region_end = malloc(most * sizeof *h->region_end))) {
         free(highest);
         return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
     }
+    memset(highest, 0, 2 * nmods * sizeof *highest);
+    h->line_region = h->line_section; /* rewritten in place: a placed section stays */
     for (size_t i = 0; i < n; i++) {
         struct line *l = &h->line[i];
+        int32_t sec = h->line_section[i];
         uint32_t mod = line_module(h, i);
-        size_t g = origin[mod] == KMS_ORIGIN_PSEUDO
-                       ? 2 * (size_t)h->nmods + k++
-                       : 2 * (size_t)mod + (size_t)kms_modules_outside_core(&h->mods, mod, l->addr);
+        size_t g;
+        if (sec >= 0) {
+            if (l->type == 't' || l->type == 'T')
+                h->placed[sec] |= HOLDS_TEXT;
+            if (WHO_TAG(l->who) == WHO_CORE)
+                l->who = WHO(WHO_OBJECT, h->section_object[sec]);
+        }
+        l->answers = l->type != 'A' &&
+                     !(mod && kms_is_mapping_symbol(line_name(h, i), l->name_len));
+        if (origin[mod] == KMS_ORIGIN_PSEUDO) {
+            g = 2 * nmods + k++;
+            highest[g] = 0;
+        } else {
+            /* (the core kernel is no loaded module: it has no core to be outside) */
+            g = 2 * (size_t)mod + (size_t)(mod && kms_modules_outside_core(&h->mods, mod, l->addr));
+        }
         if (!l->answers)
             g = 1;
-        h->line_region[i] = h->line_section[i] >= 0 ? h->line_section[i] : -1 - (int32_t)g;
+        else if (mod == 0)
+            core_line(h, i, &core);
+        h->line_region[i] = sec >= 0 ? sec : -1 - (int32_t)g;
         if (l->addr > highest[g])
             highest[g] = l->addr;
     }
-    k = 0;
-    for (size_t g = 0; g < ngroups; g++) {
+    for (size_t g = 0; g < 2 * nmods + k; g++) {
         size_t above = upper_bound_by_address(h, highest[g]);
         uint64_t end = g < 2 ? highest[g] : above < n ? addr_at(h, above) - 1 : UINT64_MAX;
         uint64_t core_last;
-        int module = g >= 2 && g < 2 * (size_t)h->nmods && g % 2 == 0;
+        int module = g >= 2 && g < 2 * nmods && g % 2 == 0;
         if (module && kms_modules_core_last(&h->mods, (uint32_t)(g / 2), &core_last)) {
             if (core_last < end)
                 end = core_last; /* within its core, as the kernel says */
@@ -1666,20 +1942,14 @@ static int regions(kms_handle *h, kms_error *err)
                    highest[g] + 4095 < end) {
             end = highest[g] + 4095; /* the highest module, its end unknown: a page */
         }
+        /* a pseudo-module line (its group's only one) answers at most a page;
+         * wraps, as the Python's uint64 */
+        if (g >= 2 * nmods && highest[g] + 4095 < end)
+            end = highest[g] + 4095;
         h->region_end[g] = end;
     }
-    /* a pseudo-module line answers at most a page */
-    for (size_t i = 0; i < n; i++) {
-        const struct line *l = &h->line[i];
-        if (origin[line_module(h, i)] != KMS_ORIGIN_PSEUDO)
-            continue;
-        size_t g = 2 * (size_t)h->nmods + k++;
-        uint64_t page_end = l->addr + 4095; /* wraps, as the Python's uint64 */
-        if (page_end < h->region_end[g])
-            h->region_end[g] = page_end;
-    }
     free(highest);
-    core_ranges(h);
+    core_ranges(h, &core);
     /* the extents at or above the lowest core line that may answer */
     uint64_t lowest = h->ncore_ranges ? h->core_range[0] : 0;
     h->ext_first = (uint32_t)lower_bound(h->ext_start, h->next, lowest);
@@ -1690,23 +1960,12 @@ static int build_index(kms_handle *h, kms_error *err)
 {
     size_t n = h->n;
 
-    for (size_t i = 0; i < n; i++) { /* one visit to each matched entry's row */
-        if (h->line_section[i] >= 0 && (h->line[i].type == 't' || h->line[i].type == 'T'))
-            h->placed[h->line_section[i]] |= HOLDS_TEXT;
-        uint8_t b = line_binding(h, i);
-        h->line[i].binding = b <= 2 ? b : KMS_BINDING_UNKNOWN;
-        h->line[i].prefer = line_prefer(h, i);
-        if (WHO_TAG(h->line[i].who) == WHO_CORE && h->line_section[i] >= 0)
-            h->line[i].who = WHO(WHO_OBJECT, h->section_object[h->line_section[i]]);
-        h->line[i].size = h->line_entry[i] >= 0
-            ? (int64_t)le64(ent(h, T_SYMBOLS, (uint32_t)h->line_entry[i]) + SYM_SIZE) : -1;
-    }
     /* Padding (__pfx_/__cfi_) inside a placed section: its size is the
      * distance to the next distinct address above, if one of the (first 4)
      * lines there is the function it prefixes. */
     for (size_t k = 0; k < n; k++) {
         size_t i = h->by_address[k], nxt = k + 1;
-        if (h->line_entry[i] >= 0 || h->line_section[i] < 0 ||
+        if (h->line_matched[i] || h->line_section[i] < 0 ||
             !(has_prefix(h, i, "__pfx_") || has_prefix(h, i, "__cfi_")))
             continue;
         while (nxt < n && addr_at(h, nxt) == h->line[i].addr)
@@ -1718,7 +1977,8 @@ static int build_index(kms_handle *h, kms_error *err)
             if (addr_at(h, at) != addr_at(h, nxt))
                 break;
             if (line_name_is(h, h->by_address[at], line_name(h, i) + 6, h->line[i].name_len - 6)) {
-                h->line[i].size = (int64_t)(addr_at(h, nxt) - h->line[i].addr);
+                int64_t size = (int64_t)(addr_at(h, nxt) - h->line[i].addr);
+                h->line[i].size = size < 0 ? -1 : size; /* read as negative: unknown */
                 break;
             }
         }
@@ -1733,9 +1993,6 @@ static int build_index(kms_handle *h, kms_error *err)
             l->prefer = symbol_prefer(r->ko.typed, r->ko.binding);
         }
     }
-    for (size_t i = 0; i < n; i++) /* an entry's size read as negative is unknown */
-        if (h->line[i].size < 0)
-            h->line[i].size = -1;
     if (regions(h, err))
         return err ? err->code : KMS_E_NOMEM;
     /* A loaded module's line in a placed section of its .ko answers with the
@@ -1743,12 +2000,12 @@ static int build_index(kms_handle *h, kms_error *err)
     for (size_t k = 0; k < h->mods.nlines; k++) {
         uint32_t i = h->mods.line[k].line;
         if (h->mods.line[k].ko.extent >= 0)
-            h->line[i].who = WHO(WHO_OBJECT, h->section_object[h->line_section[i]]);
+            h->line[i].who = WHO(WHO_OBJECT, h->section_object[h->line_region[i]]);
     }
-    /* what only attribution needed */
-    free(h->line_entry);
-    free(h->line_section);
-    h->line_entry = h->line_section = NULL;
+    /* what only attribution needed (line_section's array lives on as line_region) */
+    free(h->line_matched);
+    h->line_matched = NULL;
+    h->line_section = NULL;
     return KMS_OK;
 }
 
@@ -2074,11 +2331,9 @@ static int check_live(const kms_handle *h, const char *syms_path, kms_error *err
  * room for them alone), then merged with it. */
 static int sort_by_address(kms_handle *h)
 {
-    size_t n = h->n, p = 1, m;
+    size_t n = h->n, p = h->unsorted_at ? h->unsorted_at : n, m;
     if (!ALLOC(h, by_address, n))
         return -1;
-    while (p < n && h->line[p].addr >= h->line[p - 1].addr)
-        p++;
     if (p >= n) {
         for (size_t i = 0; i < n; i++)
             h->by_address[i] = (uint32_t)i;
@@ -2092,7 +2347,7 @@ static int sort_by_address(kms_handle *h)
         rest[k].key = h->line[p + k].addr;
         rest[k].idx = (uint32_t)(p + k);
     }
-    merge_sort(rest, m, rest + m);
+    stable_sort(rest, m, rest + m);
     size_t i = 0, j = 0, o = 0;
     while (i < p && j < m)
         h->by_address[o++] = rest[j].key < h->line[i].addr ? rest[j++].idx : (uint32_t)i++;
@@ -2113,12 +2368,16 @@ static void free_build(kms_handle *h)
     h->mods.line = NULL;
     h->mods.extent = NULL;
     h->mods.nlines = h->mods.nextent = 0;
-    free(h->line_entry);
-    free(h->line_section);
+    free(h->line_matched);
+    if (h->line_section != h->line_region) /* regions() made one the other */
+        free(h->line_section);
     free(h->line_region);
     free(h->by_address);
     free(h->region_end);
-    h->line_entry = h->line_section = h->line_region = NULL;
+    free_anchors(h->anchors);
+    h->anchors = NULL;
+    h->line_matched = NULL;
+    h->line_section = h->line_region = NULL;
     h->by_address = NULL;
     h->region_end = NULL;
 }
@@ -2271,7 +2530,7 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
         fail(err, KMS_E_KALLSYMS, "%s: larger than 4 GiB: not a kallsyms file", source);
         goto bad;
     }
-    if (map_syms(h, syms_path, err) || parse_kallsyms(h, src, err))
+    if (map_syms(h, syms_path, err) || index_anchors(h, err) || parse_kallsyms(h, src, err))
         goto bad;
     if (live && check && check_live(h, syms_path, err))
         goto bad;
@@ -2281,8 +2540,7 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
              "kernel's build tree, or use kmodsyms' Python resolver", syms_path);
         goto bad;
     }
-    if (!ALLOC(h, line_entry, h->n) || !ALLOC(h, line_section, h->n) ||
-        !ALLOC(h, line_region, h->n) || sort_by_address(h)) {
+    if (!ALLOC(h, line_matched, h->n) || !ALLOC(h, line_section, h->n) || sort_by_address(h)) {
         fail(err, KMS_E_NOMEM, "out of memory indexing %s", source);
         goto bad;
     }
