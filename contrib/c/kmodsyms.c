@@ -819,7 +819,8 @@ static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t 
         size_t name_len = ne - (width + 3);
         if (h->n == ps->cap) {
             size_t nc = ps->cap ? ps->cap * 2 : 1024;
-            struct line *grown = realloc(h->line, nc * sizeof *grown);
+            struct line *grown = nc <= SIZE_MAX / sizeof *grown
+                ? realloc(h->line, nc * sizeof *grown) : NULL;
             if (!grown)
                 return fail(err, KMS_E_NOMEM, "out of memory reading %s", source);
             h->line = grown;
@@ -919,7 +920,8 @@ static int parse_kallsyms(kms_handle *h, const struct kallsyms_source *src, kms_
      * least 13: pages are touched only as rows and names fill them. */
     ps.names_cap = expect + 8;
     ps.cap = expect / 13 + 1;
-    if (!(h->text = malloc(ps.names_cap)) || !(h->line = malloc(ps.cap * sizeof *h->line))) {
+    if (ps.cap > SIZE_MAX / sizeof *h->line || /* a 32-bit host's multi-GB buffer */
+        !(h->text = malloc(ps.names_cap)) || !(h->line = malloc(ps.cap * sizeof *h->line))) {
         rc = fail(err, KMS_E_NOMEM, "out of memory reading %s", src->name);
         goto out;
     }
@@ -1475,12 +1477,6 @@ static inline void take_entry(kms_handle *h, size_t i, int32_t s)
     l->binding = sy[SYM_BINDING] <= 2 ? sy[SYM_BINDING] : KMS_BINDING_UNKNOWN;
     l->prefer = symbol_prefer(sy[SYM_TYPE] != 0, sy[SYM_BINDING]);
 }
-
-#if defined(__GNUC__)
-#define PREFETCH(p) __builtin_prefetch(p)
-#else
-#define PREFETCH(p) ((void)(p))
-#endif
 
 /* A line's lookup of its entry, in steps LAG lines apart: LAG lines' reads
  * of one step are under way together while others are done. */
