@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
+#include <time.h>
 #include <unistd.h>
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(KMS_PORTABLE_CRC)
 #include <immintrin.h> /* crc32_clmul */
@@ -1413,8 +1414,30 @@ static uint8_t symbol_prefer(int typed, uint8_t binding)
 struct entry_keys {
     uint32_t *head;      /* per bucket: its first entry + 1, 0 for none */
     uint32_t *next;      /* per entry: the next of its bucket + 1, 0 for none */
-    unsigned shift;      /* a key's bucket: its hash >> shift */
+    unsigned shift;      /* a key's bucket: (key * mul) >> shift */
+    uint64_t mul;        /* odd, this load's (bucket_multiplier) */
 };
+
+/*
+ * An odd multiplier for one load's buckets that whoever wrote the files
+ * cannot know: with a fixed one, a crafted dtrace_syms and kallsyms could
+ * put thousands of entries and lines on one chain and make attribution
+ * quadratic.  Multiply-shift with a random odd multiplier spreads any set
+ * of keys; the chains keep entry order whatever it is, so answers do not
+ * depend on it.  (Not cryptographic: the clock and where the stack is,
+ * through splitmix64's finaliser.)
+ */
+static uint64_t bucket_multiplier(void)
+{
+    struct timespec ts;
+    int here;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t x = (uint64_t)(uintptr_t)&here ^ (uint64_t)ts.tv_nsec << 24 ^ (uint64_t)ts.tv_sec;
+    x += UINT64_C(0x9E3779B97F4A7C15);
+    x = (x ^ x >> 30) * UINT64_C(0xBF58476D1CE4E5B9);
+    x = (x ^ x >> 27) * UINT64_C(0x94D049BB133111EB);
+    return (x ^ x >> 31) | 1;
+}
 
 static inline uint64_t entry_key(const kms_handle *h, uint32_t s)
 {
@@ -1424,7 +1447,7 @@ static inline uint64_t entry_key(const kms_handle *h, uint32_t s)
 
 static inline size_t key_bucket(const struct entry_keys *ek, uint64_t key)
 {
-    return (size_t)((key * UINT64_C(0x9E3779B97F4A7C15)) >> ek->shift);
+    return (size_t)((key * ek->mul) >> ek->shift);
 }
 
 /* The key of line I in SEC.  An offset below 2^32 keys within the
@@ -1564,7 +1587,7 @@ static int line_name_cmp(const kms_handle *h, size_t i, const char *name)
 static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
 {
     uint32_t nsym = h->count[T_SYMBOLS];
-    struct entry_keys ek = {NULL, NULL, 63};
+    struct entry_keys ek = {NULL, NULL, 63, bucket_multiplier()};
     struct keyed *ends = NULL;
     uint32_t *cand = NULL, *loose = malloc((h->n ? h->n : 1) * sizeof *loose);
     const char **cand_name = NULL;
