@@ -177,6 +177,15 @@ struct kms_sym {
 void kms_resolve(const kms_handle *h, uint64_t addr, struct kms_sym *out);
 
 /*
+ * Answer ADDRS[0..N): OUT[i] is what kms_resolve(h, ADDRS[i], &OUT[i]) gives,
+ * for addresses in any order, repeated or not (N may be 0).  Faster than one
+ * call per address when there are many: the lookups of a batch of addresses
+ * wait for memory together rather than one after the other.  Never fails on
+ * a loaded handle; threads as kms_resolve.  Since libkmodsyms 1.1.
+ */
+void kms_resolve_many(const kms_handle *h, const uint64_t *addrs, size_t n, struct kms_sym *out);
+
+/*
  * Every kallsyms line called NAME whose module list contains MOD, for SPEC
  * "MOD`NAME" ("-" in MOD reads as "_"; "vmlinux" is the core kernel only), or
  * every line called NAME for a bare "NAME", in kallsyms order.  Fills up to

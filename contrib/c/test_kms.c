@@ -187,6 +187,105 @@ static void check_threads(const kms_handle *h)
     }
 }
 
+/* Whether A and B are the same answer, field by field (their padding may differ). */
+static int same_sym(const struct kms_sym *a, const struct kms_sym *b)
+{
+    return a->address == b->address && a->sym == b->sym && a->sym_len == b->sym_len &&
+           a->symoff == b->symoff && a->sym_start == b->sym_start && a->sym_end == b->sym_end &&
+           a->size == b->size && a->dso == b->dso && a->sym_binding == b->sym_binding &&
+           a->type == b->type && a->sized == b->sized && a->ambiguous == b->ambiguous &&
+           a->origin == b->origin && a->nmodules == b->nmodules && a->modules == b->modules &&
+           a->object == b->object && a->ncandidates == b->ncandidates &&
+           a->candidates == b->candidates;
+}
+
+/* kms_resolve_many of ADDRS[0..N) against kms_resolve of each; the record
+ * past the last left unwritten.  The number of differences. */
+static size_t batch_differs(const kms_handle *h, const uint64_t *addrs, size_t n)
+{
+    struct kms_sym *got = malloc((n + 1) * sizeof *got), want, past;
+    size_t differ = 0;
+    if (!got) {
+        fputs("out of memory\n", stderr);
+        exit(2);
+    }
+    memset(&past, 0xA5, sizeof past);
+    got[n] = past;
+    kms_resolve_many(h, addrs, n, got);
+    for (size_t i = 0; i < n; i++) {
+        kms_resolve(h, addrs[i], &want);
+        differ += !same_sym(&got[i], &want);
+    }
+    differ += memcmp(&got[n], &past, sizeof past) != 0;
+    free(got);
+    return differ;
+}
+
+struct edges {
+    uint64_t *a;
+    size_t n, cap;
+};
+
+static void add_address(struct edges *e, uint64_t a)
+{
+    if (e->n == e->cap && !(e->a = realloc(e->a, (e->cap = 2 * e->cap + 64) * sizeof *e->a))) {
+        fputs("out of memory\n", stderr);
+        exit(2);
+    }
+    e->a[e->n++] = a;
+}
+
+/* Each line's start - 1, start, end - 1 and end. */
+static int line_edges(const struct kms_line *l, void *arg)
+{
+    add_address(arg, l->address - 1);
+    add_address(arg, l->address);
+    add_address(arg, l->address + l->size - 1);
+    add_address(arg, l->address + l->size);
+    return 0;
+}
+
+/* kms_resolve_many answers as kms_resolve: at every line's edges, 0 and
+ * UINT64_MAX, random addresses, repeated and out of order, in calls of
+ * every size around its batches' (32) and of none. */
+static void check_batch(const kms_handle *h)
+{
+    struct edges e = {NULL, 0, 0};
+    uint64_t x = 0x9E3779B97F4A7C15u;
+    kms_foreach(h, line_edges, &e);
+    size_t lines = e.n;
+    add_address(&e, 0);
+    add_address(&e, UINT64_MAX);
+    for (int k = 0; k < 4096; k++) { /* xorshift64: anywhere, and over the fixture's kernel */
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        add_address(&e, k % 2 ? x : 0xffffffffab600000u + x % 0x16000000u);
+    }
+    for (size_t k = 0; k < lines; k += 3) /* repeated, in another order */
+        add_address(&e, e.a[(k * 7919) % lines]);
+    for (size_t i = e.n - 1; i > 0; i--) { /* then all shuffled */
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        uint64_t t = e.a[i];
+        size_t j = x % (i + 1);
+        e.a[i] = e.a[j];
+        e.a[j] = t;
+    }
+    CHECK(lines > 800, "%zu line edges", lines);
+    size_t differ = batch_differs(h, e.a, e.n);
+    CHECK(differ == 0, "%zu of %zu batched answers differ", differ, e.n);
+    static const size_t sizes[] = {0, 1, 2, 31, 32, 33, 63, 64, 65, 95, 97, 1000};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+        for (size_t at = 0; at + sizes[k] <= e.n && at < 40; at += 13) {
+            differ = batch_differs(h, e.a + at, sizes[k]);
+            CHECK(differ == 0, "%zu addresses from %zu: %zu differ", sizes[k], at, differ);
+        }
+    kms_resolve_many(h, NULL, 0, NULL); /* nothing to read or write */
+    free(e.a);
+}
+
 /* The fixture's fuse module with MODULES_DIR: one module, its outcome STATUS. */
 static kms_handle *load_modules(const char *syms, const char *kallsyms, const char *modules_dir,
                                 uint8_t status, const char *what)
@@ -346,6 +445,7 @@ int main(int argc, char **argv)
         return 1;
     check_fixture(h);
     check_threads(h);
+    check_batch(h);
     CHECK(kms_foreach(h, count_lines, &lines) == 0 && lines > 200, "foreach: %zu lines", lines);
     kms_free(h);
     check_modules(syms, kallsyms, dir);
@@ -434,9 +534,10 @@ int main(int argc, char **argv)
         spit(path, img, slen);
         h = kms_load(path, kallsyms, 0, &e);
         if (h) {
-            struct kms_sym r;
-            for (uint64_t a = 0xffffffffab600000u; a < 0xffffffffab605000u; a += 61)
-                kms_resolve(h, a, &r);
+            uint64_t probes[336];
+            for (size_t k = 0; k < 336; k++)
+                probes[k] = 0xffffffffab600000u + 61 * k;
+            CHECK(batch_differs(h, probes, 336) == 0, "flip %zu: batched answers differ", pos);
             kms_foreach(h, count_lines, &lines);
             loaded++;
         } else {
