@@ -23,10 +23,12 @@
  * kernel's.  A module whose .ko is refused or not read: one warning line on
  * stderr, as 'kmodsyms' prints.  Bad input: one line on stderr, exit status 2.
  */
-#define _POSIX_C_SOURCE 200809L /* getline, strdup */
+#define _POSIX_C_SOURCE 200809L /* strdup */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kmodsyms.h"
 
@@ -206,12 +208,31 @@ static int parse_address(const char *text, unsigned long long *out)
     return 0;
 }
 
-/* One address of stdin: its record, or, for a bad line, {"input", "error"}
- * in its place (as 'kmodsyms resolve --json' does); 1 when bad. */
-static int resolve_text(const kms_handle *h, const char *text)
+/* Addresses answered in one kms_resolve_many call, which overlaps their
+ * lookups' waits for memory: up to RESOLVE_CHUNK of those read so far. */
+#define RESOLVE_CHUNK 4096
+struct pending {
+    const kms_handle *h;
+    size_t n;
+    uint64_t *addr;
+    struct kms_sym *rec;
+};
+
+/* The pending addresses' records, in order. */
+static void answer_pending(struct pending *p)
+{
+    kms_resolve_many(p->h, p->addr, p->n, p->rec);
+    for (size_t i = 0; i < p->n; i++)
+        put_record(&p->rec[i], stdout);
+    p->n = 0;
+}
+
+/* One address of stdin: its record (pending), or, for a bad line,
+ * {"input", "error"} in its place (as 'kmodsyms resolve --json' does); 1
+ * when bad. */
+static int resolve_text(struct pending *p, const char *text)
 {
     unsigned long long a;
-    struct kms_sym r;
     if (parse_address(text, &a) != 0) {
         size_t len = strlen(text);
         while (len && strchr(" \t\r\n\v\f", text[len - 1]))
@@ -220,14 +241,56 @@ static int resolve_text(const kms_handle *h, const char *text)
             text++;
             len--;
         }
+        answer_pending(p);
         fputs("{\"input\": ", stdout);
         put_json_string(text, len, stdout);
         fputs(", \"error\": \"bad address: give it in hex, e.g. 0xffffffff81000000\"}\n", stdout);
         return 1;
     }
-    kms_resolve(h, a, &r);
-    put_record(&r, stdout);
+    p->addr[p->n++] = a;
+    if (p->n == RESOLVE_CHUNK)
+        answer_pending(p);
     return 0;
+}
+
+/* Every nonblank line of stdin (up to a NUL, as a C string) resolved; what
+ * one read() gives is answered before the next (a reader waiting for its
+ * answers is not kept waiting for more input).  1 when a line was bad. */
+static int resolve_stdin(struct pending *p)
+{
+    size_t cap = (size_t)1 << 16, len = 0;
+    char *buf = malloc(cap + 1);
+    int bad = 0, end = 0, room = buf != NULL;
+    while (room && !end) {
+        ssize_t got = read(STDIN_FILENO, buf + len, cap - len);
+        if (got < 0 && errno == EINTR)
+            continue;
+        end = got <= 0;
+        len += got > 0 ? (size_t)got : 0;
+        char *line = buf, *stop = buf + len;
+        while (line < stop) {
+            char *nl = memchr(line, '\n', (size_t)(stop - line));
+            if (!nl && !end) /* the rest of it is still to be read */
+                break;
+            nl = nl ? nl : stop; /* the last line, without its newline */
+            *nl = 0;
+            if (strspn(line, " \t\r\n\v\f") != strlen(line))
+                bad |= resolve_text(p, line);
+            line = nl + 1;
+        }
+        answer_pending(p);
+        fflush(stdout);
+        len = line < stop ? (size_t)(stop - line) : 0;
+        if (len)
+            memmove(buf, line, len);
+        if (len == cap) { /* one line fills the buffer: a larger one */
+            char *more = realloc(buf, (cap *= 2) + 1);
+            room = more != NULL;
+            buf = more ? more : buf;
+        }
+    }
+    free(buf);
+    return room ? bad : -1;
 }
 
 /* [MOD`]NAME[+OFF] (OFF in hex): parse_name of kmodsyms/frontend.py.  NAME
@@ -369,20 +432,19 @@ int main(int argc, char **argv)
         if (mods[k].warning)
             fprintf(stderr, "kmodsyms-c: warning: %s\n", mods[k].warning);
     if (!strcmp(cmd, "resolve")) {
-        if (nargs) {
+        struct pending p = {h, 0, malloc(RESOLVE_CHUNK * sizeof *p.addr),
+                            malloc(RESOLVE_CHUNK * sizeof *p.rec)};
+        if (!p.addr || !p.rec) {
+            status = die("out of memory");
+        } else if (nargs) {
             for (int i = 0; i < nargs; i++)
-                resolve_text(h, args[i]); /* checked before loading */
-        } else {
-            char *line = NULL;
-            size_t cap = 0;
-            while (getline(&line, &cap, stdin) > 0) {
-                if (strspn(line, " \t\r\n\v\f") == strlen(line))
-                    continue;
-                if (resolve_text(h, line))
-                    status = 1;
-            }
-            free(line);
+                resolve_text(&p, args[i]); /* checked before loading */
+            answer_pending(&p);
+        } else if ((status = resolve_stdin(&p)) < 0) {
+            status = die("out of memory");
         }
+        free(p.addr);
+        free(p.rec);
     } else if (!strcmp(cmd, "lookup")) {
         size_t cap = 16;
         struct kms_sym *recs = malloc(cap * sizeof *recs);
