@@ -2736,8 +2736,9 @@ struct probe {
 };
 
 /* The first step: Q's cluster (the last whose base is at or below Q) and
- * bucket.  An offset at or above the cluster's last piece's start takes the
- * last bucket, whose pieces end with that piece: the search then finds it. */
+ * bucket.  An offset at or above the cluster's last piece's start takes
+ * that start's bucket, whose pieces end with that piece: the search then
+ * finds it. */
 static inline void probe_bucket(const kms_handle *h, uint64_t q, struct probe *p)
 {
     const struct cluster *cl = h->cluster;
@@ -2751,9 +2752,9 @@ static inline void probe_bucket(const kms_handle *h, uint64_t q, struct probe *p
             n = half;
         }
     }
-    uint64_t last = (uint64_t)cl->last_low >> cl->shift, b = (q - cl->base) >> cl->shift;
     p->offset = q - cl->base;
-    p->bucket = h->bucket + cl->bucket + (b < last ? b : last);
+    uint64_t within = p->offset < cl->last_low ? p->offset : cl->last_low;
+    p->bucket = h->bucket + cl->bucket + (within >> cl->shift);
 }
 
 /* The second: the bucket's pieces (read from the bucket). */
