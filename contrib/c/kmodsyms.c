@@ -2803,9 +2803,9 @@ void kms_resolve(const kms_handle *h, uint64_t addr, struct kms_sym *out)
 }
 
 /* Addresses each step of kms_resolve_many runs over before the next step
- * reads what the step fetched: enough to keep the misses the core can have
- * in flight busy, few enough that the fetched lines are still in the L1
- * cache when read.  32 measured fastest of 8..256 (contrib/c/README.md). */
+ * reads what it fetched: enough misses in flight to hide each one's wait.
+ * 32 was the fastest of 8..256 in most runs (docs/loader.md, "Cost of
+ * libkmodsyms"). */
 #define RESOLVE_BATCH 32
 
 void kms_resolve_many(const kms_handle *h, const uint64_t *addrs, size_t n, struct kms_sym *out)
