@@ -178,10 +178,11 @@ void kms_resolve(const kms_handle *h, uint64_t addr, struct kms_sym *out);
 
 /*
  * Answer ADDRS[0..N): OUT[i] is what kms_resolve(h, ADDRS[i], &OUT[i]) gives,
- * for addresses in any order, repeated or not (N may be 0).  Faster than one
- * call per address when there are many: the lookups of a batch of addresses
- * wait for memory together rather than one after the other.  Never fails on
- * a loaded handle; threads as kms_resolve.  Since libkmodsyms 1.1.
+ * for addresses in any order, repeated or not (N may be 0; OUT must not
+ * overlap ADDRS).  Faster than one call per address when there are many:
+ * the lookups of a batch of addresses wait for memory together rather than
+ * one after the other.  Never fails on a loaded handle; threads as
+ * kms_resolve.  Since libkmodsyms 1.1.
  */
 void kms_resolve_many(const kms_handle *h, const uint64_t *addrs, size_t n, struct kms_sym *out);
 
