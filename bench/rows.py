@@ -641,8 +641,8 @@ def row_c_resolve(b: Bench) -> list[dict]:
 
 def row_c_resolve_many(b: Bench) -> list[dict]:
     return _c_resolve_row(b, "resolve-many", "c_resolve_many",
-                          f"C kms_resolve_many(), {N_ADDRESSES:,} random core addresses in one call, "
-                          f"one thread")
+                          f"C kms_resolve_many(), {N_ADDRESSES:,} random core addresses, "
+                          f"KMS_RESOLVE_BATCH (4,096) a call, one thread")
 
 
 def row_c_memory(b: Bench) -> list[dict]:

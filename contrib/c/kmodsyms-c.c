@@ -209,8 +209,7 @@ static int parse_address(const char *text, unsigned long long *out)
 }
 
 /* Addresses answered in one kms_resolve_many call, which overlaps their
- * lookups' waits for memory: up to RESOLVE_CHUNK of those read so far. */
-#define RESOLVE_CHUNK 4096
+ * lookups' waits for memory: up to KMS_RESOLVE_BATCH of those read so far. */
 struct pending {
     const kms_handle *h;
     size_t n;
@@ -248,7 +247,7 @@ static int resolve_text(struct pending *p, const char *text)
         return 1;
     }
     p->addr[p->n++] = a;
-    if (p->n == RESOLVE_CHUNK)
+    if (p->n == KMS_RESOLVE_BATCH)
         answer_pending(p);
     return 0;
 }
@@ -432,8 +431,8 @@ int main(int argc, char **argv)
         if (mods[k].warning)
             fprintf(stderr, "kmodsyms-c: warning: %s\n", mods[k].warning);
     if (!strcmp(cmd, "resolve")) {
-        struct pending p = {h, 0, malloc(RESOLVE_CHUNK * sizeof *p.addr),
-                            malloc(RESOLVE_CHUNK * sizeof *p.rec)};
+        struct pending p = {h, 0, malloc(KMS_RESOLVE_BATCH * sizeof *p.addr),
+                            malloc(KMS_RESOLVE_BATCH * sizeof *p.rec)};
         if (!p.addr || !p.rec) {
             status = die("out of memory");
         } else if (nargs) {

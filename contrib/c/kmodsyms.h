@@ -186,6 +186,11 @@ void kms_resolve(const kms_handle *h, uint64_t addr, struct kms_sym *out);
  */
 void kms_resolve_many(const kms_handle *h, const uint64_t *addrs, size_t n, struct kms_sym *out);
 
+/* A batch for kms_resolve_many whose records (448 KiB on LP64) stay in the
+ * cache until the caller reads them: one call over a much larger array
+ * spends its time writing records out to memory (docs/loader.md). */
+#define KMS_RESOLVE_BATCH 4096
+
 /*
  * Every kallsyms line called NAME whose module list contains MOD, for SPEC
  * "MOD`NAME" ("-" in MOD reads as "_"; "vmlinux" is the core kernel only), or

@@ -10,7 +10,8 @@
  *   kms-bench resolve SYMS KALLSYMS N LO HI
  *                                        kms_resolve of N addresses uniform in [LO, HI]
  *   kms-bench resolve-many SYMS KALLSYMS N LO HI
- *                                        the same N addresses in one kms_resolve_many
+ *                                        the same N addresses through kms_resolve_many,
+ *                                        KMS_RESOLVE_BATCH a call
  *   kms-bench memory SYMS KALLSYMS       peak RSS of one load above the process's before it
  *
  * Times are seconds of CLOCK_MONOTONIC, one per run.
@@ -167,26 +168,28 @@ int main(int argc, char **argv)
         long n = atol(argv[4]);
         int many = !strcmp(mode, "resolve-many");
         uint64_t *q = random_addresses(n, strtoull(argv[5], NULL, 0), strtoull(argv[6], NULL, 0));
-        struct kms_sym *out = malloc((size_t)(many && n > 0 ? n : 1) * sizeof *out);
+        struct kms_sym *out = malloc(KMS_RESOLVE_BATCH * sizeof *out);
         unsigned long long sized = 0, found = 0;
         kms_handle *h = kms_load(argv[2], argv[3], 0, &err);
         if (!h || !q || !out)
             return die(h ? "out of memory" : err.message);
-        if (many) /* the answers' pages faulted in before the clock */
-            memset(out, 0, (size_t)n * sizeof *out);
+        memset(out, 0, KMS_RESOLVE_BATCH * sizeof *out); /* faulted in before the clock */
         double t0 = now();
         if (!many) {
             for (long i = 0; i < n; i++) {
-                struct kms_sym s;
-                kms_resolve(h, q[i], &s);
-                sized += s.sized;
-                found += s.sym != NULL;
+                kms_resolve(h, q[i], &out[0]);
+                sized += out[0].sized;
+                found += out[0].sym != NULL;
             }
         } else {
-            kms_resolve_many(h, q, (size_t)n, out);
-            for (long i = 0; i < n; i++) {
-                sized += out[i].sized;
-                found += out[i].sym != NULL;
+            /* as kmodsyms-c resolve: a batch answered, its records read */
+            for (long i = 0; i < n; i += KMS_RESOLVE_BATCH) {
+                size_t k = (size_t)(n - i < KMS_RESOLVE_BATCH ? n - i : KMS_RESOLVE_BATCH);
+                kms_resolve_many(h, q + i, k, out);
+                for (size_t j = 0; j < k; j++) {
+                    sized += out[j].sized;
+                    found += out[j].sym != NULL;
+                }
             }
         }
         double dt = now() - t0;
