@@ -224,7 +224,8 @@ struct kms_handle {
      * after loading only the statuses (kms_modules()) and cores are kept */
     struct kms_loaded mods;
 
-    /* only while loading (freed once the index is built) */
+    /* only while loading (in scratch memory, freed once the index is built) */
+    struct scratch *scratch;    /* the mappings they are carved from */
     uint8_t *line_matched;      /* per line: 1 when it is a dtrace_syms entry (take_entry) */
     int32_t *line_section;      /* per line: placed section holding it (or its entry's), -1 */
     int32_t *line_region;       /* per line: its placed section, else -1 - its region group
@@ -235,6 +236,105 @@ struct kms_handle {
 };
 
 static const char *const vmlinux_list[] = {"vmlinux"};
+
+/* ------------------------------------------------------------ scratch */
+
+/*
+ * Memory for what only loading needs: mappings carved in order, and given
+ * back as a stack (a step's scratch, once it returns), all unmapped once
+ * the index is built.  A page faulted in costs more than most steps spend
+ * on a line (the kernel zeroes it, and under a hypervisor the fault is
+ * dearer still: ~3 us here), so the mappings are aligned to huge pages and
+ * ask for them (THP, where the kernel gives them on request): the load's
+ * scratch is then a few faults, not ~1,500.  What is given back is given
+ * to the kernel too, but for the huge page it ends in (the next step's to
+ * use without a fault), so that the resident set is no more than as much
+ * malloc would hold.  Like malloc's, scratch memory is not zeroed.
+ */
+#define HUGE_PAGE ((uintptr_t)1 << 21)
+#define SCRATCH_MAPPING ((size_t)16 << 20) /* address space: only what is touched is memory */
+#define SCRATCH_ALIGN 64u
+struct scratch {
+    struct scratch *prev; /* the mapping before (this header begins each) */
+    size_t size, used;
+};
+
+/* Room for COUNT items of SIZE bytes, SCRATCH_ALIGN-aligned; NULL out of memory. */
+static void *scratch(kms_handle *h, size_t count, size_t size)
+{
+    struct scratch *s = h->scratch;
+    size_t need;
+    if (size && count > (SIZE_MAX - 2 * HUGE_PAGE) / size)
+        return NULL;
+    need = (count * size + SCRATCH_ALIGN - 1) & ~(size_t)(SCRATCH_ALIGN - 1);
+    if (!s || s->size - s->used < need) {
+        size_t map = need + SCRATCH_ALIGN > SCRATCH_MAPPING
+            ? (need + SCRATCH_ALIGN + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1) : SCRATCH_MAPPING;
+        /* a huge page's worth more, to cut an aligned mapping from */
+        unsigned char *m = mmap(NULL, map + HUGE_PAGE, PROT_READ | PROT_WRITE,
+                                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED)
+            return NULL;
+        uintptr_t at = ((uintptr_t)m + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+        if (at > (uintptr_t)m)
+            munmap(m, at - (uintptr_t)m);
+        munmap((void *)(at + map), (uintptr_t)m + HUGE_PAGE - at);
+#ifdef MADV_HUGEPAGE
+        madvise((void *)at, map, MADV_HUGEPAGE); /* only a hint: small pages otherwise */
+#endif
+        s = (struct scratch *)at;
+        s->prev = h->scratch;
+        s->size = map;
+        s->used = SCRATCH_ALIGN;
+        h->scratch = s;
+    }
+    void *p = (unsigned char *)s + s->used;
+    s->used += need;
+    return p;
+}
+
+/* SCRATCH(h, var, count): var = room for COUNT items of scratch; true on success. */
+#define SCRATCH(h, var, count) (((var) = scratch((h), (count), sizeof *(var))) != NULL)
+
+/* Where the scratch ends: what a step gives back on return (scratch_release). */
+struct scratch_mark {
+    struct scratch *at;
+    size_t used;
+};
+
+static struct scratch_mark scratch_mark(const kms_handle *h)
+{
+    struct scratch_mark m = {h->scratch, h->scratch ? h->scratch->used : 0};
+    return m;
+}
+
+/* The last room taken, P, cut to COUNT items of SIZE bytes (once their
+ * number is known): the rest is the next room's. */
+static void scratch_shrink(kms_handle *h, const void *p, size_t count, size_t size)
+{
+    size_t at = (size_t)((const unsigned char *)p - (const unsigned char *)h->scratch);
+    h->scratch->used = at + ((count * size + SCRATCH_ALIGN - 1) & ~(size_t)(SCRATCH_ALIGN - 1));
+}
+
+static void scratch_release(kms_handle *h, struct scratch_mark m)
+{
+    while (h->scratch != m.at) {
+        struct scratch *s = h->scratch;
+        h->scratch = s->prev;
+        munmap(s, s->size);
+    }
+    if (h->scratch) {
+        struct scratch *s = h->scratch;
+#ifdef MADV_DONTNEED
+        /* whole huge pages only: part of one would split it */
+        size_t keep = (m.used + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1);
+        size_t upto = (s->used + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1);
+        if (upto > keep)
+            madvise((unsigned char *)s + keep, upto - keep, MADV_DONTNEED);
+#endif
+        s->used = m.used;
+    }
+}
 
 static inline const unsigned char *ent(const kms_handle *h, int t, uint32_t i)
 {
@@ -892,7 +992,6 @@ struct kallsyms_source {
  * the prediction, from the first untouched 2 MiB on): the rest stays in
  * small pages, so that no more memory is held than they fill.
  */
-#define HUGE_PAGE ((uintptr_t)1 << 21)
 static void advise_huge(void *base, size_t *asked, size_t used, uint64_t expect)
 {
 #ifdef MADV_HUGEPAGE
@@ -1080,15 +1179,15 @@ static void stable_sort(struct keyed *a, size_t n, struct keyed *tmp)
 /* The same, for input whose long sorted prefix (kallsyms' core lines) is
  * followed by a few unsorted lines (loaded modules list theirs in symbol
  * table order): the rest is sorted alone, then merged once. */
-static int sort_keyed(struct keyed *a, size_t n)
+static int sort_keyed(kms_handle *h, struct keyed *a, size_t n)
 {
     size_t p = 1;
+    struct keyed *tmp;
     while (p < n && a[p].key >= a[p - 1].key)
         p++;
     if (p >= n)
         return 0;
-    struct keyed *tmp = malloc(n * sizeof *tmp);
-    if (!tmp)
+    if (!SCRATCH(h, tmp, n))
         return -1;
     stable_sort(a + p, n - p, tmp);
     size_t i = 0, j = p, o = 0;
@@ -1099,7 +1198,6 @@ static int sort_keyed(struct keyed *a, size_t n)
     while (j < n)
         tmp[o++] = a[j++];
     memcpy(a, tmp, n * sizeof *a);
-    free(tmp);
     return 0;
 }
 
@@ -1204,6 +1302,7 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
     size_t nfound = h->anchors->nfound;
     uint32_t verified = 0, misplaced = 0, absent = 0, absent_functions = 0;
     const char *example_absent = "";
+    struct scratch_mark mark = scratch_mark(h);
     int rc = KMS_OK;
 
     if (!shift || !known || !usable || !order || !ALLOC(h, section_base, nsec)) {
@@ -1351,8 +1450,8 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
         rc = fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
         goto out;
     }
-    struct keyed *ext = malloc((nsec ? nsec : 1) * sizeof *ext);
-    if (!ext) {
+    struct keyed *ext;
+    if (!SCRATCH(h, ext, nsec)) {
         rc = fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
         goto out;
     }
@@ -1377,8 +1476,7 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
             ext[next++].idx = sec;
         }
     }
-    if (sort_keyed(ext, next) || !ALLOC(h, ext_start, next) || !ALLOC(h, ext, next)) {
-        free(ext);
+    if (sort_keyed(h, ext, next) || !ALLOC(h, ext_start, next) || !ALLOC(h, ext, next)) {
         rc = fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
         goto out;
     }
@@ -1388,8 +1486,8 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
         h->ext[k].end = ext[k].key + le64(ent(h, T_SECTIONS, ext[k].idx) + SEC_SIZE);
         h->ext[k].sec = ext[k].idx;
     }
-    free(ext);
 out:
+    scratch_release(h, mark);
     free(shift);
     free(known);
     free(usable);
@@ -1405,77 +1503,122 @@ static uint8_t symbol_prefer(int typed, uint8_t binding)
 }
 
 /*
- * Entries by the key section << 32 | value (LinkedPlacement._entry_keys),
- * hashed: a line looks up its key's chain (each chain in entry order, as
- * the Python's stable sort keeps equal keys) rather than searching sorted
- * entries, and nothing is sorted.  A chain is compared in the symbol table
- * itself, whose row of the entry taken is read anyway.
+ * Entries by the key section << 32 | value (LinkedPlacement._entry_keys):
+ * one array of rows grouped by section (a counting sort), each section's
+ * by value, equal values in entry order (as the Python's stable sort keeps
+ * equal keys).  Lines in address order meet each placed section's lines
+ * together and by offset, so a cursor walking that section's rows finds
+ * each line's entries without a search; a row holds what a line compares
+ * (value and name), so that the walk reads the symbol table only for the
+ * entry taken.
  */
+struct entry_row {
+    uint32_t value;      /* the entry's value (every value is below 2^32, or nothing is keyed) */
+    uint32_t name;       /* its name's offset in the string table */
+    uint32_t sym;        /* the entry */
+};
 struct entry_keys {
-    uint32_t *head;      /* per bucket: its first entry + 1, 0 for none */
-    uint32_t *next;      /* per entry: the next of its bucket + 1, 0 for none */
-    unsigned shift;      /* a key's bucket: (key * mul) >> shift */
-    uint64_t mul;        /* odd, this load's (bucket_multiplier) */
+    struct entry_row *row;
+    uint32_t *first;     /* per section: its first row; first[nsec]: the rows */
 };
 
-/*
- * An odd multiplier for one load's buckets that whoever wrote the files
- * cannot know: with a fixed one, a crafted dtrace_syms and kallsyms could
- * put thousands of entries and lines on one chain and make attribution
- * quadratic.  Multiply-shift with a random odd multiplier spreads any set
- * of keys; the chains keep entry order whatever it is, so answers do not
- * depend on it.  (Not cryptographic: the clock and where the stack is,
- * through splitmix64's finaliser.)
- */
-static uint64_t bucket_multiplier(void)
+/* Stable sort of N rows by value (TMP: room for N): insertion for a few,
+ * else halves sorted and merged (a section's rows are in name order, their
+ * values in none). */
+static void sort_rows(struct entry_row *a, size_t n, struct entry_row *tmp)
 {
-    struct timespec ts;
-    int here;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t x = (uint64_t)(uintptr_t)&here ^ (uint64_t)ts.tv_nsec << 24 ^ (uint64_t)ts.tv_sec;
-    x += UINT64_C(0x9E3779B97F4A7C15);
-    x = (x ^ x >> 30) * UINT64_C(0xBF58476D1CE4E5B9);
-    x = (x ^ x >> 27) * UINT64_C(0x94D049BB133111EB);
-    return (x ^ x >> 31) | 1;
+    if (n <= 16) {
+        for (size_t i = 1; i < n; i++) {
+            struct entry_row x = a[i];
+            size_t j = i;
+            for (; j > 0 && a[j - 1].value > x.value; j--)
+                a[j] = a[j - 1];
+            a[j] = x;
+        }
+        return;
+    }
+    size_t m = n / 2, i = 0, j = m, o = 0;
+    sort_rows(a, m, tmp);
+    sort_rows(a + m, n - m, tmp);
+    if (a[m - 1].value <= a[m].value)
+        return;
+    while (i < m && j < n)
+        tmp[o++] = a[j].value < a[i].value ? a[j++] : a[i++];
+    while (i < m)
+        tmp[o++] = a[i++];
+    memcpy(a, tmp, o * sizeof *a); /* what is left of the second half is in place */
 }
 
-static inline uint64_t entry_key(const kms_handle *h, uint32_t s)
+/* The entries keyed (ek): 1, or 0 when some value is 2^32 or more (the
+ * Python keys entries only when every value is below it); -1 out of memory. */
+static int index_entries(kms_handle *h, struct entry_keys *ek)
 {
-    const unsigned char *sy = ent(h, T_SYMBOLS, s);
-    return (uint64_t)le32(sy + SYM_SECTION) << 32 | le64(sy + SYM_VALUE);
+    uint32_t nsym = h->count[T_SYMBOLS], nsec = h->count[T_SECTIONS], most = 0, *first;
+    struct entry_row *tmp;
+    if (!SCRATCH(h, ek->first, (size_t)nsec + 2) || !SCRATCH(h, ek->row, nsym))
+        return -1;
+    first = ek->first;
+    memset(first, 0, ((size_t)nsec + 2) * sizeof *first);
+    /* each section's rows counted at first[sec + 2], then where they begin
+     * at first[sec + 1], then (filled) where they end */
+    for (uint32_t s = 0; s < nsym; s++) {
+        const unsigned char *sy = ent(h, T_SYMBOLS, s);
+        if (le64(sy + SYM_VALUE) >> 32)
+            return 0;
+        first[le32(sy + SYM_SECTION) + 2]++;
+    }
+    for (uint32_t sec = 0; sec < nsec; sec++) {
+        most = first[sec + 2] > most ? first[sec + 2] : most;
+        first[sec + 2] += first[sec + 1];
+    }
+    for (uint32_t s = 0; s < nsym; s++) {
+        const unsigned char *sy = ent(h, T_SYMBOLS, s);
+        struct entry_row *r = &ek->row[first[le32(sy + SYM_SECTION) + 1]++];
+        r->value = le32(sy + SYM_VALUE);
+        r->name = le32(sy + SYM_NAME);
+        r->sym = s;
+    }
+    if (!SCRATCH(h, tmp, most))
+        return -1;
+    for (uint32_t sec = 0; sec < nsec; sec++)
+        sort_rows(ek->row + first[sec], first[sec + 1] - first[sec], tmp);
+    return 1;
 }
 
-static inline size_t key_bucket(const struct entry_keys *ek, uint64_t key)
+/* The first row with KEY (its section's rows searched), or -1; *END: where
+ * its section's rows end.  The key of a line whose offset is 2^32 or more
+ * (a section of 4 GiB or more: damaged) has that offset's high bits ORed
+ * into the section's, as the Python's key does, and matches whatever entry
+ * has that key. */
+static long row_with_key(const kms_handle *h, const struct entry_keys *ek, uint64_t key,
+                         uint32_t *end)
 {
-    return (size_t)((key * ek->mul) >> ek->shift);
+    uint64_t sec = key >> 32;
+    uint32_t value = (uint32_t)key;
+    if (sec >= h->count[T_SECTIONS])
+        return NO;
+    size_t lo = ek->first[sec], n = ek->first[sec + 1] - lo;
+    while (n > 0) {
+        size_t half = n / 2;
+        if (ek->row[lo + half].value < value) {
+            lo += half + 1;
+            n -= half + 1;
+        } else {
+            n = half;
+        }
+    }
+    *end = ek->first[sec + 1];
+    return lo < *end && ek->row[lo].value == value ? (long)lo : NO;
 }
 
-/* The key of line I in SEC.  An offset below 2^32 keys within the
- * section's own entries; a larger one (a section of 4 GiB or more:
- * damaged) ORs into the section bits, as the Python's key does, and
- * matches whatever entry has that key. */
-static inline uint64_t line_key(const kms_handle *h, size_t i, int32_t sec)
-{
-    return (uint64_t)sec << 32 | (h->line[i].addr - h->section_base[sec]);
-}
-
-/* The first entry (+ 1) of KEY's chain from entry E (+ 1) on, 0 for none. */
-static inline uint32_t entry_with_key(const kms_handle *h, const struct entry_keys *ek, uint32_t e,
-                                      uint64_t key)
-{
-    while (e && entry_key(h, e - 1) != key)
-        e = ek->next[e - 1];
-    return e;
-}
-
-/* Of the entries with KEY from entry E (+ 1) on, the first with line I's
+/* Of rows R.. (before END) with R's value, the first entry with line I's
  * name, or -1. */
 static int32_t entry_named(const kms_handle *h, const struct entry_keys *ek, size_t i,
-                           uint32_t e, uint64_t key)
+                           uint32_t r, uint32_t end)
 {
-    for (e = entry_with_key(h, ek, e, key); e; e = entry_with_key(h, ek, ek->next[e - 1], key))
-        if (name_eq(h, i, le32(ent(h, T_SYMBOLS, e - 1) + SYM_NAME)))
-            return (int32_t)(e - 1);
+    for (uint32_t value = ek->row[r].value; r < end && ek->row[r].value == value; r++)
+        if (name_eq(h, i, ek->row[r].name))
+            return (int32_t)ek->row[r].sym;
     return NO;
 }
 
@@ -1484,8 +1627,10 @@ static int32_t entry_named(const kms_handle *h, const struct entry_keys *ek, siz
 static int32_t match_entry(const kms_handle *h, const struct entry_keys *ek, size_t i,
                            int32_t sec)
 {
-    uint64_t key = line_key(h, i, sec);
-    return entry_named(h, ek, i, ek->head[key_bucket(ek, key)], key);
+    uint32_t end;
+    long r = row_with_key(h, ek, (uint64_t)sec << 32 | (h->line[i].addr - h->section_base[sec]),
+                          &end);
+    return r < 0 ? NO : entry_named(h, ek, i, (uint32_t)r, end);
 }
 
 /* Line I is entry S: what the index needs of the entry (size, binding,
@@ -1501,46 +1646,44 @@ static inline void take_entry(kms_handle *h, size_t i, int32_t s)
     l->prefer = symbol_prefer(sy[SYM_TYPE] != 0, sy[SYM_BINDING]);
 }
 
-/* A line's lookup of its entry, in steps LAG lines apart: LAG lines' reads
- * of one step are under way together while others are done. */
-#define LAG 8
-#define LOOKUP_RING (4 * LAG)
-struct lookup {
-    size_t line;
-    uint64_t key;
-    uint32_t e;          /* its bucket's first entry + 1, then the first with its key + 1 */
+/* The walk of one section's rows by the lines in it, in address order. */
+struct cursor {
+    int32_t sec;         /* its section, -1 none yet */
+    uint32_t at, end;    /* the row reached, and where the section's rows end */
 };
 
-/* The steps due once T lines of the TOTAL have been keyed (their buckets
- * fetched): the bucket read (the row fetched) of line T - LAG, the key
- * compared (the name fetched) of T - 2 LAG, the name compared and the
- * entry taken of T - 3 LAG (1-based). */
-static void entry_lookup(kms_handle *h, const struct entry_keys *ek, struct lookup *ring, size_t t,
-                         size_t total)
+/* The first row of the key of line I in SEC, or -1; *END: where its
+ * section's rows end.  Lines of SEC come in address order, so the cursor
+ * only moves up its rows; an offset of 2^32 or more searches. */
+static long row_of_line(const kms_handle *h, const struct entry_keys *ek, struct cursor *c,
+                        size_t i, int32_t sec, uint32_t *end)
 {
-    struct lookup *x;
-    if (t > LAG && t - LAG <= total) {
-        x = &ring[(t - LAG - 1) % LOOKUP_RING];
-        if ((x->e = ek->head[key_bucket(ek, x->key)])) { /* both cache lines a row may span */
-            PREFETCH(ent(h, T_SYMBOLS, x->e - 1));
-            PREFETCH(ent(h, T_SYMBOLS, x->e - 1) + entry_size[T_SYMBOLS] - 1);
-        }
+    uint64_t off = h->line[i].addr - h->section_base[sec];
+    if (off >> 32)
+        return row_with_key(h, ek, (uint64_t)sec << 32 | off, end);
+    if (c->sec != sec) {
+        c->sec = sec;
+        c->at = ek->first[sec];
+        c->end = ek->first[sec + 1];
     }
-    if (t > 2 * LAG && t - 2 * LAG <= total) {
-        x = &ring[(t - 2 * LAG - 1) % LOOKUP_RING];
-        if ((x->e = entry_with_key(h, ek, x->e, x->key))) {
-            /* the name, as long as the line's (its end may lie past the table) */
-            const char *name = str(h, le32(ent(h, T_SYMBOLS, x->e - 1) + SYM_NAME));
-            PREFETCH(name);
-            PREFETCH((const void *)((uintptr_t)name + h->line[x->line].name_len));
-        }
-    }
-    if (t > 3 * LAG && t - 3 * LAG <= total) {
-        x = &ring[(t - 3 * LAG - 1) % LOOKUP_RING];
-        int32_t got = x->e ? entry_named(h, ek, x->line, x->e, x->key) : NO;
-        if (got >= 0)
-            take_entry(h, x->line, got);
-    }
+    while (c->at < c->end && ek->row[c->at].value < off)
+        c->at++;
+    *end = c->end;
+    return c->at < c->end && ek->row[c->at].value == off ? (long)c->at : NO;
+}
+
+/* A line whose key has rows, compared LAG lines later: its entry's name and
+ * row are fetched meanwhile. */
+#define LAG 16
+struct pending {
+    uint32_t line, row, end;
+};
+
+static void settle(kms_handle *h, const struct entry_keys *ek, const struct pending *p)
+{
+    int32_t got = entry_named(h, ek, p->line, p->row, p->end);
+    if (got >= 0)
+        take_entry(h, p->line, got);
 }
 
 /* Stable merge sort of entry indices by name (strcmp); TMP: room for N. */
@@ -1587,46 +1730,25 @@ static int line_name_cmp(const kms_handle *h, size_t i, const char *name)
 static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
 {
     uint32_t nsym = h->count[T_SYMBOLS];
-    struct entry_keys ek = {NULL, NULL, 63, bucket_multiplier()};
-    struct keyed *ends = NULL;
-    uint32_t *cand = NULL, *loose = malloc((h->n ? h->n : 1) * sizeof *loose);
-    const char **cand_name = NULL;
+    struct scratch_mark mark = scratch_mark(h);
+    struct entry_keys ek = {NULL, NULL};
+    struct keyed *ends;
+    uint32_t *cand, *loose;
+    const char **cand_name;
     size_t nloose = 0;
-    int keyed = nsym > 0, rc = KMS_OK;
+    int keyed = nsym > 0 ? index_entries(h, &ek) : 0, rc = KMS_OK;
 
-    if (!loose) {
+    if (keyed < 0 || !SCRATCH(h, loose, h->n)) {
         rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
         goto out;
     }
-    if (keyed) {
-        /* about two buckets per entry (a chain seldom holds another entry
-         * before the one looked for, whose row is read unfetched); the
-         * entries pushed in reverse order leave each chain in entry order */
-        size_t nbucket = 2;
-        while (nbucket < 2 * (size_t)nsym) {
-            nbucket *= 2;
-            ek.shift--;
-        }
-        if (!(ek.head = calloc(nbucket, sizeof *ek.head)) ||
-            !(ek.next = malloc((size_t)nsym * sizeof *ek.next))) {
-            rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
-            goto out;
-        }
-        for (uint32_t s = nsym; keyed && s-- > 0;) {
-            uint64_t key = entry_key(h, s);
-            /* the Python keys entries only when every value is below 2^32 */
-            keyed = le64(ent(h, T_SYMBOLS, s) + SYM_VALUE) < (UINT64_C(1) << 32);
-            size_t b = key_bucket(&ek, key);
-            ek.next[s] = ek.head[b];
-            ek.head[b] = s + 1;
-        }
-    }
     for (size_t i = 0; i < h->n; i++)
         h->line_section[i] = NO;
-    /* Lines in address order walk the extents (no search).  Their entries
-     * are read at random, a bucket, then a row, then a name: each line's
-     * reads are started LAG lines ahead of their use (entry_lookup). */
-    struct lookup ring[LOOKUP_RING];
+    /* Lines in address order walk the extents and, in each, its section's
+     * rows (no search).  The names and rows of the entries they find are
+     * read at random: each is fetched LAG lines ahead of its comparison. */
+    struct pending ring[LAG];
+    struct cursor cur = {NO, 0, 0};
     size_t looked = 0;
     for (size_t k = 0, e = 0; k < h->n; k++) {
         size_t i = h->by_address[k];
@@ -1638,22 +1760,30 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
             loose[nloose++] = (uint32_t)i; /* a core line in no extent */
             continue;
         }
-        h->line_section[i] = (int32_t)h->ext[e - 1].sec;
-        if (!keyed)
+        int32_t sec = h->line_section[i] = (int32_t)h->ext[e - 1].sec;
+        uint32_t end;
+        long r = keyed ? row_of_line(h, &ek, &cur, i, sec, &end) : NO;
+        if (r < 0)
             continue;
-        struct lookup *x = &ring[looked % LOOKUP_RING];
-        x->line = i;
-        x->key = line_key(h, i, h->line_section[i]);
-        PREFETCH(&ek.head[key_bucket(&ek, x->key)]);
-        looked++;
-        entry_lookup(h, &ek, ring, looked, looked);
+        /* the name, as long as the line's (its end may lie past the table),
+         * and both cache lines a symbol's row may span */
+        const char *name = str(h, ek.row[r].name);
+        const unsigned char *sy = ent(h, T_SYMBOLS, ek.row[r].sym);
+        PREFETCH(name);
+        PREFETCH((const void *)((uintptr_t)name + h->line[i].name_len));
+        PREFETCH(sy);
+        PREFETCH(sy + entry_size[T_SYMBOLS] - 1);
+        if (looked >= LAG)
+            settle(h, &ek, &ring[looked % LAG]);
+        ring[looked++ % LAG] = (struct pending){(uint32_t)i, (uint32_t)r, end};
     }
-    for (size_t t = looked + 1; t <= looked + 3 * LAG; t++) /* the last lines' steps */
-        entry_lookup(h, &ek, ring, t, looked);
+    for (size_t t = looked > LAG ? looked - LAG : 0; t < looked; t++) /* the last lines' */
+        settle(h, &ek, &ring[t % LAG]);
+    scratch_shrink(h, loose, nloose, sizeof *loose);
     /* Lines in no extent, at the end of placed sections ending there: the
      * sections by end (stably), each line tried against each in order; the
      * last match wins (the Python assigns all matches in turn). */
-    if (!(ends = malloc((h->next ? h->next : 1) * sizeof *ends))) {
+    if (!SCRATCH(h, ends, h->next)) {
         rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
         goto out;
     }
@@ -1666,13 +1796,13 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
             ends[k++].idx = sec;
         }
     }
-    if (sort_keyed(ends, h->next)) {
+    if (sort_keyed(h, ends, h->next)) {
         rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
         goto out;
     }
     if (keyed && h->next) {
-        uint64_t *end_key = malloc(h->next * sizeof *end_key);
-        if (!end_key) {
+        uint64_t *end_key;
+        if (!SCRATCH(h, end_key, h->next)) {
             rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
             goto out;
         }
@@ -1692,11 +1822,10 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
                 h->line_section[i] = (int32_t)le32(ent(h, T_SYMBOLS, (uint32_t)got) + SYM_SECTION);
             }
         }
-        free(end_key);
     }
     /* Ambiguous: loose lines whose name only unplaced sized copies carry. */
     size_t ncand = 0;
-    if (!(cand = malloc(2 * (nsym ? nsym : 1) * sizeof *cand))) {
+    if (!SCRATCH(h, cand, nsym)) {
         rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
         goto out;
     }
@@ -1705,10 +1834,11 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
         if (!(h->placed[le32(sy + SYM_SECTION)] & PLACED) && le64(sy + SYM_SIZE) > 0)
             cand[ncand++] = s;
     }
+    scratch_shrink(h, cand, ncand, sizeof *cand);
     if (ncand) {
         /* by name, then index: the file's own order when it is sorted, as
          * kmodsyms writes it (checked here, not assumed) */
-        if (!(cand_name = malloc(ncand * sizeof *cand_name))) {
+        if (!SCRATCH(h, cand_name, ncand)) {
             rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
             goto out;
         }
@@ -1719,8 +1849,13 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
             if (strcmp(cand_name[c - 1], cand_name[c]) > 0)
                 break;
         }
+        uint32_t *tmp;
+        if (c < ncand && !SCRATCH(h, tmp, ncand)) {
+            rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
+            goto out;
+        }
         if (c < ncand)
-            sort_by_name(h, cand, ncand, cand + nsym);
+            sort_by_name(h, cand, ncand, tmp);
         for (c = 0; c < ncand; c++)
             cand_name[c] = sym_name(h, cand[c]);
         for (size_t k = 0; k < nloose; k++) {
@@ -1775,12 +1910,7 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
         }
     }
 out:
-    free(ek.head);
-    free(ek.next);
-    free(ends);
-    free(cand);
-    free((void *)cand_name);
-    free(loose);
+    scratch_release(h, mark);
     return rc;
 }
 
@@ -1916,11 +2046,12 @@ static int regions(kms_handle *h, kms_error *err)
     /* groups: two per module (inside its core, outside), then one per
      * pseudo-module line (at most the lines not of the core) */
     size_t most = 2 * nmods + (n - h->core_lines);
-    uint64_t *highest = malloc(most * sizeof *highest);
-    if (!highest || !(h->region_end = malloc(most * sizeof *h->region_end))) {
-        free(highest);
+    uint64_t *highest;
+    if (!SCRATCH(h, h->region_end, most))
         return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
-    }
+    struct scratch_mark mark = scratch_mark(h);
+    if (!SCRATCH(h, highest, most))
+        return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
     memset(highest, 0, 2 * nmods * sizeof *highest);
     h->line_region = h->line_section; /* rewritten in place: a placed section stays */
     for (size_t i = 0; i < n; i++) {
@@ -1969,7 +2100,7 @@ static int regions(kms_handle *h, kms_error *err)
             end = highest[g] + 4095;
         h->region_end[g] = end;
     }
-    free(highest);
+    scratch_release(h, mark);
     core_ranges(h, &core);
     /* the extents at or above the lowest core line that may answer */
     uint64_t lowest = h->ncore_ranges ? h->core_range[0] : 0;
@@ -2024,7 +2155,6 @@ static int build_index(kms_handle *h, kms_error *err)
             h->line[i].who = WHO(WHO_OBJECT, h->section_object[h->line_region[i]]);
     }
     /* what only attribution needed (line_section's array lives on as line_region) */
-    free(h->line_matched);
     h->line_matched = NULL;
     h->line_section = NULL;
     return KMS_OK;
@@ -2230,8 +2360,9 @@ out:
 static int match_modules(kms_handle *h, const struct kms_sources *src, kms_error *err)
 {
     size_t nml = 0;
-    struct kms_mline *ml = malloc((h->n - h->core_lines + 1) * sizeof *ml);
-    if (!ml)
+    struct scratch_mark mark = scratch_mark(h);
+    struct kms_mline *ml;
+    if (!SCRATCH(h, ml, h->n - h->core_lines))
         return fail(err, KMS_E_NOMEM, "out of memory reading loaded modules");
     for (size_t i = 0; i < h->n; i++)
         if (line_module(h, i)) {
@@ -2242,7 +2373,7 @@ static int match_modules(kms_handle *h, const struct kms_sources *src, kms_error
             ml[nml++].line = (uint32_t)i;
         }
     int rc = kms_modules_match(&h->mods, ml, nml, h->mod_name, h->nmods, src, err);
-    free(ml);
+    scratch_release(h, mark);
     if (rc)
         return rc;
     uint32_t nsec = h->count[T_SECTIONS], nobj = h->count[T_OBJECTS];
@@ -2286,7 +2417,8 @@ static int add_ko_extents(kms_handle *h, kms_error *err)
     size_t nk = h->mods.nextent, nv = h->next;
     if (!nk)
         return KMS_OK;
-    struct keyed *ko = malloc(nk * sizeof *ko);
+    struct scratch_mark mark = scratch_mark(h);
+    struct keyed *ko = scratch(h, nk, sizeof *ko);
     uint64_t *start = realloc(h->ext_start, (nv + nk) * sizeof *start);
     if (start)
         h->ext_start = start;
@@ -2297,8 +2429,7 @@ static int add_ko_extents(kms_handle *h, kms_error *err)
         ko[e].key = h->mods.extent[e].start;
         ko[e].idx = (uint32_t)e;
     }
-    if (!ko || !ext || sort_keyed(ko, nk)) {
-        free(ko);
+    if (!ko || !ext || sort_keyed(h, ko, nk)) {
         return fail(err, KMS_E_NOMEM, "out of memory indexing loaded modules");
     }
     /* merge from the top: the .ko's above dtrace_syms' at equal starts */
@@ -2317,7 +2448,7 @@ static int add_ko_extents(kms_handle *h, kms_error *err)
         }
     }
     h->next = (uint32_t)(nv + nk);
-    free(ko);
+    scratch_release(h, mark);
     return KMS_OK;
 }
 
@@ -2353,7 +2484,7 @@ static int check_live(const kms_handle *h, const char *syms_path, kms_error *err
 static int sort_by_address(kms_handle *h)
 {
     size_t n = h->n, p = h->unsorted_at ? h->unsorted_at : n, m;
-    if (!ALLOC(h, by_address, n))
+    if (!SCRATCH(h, h->by_address, n))
         return -1;
     if (p >= n) {
         for (size_t i = 0; i < n; i++)
@@ -2361,8 +2492,9 @@ static int sort_by_address(kms_handle *h)
         return 0;
     }
     m = n - p;
-    struct keyed *rest = malloc(2 * m * sizeof *rest);
-    if (!rest)
+    struct scratch_mark mark = scratch_mark(h);
+    struct keyed *rest;
+    if (!SCRATCH(h, rest, 2 * m))
         return -1;
     for (size_t k = 0; k < m; k++) {
         rest[k].key = h->line[p + k].addr;
@@ -2376,7 +2508,7 @@ static int sort_by_address(kms_handle *h)
         h->by_address[o++] = (uint32_t)i++;
     while (j < m)
         h->by_address[o++] = rest[j++].idx;
-    free(rest);
+    scratch_release(h, mark);
     return 0;
 }
 
@@ -2389,12 +2521,7 @@ static void free_build(kms_handle *h)
     h->mods.line = NULL;
     h->mods.extent = NULL;
     h->mods.nlines = h->mods.nextent = 0;
-    free(h->line_matched);
-    if (h->line_section != h->line_region) /* regions() made one the other */
-        free(h->line_section);
-    free(h->line_region);
-    free(h->by_address);
-    free(h->region_end);
+    scratch_release(h, (struct scratch_mark){NULL, 0});
     free_anchors(h->anchors);
     h->anchors = NULL;
     h->line_matched = NULL;
@@ -2561,10 +2688,12 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
              "kernel's build tree, or use kmodsyms' Python resolver", syms_path);
         goto bad;
     }
-    if (!ALLOC(h, line_matched, h->n) || !ALLOC(h, line_section, h->n) || sort_by_address(h)) {
+    if (!SCRATCH(h, h->line_matched, h->n) || !SCRATCH(h, h->line_section, h->n) ||
+        sort_by_address(h)) {
         fail(err, KMS_E_NOMEM, "out of memory indexing %s", source);
         goto bad;
     }
+    memset(h->line_matched, 0, h->n);
     if (place_sections(h, syms_path, source, check, err) || attribute_lines(h, syms_path, err) ||
         match_modules(h, modules, err) || build_index(h, err) || add_ko_extents(h, err) ||
         build_pieces(h, err))
