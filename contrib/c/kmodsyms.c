@@ -988,22 +988,55 @@ struct kallsyms_source {
 /*
  * Huge pages (THP, where the kernel gives them on request) for the names
  * and rows: each 2 MiB of them is then one page fault, not 512.  Asked for
- * only where the text read so far predicts they will be filled (to 7/8 of
- * the prediction, from the first untouched 2 MiB on): the rest stays in
- * small pages, so that no more memory is held than they fill.
+ * only where the text read so far predicts they will be filled (each
+ * untouched 2 MiB that the prediction fills to 7/8 at least): the rest
+ * stays in small pages, so that little more memory is held than they fill
+ * (the predictions err by a few percent, their last one by none).  The arrays
+ * begin on a huge page (alloc_hugeable), and the first prediction is made
+ * before any line is parsed (advise_sample): the first 2 MiB too are huge.
  */
-static void advise_huge(void *base, size_t *asked, size_t used, uint64_t expect)
+static void *alloc_hugeable(size_t size)
+{
+    if (size < HUGE_PAGE)
+        return malloc(size);
+    if (size > SIZE_MAX - HUGE_PAGE)
+        return NULL;
+    return aligned_alloc(HUGE_PAGE, (size + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1));
+}
+
+/* BASE: an array of CAP bytes, USED of them filled, EXPECT predicted. */
+static void advise_huge(void *base, size_t cap, size_t *asked, size_t used, uint64_t expect)
 {
 #ifdef MADV_HUGEPAGE
     uintptr_t b = (uintptr_t)base;
     size_t from = *asked > used ? *asked : used;
     uintptr_t lo = (b + from + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
-    uintptr_t hi = (b + (uintptr_t)(expect / 8 * 7)) & ~(HUGE_PAGE - 1);
+    uintptr_t hi = (b + (expect < cap ? (uintptr_t)expect : cap) + HUGE_PAGE / 8) & ~(HUGE_PAGE - 1);
+    if (hi > ((b + cap) & ~(HUGE_PAGE - 1)))
+        hi = (b + cap) & ~(HUGE_PAGE - 1);
     if (hi > lo && madvise((void *)lo, hi - lo, MADV_HUGEPAGE) == 0)
         *asked = hi - b;
 #else
-    (void)base, (void)asked, (void)used, (void)expect;
+    (void)base, (void)cap, (void)asked, (void)used, (void)expect;
 #endif
+}
+
+/* Before the first line is parsed: the rows and names of TOTAL bytes of
+ * text as its first LEN bytes at T predict them (lines as dense, each with
+ * the first line's address width), asked huge. */
+static void advise_sample(kms_handle *h, struct parse *ps, const char *t, size_t len,
+                          uint64_t total)
+{
+    size_t lines = 0;
+    for (const char *p = t, *end = t + len; (p = memchr(p, '\n', (size_t)(end - p))); p++)
+        lines++;
+    const char *sp = memchr(t, ' ', len);
+    uint64_t per_line = (sp ? (uint64_t)(sp - t) : 0) + 4; /* "ADDRESS T " and "\n" */
+    if (!lines || lines * per_line >= len)
+        return;
+    advise_huge(h->line, ps->cap * sizeof *h->line, &ps->rows_asked, 0,
+                lines * sizeof *h->line * total / len);
+    advise_huge(h->text, ps->names_cap, &ps->names_asked, 0, (len - lines * per_line) * total / len);
 }
 
 /* kmodsyms.kallsyms.Kallsyms._parse: the rows and names of every line. */
@@ -1011,7 +1044,8 @@ static int parse_kallsyms(kms_handle *h, const struct kallsyms_source *src, kms_
 {
     struct parse ps = {0};
     size_t expect = src->len ? src->len : READ_BLOCK; /* the names are at most this */
-    char *block = NULL;
+    struct scratch_mark mark = scratch_mark(h);
+    char *block;
     int rc;
 
     ps.source = src->name;
@@ -1021,17 +1055,19 @@ static int parse_kallsyms(kms_handle *h, const struct kallsyms_source *src, kms_
     ps.names_cap = expect + 8;
     ps.cap = expect / 13 + 1;
     if (ps.cap > SIZE_MAX / sizeof *h->line || /* a 32-bit host's multi-GB buffer */
-        !(h->text = malloc(ps.names_cap)) || !(h->line = malloc(ps.cap * sizeof *h->line))) {
+        !(h->text = alloc_hugeable(ps.names_cap)) ||
+        !(h->line = alloc_hugeable(ps.cap * sizeof *h->line))) {
         rc = fail(err, KMS_E_NOMEM, "out of memory reading %s", src->name);
         goto out;
     }
     if (src->fd < 0) {
         size_t used;
+        advise_sample(h, &ps, src->buf, src->len < READ_BLOCK ? src->len : READ_BLOCK, src->len);
         if (src->len && (rc = parse_block(h, &ps, src->buf, src->len, 1, &used, err)))
             goto out;
     } else {
         size_t cap = READ_BLOCK, have = 0, total = 0;
-        if (!(block = malloc(cap))) {
+        if (!SCRATCH(h, block, cap)) {
             rc = fail(err, KMS_E_NOMEM, "out of memory reading %s", src->name);
             goto out;
         }
@@ -1051,25 +1087,28 @@ static int parse_kallsyms(kms_handle *h, const struct kallsyms_source *src, kms_
             }
             size_t used;
             have += (size_t)got;
+            if (total == have && src->len)
+                advise_sample(h, &ps, block, have, src->len);
             if ((rc = parse_block(h, &ps, block, have, got == 0, &used, err)))
                 goto out;
             if (got == 0)
                 break;
             if (total < src->len) { /* the rows and names of the whole file, at this rate */
                 uint64_t rows = (uint64_t)h->n * sizeof *h->line, left = src->len - total;
-                advise_huge(h->line, &ps.rows_asked, rows, rows + rows * left / total);
-                advise_huge(h->text, &ps.names_asked, ps.names_len,
+                advise_huge(h->line, ps.cap * sizeof *h->line, &ps.rows_asked, rows,
+                            rows + rows * left / total);
+                advise_huge(h->text, ps.names_cap, &ps.names_asked, ps.names_len,
                             ps.names_len + (uint64_t)ps.names_len * left / total);
             }
             memmove(block, block + used, have - used);
             have -= used;
             if (have == cap) { /* a line longer than the block */
-                char *nb = realloc(block, cap *= 2);
-                if (!nb) {
+                char *nb;
+                if (cap > SIZE_MAX / 4 || !SCRATCH(h, nb, cap *= 2)) {
                     rc = fail(err, KMS_E_NOMEM, "out of memory reading %s", src->name);
                     goto out;
                 }
-                block = nb;
+                block = memcpy(nb, block, have);
             }
         }
     }
@@ -1099,7 +1138,7 @@ static int parse_kallsyms(kms_handle *h, const struct kallsyms_source *src, kms_
     }
     rc = KMS_OK;
 out:
-    free(block);
+    scratch_release(h, mark);
     free(ps.tagh);
     free(ps.tagoff);
     free(ps.taglen);
