@@ -2273,19 +2273,25 @@ static int push(struct stack *s, uint32_t x)
  * region and the core ranges' bounds: each such address is answered, and
  * a new piece begins where the answer differs from the last.
  */
+/* Pieces are first made in scratch: when there are this many, the array
+ * the handle keeps is made, asked huge as far as the lines so far predict
+ * it fills (advise_huge), and they are copied in; those of an index with
+ * fewer are copied into one of their size. */
+#define PIECE_SAMPLE 4096
+
 static int build_pieces(kms_handle *h, kms_error *err)
 {
-    size_t n = h->n, next_ext = h->next - h->ext_first, k = 0, e = 0, cap, np = 0;
+    size_t n = h->n, next_ext = h->next - h->ext_first, k = 0, e = 0, cap = PIECE_SAMPLE, np = 0;
     const uint64_t *ext_start = h->ext_start + h->ext_first;
     struct stack st = {NULL, 0, 0}, tie = {NULL, 0, 0};
     uint64_t q = 0, reach = 0, last_start = 0;
     struct cluster *cl = NULL;
-    size_t ccap = 0;
+    struct piece *pc; /* the first PIECE_SAMPLE pieces in scratch, then h->piece */
+    size_t ccap = 0, asked = 0;
     int32_t cand = NO;
     int any = 0, rc = KMS_OK;
 
-    cap = n + n / 2 + 2 * next_ext + 16;
-    if (!(h->piece = malloc(cap * sizeof *h->piece)))
+    if (!SCRATCH(h, pc, cap))
         return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
     for (;;) {
         /* the lines at or below q, a run of one address at a time */
@@ -2326,12 +2332,24 @@ static int build_pieces(kms_handle *h, kms_error *err)
         while (st.n && line_end(h, st.v[st.n - 1]) <= q)
             st.n--;
         uint32_t v = st.n ? PIECE_SIZED | st.v[st.n - 1] : unsized_at(h, q, cand, e);
-        if (np == 0 || v != h->piece[np - 1].answer) {
-            if (np == cap) {
+        if (np == 0 || v != pc[np - 1].answer) {
+            /* as many pieces per line as so far (k lines) */
+            uint64_t predict = k ? (uint64_t)np * n / k * sizeof *pc : 0;
+            if (np == cap && !h->piece) { /* the array kept, asked huge before it is touched */
+                size_t most = n + n / 2 + 2 * next_ext + 16;
+                cap = most > 2 * np ? most : 2 * np;
+                if (!(h->piece = alloc_hugeable(cap * sizeof *h->piece)))
+                    goto nomem;
+                advise_huge(h->piece, cap * sizeof *pc, &asked, 0, predict);
+                pc = memcpy(h->piece, pc, np * sizeof *pc);
+            } else if (np == cap) {
                 struct piece *nv = realloc(h->piece, (cap *= 2) * sizeof *nv);
                 if (!nv)
                     goto nomem;
-                h->piece = nv;
+                pc = h->piece = nv;
+                asked = 0;
+            } else if (np % PIECE_SAMPLE == 0 && h->piece) {
+                advise_huge(pc, cap * sizeof *pc, &asked, np * sizeof *pc, predict);
             }
             if (np == 0 || q - last_start > CLUSTER_GAP || q - cl->base > UINT32_MAX) {
                 if (h->ncluster == ccap) {
@@ -2346,8 +2364,8 @@ static int build_pieces(kms_handle *h, kms_error *err)
                 cl->base = q;
                 cl->first = (uint32_t)np;
             }
-            h->piece[np].low = (uint32_t)(q - cl->base);
-            h->piece[np++].answer = v;
+            pc[np].low = (uint32_t)(q - cl->base);
+            pc[np++].answer = v;
             last_start = q;
         }
         /* the next address where the answer may change */
@@ -2377,6 +2395,10 @@ static int build_pieces(kms_handle *h, kms_error *err)
             break;
         q = nq;
     }
+    if (!h->piece && !(h->piece = malloc(np * sizeof *h->piece))) /* (np >= 1) */
+        goto nomem;
+    if (pc != h->piece)
+        memcpy(h->piece, pc, np * sizeof *pc);
     h->npiece = np;
     h->cluster[h->ncluster - 1].last = (uint32_t)np - 1;
     goto out;
