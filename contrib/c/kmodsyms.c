@@ -1581,8 +1581,12 @@ static void sort_rows(struct entry_row *a, size_t n, struct entry_row *tmp)
     sort_rows(a + m, n - m, tmp);
     if (a[m - 1].value <= a[m].value)
         return;
-    while (i < m && j < n)
-        tmp[o++] = a[j].value < a[i].value ? a[j++] : a[i++];
+    while (i < m && j < n) { /* without a branch on the values: they are in no order */
+        size_t later = a[j].value < a[i].value;
+        tmp[o++] = a[later ? j : i];
+        j += later;
+        i += !later;
+    }
     while (i < m)
         tmp[o++] = a[i++];
     memcpy(a, tmp, o * sizeof *a); /* what is left of the second half is in place */
@@ -2278,6 +2282,8 @@ static int push(struct stack *s, uint32_t x)
  * it fills (advise_huge), and they are copied in; those of an index with
  * fewer are copied into one of their size. */
 #define PIECE_SAMPLE 4096
+/* The bytes of pieces that NP pieces from K of N lines predict: as many per line. */
+#define PREDICT_PIECES(np, k, n) ((k) ? (uint64_t)(np) * (n) / (k) * sizeof(struct piece) : 0)
 
 static int build_pieces(kms_handle *h, kms_error *err)
 {
@@ -2333,14 +2339,12 @@ static int build_pieces(kms_handle *h, kms_error *err)
             st.n--;
         uint32_t v = st.n ? PIECE_SIZED | st.v[st.n - 1] : unsized_at(h, q, cand, e);
         if (np == 0 || v != pc[np - 1].answer) {
-            /* as many pieces per line as so far (k lines) */
-            uint64_t predict = k ? (uint64_t)np * n / k * sizeof *pc : 0;
             if (np == cap && !h->piece) { /* the array kept, asked huge before it is touched */
                 size_t most = n + n / 2 + 2 * next_ext + 16;
                 cap = most > 2 * np ? most : 2 * np;
                 if (!(h->piece = alloc_hugeable(cap * sizeof *h->piece)))
                     goto nomem;
-                advise_huge(h->piece, cap * sizeof *pc, &asked, 0, predict);
+                advise_huge(h->piece, cap * sizeof *pc, &asked, 0, PREDICT_PIECES(np, k, n));
                 pc = memcpy(h->piece, pc, np * sizeof *pc);
             } else if (np == cap) {
                 struct piece *nv = realloc(h->piece, (cap *= 2) * sizeof *nv);
@@ -2349,7 +2353,7 @@ static int build_pieces(kms_handle *h, kms_error *err)
                 pc = h->piece = nv;
                 asked = 0;
             } else if (np % PIECE_SAMPLE == 0 && h->piece) {
-                advise_huge(pc, cap * sizeof *pc, &asked, np * sizeof *pc, predict);
+                advise_huge(pc, cap * sizeof *pc, &asked, np * sizeof *pc, PREDICT_PIECES(np, k, n));
             }
             if (np == 0 || q - last_start > CLUSTER_GAP || q - cl->base > UINT32_MAX) {
                 if (h->ncluster == ccap) {
@@ -2562,7 +2566,20 @@ static int sort_by_address(kms_handle *h)
         rest[k].idx = (uint32_t)(p + k);
     }
     stable_sort(rest, m, rest + m);
-    size_t i = 0, j = 0, o = 0;
+    /* the prefix's lines at or below the rest's lowest come first, as they
+     * are (loaded modules most often lie above the core kernel: all of it) */
+    size_t i = 0, j = 0, o, below = p;
+    while (below > 0) {
+        size_t half = below / 2;
+        if (h->line[i + half].addr <= rest[0].key) {
+            i += half + 1;
+            below -= half + 1;
+        } else {
+            below = half;
+        }
+    }
+    for (o = 0; o < i; o++)
+        h->by_address[o] = (uint32_t)o;
     while (i < p && j < m)
         h->by_address[o++] = rest[j].key < h->line[i].addr ? rest[j++].idx : (uint32_t)i++;
     while (i < p)
