@@ -184,10 +184,11 @@ struct kms_handle {
     const char **mod_name;      /* [0] "vmlinux"; loaded and pseudo-modules */
     uint8_t *mod_origin;        /* KMS_ORIGIN_LOADABLE or _PSEUDO, per mod_name */
     size_t core_lines;
+    size_t modules_from;        /* the first loaded or pseudo-module's line (n: none) */
     size_t unsorted_at;         /* the first line below the one before it, 0 for none */
 
     /* placement */
-    uint64_t *section_base;
+    uint64_t *section_base;     /* per section: where it is (scratch: only while loading) */
     uint8_t *placed;            /* per section: PLACED (moved by a known shift, placement
                                  * != 0), HOLDS_TEXT (a t/T kallsyms line is in it) */
     size_t namb;                /* ambiguous lines (WHO_AMBIGUOUS), and their candidates */
@@ -945,6 +946,8 @@ static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t 
         ps->names_len += name_len;
         h->text[ps->names_len++] = 0;
         h->core_lines += mod == 0;
+        if (mod && h->core_lines == h->n - 1) /* the first */
+            h->modules_from = h->n - 1;
         if (!mod && find_anchors(h->anchors, (uint32_t)(h->n - 1), name, name_len))
             return fail(err, KMS_E_NOMEM, "out of memory reading %s", source);
     }
@@ -1112,6 +1115,8 @@ static int parse_kallsyms(kms_handle *h, const struct kallsyms_source *src, kms_
             }
         }
     }
+    if (h->core_lines == h->n)
+        h->modules_from = h->n;
     if (ps.nonblank == 0) {
         rc = fail(err, KMS_E_KALLSYMS, "%s: empty: no symbols (is this a kallsyms file?)",
                   src->name);
@@ -1344,7 +1349,7 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
     struct scratch_mark mark = scratch_mark(h);
     int rc = KMS_OK;
 
-    if (!shift || !known || !usable || !order || !ALLOC(h, section_base, nsec)) {
+    if (!shift || !known || !usable || !order) {
         rc = fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
         goto out;
     }
@@ -1785,8 +1790,6 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
         rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
         goto out;
     }
-    for (size_t i = 0; i < h->n; i++)
-        h->line_section[i] = NO;
     /* Lines in address order walk the extents and, in each, its section's
      * rows (no search).  The names and rows of the entries they find are
      * read at random: each is fetched LAG lines ahead of its comparison. */
@@ -1797,6 +1800,7 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
         size_t i = h->by_address[k];
         while (e < h->next && h->ext_start[e] <= h->line[i].addr)
             e++;
+        h->line_section[i] = NO;
         if (line_module(h, i) != 0)
             continue;
         if (e == 0 || h->line[i].addr >= h->ext[e - 1].end) {
@@ -1851,11 +1855,13 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
         }
         for (uint32_t k = 0; k < h->next; k++)
             end_key[k] = ends[k].key;
-        for (size_t k = 0; k < nloose; k++) {
+        /* (the loose lines are in address order: the ends' first at or above each only moves up) */
+        for (size_t k = 0, first = 0; k < nloose; k++) {
             size_t i = loose[k];
             int32_t got = NO;
-            for (size_t j = lower_bound(end_key, h->next, h->line[i].addr);
-                 j < h->next && end_key[j] == h->line[i].addr; j++) {
+            while (first < h->next && end_key[first] < h->line[i].addr)
+                first++;
+            for (size_t j = first; j < h->next && end_key[j] == h->line[i].addr; j++) {
                 int32_t m = match_entry(h, &ek, i, (int32_t)ends[j].idx);
                 if (m >= 0)
                     got = m;
@@ -2429,7 +2435,7 @@ static int match_modules(kms_handle *h, const struct kms_sources *src, kms_error
     struct kms_mline *ml;
     if (!SCRATCH(h, ml, h->n - h->core_lines))
         return fail(err, KMS_E_NOMEM, "out of memory reading loaded modules");
-    for (size_t i = 0; i < h->n; i++)
+    for (size_t i = h->modules_from; i < h->n; i++)
         if (line_module(h, i)) {
             ml[nml].addr = h->line[i].addr;
             ml[nml].name = line_name(h, i);
@@ -2604,6 +2610,7 @@ static void free_build(kms_handle *h)
     h->anchors = NULL;
     h->line_matched = NULL;
     h->line_section = h->line_region = NULL;
+    h->section_base = NULL;
     h->by_address = NULL;
     h->region_end = NULL;
 }
@@ -2767,11 +2774,12 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
         goto bad;
     }
     if (!SCRATCH(h, h->line_matched, h->n) || !SCRATCH(h, h->line_section, h->n) ||
-        sort_by_address(h)) {
+        !SCRATCH(h, h->section_base, h->count[T_SECTIONS]) || sort_by_address(h)) {
         fail(err, KMS_E_NOMEM, "out of memory indexing %s", source);
         goto bad;
     }
     memset(h->line_matched, 0, h->n);
+    memset(h->section_base, 0, h->count[T_SECTIONS] * sizeof *h->section_base);
     if (place_sections(h, syms_path, source, check, err) || attribute_lines(h, syms_path, err) ||
         match_modules(h, modules, err) || build_index(h, err) || add_ko_extents(h, err) ||
         build_pieces(h, err))
@@ -2871,7 +2879,6 @@ void kms_free(kms_handle *h)
     free(h->line);
     free(h->mod_name);
     free(h->mod_origin);
-    free(h->section_base);
     free(h->placed);
     free(h->amb_first);
     free(h->amb_count);
