@@ -2253,6 +2253,32 @@ struct stack {
     size_t n, cap;
 };
 
+/* The chain of sized intervals holding an address (build_pieces): their
+ * lines, each with its end. */
+struct link {
+    uint64_t end;
+    uint32_t line;
+};
+struct chain {
+    struct link *v;
+    size_t n, cap;
+};
+
+static int chain_push(struct chain *c, uint32_t line, uint64_t end)
+{
+    if (c->n == c->cap) {
+        size_t nc = c->cap ? c->cap * 2 : 64;
+        struct link *nv = realloc(c->v, nc * sizeof *nv);
+        if (!nv)
+            return -1;
+        c->v = nv;
+        c->cap = nc;
+    }
+    c->v[c->n].end = end;
+    c->v[c->n++].line = line;
+    return 0;
+}
+
 static int push(struct stack *s, uint32_t x)
 {
     if (s->n == s->cap) {
@@ -2295,8 +2321,9 @@ static int build_pieces(kms_handle *h, kms_error *err)
 {
     size_t n = h->n, next_ext = h->next - h->ext_first, k = 0, e = 0, cap = PIECE_SAMPLE, np = 0;
     const uint64_t *ext_start = h->ext_start + h->ext_first;
-    struct stack st = {NULL, 0, 0}, tie = {NULL, 0, 0};
-    uint64_t q = 0, reach = 0, last_start = 0;
+    struct stack tie = {NULL, 0, 0};
+    struct chain st = {NULL, 0, 0};
+    uint64_t q = 0, reach = 0, last_start = 0, at = n ? addr_at(h, 0) : 0; /* line k's */
     struct cluster *cl = NULL;
     struct piece *pc; /* the first PIECE_SAMPLE pieces in scratch, then h->piece */
     size_t ccap = 0, asked = 0;
@@ -2307,17 +2334,18 @@ static int build_pieces(kms_handle *h, kms_error *err)
         return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
     for (;;) {
         /* the lines at or below q, a run of one address at a time */
-        while (k < n && addr_at(h, k) <= q) {
-            uint64_t a = addr_at(h, k);
+        while (k < n && at <= q) {
+            uint64_t a = at;
             tie.n = 0;
-            for (; k < n && addr_at(h, k) == a; k++) {
+            do {
                 uint32_t i = h->by_address[k];
-                if (!h->line[i].answers)
-                    continue;
-                cand = (int32_t)i;
-                if (h->line[i].size > 0 && push(&tie, i))
-                    goto nomem;
-            }
+                if (h->line[i].answers) {
+                    cand = (int32_t)i;
+                    if (h->line[i].size > 0 && push(&tie, i))
+                        goto nomem;
+                }
+                at = ++k < n ? addr_at(h, k) : 0;
+            } while (k < n && at == a);
             for (size_t t = 1; t < tie.n; t++) { /* insertion sort of the tie run */
                 uint32_t x = tie.v[t];
                 size_t j = t;
@@ -2330,9 +2358,9 @@ static int build_pieces(kms_handle *h, kms_error *err)
                 uint64_t end = line_end(h, i);
                 if (!any || a >= reach)
                     st.n = 0;
-                while (st.n && line_end(h, st.v[st.n - 1]) < end)
+                while (st.n && st.v[st.n - 1].end < end)
                     st.n--;
-                if (push(&st, i))
+                if (chain_push(&st, i, end))
                     goto nomem;
                 if (!any || end > reach)
                     reach = end;
@@ -2341,9 +2369,9 @@ static int build_pieces(kms_handle *h, kms_error *err)
         }
         while (e < next_ext && ext_start[e] <= q)
             e++;
-        while (st.n && line_end(h, st.v[st.n - 1]) <= q)
+        while (st.n && st.v[st.n - 1].end <= q)
             st.n--;
-        uint32_t v = st.n ? PIECE_SIZED | st.v[st.n - 1] : unsized_at(h, q, cand, e);
+        uint32_t v = st.n ? PIECE_SIZED | st.v[st.n - 1].line : unsized_at(h, q, cand, e);
         if (np == 0 || v != pc[np - 1].answer) {
             if (np == cap && !h->piece) { /* the array kept, asked huge before it is touched */
                 size_t most = n + n / 2 + 2 * next_ext + 16;
@@ -2382,9 +2410,9 @@ static int build_pieces(kms_handle *h, kms_error *err)
         uint64_t nq = 0;
         int found = 0;
         if (k < n)
-            consider(&nq, &found, q, addr_at(h, k));
+            consider(&nq, &found, q, at);
         if (st.n) {
-            consider(&nq, &found, q, line_end(h, st.v[st.n - 1]));
+            consider(&nq, &found, q, st.v[st.n - 1].end);
         } else {
             if (e < next_ext)
                 consider(&nq, &found, q, ext_start[e]);
