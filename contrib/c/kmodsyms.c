@@ -2802,14 +2802,22 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
         goto bad;
     }
     if (!SCRATCH(h, h->line_matched, h->n) || !SCRATCH(h, h->line_section, h->n) ||
-        !SCRATCH(h, h->section_base, h->count[T_SECTIONS]) || sort_by_address(h)) {
+        sort_by_address(h)) {
         fail(err, KMS_E_NOMEM, "out of memory indexing %s", source);
         goto bad;
     }
     memset(h->line_matched, 0, h->n);
+    struct scratch_mark placing = scratch_mark(h);
+    if (!SCRATCH(h, h->section_base, h->count[T_SECTIONS])) {
+        fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
+        goto bad;
+    }
     memset(h->section_base, 0, h->count[T_SECTIONS] * sizeof *h->section_base);
-    if (place_sections(h, syms_path, source, check, err) || attribute_lines(h, syms_path, err) ||
-        match_modules(h, modules, err) || build_index(h, err) || add_ko_extents(h, err) ||
+    if (place_sections(h, syms_path, source, check, err) || attribute_lines(h, syms_path, err))
+        goto bad;
+    scratch_release(h, placing); /* only placement and attribution read where sections are */
+    h->section_base = NULL;
+    if (match_modules(h, modules, err) || build_index(h, err) || add_ko_extents(h, err) ||
         build_pieces(h, err))
         goto bad;
     free_build(h); /* first: the peak resident set stays that of the building */
