@@ -20,7 +20,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
-#include <time.h>
 #include <unistd.h>
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(KMS_PORTABLE_CRC)
 #include <immintrin.h> /* crc32_clmul */
@@ -1550,7 +1549,7 @@ static uint8_t symbol_prefer(int typed, uint8_t binding)
  * Entries by the key section << 32 | value (LinkedPlacement._entry_keys):
  * one array of rows grouped by section (a counting sort), each section's
  * by value, equal values in entry order (as the Python's stable sort keeps
- * equal keys).  Lines in address order meet each placed section's lines
+ * equal keys).  Lines in address order come in each placed section's
  * together and by offset, so a cursor walking that section's rows finds
  * each line's entries without a search; a row holds what a line compares
  * (value and name), so that the walk reads the symbol table only for the
