@@ -1278,6 +1278,20 @@ static inline int name_eq(const kms_handle *h, size_t i, uint32_t off)
             if (x != y || ((x - UINT64_C(0x0101010101010101)) & ~x & UINT64_C(0x8080808080808080)))
                 return 0; /* differs, or the string ends here */
         }
+        if ((uint64_t)off + k + 8 <= h->count[T_STRINGS]) {
+            /* the rest and the string's NUL in one word: the bytes up to the
+             * line's NUL the same, and none of the string's a NUL before it
+             * (the masks in memory order, whichever the byte order) */
+            static const unsigned char ones[16] = {255, 255, 255, 255, 255, 255, 255, 255};
+            const uint64_t low7 = UINT64_C(0x7F7F7F7F7F7F7F7F), high = ~low7;
+            uint64_t x, y, upto_nul, before_nul;
+            memcpy(&x, name + k, 8);
+            memcpy(&y, l + k, 8); /* (the names end in 8 spare bytes) */
+            memcpy(&upto_nul, ones + 7 - (len - k), 8);
+            memcpy(&before_nul, ones + 8 - (len - k), 8);
+            uint64_t nonzero = (((x & low7) + low7) | x) & high; /* no carry between bytes */
+            return !((x ^ y) & upto_nul) && !(~nonzero & high & before_nul);
+        }
     }
     while (k < len && name[k] == l[k] && name[k])
         k++;
