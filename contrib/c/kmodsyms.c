@@ -20,7 +20,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
-#include <time.h>
 #include <unistd.h>
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(KMS_PORTABLE_CRC)
 #include <immintrin.h> /* crc32_clmul */
@@ -184,10 +183,11 @@ struct kms_handle {
     const char **mod_name;      /* [0] "vmlinux"; loaded and pseudo-modules */
     uint8_t *mod_origin;        /* KMS_ORIGIN_LOADABLE or _PSEUDO, per mod_name */
     size_t core_lines;
+    size_t modules_from;        /* the first loaded or pseudo-module's line (n: none) */
     size_t unsorted_at;         /* the first line below the one before it, 0 for none */
 
     /* placement */
-    uint64_t *section_base;
+    uint64_t *section_base;     /* per section: where it is (scratch: only while loading) */
     uint8_t *placed;            /* per section: PLACED (moved by a known shift, placement
                                  * != 0), HOLDS_TEXT (a t/T kallsyms line is in it) */
     size_t namb;                /* ambiguous lines (WHO_AMBIGUOUS), and their candidates */
@@ -224,7 +224,8 @@ struct kms_handle {
      * after loading only the statuses (kms_modules()) and cores are kept */
     struct kms_loaded mods;
 
-    /* only while loading (freed once the index is built) */
+    /* only while loading (in scratch memory, freed once the index is built) */
+    struct scratch *scratch;    /* the mappings they are carved from */
     uint8_t *line_matched;      /* per line: 1 when it is a dtrace_syms entry (take_entry) */
     int32_t *line_section;      /* per line: placed section holding it (or its entry's), -1 */
     int32_t *line_region;       /* per line: its placed section, else -1 - its region group
@@ -235,6 +236,105 @@ struct kms_handle {
 };
 
 static const char *const vmlinux_list[] = {"vmlinux"};
+
+/* ------------------------------------------------------------ scratch */
+
+/*
+ * Memory for what only loading needs: mappings carved in order, and given
+ * back as a stack (a step's scratch, once it returns), all unmapped once
+ * the index is built.  A page faulted in costs more than most steps spend
+ * on a line (the kernel zeroes it, and under a hypervisor the fault is
+ * dearer still: ~3 us here), so the mappings are aligned to huge pages and
+ * ask for them (THP, where the kernel gives them on request): the load's
+ * scratch is then a few faults, not ~1,500.  What is given back is given
+ * to the kernel too, but for the huge page it ends in (the next step's to
+ * use without a fault), so that the resident set is no more than as much
+ * malloc would hold.  Like malloc's, scratch memory is not zeroed.
+ */
+#define HUGE_PAGE ((uintptr_t)1 << 21)
+#define SCRATCH_MAPPING ((size_t)16 << 20) /* address space: only what is touched is memory */
+#define SCRATCH_ALIGN 64u
+struct scratch {
+    struct scratch *prev; /* the mapping before (this header begins each) */
+    size_t size, used;
+};
+
+/* Room for COUNT items of SIZE bytes, SCRATCH_ALIGN-aligned; NULL out of memory. */
+static void *scratch(kms_handle *h, size_t count, size_t size)
+{
+    struct scratch *s = h->scratch;
+    size_t need;
+    if (size && count > (SIZE_MAX - 2 * HUGE_PAGE) / size)
+        return NULL;
+    need = (count * size + SCRATCH_ALIGN - 1) & ~(size_t)(SCRATCH_ALIGN - 1);
+    if (!s || s->size - s->used < need) {
+        size_t map = need + SCRATCH_ALIGN > SCRATCH_MAPPING
+            ? (need + SCRATCH_ALIGN + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1) : SCRATCH_MAPPING;
+        /* a huge page's worth more, to cut an aligned mapping from */
+        unsigned char *m = mmap(NULL, map + HUGE_PAGE, PROT_READ | PROT_WRITE,
+                                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED)
+            return NULL;
+        uintptr_t at = ((uintptr_t)m + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+        if (at > (uintptr_t)m)
+            munmap(m, at - (uintptr_t)m);
+        munmap((void *)(at + map), (uintptr_t)m + HUGE_PAGE - at);
+#ifdef MADV_HUGEPAGE
+        madvise((void *)at, map, MADV_HUGEPAGE); /* only a hint: small pages otherwise */
+#endif
+        s = (struct scratch *)at;
+        s->prev = h->scratch;
+        s->size = map;
+        s->used = SCRATCH_ALIGN;
+        h->scratch = s;
+    }
+    void *p = (unsigned char *)s + s->used;
+    s->used += need;
+    return p;
+}
+
+/* SCRATCH(h, var, count): var = room for COUNT items of scratch; true on success. */
+#define SCRATCH(h, var, count) (((var) = scratch((h), (count), sizeof *(var))) != NULL)
+
+/* Where the scratch ends: what a step gives back on return (scratch_release). */
+struct scratch_mark {
+    struct scratch *at;
+    size_t used;
+};
+
+static struct scratch_mark scratch_mark(const kms_handle *h)
+{
+    struct scratch_mark m = {h->scratch, h->scratch ? h->scratch->used : 0};
+    return m;
+}
+
+/* The last room taken, P, cut to COUNT items of SIZE bytes (once their
+ * number is known): the rest is the next room's. */
+static void scratch_shrink(kms_handle *h, const void *p, size_t count, size_t size)
+{
+    size_t at = (size_t)((const unsigned char *)p - (const unsigned char *)h->scratch);
+    h->scratch->used = at + ((count * size + SCRATCH_ALIGN - 1) & ~(size_t)(SCRATCH_ALIGN - 1));
+}
+
+static void scratch_release(kms_handle *h, struct scratch_mark m)
+{
+    while (h->scratch != m.at) {
+        struct scratch *s = h->scratch;
+        h->scratch = s->prev;
+        munmap(s, s->size);
+    }
+    if (h->scratch) {
+        struct scratch *s = h->scratch;
+#ifdef MADV_DONTNEED
+        /* whole huge pages only: part of one would split it */
+        size_t keep = (m.used + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1);
+        size_t upto = (s->used + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1);
+        if (upto > keep)
+            madvise((unsigned char *)s + keep, upto - keep, MADV_DONTNEED);
+#endif
+        s->used = m.used;
+    }
+}
 
 static inline const unsigned char *ent(const kms_handle *h, int t, uint32_t i)
 {
@@ -845,6 +945,8 @@ static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t 
         ps->names_len += name_len;
         h->text[ps->names_len++] = 0;
         h->core_lines += mod == 0;
+        if (mod && h->core_lines == h->n - 1) /* the first */
+            h->modules_from = h->n - 1;
         if (!mod && find_anchors(h->anchors, (uint32_t)(h->n - 1), name, name_len))
             return fail(err, KMS_E_NOMEM, "out of memory reading %s", source);
     }
@@ -888,23 +990,55 @@ struct kallsyms_source {
 /*
  * Huge pages (THP, where the kernel gives them on request) for the names
  * and rows: each 2 MiB of them is then one page fault, not 512.  Asked for
- * only where the text read so far predicts they will be filled (to 7/8 of
- * the prediction, from the first untouched 2 MiB on): the rest stays in
- * small pages, so that no more memory is held than they fill.
+ * only where the text read so far predicts they will be filled (each
+ * untouched 2 MiB that the prediction fills to 7/8 at least): the rest
+ * stays in small pages, so that little more memory is held than they fill
+ * (the predictions err by a few percent, their last one by none).  The arrays
+ * begin on a huge page (alloc_hugeable), and the first prediction is made
+ * before any line is parsed (advise_sample): the first 2 MiB too are huge.
  */
-#define HUGE_PAGE ((uintptr_t)1 << 21)
-static void advise_huge(void *base, size_t *asked, size_t used, uint64_t expect)
+static void *alloc_hugeable(size_t size)
+{
+    if (size < HUGE_PAGE)
+        return malloc(size);
+    if (size > SIZE_MAX - HUGE_PAGE)
+        return NULL;
+    return aligned_alloc(HUGE_PAGE, (size + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1));
+}
+
+/* BASE: an array of CAP bytes, USED of them filled, EXPECT predicted. */
+static void advise_huge(void *base, size_t cap, size_t *asked, size_t used, uint64_t expect)
 {
 #ifdef MADV_HUGEPAGE
     uintptr_t b = (uintptr_t)base;
     size_t from = *asked > used ? *asked : used;
     uintptr_t lo = (b + from + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
-    uintptr_t hi = (b + (uintptr_t)(expect / 8 * 7)) & ~(HUGE_PAGE - 1);
+    uintptr_t hi = (b + (expect < cap ? (uintptr_t)expect : cap) + HUGE_PAGE / 8) & ~(HUGE_PAGE - 1);
+    if (hi > ((b + cap) & ~(HUGE_PAGE - 1)))
+        hi = (b + cap) & ~(HUGE_PAGE - 1);
     if (hi > lo && madvise((void *)lo, hi - lo, MADV_HUGEPAGE) == 0)
         *asked = hi - b;
 #else
-    (void)base, (void)asked, (void)used, (void)expect;
+    (void)base, (void)cap, (void)asked, (void)used, (void)expect;
 #endif
+}
+
+/* Before the first line is parsed: the rows and names of TOTAL bytes of
+ * text as its first LEN bytes at T predict them (lines as dense, each with
+ * the first line's address width), asked huge. */
+static void advise_sample(kms_handle *h, struct parse *ps, const char *t, size_t len,
+                          uint64_t total)
+{
+    size_t lines = 0;
+    for (const char *p = t, *end = t + len; (p = memchr(p, '\n', (size_t)(end - p))); p++)
+        lines++;
+    const char *sp = memchr(t, ' ', len);
+    uint64_t per_line = (sp ? (uint64_t)(sp - t) : 0) + 4; /* "ADDRESS T " and "\n" */
+    if (!lines || lines * per_line >= len)
+        return;
+    advise_huge(h->line, ps->cap * sizeof *h->line, &ps->rows_asked, 0,
+                lines * sizeof *h->line * total / len);
+    advise_huge(h->text, ps->names_cap, &ps->names_asked, 0, (len - lines * per_line) * total / len);
 }
 
 /* kmodsyms.kallsyms.Kallsyms._parse: the rows and names of every line. */
@@ -912,7 +1046,8 @@ static int parse_kallsyms(kms_handle *h, const struct kallsyms_source *src, kms_
 {
     struct parse ps = {0};
     size_t expect = src->len ? src->len : READ_BLOCK; /* the names are at most this */
-    char *block = NULL;
+    struct scratch_mark mark = scratch_mark(h);
+    char *block;
     int rc;
 
     ps.source = src->name;
@@ -922,17 +1057,19 @@ static int parse_kallsyms(kms_handle *h, const struct kallsyms_source *src, kms_
     ps.names_cap = expect + 8;
     ps.cap = expect / 13 + 1;
     if (ps.cap > SIZE_MAX / sizeof *h->line || /* a 32-bit host's multi-GB buffer */
-        !(h->text = malloc(ps.names_cap)) || !(h->line = malloc(ps.cap * sizeof *h->line))) {
+        !(h->text = alloc_hugeable(ps.names_cap)) ||
+        !(h->line = alloc_hugeable(ps.cap * sizeof *h->line))) {
         rc = fail(err, KMS_E_NOMEM, "out of memory reading %s", src->name);
         goto out;
     }
     if (src->fd < 0) {
         size_t used;
+        advise_sample(h, &ps, src->buf, src->len < READ_BLOCK ? src->len : READ_BLOCK, src->len);
         if (src->len && (rc = parse_block(h, &ps, src->buf, src->len, 1, &used, err)))
             goto out;
     } else {
         size_t cap = READ_BLOCK, have = 0, total = 0;
-        if (!(block = malloc(cap))) {
+        if (!SCRATCH(h, block, cap)) {
             rc = fail(err, KMS_E_NOMEM, "out of memory reading %s", src->name);
             goto out;
         }
@@ -952,28 +1089,33 @@ static int parse_kallsyms(kms_handle *h, const struct kallsyms_source *src, kms_
             }
             size_t used;
             have += (size_t)got;
+            if (total == have && src->len)
+                advise_sample(h, &ps, block, have, src->len);
             if ((rc = parse_block(h, &ps, block, have, got == 0, &used, err)))
                 goto out;
             if (got == 0)
                 break;
             if (total < src->len) { /* the rows and names of the whole file, at this rate */
                 uint64_t rows = (uint64_t)h->n * sizeof *h->line, left = src->len - total;
-                advise_huge(h->line, &ps.rows_asked, rows, rows + rows * left / total);
-                advise_huge(h->text, &ps.names_asked, ps.names_len,
+                advise_huge(h->line, ps.cap * sizeof *h->line, &ps.rows_asked, rows,
+                            rows + rows * left / total);
+                advise_huge(h->text, ps.names_cap, &ps.names_asked, ps.names_len,
                             ps.names_len + (uint64_t)ps.names_len * left / total);
             }
             memmove(block, block + used, have - used);
             have -= used;
             if (have == cap) { /* a line longer than the block */
-                char *nb = realloc(block, cap *= 2);
-                if (!nb) {
+                char *nb;
+                if (cap > SIZE_MAX / 4 || !SCRATCH(h, nb, cap *= 2)) {
                     rc = fail(err, KMS_E_NOMEM, "out of memory reading %s", src->name);
                     goto out;
                 }
-                block = nb;
+                block = memcpy(nb, block, have);
             }
         }
     }
+    if (h->core_lines == h->n)
+        h->modules_from = h->n;
     if (ps.nonblank == 0) {
         rc = fail(err, KMS_E_KALLSYMS, "%s: empty: no symbols (is this a kallsyms file?)",
                   src->name);
@@ -1000,7 +1142,7 @@ static int parse_kallsyms(kms_handle *h, const struct kallsyms_source *src, kms_
     }
     rc = KMS_OK;
 out:
-    free(block);
+    scratch_release(h, mark);
     free(ps.tagh);
     free(ps.tagoff);
     free(ps.taglen);
@@ -1080,15 +1222,15 @@ static void stable_sort(struct keyed *a, size_t n, struct keyed *tmp)
 /* The same, for input whose long sorted prefix (kallsyms' core lines) is
  * followed by a few unsorted lines (loaded modules list theirs in symbol
  * table order): the rest is sorted alone, then merged once. */
-static int sort_keyed(struct keyed *a, size_t n)
+static int sort_keyed(kms_handle *h, struct keyed *a, size_t n)
 {
     size_t p = 1;
+    struct keyed *tmp;
     while (p < n && a[p].key >= a[p - 1].key)
         p++;
     if (p >= n)
         return 0;
-    struct keyed *tmp = malloc(n * sizeof *tmp);
-    if (!tmp)
+    if (!SCRATCH(h, tmp, n))
         return -1;
     stable_sort(a + p, n - p, tmp);
     size_t i = 0, j = p, o = 0;
@@ -1099,7 +1241,6 @@ static int sort_keyed(struct keyed *a, size_t n)
     while (j < n)
         tmp[o++] = a[j++];
     memcpy(a, tmp, n * sizeof *a);
-    free(tmp);
     return 0;
 }
 
@@ -1136,6 +1277,20 @@ static inline int name_eq(const kms_handle *h, size_t i, uint32_t off)
             memcpy(&y, l + k, 8);
             if (x != y || ((x - UINT64_C(0x0101010101010101)) & ~x & UINT64_C(0x8080808080808080)))
                 return 0; /* differs, or the string ends here */
+        }
+        if ((uint64_t)off + k + 8 <= h->count[T_STRINGS]) {
+            /* the rest and the string's NUL in one word: the bytes up to the
+             * line's NUL the same, and none of the string's a NUL before it
+             * (the masks in memory order, whichever the byte order) */
+            static const unsigned char ones[16] = {255, 255, 255, 255, 255, 255, 255, 255};
+            const uint64_t low7 = UINT64_C(0x7F7F7F7F7F7F7F7F), high = ~low7;
+            uint64_t x, y, upto_nul, before_nul;
+            memcpy(&x, name + k, 8);
+            memcpy(&y, l + k, 8); /* (the names end in 8 spare bytes) */
+            memcpy(&upto_nul, ones + 7 - (len - k), 8);
+            memcpy(&before_nul, ones + 8 - (len - k), 8);
+            uint64_t nonzero = (((x & low7) + low7) | x) & high; /* no carry between bytes */
+            return !((x ^ y) & upto_nul) && !(~nonzero & high & before_nul);
         }
     }
     while (k < len && name[k] == l[k] && name[k])
@@ -1204,9 +1359,10 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
     size_t nfound = h->anchors->nfound;
     uint32_t verified = 0, misplaced = 0, absent = 0, absent_functions = 0;
     const char *example_absent = "";
+    struct scratch_mark mark = scratch_mark(h);
     int rc = KMS_OK;
 
-    if (!shift || !known || !usable || !order || !ALLOC(h, section_base, nsec)) {
+    if (!shift || !known || !usable || !order) {
         rc = fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
         goto out;
     }
@@ -1351,8 +1507,8 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
         rc = fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
         goto out;
     }
-    struct keyed *ext = malloc((nsec ? nsec : 1) * sizeof *ext);
-    if (!ext) {
+    struct keyed *ext;
+    if (!SCRATCH(h, ext, nsec)) {
         rc = fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
         goto out;
     }
@@ -1377,8 +1533,7 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
             ext[next++].idx = sec;
         }
     }
-    if (sort_keyed(ext, next) || !ALLOC(h, ext_start, next) || !ALLOC(h, ext, next)) {
-        free(ext);
+    if (sort_keyed(h, ext, next) || !ALLOC(h, ext_start, next) || !ALLOC(h, ext, next)) {
         rc = fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
         goto out;
     }
@@ -1388,8 +1543,8 @@ static int place_sections(kms_handle *h, const char *syms_path, const char *sour
         h->ext[k].end = ext[k].key + le64(ent(h, T_SECTIONS, ext[k].idx) + SEC_SIZE);
         h->ext[k].sec = ext[k].idx;
     }
-    free(ext);
 out:
+    scratch_release(h, mark);
     free(shift);
     free(known);
     free(usable);
@@ -1405,77 +1560,126 @@ static uint8_t symbol_prefer(int typed, uint8_t binding)
 }
 
 /*
- * Entries by the key section << 32 | value (LinkedPlacement._entry_keys),
- * hashed: a line looks up its key's chain (each chain in entry order, as
- * the Python's stable sort keeps equal keys) rather than searching sorted
- * entries, and nothing is sorted.  A chain is compared in the symbol table
- * itself, whose row of the entry taken is read anyway.
+ * Entries by the key section << 32 | value (LinkedPlacement._entry_keys):
+ * one array of rows grouped by section (a counting sort), each section's
+ * by value, equal values in entry order (as the Python's stable sort keeps
+ * equal keys).  Lines in address order come in each placed section's
+ * together and by offset, so a cursor walking that section's rows finds
+ * each line's entries without a search; a row holds what a line compares
+ * (value and name), so that the walk reads the symbol table only for the
+ * entry taken.
  */
+struct entry_row {
+    uint32_t value;      /* the entry's value (every value is below 2^32, or nothing is keyed) */
+    uint32_t name;       /* its name's offset in the string table */
+    uint32_t sym;        /* the entry */
+};
 struct entry_keys {
-    uint32_t *head;      /* per bucket: its first entry + 1, 0 for none */
-    uint32_t *next;      /* per entry: the next of its bucket + 1, 0 for none */
-    unsigned shift;      /* a key's bucket: (key * mul) >> shift */
-    uint64_t mul;        /* odd, this load's (bucket_multiplier) */
+    struct entry_row *row;
+    uint32_t *first;     /* per section: its first row; first[nsec]: the rows */
 };
 
-/*
- * An odd multiplier for one load's buckets that whoever wrote the files
- * cannot know: with a fixed one, a crafted dtrace_syms and kallsyms could
- * put thousands of entries and lines on one chain and make attribution
- * quadratic.  Multiply-shift with a random odd multiplier spreads any set
- * of keys; the chains keep entry order whatever it is, so answers do not
- * depend on it.  (Not cryptographic: the clock and where the stack is,
- * through splitmix64's finaliser.)
- */
-static uint64_t bucket_multiplier(void)
+/* Stable sort of N rows by value (TMP: room for N): insertion for a few,
+ * else halves sorted and merged (a section's rows are in name order, their
+ * values in none). */
+static void sort_rows(struct entry_row *a, size_t n, struct entry_row *tmp)
 {
-    struct timespec ts;
-    int here;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t x = (uint64_t)(uintptr_t)&here ^ (uint64_t)ts.tv_nsec << 24 ^ (uint64_t)ts.tv_sec;
-    x += UINT64_C(0x9E3779B97F4A7C15);
-    x = (x ^ x >> 30) * UINT64_C(0xBF58476D1CE4E5B9);
-    x = (x ^ x >> 27) * UINT64_C(0x94D049BB133111EB);
-    return (x ^ x >> 31) | 1;
+    if (n <= 16) {
+        for (size_t i = 1; i < n; i++) {
+            struct entry_row x = a[i];
+            size_t j = i;
+            for (; j > 0 && a[j - 1].value > x.value; j--)
+                a[j] = a[j - 1];
+            a[j] = x;
+        }
+        return;
+    }
+    size_t m = n / 2, i = 0, j = m, o = 0;
+    sort_rows(a, m, tmp);
+    sort_rows(a + m, n - m, tmp);
+    if (a[m - 1].value <= a[m].value)
+        return;
+    while (i < m && j < n) { /* without a branch on the values: they are in no order */
+        size_t later = a[j].value < a[i].value;
+        tmp[o++] = a[later ? j : i];
+        j += later;
+        i += !later;
+    }
+    while (i < m)
+        tmp[o++] = a[i++];
+    memcpy(a, tmp, o * sizeof *a); /* what is left of the second half is in place */
 }
 
-static inline uint64_t entry_key(const kms_handle *h, uint32_t s)
+/* The entries keyed (ek): 1, or 0 when some value is 2^32 or more (the
+ * Python keys entries only when every value is below it); -1 out of memory. */
+static int index_entries(kms_handle *h, struct entry_keys *ek)
 {
-    const unsigned char *sy = ent(h, T_SYMBOLS, s);
-    return (uint64_t)le32(sy + SYM_SECTION) << 32 | le64(sy + SYM_VALUE);
+    uint32_t nsym = h->count[T_SYMBOLS], nsec = h->count[T_SECTIONS], most = 0, *first;
+    struct entry_row *tmp;
+    if (!SCRATCH(h, ek->first, (size_t)nsec + 2) || !SCRATCH(h, ek->row, nsym))
+        return -1;
+    first = ek->first;
+    memset(first, 0, ((size_t)nsec + 2) * sizeof *first);
+    /* each section's rows counted at first[sec + 2], then where they begin
+     * at first[sec + 1], then (filled) where they end */
+    for (uint32_t s = 0; s < nsym; s++) {
+        const unsigned char *sy = ent(h, T_SYMBOLS, s);
+        if (le64(sy + SYM_VALUE) >> 32)
+            return 0;
+        first[le32(sy + SYM_SECTION) + 2]++;
+    }
+    for (uint32_t sec = 0; sec < nsec; sec++) {
+        most = first[sec + 2] > most ? first[sec + 2] : most;
+        first[sec + 2] += first[sec + 1];
+    }
+    for (uint32_t s = 0; s < nsym; s++) {
+        const unsigned char *sy = ent(h, T_SYMBOLS, s);
+        struct entry_row *r = &ek->row[first[le32(sy + SYM_SECTION) + 1]++];
+        r->value = le32(sy + SYM_VALUE);
+        r->name = le32(sy + SYM_NAME);
+        r->sym = s;
+    }
+    if (!SCRATCH(h, tmp, most))
+        return -1;
+    for (uint32_t sec = 0; sec < nsec; sec++)
+        sort_rows(ek->row + first[sec], first[sec + 1] - first[sec], tmp);
+    return 1;
 }
 
-static inline size_t key_bucket(const struct entry_keys *ek, uint64_t key)
+/* The first row with KEY (its section's rows searched), or -1; *END: where
+ * its section's rows end.  The key of a line whose offset is 2^32 or more
+ * (a section of 4 GiB or more: damaged) has that offset's high bits ORed
+ * into the section's, as the Python's key does, and matches whatever entry
+ * has that key. */
+static long row_with_key(const kms_handle *h, const struct entry_keys *ek, uint64_t key,
+                         uint32_t *end)
 {
-    return (size_t)((key * ek->mul) >> ek->shift);
+    uint64_t sec = key >> 32;
+    uint32_t value = (uint32_t)key;
+    if (sec >= h->count[T_SECTIONS])
+        return NO;
+    size_t lo = ek->first[sec], n = ek->first[sec + 1] - lo;
+    while (n > 0) {
+        size_t half = n / 2;
+        if (ek->row[lo + half].value < value) {
+            lo += half + 1;
+            n -= half + 1;
+        } else {
+            n = half;
+        }
+    }
+    *end = ek->first[sec + 1];
+    return lo < *end && ek->row[lo].value == value ? (long)lo : NO;
 }
 
-/* The key of line I in SEC.  An offset below 2^32 keys within the
- * section's own entries; a larger one (a section of 4 GiB or more:
- * damaged) ORs into the section bits, as the Python's key does, and
- * matches whatever entry has that key. */
-static inline uint64_t line_key(const kms_handle *h, size_t i, int32_t sec)
-{
-    return (uint64_t)sec << 32 | (h->line[i].addr - h->section_base[sec]);
-}
-
-/* The first entry (+ 1) of KEY's chain from entry E (+ 1) on, 0 for none. */
-static inline uint32_t entry_with_key(const kms_handle *h, const struct entry_keys *ek, uint32_t e,
-                                      uint64_t key)
-{
-    while (e && entry_key(h, e - 1) != key)
-        e = ek->next[e - 1];
-    return e;
-}
-
-/* Of the entries with KEY from entry E (+ 1) on, the first with line I's
+/* Of rows R.. (before END) with R's value, the first entry with line I's
  * name, or -1. */
 static int32_t entry_named(const kms_handle *h, const struct entry_keys *ek, size_t i,
-                           uint32_t e, uint64_t key)
+                           uint32_t r, uint32_t end)
 {
-    for (e = entry_with_key(h, ek, e, key); e; e = entry_with_key(h, ek, ek->next[e - 1], key))
-        if (name_eq(h, i, le32(ent(h, T_SYMBOLS, e - 1) + SYM_NAME)))
-            return (int32_t)(e - 1);
+    for (uint32_t value = ek->row[r].value; r < end && ek->row[r].value == value; r++)
+        if (name_eq(h, i, ek->row[r].name))
+            return (int32_t)ek->row[r].sym;
     return NO;
 }
 
@@ -1484,8 +1688,10 @@ static int32_t entry_named(const kms_handle *h, const struct entry_keys *ek, siz
 static int32_t match_entry(const kms_handle *h, const struct entry_keys *ek, size_t i,
                            int32_t sec)
 {
-    uint64_t key = line_key(h, i, sec);
-    return entry_named(h, ek, i, ek->head[key_bucket(ek, key)], key);
+    uint32_t end;
+    long r = row_with_key(h, ek, (uint64_t)sec << 32 | (h->line[i].addr - h->section_base[sec]),
+                          &end);
+    return r < 0 ? NO : entry_named(h, ek, i, (uint32_t)r, end);
 }
 
 /* Line I is entry S: what the index needs of the entry (size, binding,
@@ -1501,46 +1707,44 @@ static inline void take_entry(kms_handle *h, size_t i, int32_t s)
     l->prefer = symbol_prefer(sy[SYM_TYPE] != 0, sy[SYM_BINDING]);
 }
 
-/* A line's lookup of its entry, in steps LAG lines apart: LAG lines' reads
- * of one step are under way together while others are done. */
-#define LAG 8
-#define LOOKUP_RING (4 * LAG)
-struct lookup {
-    size_t line;
-    uint64_t key;
-    uint32_t e;          /* its bucket's first entry + 1, then the first with its key + 1 */
+/* The walk of one section's rows by the lines in it, in address order. */
+struct cursor {
+    int32_t sec;         /* its section, -1 none yet */
+    uint32_t at, end;    /* the row reached, and where the section's rows end */
 };
 
-/* The steps due once T lines of the TOTAL have been keyed (their buckets
- * fetched): the bucket read (the row fetched) of line T - LAG, the key
- * compared (the name fetched) of T - 2 LAG, the name compared and the
- * entry taken of T - 3 LAG (1-based). */
-static void entry_lookup(kms_handle *h, const struct entry_keys *ek, struct lookup *ring, size_t t,
-                         size_t total)
+/* The first row of the key of line I in SEC, or -1; *END: where its
+ * section's rows end.  Lines of SEC come in address order, so the cursor
+ * only moves up its rows; an offset of 2^32 or more searches. */
+static long row_of_line(const kms_handle *h, const struct entry_keys *ek, struct cursor *c,
+                        size_t i, int32_t sec, uint32_t *end)
 {
-    struct lookup *x;
-    if (t > LAG && t - LAG <= total) {
-        x = &ring[(t - LAG - 1) % LOOKUP_RING];
-        if ((x->e = ek->head[key_bucket(ek, x->key)])) { /* both cache lines a row may span */
-            PREFETCH(ent(h, T_SYMBOLS, x->e - 1));
-            PREFETCH(ent(h, T_SYMBOLS, x->e - 1) + entry_size[T_SYMBOLS] - 1);
-        }
+    uint64_t off = h->line[i].addr - h->section_base[sec];
+    if (off >> 32)
+        return row_with_key(h, ek, (uint64_t)sec << 32 | off, end);
+    if (c->sec != sec) {
+        c->sec = sec;
+        c->at = ek->first[sec];
+        c->end = ek->first[sec + 1];
     }
-    if (t > 2 * LAG && t - 2 * LAG <= total) {
-        x = &ring[(t - 2 * LAG - 1) % LOOKUP_RING];
-        if ((x->e = entry_with_key(h, ek, x->e, x->key))) {
-            /* the name, as long as the line's (its end may lie past the table) */
-            const char *name = str(h, le32(ent(h, T_SYMBOLS, x->e - 1) + SYM_NAME));
-            PREFETCH(name);
-            PREFETCH((const void *)((uintptr_t)name + h->line[x->line].name_len));
-        }
-    }
-    if (t > 3 * LAG && t - 3 * LAG <= total) {
-        x = &ring[(t - 3 * LAG - 1) % LOOKUP_RING];
-        int32_t got = x->e ? entry_named(h, ek, x->line, x->e, x->key) : NO;
-        if (got >= 0)
-            take_entry(h, x->line, got);
-    }
+    while (c->at < c->end && ek->row[c->at].value < off)
+        c->at++;
+    *end = c->end;
+    return c->at < c->end && ek->row[c->at].value == off ? (long)c->at : NO;
+}
+
+/* A line whose key has rows, compared LAG lines later: its entry's name and
+ * row are fetched meanwhile. */
+#define LAG 16
+struct pending {
+    uint32_t line, row, end;
+};
+
+static void settle(kms_handle *h, const struct entry_keys *ek, const struct pending *p)
+{
+    int32_t got = entry_named(h, ek, p->line, p->row, p->end);
+    if (got >= 0)
+        take_entry(h, p->line, got);
 }
 
 /* Stable merge sort of entry indices by name (strcmp); TMP: room for N. */
@@ -1587,73 +1791,59 @@ static int line_name_cmp(const kms_handle *h, size_t i, const char *name)
 static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
 {
     uint32_t nsym = h->count[T_SYMBOLS];
-    struct entry_keys ek = {NULL, NULL, 63, bucket_multiplier()};
-    struct keyed *ends = NULL;
-    uint32_t *cand = NULL, *loose = malloc((h->n ? h->n : 1) * sizeof *loose);
-    const char **cand_name = NULL;
+    struct scratch_mark mark = scratch_mark(h);
+    struct entry_keys ek = {NULL, NULL};
+    struct keyed *ends;
+    uint32_t *cand, *loose;
+    const char **cand_name;
     size_t nloose = 0;
-    int keyed = nsym > 0, rc = KMS_OK;
+    int keyed = nsym > 0 ? index_entries(h, &ek) : 0, rc = KMS_OK;
 
-    if (!loose) {
+    if (keyed < 0 || !SCRATCH(h, loose, h->n)) {
         rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
         goto out;
     }
-    if (keyed) {
-        /* about two buckets per entry (a chain seldom holds another entry
-         * before the one looked for, whose row is read unfetched); the
-         * entries pushed in reverse order leave each chain in entry order */
-        size_t nbucket = 2;
-        while (nbucket < 2 * (size_t)nsym) {
-            nbucket *= 2;
-            ek.shift--;
-        }
-        if (!(ek.head = calloc(nbucket, sizeof *ek.head)) ||
-            !(ek.next = malloc((size_t)nsym * sizeof *ek.next))) {
-            rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
-            goto out;
-        }
-        for (uint32_t s = nsym; keyed && s-- > 0;) {
-            uint64_t key = entry_key(h, s);
-            /* the Python keys entries only when every value is below 2^32 */
-            keyed = le64(ent(h, T_SYMBOLS, s) + SYM_VALUE) < (UINT64_C(1) << 32);
-            size_t b = key_bucket(&ek, key);
-            ek.next[s] = ek.head[b];
-            ek.head[b] = s + 1;
-        }
-    }
-    for (size_t i = 0; i < h->n; i++)
-        h->line_section[i] = NO;
-    /* Lines in address order walk the extents (no search).  Their entries
-     * are read at random, a bucket, then a row, then a name: each line's
-     * reads are started LAG lines ahead of their use (entry_lookup). */
-    struct lookup ring[LOOKUP_RING];
+    /* Lines in address order walk the extents and, in each, its section's
+     * rows (no search).  The names and rows of the entries they find are
+     * read at random: each is fetched LAG lines ahead of its comparison. */
+    struct pending ring[LAG];
+    struct cursor cur = {NO, 0, 0};
     size_t looked = 0;
     for (size_t k = 0, e = 0; k < h->n; k++) {
         size_t i = h->by_address[k];
         while (e < h->next && h->ext_start[e] <= h->line[i].addr)
             e++;
+        h->line_section[i] = NO;
         if (line_module(h, i) != 0)
             continue;
         if (e == 0 || h->line[i].addr >= h->ext[e - 1].end) {
             loose[nloose++] = (uint32_t)i; /* a core line in no extent */
             continue;
         }
-        h->line_section[i] = (int32_t)h->ext[e - 1].sec;
-        if (!keyed)
+        int32_t sec = h->line_section[i] = (int32_t)h->ext[e - 1].sec;
+        uint32_t end;
+        long r = keyed ? row_of_line(h, &ek, &cur, i, sec, &end) : NO;
+        if (r < 0)
             continue;
-        struct lookup *x = &ring[looked % LOOKUP_RING];
-        x->line = i;
-        x->key = line_key(h, i, h->line_section[i]);
-        PREFETCH(&ek.head[key_bucket(&ek, x->key)]);
-        looked++;
-        entry_lookup(h, &ek, ring, looked, looked);
+        /* the name, as long as the line's (its end may lie past the table),
+         * and both cache lines a symbol's row may span */
+        const char *name = str(h, ek.row[r].name);
+        const unsigned char *sy = ent(h, T_SYMBOLS, ek.row[r].sym);
+        PREFETCH(name);
+        PREFETCH((const void *)((uintptr_t)name + h->line[i].name_len));
+        PREFETCH(sy);
+        PREFETCH(sy + entry_size[T_SYMBOLS] - 1);
+        if (looked >= LAG)
+            settle(h, &ek, &ring[looked % LAG]);
+        ring[looked++ % LAG] = (struct pending){(uint32_t)i, (uint32_t)r, end};
     }
-    for (size_t t = looked + 1; t <= looked + 3 * LAG; t++) /* the last lines' steps */
-        entry_lookup(h, &ek, ring, t, looked);
+    for (size_t t = looked > LAG ? looked - LAG : 0; t < looked; t++) /* the last lines' */
+        settle(h, &ek, &ring[t % LAG]);
+    scratch_shrink(h, loose, nloose, sizeof *loose);
     /* Lines in no extent, at the end of placed sections ending there: the
      * sections by end (stably), each line tried against each in order; the
      * last match wins (the Python assigns all matches in turn). */
-    if (!(ends = malloc((h->next ? h->next : 1) * sizeof *ends))) {
+    if (!SCRATCH(h, ends, h->next)) {
         rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
         goto out;
     }
@@ -1666,23 +1856,25 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
             ends[k++].idx = sec;
         }
     }
-    if (sort_keyed(ends, h->next)) {
+    if (sort_keyed(h, ends, h->next)) {
         rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
         goto out;
     }
     if (keyed && h->next) {
-        uint64_t *end_key = malloc(h->next * sizeof *end_key);
-        if (!end_key) {
+        uint64_t *end_key;
+        if (!SCRATCH(h, end_key, h->next)) {
             rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
             goto out;
         }
         for (uint32_t k = 0; k < h->next; k++)
             end_key[k] = ends[k].key;
-        for (size_t k = 0; k < nloose; k++) {
+        /* (the loose lines are in address order: the ends' first at or above each only moves up) */
+        for (size_t k = 0, first = 0; k < nloose; k++) {
             size_t i = loose[k];
             int32_t got = NO;
-            for (size_t j = lower_bound(end_key, h->next, h->line[i].addr);
-                 j < h->next && end_key[j] == h->line[i].addr; j++) {
+            while (first < h->next && end_key[first] < h->line[i].addr)
+                first++;
+            for (size_t j = first; j < h->next && end_key[j] == h->line[i].addr; j++) {
                 int32_t m = match_entry(h, &ek, i, (int32_t)ends[j].idx);
                 if (m >= 0)
                     got = m;
@@ -1692,11 +1884,10 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
                 h->line_section[i] = (int32_t)le32(ent(h, T_SYMBOLS, (uint32_t)got) + SYM_SECTION);
             }
         }
-        free(end_key);
     }
     /* Ambiguous: loose lines whose name only unplaced sized copies carry. */
     size_t ncand = 0;
-    if (!(cand = malloc(2 * (nsym ? nsym : 1) * sizeof *cand))) {
+    if (!SCRATCH(h, cand, nsym)) {
         rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
         goto out;
     }
@@ -1705,10 +1896,11 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
         if (!(h->placed[le32(sy + SYM_SECTION)] & PLACED) && le64(sy + SYM_SIZE) > 0)
             cand[ncand++] = s;
     }
+    scratch_shrink(h, cand, ncand, sizeof *cand);
     if (ncand) {
         /* by name, then index: the file's own order when it is sorted, as
          * kmodsyms writes it (checked here, not assumed) */
-        if (!(cand_name = malloc(ncand * sizeof *cand_name))) {
+        if (!SCRATCH(h, cand_name, ncand)) {
             rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
             goto out;
         }
@@ -1719,8 +1911,13 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
             if (strcmp(cand_name[c - 1], cand_name[c]) > 0)
                 break;
         }
+        uint32_t *tmp;
+        if (c < ncand && !SCRATCH(h, tmp, ncand)) {
+            rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
+            goto out;
+        }
         if (c < ncand)
-            sort_by_name(h, cand, ncand, cand + nsym);
+            sort_by_name(h, cand, ncand, tmp);
         for (c = 0; c < ncand; c++)
             cand_name[c] = sym_name(h, cand[c]);
         for (size_t k = 0; k < nloose; k++) {
@@ -1775,12 +1972,7 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
         }
     }
 out:
-    free(ek.head);
-    free(ek.next);
-    free(ends);
-    free(cand);
-    free((void *)cand_name);
-    free(loose);
+    scratch_release(h, mark);
     return rc;
 }
 
@@ -1916,11 +2108,12 @@ static int regions(kms_handle *h, kms_error *err)
     /* groups: two per module (inside its core, outside), then one per
      * pseudo-module line (at most the lines not of the core) */
     size_t most = 2 * nmods + (n - h->core_lines);
-    uint64_t *highest = malloc(most * sizeof *highest);
-    if (!highest || !(h->region_end = malloc(most * sizeof *h->region_end))) {
-        free(highest);
+    uint64_t *highest;
+    if (!SCRATCH(h, h->region_end, most))
         return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
-    }
+    struct scratch_mark mark = scratch_mark(h);
+    if (!SCRATCH(h, highest, most))
+        return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
     memset(highest, 0, 2 * nmods * sizeof *highest);
     h->line_region = h->line_section; /* rewritten in place: a placed section stays */
     for (size_t i = 0; i < n; i++) {
@@ -1969,7 +2162,7 @@ static int regions(kms_handle *h, kms_error *err)
             end = highest[g] + 4095;
         h->region_end[g] = end;
     }
-    free(highest);
+    scratch_release(h, mark);
     core_ranges(h, &core);
     /* the extents at or above the lowest core line that may answer */
     uint64_t lowest = h->ncore_ranges ? h->core_range[0] : 0;
@@ -2024,7 +2217,6 @@ static int build_index(kms_handle *h, kms_error *err)
             h->line[i].who = WHO(WHO_OBJECT, h->section_object[h->line_region[i]]);
     }
     /* what only attribution needed (line_section's array lives on as line_region) */
-    free(h->line_matched);
     h->line_matched = NULL;
     h->line_section = NULL;
     return KMS_OK;
@@ -2074,6 +2266,32 @@ struct stack {
     size_t n, cap;
 };
 
+/* The chain of sized intervals holding an address (build_pieces): their
+ * lines, each with its end. */
+struct link {
+    uint64_t end;
+    uint32_t line;
+};
+struct chain {
+    struct link *v;
+    size_t n, cap;
+};
+
+static int chain_push(struct chain *c, uint32_t line, uint64_t end)
+{
+    if (c->n == c->cap) {
+        size_t nc = c->cap ? c->cap * 2 : 64;
+        struct link *nv = realloc(c->v, nc * sizeof *nv);
+        if (!nv)
+            return -1;
+        c->v = nv;
+        c->cap = nc;
+    }
+    c->v[c->n].end = end;
+    c->v[c->n++].line = line;
+    return 0;
+}
+
 static int push(struct stack *s, uint32_t x)
 {
     if (s->n == s->cap) {
@@ -2104,33 +2322,43 @@ static int push(struct stack *s, uint32_t x)
  * region and the core ranges' bounds: each such address is answered, and
  * a new piece begins where the answer differs from the last.
  */
+/* Pieces are first made in scratch: when there are this many, the array
+ * the handle keeps is made, asked huge as far as the lines so far predict
+ * it fills (advise_huge), and they are copied in; those of an index with
+ * fewer are copied into one of their size. */
+#define PIECE_SAMPLE 4096
+/* The bytes of pieces that NP pieces from K of N lines predict: as many per line. */
+#define PREDICT_PIECES(np, k, n) ((k) ? (uint64_t)(np) * (n) / (k) * sizeof(struct piece) : 0)
+
 static int build_pieces(kms_handle *h, kms_error *err)
 {
-    size_t n = h->n, next_ext = h->next - h->ext_first, k = 0, e = 0, cap, np = 0;
+    size_t n = h->n, next_ext = h->next - h->ext_first, k = 0, e = 0, cap = PIECE_SAMPLE, np = 0;
     const uint64_t *ext_start = h->ext_start + h->ext_first;
-    struct stack st = {NULL, 0, 0}, tie = {NULL, 0, 0};
-    uint64_t q = 0, reach = 0, last_start = 0;
+    struct stack tie = {NULL, 0, 0};
+    struct chain st = {NULL, 0, 0};
+    uint64_t q = 0, reach = 0, last_start = 0, at = n ? addr_at(h, 0) : 0; /* line k's */
     struct cluster *cl = NULL;
-    size_t ccap = 0;
+    struct piece *pc; /* the first PIECE_SAMPLE pieces in scratch, then h->piece */
+    size_t ccap = 0, asked = 0;
     int32_t cand = NO;
     int any = 0, rc = KMS_OK;
 
-    cap = n + n / 2 + 2 * next_ext + 16;
-    if (!(h->piece = malloc(cap * sizeof *h->piece)))
+    if (!SCRATCH(h, pc, cap))
         return fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
     for (;;) {
         /* the lines at or below q, a run of one address at a time */
-        while (k < n && addr_at(h, k) <= q) {
-            uint64_t a = addr_at(h, k);
+        while (k < n && at <= q) {
+            uint64_t a = at;
             tie.n = 0;
-            for (; k < n && addr_at(h, k) == a; k++) {
+            do {
                 uint32_t i = h->by_address[k];
-                if (!h->line[i].answers)
-                    continue;
-                cand = (int32_t)i;
-                if (h->line[i].size > 0 && push(&tie, i))
-                    goto nomem;
-            }
+                if (h->line[i].answers) {
+                    cand = (int32_t)i;
+                    if (h->line[i].size > 0 && push(&tie, i))
+                        goto nomem;
+                }
+                at = ++k < n ? addr_at(h, k) : 0;
+            } while (k < n && at == a);
             for (size_t t = 1; t < tie.n; t++) { /* insertion sort of the tie run */
                 uint32_t x = tie.v[t];
                 size_t j = t;
@@ -2143,9 +2371,9 @@ static int build_pieces(kms_handle *h, kms_error *err)
                 uint64_t end = line_end(h, i);
                 if (!any || a >= reach)
                     st.n = 0;
-                while (st.n && line_end(h, st.v[st.n - 1]) < end)
+                while (st.n && st.v[st.n - 1].end < end)
                     st.n--;
-                if (push(&st, i))
+                if (chain_push(&st, i, end))
                     goto nomem;
                 if (!any || end > reach)
                     reach = end;
@@ -2154,15 +2382,25 @@ static int build_pieces(kms_handle *h, kms_error *err)
         }
         while (e < next_ext && ext_start[e] <= q)
             e++;
-        while (st.n && line_end(h, st.v[st.n - 1]) <= q)
+        while (st.n && st.v[st.n - 1].end <= q)
             st.n--;
-        uint32_t v = st.n ? PIECE_SIZED | st.v[st.n - 1] : unsized_at(h, q, cand, e);
-        if (np == 0 || v != h->piece[np - 1].answer) {
-            if (np == cap) {
+        uint32_t v = st.n ? PIECE_SIZED | st.v[st.n - 1].line : unsized_at(h, q, cand, e);
+        if (np == 0 || v != pc[np - 1].answer) {
+            if (np == cap && !h->piece) { /* the array kept, asked huge before it is touched */
+                size_t most = n + n / 2 + 2 * next_ext + 16;
+                cap = most > 2 * np ? most : 2 * np;
+                if (!(h->piece = alloc_hugeable(cap * sizeof *h->piece)))
+                    goto nomem;
+                advise_huge(h->piece, cap * sizeof *pc, &asked, 0, PREDICT_PIECES(np, k, n));
+                pc = memcpy(h->piece, pc, np * sizeof *pc);
+            } else if (np == cap) {
                 struct piece *nv = realloc(h->piece, (cap *= 2) * sizeof *nv);
                 if (!nv)
                     goto nomem;
-                h->piece = nv;
+                pc = h->piece = nv;
+                asked = 0;
+            } else if (np % PIECE_SAMPLE == 0 && h->piece) {
+                advise_huge(pc, cap * sizeof *pc, &asked, np * sizeof *pc, PREDICT_PIECES(np, k, n));
             }
             if (np == 0 || q - last_start > CLUSTER_GAP || q - cl->base > UINT32_MAX) {
                 if (h->ncluster == ccap) {
@@ -2177,17 +2415,17 @@ static int build_pieces(kms_handle *h, kms_error *err)
                 cl->base = q;
                 cl->first = (uint32_t)np;
             }
-            h->piece[np].low = (uint32_t)(q - cl->base);
-            h->piece[np++].answer = v;
+            pc[np].low = (uint32_t)(q - cl->base);
+            pc[np++].answer = v;
             last_start = q;
         }
         /* the next address where the answer may change */
         uint64_t nq = 0;
         int found = 0;
         if (k < n)
-            consider(&nq, &found, q, addr_at(h, k));
+            consider(&nq, &found, q, at);
         if (st.n) {
-            consider(&nq, &found, q, line_end(h, st.v[st.n - 1]));
+            consider(&nq, &found, q, st.v[st.n - 1].end);
         } else {
             if (e < next_ext)
                 consider(&nq, &found, q, ext_start[e]);
@@ -2208,6 +2446,10 @@ static int build_pieces(kms_handle *h, kms_error *err)
             break;
         q = nq;
     }
+    if (!h->piece && !(h->piece = malloc(np * sizeof *h->piece))) /* (np >= 1) */
+        goto nomem;
+    if (pc != h->piece)
+        memcpy(h->piece, pc, np * sizeof *pc);
     h->npiece = np;
     h->cluster[h->ncluster - 1].last = (uint32_t)np - 1;
     goto out;
@@ -2230,10 +2472,11 @@ out:
 static int match_modules(kms_handle *h, const struct kms_sources *src, kms_error *err)
 {
     size_t nml = 0;
-    struct kms_mline *ml = malloc((h->n - h->core_lines + 1) * sizeof *ml);
-    if (!ml)
+    struct scratch_mark mark = scratch_mark(h);
+    struct kms_mline *ml;
+    if (!SCRATCH(h, ml, h->n - h->core_lines))
         return fail(err, KMS_E_NOMEM, "out of memory reading loaded modules");
-    for (size_t i = 0; i < h->n; i++)
+    for (size_t i = h->modules_from; i < h->n; i++)
         if (line_module(h, i)) {
             ml[nml].addr = h->line[i].addr;
             ml[nml].name = line_name(h, i);
@@ -2242,7 +2485,7 @@ static int match_modules(kms_handle *h, const struct kms_sources *src, kms_error
             ml[nml++].line = (uint32_t)i;
         }
     int rc = kms_modules_match(&h->mods, ml, nml, h->mod_name, h->nmods, src, err);
-    free(ml);
+    scratch_release(h, mark);
     if (rc)
         return rc;
     uint32_t nsec = h->count[T_SECTIONS], nobj = h->count[T_OBJECTS];
@@ -2286,7 +2529,8 @@ static int add_ko_extents(kms_handle *h, kms_error *err)
     size_t nk = h->mods.nextent, nv = h->next;
     if (!nk)
         return KMS_OK;
-    struct keyed *ko = malloc(nk * sizeof *ko);
+    struct scratch_mark mark = scratch_mark(h);
+    struct keyed *ko = scratch(h, nk, sizeof *ko);
     uint64_t *start = realloc(h->ext_start, (nv + nk) * sizeof *start);
     if (start)
         h->ext_start = start;
@@ -2297,8 +2541,7 @@ static int add_ko_extents(kms_handle *h, kms_error *err)
         ko[e].key = h->mods.extent[e].start;
         ko[e].idx = (uint32_t)e;
     }
-    if (!ko || !ext || sort_keyed(ko, nk)) {
-        free(ko);
+    if (!ko || !ext || sort_keyed(h, ko, nk)) {
         return fail(err, KMS_E_NOMEM, "out of memory indexing loaded modules");
     }
     /* merge from the top: the .ko's above dtrace_syms' at equal starts */
@@ -2317,7 +2560,7 @@ static int add_ko_extents(kms_handle *h, kms_error *err)
         }
     }
     h->next = (uint32_t)(nv + nk);
-    free(ko);
+    scratch_release(h, mark);
     return KMS_OK;
 }
 
@@ -2353,7 +2596,7 @@ static int check_live(const kms_handle *h, const char *syms_path, kms_error *err
 static int sort_by_address(kms_handle *h)
 {
     size_t n = h->n, p = h->unsorted_at ? h->unsorted_at : n, m;
-    if (!ALLOC(h, by_address, n))
+    if (!SCRATCH(h, h->by_address, n))
         return -1;
     if (p >= n) {
         for (size_t i = 0; i < n; i++)
@@ -2361,22 +2604,36 @@ static int sort_by_address(kms_handle *h)
         return 0;
     }
     m = n - p;
-    struct keyed *rest = malloc(2 * m * sizeof *rest);
-    if (!rest)
+    struct scratch_mark mark = scratch_mark(h);
+    struct keyed *rest;
+    if (!SCRATCH(h, rest, 2 * m))
         return -1;
     for (size_t k = 0; k < m; k++) {
         rest[k].key = h->line[p + k].addr;
         rest[k].idx = (uint32_t)(p + k);
     }
     stable_sort(rest, m, rest + m);
-    size_t i = 0, j = 0, o = 0;
+    /* the prefix's lines at or below the rest's lowest come first, as they
+     * are (loaded modules most often lie above the core kernel: all of it) */
+    size_t i = 0, j = 0, o, below = p;
+    while (below > 0) {
+        size_t half = below / 2;
+        if (h->line[i + half].addr <= rest[0].key) {
+            i += half + 1;
+            below -= half + 1;
+        } else {
+            below = half;
+        }
+    }
+    for (o = 0; o < i; o++)
+        h->by_address[o] = (uint32_t)o;
     while (i < p && j < m)
         h->by_address[o++] = rest[j].key < h->line[i].addr ? rest[j++].idx : (uint32_t)i++;
     while (i < p)
         h->by_address[o++] = (uint32_t)i++;
     while (j < m)
         h->by_address[o++] = rest[j++].idx;
-    free(rest);
+    scratch_release(h, mark);
     return 0;
 }
 
@@ -2389,16 +2646,12 @@ static void free_build(kms_handle *h)
     h->mods.line = NULL;
     h->mods.extent = NULL;
     h->mods.nlines = h->mods.nextent = 0;
-    free(h->line_matched);
-    if (h->line_section != h->line_region) /* regions() made one the other */
-        free(h->line_section);
-    free(h->line_region);
-    free(h->by_address);
-    free(h->region_end);
+    scratch_release(h, (struct scratch_mark){NULL, 0});
     free_anchors(h->anchors);
     h->anchors = NULL;
     h->line_matched = NULL;
     h->line_section = h->line_region = NULL;
+    h->section_base = NULL;
     h->by_address = NULL;
     h->region_end = NULL;
 }
@@ -2561,12 +2814,23 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
              "kernel's build tree, or use kmodsyms' Python resolver", syms_path);
         goto bad;
     }
-    if (!ALLOC(h, line_matched, h->n) || !ALLOC(h, line_section, h->n) || sort_by_address(h)) {
+    if (!SCRATCH(h, h->line_matched, h->n) || !SCRATCH(h, h->line_section, h->n) ||
+        sort_by_address(h)) {
         fail(err, KMS_E_NOMEM, "out of memory indexing %s", source);
         goto bad;
     }
-    if (place_sections(h, syms_path, source, check, err) || attribute_lines(h, syms_path, err) ||
-        match_modules(h, modules, err) || build_index(h, err) || add_ko_extents(h, err) ||
+    memset(h->line_matched, 0, h->n);
+    struct scratch_mark placing = scratch_mark(h);
+    if (!SCRATCH(h, h->section_base, h->count[T_SECTIONS])) {
+        fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
+        goto bad;
+    }
+    memset(h->section_base, 0, h->count[T_SECTIONS] * sizeof *h->section_base);
+    if (place_sections(h, syms_path, source, check, err) || attribute_lines(h, syms_path, err))
+        goto bad;
+    scratch_release(h, placing); /* only placement and attribution read where sections are */
+    h->section_base = NULL;
+    if (match_modules(h, modules, err) || build_index(h, err) || add_ko_extents(h, err) ||
         build_pieces(h, err))
         goto bad;
     free_build(h); /* first: the peak resident set stays that of the building */
@@ -2664,7 +2928,6 @@ void kms_free(kms_handle *h)
     free(h->line);
     free(h->mod_name);
     free(h->mod_origin);
-    free(h->section_base);
     free(h->placed);
     free(h->amb_first);
     free(h->amb_count);
