@@ -512,9 +512,22 @@ static int map_ko(const char *path, struct ko *ko)
     return slurp(path, &ko->data, &ko->n);
 }
 
-static uint64_t get(const struct ko *ko, uint64_t off, int width)
+static int host_little_endian(void)
+{
+    const union { uint16_t word; unsigned char byte[2]; } one = {1};
+    return one.byte[0];
+}
+
+/* The WIDTH-byte number at OFF in the file's byte order: a plain load
+ * when that is the host's little-endian order (a .ko is most often read
+ * where it was built), else byte by byte. */
+static inline uint64_t get(const struct ko *ko, uint64_t off, int width)
 {
     uint64_t v = 0;
+    if (!ko->big && host_little_endian()) {
+        memcpy(&v, ko->data + off, (size_t)width);
+        return v;
+    }
     for (int k = 0; k < width; k++)
         v = v << 8 | ko->data[off + (uint64_t)(ko->big ? k : width - 1 - k)];
     return v;
@@ -964,11 +977,21 @@ static void proc_modules_cores(struct kms_loaded *out, const char *path,
 
 /* ------------------------------------------------------------ matching */
 
+/* A name's hash, a word at a time (names are read only within their N
+ * bytes: a .ko's last string may end at the end of its mapping). */
 static uint64_t hash_bytes(const char *p, size_t n)
 {
-    uint64_t h = 0xCBF29CE484222325u;
-    while (n--)
-        h = (h ^ (unsigned char)*p++) * 0x100000001B3u;
+    uint64_t h = 0xCBF29CE484222325u ^ n, w;
+    for (; n >= 8; p += 8, n -= 8) {
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0x9E3779B97F4A7C15u;
+        h ^= h >> 32;
+    }
+    w = 0;
+    for (size_t k = 0; k < n; k++)
+        w |= (uint64_t)(unsigned char)p[k] << (8 * k);
+    h = (h ^ w) * 0x9E3779B97F4A7C15u;
+    h = (h ^ (h >> 32)) * 0xFF51AFD7ED558CCDu;
     return h ^ (h >> 29);
 }
 
@@ -1189,61 +1212,59 @@ static char *match_module(struct match *m, const struct live *live)
             nv++;
         }
     }
-    qsort(votes, nv, sizeof *votes, vote_cmp);
-    /* per section (in the order of its first vote): its base, the wrong votes */
-    struct tally {
-        uint32_t sec, first;
-        uint64_t best;
-        size_t best_count, total;
-    } *tally = malloc((nv ? nv : 1) * sizeof *tally);
-    size_t nt = 0;
-    if (!tally) {
-        free(votes);
-        return strdup("");
-    }
-    for (size_t a = 0; a < nv;) {
-        size_t b = a;
-        struct tally *t = &tally[nt++];
-        t->sec = votes[a].sec;
-        t->first = UINT32_MAX;
-        t->best_count = t->total = 0;
-        while (b < nv && votes[b].sec == votes[a].sec) {
-            size_t c = b;
-            while (c < nv && votes[c].sec == votes[b].sec && votes[c].base == votes[b].base)
-                c++;
-            if (c - b >= t->best_count) { /* ascending bases: a tie goes to the higher */
-                t->best_count = c - b;
-                t->best = votes[b].base;
-            }
-            for (size_t v = b; v < c; v++)
-                if (votes[v].seq < t->first)
-                    t->first = votes[v].seq;
-            t->total += c - b;
-            b = c;
-        }
-        a = b;
-    }
+    /* per section, in the order of its first vote: its votes together
+     * (a counting sort by section, which keeps their order), its base the
+     * one most of them vote for, and the wrong votes */
+    uint32_t nsec = ko->nsec, nt = 0;
+    size_t *from = calloc((size_t)nsec + 1, sizeof *from), *fill = malloc((nsec ? nsec : 1) * sizeof *fill);
+    uint32_t *order = malloc((nsec ? nsec : 1) * sizeof *order);
+    struct vote *grouped = malloc((nv ? nv : 1) * sizeof *grouped);
     char *why = NULL;
-    for (size_t done = 0; done < nt && !why; done++) {
-        size_t next = 0; /* the section of the next first vote */
-        for (size_t k = 1; k < nt; k++)
-            if (tally[k].first < tally[next].first)
-                next = k;
-        struct tally *t = &tally[next];
-        t->first = UINT32_MAX - 1 - (uint32_t)done; /* taken */
-        if (!m->has_base[t->sec]) {
-            m->base[t->sec] = t->best;
-            m->has_base[t->sec] = 1;
+    if (!from || !fill || !order || !grouped)
+        why = strdup("");
+    for (size_t v = 0; !why && v < nv; v++)
+        if (!from[votes[v].sec + 1]++)
+            order[nt++] = votes[v].sec;
+    for (uint32_t sec = 0; !why && sec < nsec; sec++) {
+        fill[sec] = from[sec];
+        from[sec + 1] += from[sec];
+    }
+    for (size_t v = 0; !why && v < nv; v++)
+        grouped[fill[votes[v].sec]++] = votes[v];
+    for (uint32_t k = 0; k < nt && !why; k++) {
+        uint32_t sec = order[k];
+        struct vote *g = grouped + from[sec];
+        size_t total = from[sec + 1] - from[sec], best_count = 0;
+        uint64_t best = g[0].base;
+        size_t same = 1;
+        while (same < total && g[same].base == g[0].base)
+            same++;
+        if (same < total) /* votes that disagree: by base (then vote), to count each */
+            qsort(g, total, sizeof *g, vote_cmp);
+        for (size_t b = 0, c; b < total; b = c) {
+            for (c = b; c < total && g[c].base == g[b].base; c++)
+                ;
+            if (c - b >= best_count) { /* ascending bases: a tie goes to the higher */
+                best_count = c - b;
+                best = g[b].base;
+            }
+        }
+        if (!m->has_base[sec]) {
+            m->base[sec] = best;
+            m->has_base[sec] = 1;
         }
         size_t right = 0;
-        for (size_t v = 0; v < nv; v++)
-            right += votes[v].sec == t->sec && votes[v].base == m->base[t->sec];
-        if (right != t->total)
+        for (size_t v = 0; v < total; v++)
+            right += g[v].base == m->base[sec];
+        if (right != total)
             why = format("%zu of its unique symbols in %s are not where kallsyms shows them",
-                         t->total - right, ko->sec[t->sec].name);
+                         total - right, ko->sec[sec].name);
     }
     free(votes);
-    free(tally);
+    free(grouped);
+    free(from);
+    free(fill);
+    free(order);
     if (why)
         return why;
     /* Shape: a section without anchors is placed where all of its symbols
