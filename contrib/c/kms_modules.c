@@ -1027,9 +1027,12 @@ static size_t table_size(size_t n)
     return s;
 }
 
-/* The (name, address) pairs of a module's kallsyms lines (loadable's "at"). */
+/* The (name, address) pairs of a module's kallsyms lines (loadable's "at"),
+ * filled at the first question: a module that matches asks few, as each
+ * line's own .ko symbol answers for itself. */
 struct pairs {
-    size_t mask;
+    size_t mask, n;
+    int filled;
     uint32_t *slot; /* line + 1 */
     const uint32_t *lid;
     const uint64_t *addr;
@@ -1041,8 +1044,15 @@ static size_t pair_hash(uint32_t id, uint64_t addr)
     return (size_t)(h ^ (h >> 32));
 }
 
-static int pair_has(const struct pairs *p, uint32_t id, uint64_t addr)
+static int pair_has(struct pairs *p, uint32_t id, uint64_t addr)
 {
+    for (size_t i = 0; !p->filled && i < p->n; i++) {
+        size_t k = pair_hash(p->lid[i], p->addr[i]) & p->mask;
+        while (p->slot[k])
+            k = (k + 1) & p->mask;
+        p->slot[k] = (uint32_t)i + 1;
+    }
+    p->filled = 1;
     for (size_t k = pair_hash(id, addr) & p->mask;; k = (k + 1) & p->mask) {
         uint32_t i = p->slot[k];
         if (!i)
@@ -1081,6 +1091,7 @@ struct match {
     uint8_t *has_base, *shown;
     uint64_t *base;
     int32_t *line_sym;          /* the .ko symbol each line is, -1 */
+    uint8_t *sym_is_line;       /* per symbol: some line_sym is it */
     struct names names;
     struct pairs pairs;
 };
@@ -1104,6 +1115,7 @@ static void match_free(struct match *m)
     free(m->shown);
     free(m->base);
     free(m->line_sym);
+    free(m->sym_is_line);
     free(m->names.slot);
     free(m->names.ptr);
     free(m->names.len);
@@ -1119,8 +1131,9 @@ static int match_init(struct match *m)
     if (A(lid, nl) || A(sid, ns) || A(nsyms_of, nn) || A(first_sym, nn) || A(next_sym, ns) ||
         A(last_sym, nn) || A(nlines_of, nn) || A(first_line, nn) || A(next_line, nl) ||
         A(last_line, nn) || A(lorder, nn) || A(has_base, nsec) || A(shown, nsec) ||
-        A(base, nsec) || A(line_sym, nl) || A(names.slot, m->names.mask + 1) ||
-        A(names.ptr, nn) || A(names.len, nn) || A(pairs.slot, m->pairs.mask + 1))
+        A(base, nsec) || A(line_sym, nl) || A(sym_is_line, ns) ||
+        A(names.slot, m->names.mask + 1) || A(names.ptr, nn) || A(names.len, nn) ||
+        A(pairs.slot, m->pairs.mask + 1))
         return -1;
 #undef A
     for (size_t s = 0; s < ns; s++) {
@@ -1134,13 +1147,10 @@ static int match_init(struct match *m)
     }
     m->pairs.lid = m->lid;
     m->pairs.addr = m->addr;
+    m->pairs.n = nl;
     for (size_t i = 0; i < nl; i++) {
         uint32_t id = m->lid[i] = name_id(&m->names, m->lname[i], m->llen[i]);
         m->line_sym[i] = NO;
-        size_t k = pair_hash(id, m->addr[i]) & m->pairs.mask;
-        while (m->pairs.slot[k])
-            k = (k + 1) & m->pairs.mask;
-        m->pairs.slot[k] = (uint32_t)i + 1;
         m->next_line[i] = END;
         if (kms_is_mapping_symbol(m->lname[i], m->llen[i]))
             continue;
@@ -1216,7 +1226,8 @@ static char *match_module(struct match *m, const struct live *live)
      * (a counting sort by section, which keeps their order), its base the
      * one most of them vote for, and the wrong votes */
     uint32_t nsec = ko->nsec, nt = 0;
-    size_t *from = calloc((size_t)nsec + 1, sizeof *from), *fill = malloc((nsec ? nsec : 1) * sizeof *fill);
+    size_t *from = calloc((size_t)nsec + 1, sizeof *from);
+    size_t *fill = malloc((nsec ? nsec : 1) * sizeof *fill);
     uint32_t *order = malloc((nsec ? nsec : 1) * sizeof *order);
     struct vote *grouped = malloc((nv ? nv : 1) * sizeof *grouped);
     char *why = NULL;
@@ -1309,13 +1320,6 @@ static char *match_module(struct match *m, const struct live *live)
         }
     }
     free(todo);
-    /* The sections kallsyms shows: one of their symbols is where kallsyms says. */
-    for (uint32_t k = 0; k < m->norder; k++) {
-        uint32_t id = m->lorder[k];
-        for (uint32_t s = m->first_sym[id]; m->nsyms_of[id] && s != END; s = m->next_sym[s])
-            if (m->has_base[ko->sym[s].sec] && pair_has(&m->pairs, id, at_base(m, s)))
-                m->shown[ko->sym[s].sec] = 1;
-    }
     /* Every line of a name the file has in a placed section is one of those
      * symbols (the first of them at its address) ... */
     for (uint32_t k = 0; k < m->norder; k++) {
@@ -1334,9 +1338,24 @@ static char *match_module(struct match *m, const struct live *live)
                               (int)m->llen[i], m->lname[i], m->addr[i]);
         }
     }
+    /* (a symbol that is a line is where kallsyms shows it: no question) */
+    for (size_t i = 0; i < m->nl; i++)
+        if (m->line_sym[i] != NO)
+            m->sym_is_line[m->line_sym[i]] = 1;
+    /* The sections kallsyms shows: one of their symbols is where kallsyms says. */
+    for (uint32_t k = 0; k < m->norder; k++) {
+        uint32_t id = m->lorder[k];
+        for (uint32_t s = m->first_sym[id]; m->nsyms_of[id] && s != END; s = m->next_sym[s]) {
+            uint32_t sec = ko->sym[s].sec;
+            if (m->has_base[sec] && !m->shown[sec] &&
+                (m->sym_is_line[s] || pair_has(&m->pairs, id, at_base(m, s))))
+                m->shown[sec] = 1;
+        }
+    }
     /* ... and every symbol of a section that kallsyms shows is a line. */
     for (uint32_t s = 0; s < ko->nsym; s++)
-        if (m->shown[ko->sym[s].sec] && !pair_has(&m->pairs, m->sid[s], at_base(m, s)))
+        if (m->shown[ko->sym[s].sec] && !m->sym_is_line[s] &&
+            !pair_has(&m->pairs, m->sid[s], at_base(m, s)))
             return format("its %.*s (%s) is not in kallsyms", (int)ko->sym[s].len, ko->sym[s].name,
                           ko->sec[ko->sym[s].sec].name);
     return NULL;
