@@ -1148,8 +1148,21 @@ static int match_init(struct match *m)
     m->pairs.lid = m->lid;
     m->pairs.addr = m->addr;
     m->pairs.n = nl;
-    for (size_t i = 0; i < nl; i++) {
-        uint32_t id = m->lid[i] = name_id(&m->names, m->lname[i], m->llen[i]);
+    /* Kallsyms lists a module's symbols in its symbol table's order: a
+     * line is most often named as the .ko symbol after the last line's, a
+     * name compared there in passing, not looked up. */
+    const struct ko_sym *sym = m->ko->sym;
+    for (size_t i = 0, next = 0; i < nl; i++) {
+        uint32_t id;
+        if (next < ns && sym[next].len == m->llen[i] &&
+            !memcmp(sym[next].name, m->lname[i], m->llen[i])) {
+            id = m->sid[next++];
+        } else {
+            id = name_id(&m->names, m->lname[i], m->llen[i]);
+            if (m->nsyms_of[id])
+                next = m->first_sym[id] + 1;
+        }
+        m->lid[i] = id;
         m->line_sym[i] = NO;
         m->next_line[i] = END;
         if (kms_is_mapping_symbol(m->lname[i], m->llen[i]))
