@@ -1178,6 +1178,21 @@ static int match_init(struct match *m)
     return 0;
 }
 
+/* Whether a line of name ID is at ADDR (loadable's "at"): a few lines of
+ * the name are walked, more asked of the table (a mapping symbol's lines
+ * are in no chain: always asked). */
+#define FEW_LINES 8
+static int line_at(struct match *m, uint32_t id, uint64_t addr)
+{
+    uint32_t n = m->nlines_of[id];
+    if (n > FEW_LINES || kms_is_mapping_symbol(m->names.ptr[id], m->names.len[id]))
+        return pair_has(&m->pairs, id, addr);
+    for (uint32_t i = n ? m->first_line[id] : END; i != END; i = m->next_line[i])
+        if (m->addr[i] == addr)
+            return 1;
+    return 0;
+}
+
 static uint64_t at_base(const struct match *m, uint32_t s)
 {
     return m->base[m->ko->sym[s].sec] + m->ko->sym[s].value;
@@ -1317,7 +1332,7 @@ static char *match_module(struct match *m, const struct live *live)
             int all = 1;
             for (uint32_t s = s0; s < ko->nsym && all; s++)
                 if (ko->sym[s].sec == sec && m->nlines_of[m->sid[s]])
-                    all = pair_has(&m->pairs, m->sid[s], b + ko->sym[s].value);
+                    all = line_at(m, m->sid[s], b + ko->sym[s].value);
             if (all) {
                 if (fits && b != fit)
                     fits = -1; /* two bases fit: none is placed */
@@ -1351,24 +1366,23 @@ static char *match_module(struct match *m, const struct live *live)
                               (int)m->llen[i], m->lname[i], m->addr[i]);
         }
     }
-    /* (a symbol that is a line is where kallsyms shows it: no question) */
+    /* The sections kallsyms shows: one of their symbols (of a name some
+     * line has) is where kallsyms says -- a line's own symbol is. */
     for (size_t i = 0; i < m->nl; i++)
-        if (m->line_sym[i] != NO)
+        if (m->line_sym[i] != NO) {
             m->sym_is_line[m->line_sym[i]] = 1;
-    /* The sections kallsyms shows: one of their symbols is where kallsyms says. */
-    for (uint32_t k = 0; k < m->norder; k++) {
-        uint32_t id = m->lorder[k];
-        for (uint32_t s = m->first_sym[id]; m->nsyms_of[id] && s != END; s = m->next_sym[s]) {
-            uint32_t sec = ko->sym[s].sec;
-            if (m->has_base[sec] && !m->shown[sec] &&
-                (m->sym_is_line[s] || pair_has(&m->pairs, id, at_base(m, s))))
-                m->shown[sec] = 1;
+            m->shown[ko->sym[m->line_sym[i]].sec] = 1;
         }
+    for (uint32_t s = 0; s < ko->nsym; s++) {
+        uint32_t sec = ko->sym[s].sec;
+        if (m->has_base[sec] && !m->shown[sec] && m->nlines_of[m->sid[s]] &&
+            line_at(m, m->sid[s], at_base(m, s)))
+            m->shown[sec] = 1;
     }
     /* ... and every symbol of a section that kallsyms shows is a line. */
     for (uint32_t s = 0; s < ko->nsym; s++)
         if (m->shown[ko->sym[s].sec] && !m->sym_is_line[s] &&
-            !pair_has(&m->pairs, m->sid[s], at_base(m, s)))
+            !line_at(m, m->sid[s], at_base(m, s)))
             return format("its %.*s (%s) is not in kallsyms", (int)ko->sym[s].len, ko->sym[s].name,
                           ko->sec[ko->sym[s].sec].name);
     return NULL;
