@@ -1579,13 +1579,24 @@ struct entry_keys {
     uint32_t *first;     /* per section: its first row; first[nsec]: the rows */
 };
 
-/* Stable sort of N rows by value (TMP: room for N): insertion for a few,
- * else halves sorted and merged (a section's rows are in name order, their
- * values in none). */
-static void sort_rows(struct entry_row *a, size_t n, struct entry_row *tmp)
+/* Room to sort a section's rows (sort_rows): its keys twice, its rows once. */
+struct row_sort {
+    uint64_t *key, *tmp;
+    struct entry_row *copy;
+};
+
+/*
+ * Stable sort of N rows by value: insertion for a few, else each row's
+ * value << 32 | its place sorted (one integer each, all distinct: equal
+ * values keep their order), runs of 8 by insertion then merged bottom-up
+ * from one array to the other, and the rows put in that order (a section's
+ * rows are in name order, their values in none).
+ */
+static void sort_rows(struct entry_row *a, size_t n, const struct row_sort *rs)
 {
+    size_t i;
     if (n <= 16) {
-        for (size_t i = 1; i < n; i++) {
+        for (i = 1; i < n; i++) {
             struct entry_row x = a[i];
             size_t j = i;
             for (; j > 0 && a[j - 1].value > x.value; j--)
@@ -1594,20 +1605,45 @@ static void sort_rows(struct entry_row *a, size_t n, struct entry_row *tmp)
         }
         return;
     }
-    size_t m = n / 2, i = 0, j = m, o = 0;
-    sort_rows(a, m, tmp);
-    sort_rows(a + m, n - m, tmp);
-    if (a[m - 1].value <= a[m].value)
+    for (i = 1; i < n && a[i].value >= a[i - 1].value; i++)
+        ;
+    if (i >= n)
         return;
-    while (i < m && j < n) { /* without a branch on the values: they are in no order */
-        size_t later = a[j].value < a[i].value;
-        tmp[o++] = a[later ? j : i];
-        j += later;
-        i += !later;
+    uint64_t *src = rs->key, *dst = rs->tmp;
+    for (i = 0; i < n; i++)
+        src[i] = (uint64_t)a[i].value << 32 | i;
+    for (size_t r = 0; r < n; r += 8) {
+        size_t top = r + 8 < n ? r + 8 : n;
+        for (i = r + 1; i < top; i++) {
+            uint64_t x = src[i];
+            size_t j = i;
+            for (; j > r && src[j - 1] > x; j--)
+                src[j] = src[j - 1];
+            src[j] = x;
+        }
     }
-    while (i < m)
-        tmp[o++] = a[i++];
-    memcpy(a, tmp, o * sizeof *a); /* what is left of the second half is in place */
+    for (size_t w = 8; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t m = lo + w < n ? lo + w : n, hi = m + w < n ? m + w : n, p = lo, q = m, o = lo;
+            while (p < m && q < hi) { /* without a branch on the keys: they are in no order */
+                uint64_t x = src[p], y = src[q];
+                int later = y < x;
+                dst[o++] = later ? y : x;
+                q += later;
+                p += !later;
+            }
+            while (p < m)
+                dst[o++] = src[p++];
+            while (q < hi)
+                dst[o++] = src[q++];
+        }
+        uint64_t *sw = src;
+        src = dst;
+        dst = sw;
+    }
+    memcpy(rs->copy, a, n * sizeof *a);
+    for (i = 0; i < n; i++)
+        a[i] = rs->copy[(uint32_t)src[i]];
 }
 
 /* The entries keyed (ek): 1, or 0 when some value is 2^32 or more (the
@@ -1615,7 +1651,7 @@ static void sort_rows(struct entry_row *a, size_t n, struct entry_row *tmp)
 static int index_entries(kms_handle *h, struct entry_keys *ek)
 {
     uint32_t nsym = h->count[T_SYMBOLS], nsec = h->count[T_SECTIONS], most = 0, *first;
-    struct entry_row *tmp;
+    struct row_sort rs;
     if (!SCRATCH(h, ek->first, (size_t)nsec + 2) || !SCRATCH(h, ek->row, nsym))
         return -1;
     first = ek->first;
@@ -1639,10 +1675,10 @@ static int index_entries(kms_handle *h, struct entry_keys *ek)
         r->name = le32(sy + SYM_NAME);
         r->sym = s;
     }
-    if (!SCRATCH(h, tmp, most))
+    if (!SCRATCH(h, rs.key, most) || !SCRATCH(h, rs.tmp, most) || !SCRATCH(h, rs.copy, most))
         return -1;
     for (uint32_t sec = 0; sec < nsec; sec++)
-        sort_rows(ek->row + first[sec], first[sec + 1] - first[sec], tmp);
+        sort_rows(ek->row + first[sec], first[sec + 1] - first[sec], &rs);
     return 1;
 }
 
