@@ -24,6 +24,10 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(KMS_PORTABLE_CRC)
 #include <immintrin.h> /* crc32_clmul */
 #endif
+#if defined(__SSE2__) && (defined(__GNUC__) || defined(__clang__)) && !defined(KMS_PORTABLE_SCAN)
+#include <emmintrin.h> /* find_eol */
+#define SCAN_SSE2 1
+#endif
 
 #define NO (-1)
 #ifndef MAP_POPULATE /* Linux's; elsewhere the pages fault in as read */
@@ -856,10 +860,11 @@ static uint8_t letter_prefer(unsigned char c)
     return c >= 'A' && c <= 'Z' ? 2 : 0;
 }
 
-/* One line of kallsyms (LEN bytes without its "\n"; NL: one followed it),
- * as kmodsyms.kallsyms.Kallsyms._parse reads it. */
+/* One line of kallsyms (LEN bytes without its "\n"; NL: one followed it;
+ * TAB: its first '\t', NULL none), as kmodsyms.kallsyms.Kallsyms._parse
+ * reads it. */
 static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t len, int nl,
-                      kms_error *err)
+                      const char *tab, kms_error *err)
 {
     const char *source = ps->source;
     size_t width;
@@ -888,7 +893,8 @@ static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t 
     if (!ok)
         return line_error(err, source, ps->nonblank, "expected 'ADDRESS TYPE NAME'", line, len);
     const char *name = line + width + 3;
-    const char *tab = memchr(name, '\t', len - (width + 3));
+    if (tab && tab < name) /* (a header this valid holds none) */
+        tab = memchr(name, '\t', len - (width + 3));
     uint32_t mod = 0;
     size_t ne = tab ? (size_t)(tab - line) : len;
     if (tab) {
@@ -953,22 +959,50 @@ static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t 
     return KMS_OK;
 }
 
+/* The first "\n" from P on (before END), NULL none; *TAB: the first '\t'
+ * before it (before END when there is none), NULL none.  Both are found in
+ * one pass, 16 bytes at a time where SSE2 is: a line is two searches
+ * otherwise (its end, and the tab before a module's name), each a call. */
+static inline const char *find_eol(const char *p, const char *end, const char **tab)
+{
+    *tab = NULL;
+#ifdef SCAN_SSE2
+    const __m128i nl = _mm_set1_epi8('\n'), ht = _mm_set1_epi8('\t');
+    for (; end - p >= 16; p += 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)p);
+        unsigned at_nl = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, nl));
+        unsigned at_tab = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, ht));
+        if (at_nl)
+            at_tab &= (1u << __builtin_ctz(at_nl)) - 1; /* the tabs before it */
+        if (at_tab && !*tab)
+            *tab = p + __builtin_ctz(at_tab);
+        if (at_nl)
+            return p + __builtin_ctz(at_nl);
+    }
+#endif
+    const char *e = memchr(p, '\n', (size_t)(end - p));
+    if (!*tab)
+        *tab = memchr(p, '\t', (size_t)((e ? e : end) - p));
+    return e;
+}
+
 /* The lines of T (LEN bytes) ending in "\n", and with FINAL the rest as the
  * last line; *USED: the bytes read. */
 static int parse_block(kms_handle *h, struct parse *ps, const char *t, size_t len, int final,
                        size_t *used, kms_error *err)
 {
     size_t s = 0;
+    const char *tab;
     for (;;) {
-        const char *nl = memchr(t + s, '\n', len - s);
+        const char *nl = find_eol(t + s, t + len, &tab);
         if (!nl)
             break;
-        if (parse_line(h, ps, t + s, (size_t)(nl - (t + s)), 1, err))
+        if (parse_line(h, ps, t + s, (size_t)(nl - (t + s)), 1, tab, err))
             return err ? err->code : KMS_E_KALLSYMS;
         s = (size_t)(nl - t) + 1;
     }
     if (final && s < len) {
-        if (parse_line(h, ps, t + s, len - s, 0, err))
+        if (parse_line(h, ps, t + s, len - s, 0, tab, err))
             return err ? err->code : KMS_E_KALLSYMS;
         s = len;
     }
