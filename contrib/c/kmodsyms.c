@@ -178,6 +178,9 @@ struct kms_handle {
     const char **member_name;   /* module name of each modset_members entry */
     struct object_info *object; /* per object */
     uint32_t *section_object;   /* per section: its object */
+    uint32_t *section_rows;     /* at [sec + 2], each section's symbols (counted as they are
+                                 * checked; index_entries makes it ek.first) */
+    int wide_values;            /* a symbol's value is 2^32 or more */
 
     /* kallsyms: the names (each NUL-terminated) and one row per kept line */
     char *text;
@@ -559,15 +562,24 @@ static int validate_syms(kms_handle *h, const char *path, kms_error *err)
             "symbol object out of range", "symbol section out of range",
             "symbol section belongs to another object"};
         uint32_t nmodsets = h->count[T_MODSETS], nobj = h->count[T_OBJECTS];
-        uint32_t nsec = h->count[T_SECTIONS], bad = 0;
+        uint32_t nsec = h->count[T_SECTIONS], bad = 0, wide = 0;
+        /* the same pass counts each section's symbols, for index_entries (a
+         * failure to allocate is told where the other allocations' are) */
+        uint32_t *rows = h->section_rows = calloc((size_t)nsec + 2, sizeof *rows);
         for (uint32_t i = 0; i < h->count[T_SYMBOLS]; i++) {
             const unsigned char *s = ent(h, T_SYMBOLS, i);
             uint32_t sec = le32(s + SYM_SECTION), obj = le32(s + 8);
             bad |= (uint32_t)(le32(s) >= nstr) | (uint32_t)(le32(s + 4) >= nmodsets) << 1 |
                    (uint32_t)(obj >= nobj) << 2 | (uint32_t)(sec >= nsec) << 3;
-            if (sec < nsec && le32(ent(h, T_SECTIONS, sec) + SEC_OBJECT) != obj)
-                bad |= 1u << 4;
+            wide |= le32(s + SYM_VALUE + 4);
+            if (sec < nsec) {
+                if (le32(ent(h, T_SECTIONS, sec) + SEC_OBJECT) != obj)
+                    bad |= 1u << 4;
+                if (rows)
+                    rows[sec + 2]++;
+            }
         }
+        h->wide_values = wide != 0;
         for (int k = 0; !why && k < 5; k++)
             if (bad >> k & 1)
                 why = sym_why[k];
@@ -586,7 +598,7 @@ static int validate_syms(kms_handle *h, const char *path, kms_error *err)
         return fail(err, KMS_E_NOMEM, "out of memory reading %s", path);
     for (uint32_t k = 0; k < h->count[T_MEMBERS]; k++)
         h->member_name[k] = str(h, le32(ent(h, T_MODULES, le32(ent(h, T_MEMBERS, k)))));
-    if (!ALLOC(h, object, h->count[T_OBJECTS]) ||
+    if (!h->section_rows || !ALLOC(h, object, h->count[T_OBJECTS]) ||
         !ALLOC(h, section_object, h->count[T_SECTIONS]))
         return fail(err, KMS_E_NOMEM, "out of memory reading %s", path);
     for (uint32_t o = 0; o < h->count[T_OBJECTS]; o++) {
@@ -1684,20 +1696,15 @@ static void sort_rows(struct entry_row *a, size_t n, const struct row_sort *rs)
  * Python keys entries only when every value is below it); -1 out of memory. */
 static int index_entries(kms_handle *h, struct entry_keys *ek)
 {
-    uint32_t nsym = h->count[T_SYMBOLS], nsec = h->count[T_SECTIONS], most = 0, *first;
+    uint32_t nsym = h->count[T_SYMBOLS], nsec = h->count[T_SECTIONS], most = 0;
+    uint32_t *first = ek->first = h->section_rows;
     struct row_sort rs;
-    if (!SCRATCH(h, ek->first, (size_t)nsec + 2) || !SCRATCH(h, ek->row, nsym))
+    if (h->wide_values)
+        return 0;
+    if (!SCRATCH(h, ek->row, nsym))
         return -1;
-    first = ek->first;
-    memset(first, 0, ((size_t)nsec + 2) * sizeof *first);
-    /* each section's rows counted at first[sec + 2], then where they begin
-     * at first[sec + 1], then (filled) where they end */
-    for (uint32_t s = 0; s < nsym; s++) {
-        const unsigned char *sy = ent(h, T_SYMBOLS, s);
-        if (le64(sy + SYM_VALUE) >> 32)
-            return 0;
-        first[le32(sy + SYM_SECTION) + 2]++;
-    }
+    /* each section's rows counted at first[sec + 2] (validate_syms), then
+     * where they begin at first[sec + 1], then (filled) where they end */
     for (uint32_t sec = 0; sec < nsec; sec++) {
         most = first[sec + 2] > most ? first[sec + 2] : most;
         first[sec + 2] += first[sec + 1];
@@ -2719,6 +2726,8 @@ static void free_build(kms_handle *h)
     scratch_release(h, (struct scratch_mark){NULL, 0});
     free_anchors(h->anchors);
     h->anchors = NULL;
+    free(h->section_rows);
+    h->section_rows = NULL;
     h->line_matched = NULL;
     h->line_section = h->line_region = NULL;
     h->section_base = NULL;
