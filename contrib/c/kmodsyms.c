@@ -1925,15 +1925,23 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
         goto out;
     }
     /* the Python sorts the placed sections by end in section order: the
-     * extents' sections (placed, sized) taken in that order */
-    for (uint32_t sec = 0, k = 0; sec < h->count[T_SECTIONS] && k < h->next; sec++) {
+     * extents' sections (placed, sized) taken in that order.  The extents
+     * are by start: when their ends ascend too, each distinct, that is the
+     * order by end (none to keep in section order), and nothing is sorted. */
+    int by_start = 1;
+    for (uint32_t k = 0; k < h->next; k++) {
+        ends[k].key = h->ext[k].end;
+        ends[k].idx = h->ext[k].sec;
+        by_start &= k == 0 || ends[k].key > ends[k - 1].key;
+    }
+    for (uint32_t sec = 0, k = 0; !by_start && sec < h->count[T_SECTIONS] && k < h->next; sec++) {
         uint64_t size = le64(ent(h, T_SECTIONS, sec) + SEC_SIZE);
         if ((h->placed[sec] & PLACED) && size > 0) {
             ends[k].key = h->section_base[sec] + size;
             ends[k++].idx = sec;
         }
     }
-    if (sort_keyed(h, ends, h->next)) {
+    if (!by_start && sort_keyed(h, ends, h->next)) {
         rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
         goto out;
     }
