@@ -253,10 +253,13 @@ static const char *const vmlinux_list[] = {"vmlinux"};
  * on a line (the kernel zeroes it, and under a hypervisor the fault is
  * dearer still: ~3 us here), so the mappings are aligned to huge pages and
  * ask for them (THP, where the kernel gives them on request): the load's
- * scratch is then a few faults, not ~1,500.  What is given back is given
- * to the kernel too, but for the huge page it ends in (the next step's to
- * use without a fault), so that the resident set is no more than as much
- * malloc would hold.  Like malloc's, scratch memory is not zeroed.
+ * scratch is then a few faults, not ~1,500.  What a step gives back is
+ * kept for the next steps (a huge page given to the kernel costs ~0.3 ms
+ * to fault in and zero again: placement, attribution and the regions each
+ * reach into the same second one), until scratch_trim gives the kernel
+ * every whole huge page above what is in use, before the steps that add
+ * the most to the resident set.  Like malloc's, scratch memory is not
+ * zeroed.
  */
 #define HUGE_PAGE ((uintptr_t)1 << 21)
 #define SCRATCH_MAPPING ((size_t)16 << 20) /* address space: only what is touched is memory */
@@ -330,17 +333,22 @@ static void scratch_release(kms_handle *h, struct scratch_mark m)
         h->scratch = s->prev;
         munmap(s, s->size);
     }
-    if (h->scratch) {
-        struct scratch *s = h->scratch;
+    if (h->scratch)
+        h->scratch->used = m.used;
+}
+
+/* The scratch's whole huge pages above what is in use (part of one would
+ * split it), given back to the kernel. */
+static void scratch_trim(kms_handle *h)
+{
 #ifdef MADV_DONTNEED
-        /* whole huge pages only: part of one would split it */
-        size_t keep = (m.used + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1);
-        size_t upto = (s->used + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1);
-        if (upto > keep)
-            madvise((unsigned char *)s + keep, upto - keep, MADV_DONTNEED);
+    struct scratch *s = h->scratch;
+    size_t keep = s ? (s->used + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1) : 0;
+    if (s && s->size > keep)
+        madvise((unsigned char *)s + keep, s->size - keep, MADV_DONTNEED);
+#else
+    (void)h;
 #endif
-        s->used = m.used;
-    }
 }
 
 static inline const unsigned char *ent(const kms_handle *h, int t, uint32_t i)
@@ -2917,8 +2925,10 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
         goto bad;
     scratch_release(h, placing); /* only placement and attribution read where sections are */
     h->section_base = NULL;
-    if (match_modules(h, modules, err) || build_index(h, err) || add_ko_extents(h, err) ||
-        build_pieces(h, err))
+    if (match_modules(h, modules, err) || build_index(h, err) || add_ko_extents(h, err))
+        goto bad;
+    scratch_trim(h); /* the pieces are what the resident set peaks with */
+    if (build_pieces(h, err))
         goto bad;
     free_build(h); /* first: the peak resident set stays that of the building */
     if (build_buckets(h, err) || build_owners(h, err))
