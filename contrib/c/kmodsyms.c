@@ -24,6 +24,8 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(KMS_PORTABLE_CRC)
 #include <immintrin.h> /* crc32_clmul */
 #endif
+/* KMS_PORTABLE_SCAN: find_eol's memchr way only, as without SSE2 (make
+ * check builds test_kms so too, with KMS_PORTABLE_CRC) */
 #if defined(__SSE2__) && (defined(__GNUC__) || defined(__clang__)) && !defined(KMS_PORTABLE_SCAN)
 #include <emmintrin.h> /* find_eol */
 #define SCAN_SSE2 1
