@@ -181,7 +181,7 @@ struct kms_handle {
     struct object_info *object; /* per object */
     uint32_t *section_object;   /* per section: its object */
     uint32_t *section_rows;     /* at [sec + 2], each section's symbols (counted as they are
-                                 * checked; index_entries makes it ek.first) */
+                                 * checked; index_entries makes it ek.first); scratch */
     int wide_values;            /* a symbol's value is 2^32 or more */
 
     /* kallsyms: the names (each NUL-terminated) and one row per kept line */
@@ -575,7 +575,9 @@ static int validate_syms(kms_handle *h, const char *path, kms_error *err)
         uint32_t nsec = h->count[T_SECTIONS], bad = 0, wide = 0;
         /* the same pass counts each section's symbols, for index_entries (a
          * failure to allocate is told where the other allocations' are) */
-        uint32_t *rows = h->section_rows = calloc((size_t)nsec + 2, sizeof *rows);
+        uint32_t *rows = h->section_rows = scratch(h, (size_t)nsec + 2, sizeof *rows);
+        if (rows)
+            memset(rows, 0, ((size_t)nsec + 2) * sizeof *rows);
         for (uint32_t i = 0; i < h->count[T_SYMBOLS]; i++) {
             const unsigned char *s = ent(h, T_SYMBOLS, i);
             uint32_t sec = le32(s + SYM_SECTION), obj = le32(s + 8);
@@ -2744,7 +2746,6 @@ static void free_build(kms_handle *h)
     scratch_release(h, (struct scratch_mark){NULL, 0});
     free_anchors(h->anchors);
     h->anchors = NULL;
-    free(h->section_rows);
     h->section_rows = NULL;
     h->line_matched = NULL;
     h->line_section = h->line_region = NULL;
