@@ -24,6 +24,12 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(KMS_PORTABLE_CRC)
 #include <immintrin.h> /* crc32_clmul */
 #endif
+/* KMS_PORTABLE_SCAN: find_eol's memchr way only, as without SSE2 (make
+ * check builds test_kms so too, with KMS_PORTABLE_CRC) */
+#if defined(__SSE2__) && (defined(__GNUC__) || defined(__clang__)) && !defined(KMS_PORTABLE_SCAN)
+#include <emmintrin.h> /* find_eol */
+#define SCAN_SSE2 1
+#endif
 
 #define NO (-1)
 #ifndef MAP_POPULATE /* Linux's; elsewhere the pages fault in as read */
@@ -174,6 +180,9 @@ struct kms_handle {
     const char **member_name;   /* module name of each modset_members entry */
     struct object_info *object; /* per object */
     uint32_t *section_object;   /* per section: its object */
+    uint32_t *section_rows;     /* at [sec + 2], each section's symbols (counted as they are
+                                 * checked; index_entries makes it ek.first); scratch */
+    int wide_values;            /* a symbol's value is 2^32 or more */
 
     /* kallsyms: the names (each NUL-terminated) and one row per kept line */
     char *text;
@@ -246,10 +255,13 @@ static const char *const vmlinux_list[] = {"vmlinux"};
  * on a line (the kernel zeroes it, and under a hypervisor the fault is
  * dearer still: ~3 us here), so the mappings are aligned to huge pages and
  * ask for them (THP, where the kernel gives them on request): the load's
- * scratch is then a few faults, not ~1,500.  What is given back is given
- * to the kernel too, but for the huge page it ends in (the next step's to
- * use without a fault), so that the resident set is no more than as much
- * malloc would hold.  Like malloc's, scratch memory is not zeroed.
+ * scratch is then a few faults, not ~1,500.  What a step gives back is
+ * kept for the next steps (a huge page given to the kernel costs ~0.3 ms
+ * to fault in and zero again: placement, attribution and the regions each
+ * reach into the same second one), until scratch_trim gives the kernel
+ * every whole huge page above what is in use, before the steps that add
+ * the most to the resident set.  Like malloc's, scratch memory is not
+ * zeroed.
  */
 #define HUGE_PAGE ((uintptr_t)1 << 21)
 #define SCRATCH_MAPPING ((size_t)16 << 20) /* address space: only what is touched is memory */
@@ -323,17 +335,22 @@ static void scratch_release(kms_handle *h, struct scratch_mark m)
         h->scratch = s->prev;
         munmap(s, s->size);
     }
-    if (h->scratch) {
-        struct scratch *s = h->scratch;
+    if (h->scratch)
+        h->scratch->used = m.used;
+}
+
+/* The scratch's whole huge pages above what is in use (part of one would
+ * split it), given back to the kernel. */
+static void scratch_trim(kms_handle *h)
+{
 #ifdef MADV_DONTNEED
-        /* whole huge pages only: part of one would split it */
-        size_t keep = (m.used + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1);
-        size_t upto = (s->used + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1);
-        if (upto > keep)
-            madvise((unsigned char *)s + keep, upto - keep, MADV_DONTNEED);
+    struct scratch *s = h->scratch;
+    size_t keep = s ? (s->used + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1) : 0;
+    if (s && s->size > keep)
+        madvise((unsigned char *)s + keep, s->size - keep, MADV_DONTNEED);
+#else
+    (void)h;
 #endif
-        s->used = m.used;
-    }
 }
 
 static inline const unsigned char *ent(const kms_handle *h, int t, uint32_t i)
@@ -555,15 +572,26 @@ static int validate_syms(kms_handle *h, const char *path, kms_error *err)
             "symbol object out of range", "symbol section out of range",
             "symbol section belongs to another object"};
         uint32_t nmodsets = h->count[T_MODSETS], nobj = h->count[T_OBJECTS];
-        uint32_t nsec = h->count[T_SECTIONS], bad = 0;
+        uint32_t nsec = h->count[T_SECTIONS], bad = 0, wide = 0;
+        /* the same pass counts each section's symbols, for index_entries (a
+         * failure to allocate is told where the other allocations' are) */
+        uint32_t *rows = h->section_rows = scratch(h, (size_t)nsec + 2, sizeof *rows);
+        if (rows)
+            memset(rows, 0, ((size_t)nsec + 2) * sizeof *rows);
         for (uint32_t i = 0; i < h->count[T_SYMBOLS]; i++) {
             const unsigned char *s = ent(h, T_SYMBOLS, i);
             uint32_t sec = le32(s + SYM_SECTION), obj = le32(s + 8);
             bad |= (uint32_t)(le32(s) >= nstr) | (uint32_t)(le32(s + 4) >= nmodsets) << 1 |
                    (uint32_t)(obj >= nobj) << 2 | (uint32_t)(sec >= nsec) << 3;
-            if (sec < nsec && le32(ent(h, T_SECTIONS, sec) + SEC_OBJECT) != obj)
-                bad |= 1u << 4;
+            wide |= le32(s + SYM_VALUE + 4);
+            if (sec < nsec) {
+                if (le32(ent(h, T_SECTIONS, sec) + SEC_OBJECT) != obj)
+                    bad |= 1u << 4;
+                if (rows)
+                    rows[sec + 2]++;
+            }
         }
+        h->wide_values = wide != 0;
         for (int k = 0; !why && k < 5; k++)
             if (bad >> k & 1)
                 why = sym_why[k];
@@ -582,7 +610,7 @@ static int validate_syms(kms_handle *h, const char *path, kms_error *err)
         return fail(err, KMS_E_NOMEM, "out of memory reading %s", path);
     for (uint32_t k = 0; k < h->count[T_MEMBERS]; k++)
         h->member_name[k] = str(h, le32(ent(h, T_MODULES, le32(ent(h, T_MEMBERS, k)))));
-    if (!ALLOC(h, object, h->count[T_OBJECTS]) ||
+    if (!h->section_rows || !ALLOC(h, object, h->count[T_OBJECTS]) ||
         !ALLOC(h, section_object, h->count[T_SECTIONS]))
         return fail(err, KMS_E_NOMEM, "out of memory reading %s", path);
     for (uint32_t o = 0; o < h->count[T_OBJECTS]; o++) {
@@ -856,10 +884,11 @@ static uint8_t letter_prefer(unsigned char c)
     return c >= 'A' && c <= 'Z' ? 2 : 0;
 }
 
-/* One line of kallsyms (LEN bytes without its "\n"; NL: one followed it),
- * as kmodsyms.kallsyms.Kallsyms._parse reads it. */
+/* One line of kallsyms (LEN bytes without its "\n"; NL: one followed it;
+ * TAB: its first '\t', NULL none), as kmodsyms.kallsyms.Kallsyms._parse
+ * reads it. */
 static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t len, int nl,
-                      kms_error *err)
+                      const char *tab, kms_error *err)
 {
     const char *source = ps->source;
     size_t width;
@@ -888,7 +917,8 @@ static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t 
     if (!ok)
         return line_error(err, source, ps->nonblank, "expected 'ADDRESS TYPE NAME'", line, len);
     const char *name = line + width + 3;
-    const char *tab = memchr(name, '\t', len - (width + 3));
+    if (tab && tab < name) /* (a header this valid holds none) */
+        tab = memchr(name, '\t', len - (width + 3));
     uint32_t mod = 0;
     size_t ne = tab ? (size_t)(tab - line) : len;
     if (tab) {
@@ -953,22 +983,50 @@ static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t 
     return KMS_OK;
 }
 
+/* The first "\n" from P on (before END), NULL none; *TAB: the first '\t'
+ * before it (before END when there is none), NULL none.  Both are found in
+ * one pass, 16 bytes at a time where SSE2 is: a line is two searches
+ * otherwise (its end, and the tab before a module's name), each a call. */
+static inline const char *find_eol(const char *p, const char *end, const char **tab)
+{
+    *tab = NULL;
+#ifdef SCAN_SSE2
+    const __m128i nl = _mm_set1_epi8('\n'), ht = _mm_set1_epi8('\t');
+    for (; end - p >= 16; p += 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)p);
+        unsigned at_nl = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, nl));
+        unsigned at_tab = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, ht));
+        if (at_nl)
+            at_tab &= (1u << __builtin_ctz(at_nl)) - 1; /* the tabs before it */
+        if (at_tab && !*tab)
+            *tab = p + __builtin_ctz(at_tab);
+        if (at_nl)
+            return p + __builtin_ctz(at_nl);
+    }
+#endif
+    const char *e = memchr(p, '\n', (size_t)(end - p));
+    if (!*tab)
+        *tab = memchr(p, '\t', (size_t)((e ? e : end) - p));
+    return e;
+}
+
 /* The lines of T (LEN bytes) ending in "\n", and with FINAL the rest as the
  * last line; *USED: the bytes read. */
 static int parse_block(kms_handle *h, struct parse *ps, const char *t, size_t len, int final,
                        size_t *used, kms_error *err)
 {
     size_t s = 0;
+    const char *tab;
     for (;;) {
-        const char *nl = memchr(t + s, '\n', len - s);
+        const char *nl = find_eol(t + s, t + len, &tab);
         if (!nl)
             break;
-        if (parse_line(h, ps, t + s, (size_t)(nl - (t + s)), 1, err))
+        if (parse_line(h, ps, t + s, (size_t)(nl - (t + s)), 1, tab, err))
             return err ? err->code : KMS_E_KALLSYMS;
         s = (size_t)(nl - t) + 1;
     }
     if (final && s < len) {
-        if (parse_line(h, ps, t + s, len - s, 0, err))
+        if (parse_line(h, ps, t + s, len - s, 0, tab, err))
             return err ? err->code : KMS_E_KALLSYMS;
         s = len;
     }
@@ -1579,13 +1637,24 @@ struct entry_keys {
     uint32_t *first;     /* per section: its first row; first[nsec]: the rows */
 };
 
-/* Stable sort of N rows by value (TMP: room for N): insertion for a few,
- * else halves sorted and merged (a section's rows are in name order, their
- * values in none). */
-static void sort_rows(struct entry_row *a, size_t n, struct entry_row *tmp)
+/* Room to sort a section's rows (sort_rows): its keys twice, its rows once. */
+struct row_sort {
+    uint64_t *key, *tmp;
+    struct entry_row *copy;
+};
+
+/*
+ * Stable sort of N rows by value: insertion for a few, else each row's
+ * value << 32 | its place sorted (one integer each, all distinct: equal
+ * values keep their order), runs of 8 by insertion then merged bottom-up
+ * from one array to the other, and the rows put in that order (a section's
+ * rows are in name order, their values in none).
+ */
+static void sort_rows(struct entry_row *a, size_t n, const struct row_sort *rs)
 {
+    size_t i;
     if (n <= 16) {
-        for (size_t i = 1; i < n; i++) {
+        for (i = 1; i < n; i++) {
             struct entry_row x = a[i];
             size_t j = i;
             for (; j > 0 && a[j - 1].value > x.value; j--)
@@ -1594,40 +1663,60 @@ static void sort_rows(struct entry_row *a, size_t n, struct entry_row *tmp)
         }
         return;
     }
-    size_t m = n / 2, i = 0, j = m, o = 0;
-    sort_rows(a, m, tmp);
-    sort_rows(a + m, n - m, tmp);
-    if (a[m - 1].value <= a[m].value)
+    for (i = 1; i < n && a[i].value >= a[i - 1].value; i++)
+        ;
+    if (i >= n)
         return;
-    while (i < m && j < n) { /* without a branch on the values: they are in no order */
-        size_t later = a[j].value < a[i].value;
-        tmp[o++] = a[later ? j : i];
-        j += later;
-        i += !later;
+    uint64_t *src = rs->key, *dst = rs->tmp;
+    for (i = 0; i < n; i++)
+        src[i] = (uint64_t)a[i].value << 32 | i;
+    for (size_t r = 0; r < n; r += 8) {
+        size_t top = r + 8 < n ? r + 8 : n;
+        for (i = r + 1; i < top; i++) {
+            uint64_t x = src[i];
+            size_t j = i;
+            for (; j > r && src[j - 1] > x; j--)
+                src[j] = src[j - 1];
+            src[j] = x;
+        }
     }
-    while (i < m)
-        tmp[o++] = a[i++];
-    memcpy(a, tmp, o * sizeof *a); /* what is left of the second half is in place */
+    for (size_t w = 8; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t m = lo + w < n ? lo + w : n, hi = m + w < n ? m + w : n, p = lo, q = m, o = lo;
+            while (p < m && q < hi) { /* without a branch on the keys: they are in no order */
+                uint64_t x = src[p], y = src[q];
+                int later = y < x;
+                dst[o++] = later ? y : x;
+                q += later;
+                p += !later;
+            }
+            while (p < m)
+                dst[o++] = src[p++];
+            while (q < hi)
+                dst[o++] = src[q++];
+        }
+        uint64_t *sw = src;
+        src = dst;
+        dst = sw;
+    }
+    memcpy(rs->copy, a, n * sizeof *a);
+    for (i = 0; i < n; i++)
+        a[i] = rs->copy[(uint32_t)src[i]];
 }
 
 /* The entries keyed (ek): 1, or 0 when some value is 2^32 or more (the
  * Python keys entries only when every value is below it); -1 out of memory. */
 static int index_entries(kms_handle *h, struct entry_keys *ek)
 {
-    uint32_t nsym = h->count[T_SYMBOLS], nsec = h->count[T_SECTIONS], most = 0, *first;
-    struct entry_row *tmp;
-    if (!SCRATCH(h, ek->first, (size_t)nsec + 2) || !SCRATCH(h, ek->row, nsym))
+    uint32_t nsym = h->count[T_SYMBOLS], nsec = h->count[T_SECTIONS], most = 0;
+    uint32_t *first = ek->first = h->section_rows;
+    struct row_sort rs;
+    if (h->wide_values)
+        return 0;
+    if (!SCRATCH(h, ek->row, nsym))
         return -1;
-    first = ek->first;
-    memset(first, 0, ((size_t)nsec + 2) * sizeof *first);
-    /* each section's rows counted at first[sec + 2], then where they begin
-     * at first[sec + 1], then (filled) where they end */
-    for (uint32_t s = 0; s < nsym; s++) {
-        const unsigned char *sy = ent(h, T_SYMBOLS, s);
-        if (le64(sy + SYM_VALUE) >> 32)
-            return 0;
-        first[le32(sy + SYM_SECTION) + 2]++;
-    }
+    /* each section's rows counted at first[sec + 2] (validate_syms), then
+     * where they begin at first[sec + 1], then (filled) where they end */
     for (uint32_t sec = 0; sec < nsec; sec++) {
         most = first[sec + 2] > most ? first[sec + 2] : most;
         first[sec + 2] += first[sec + 1];
@@ -1639,10 +1728,10 @@ static int index_entries(kms_handle *h, struct entry_keys *ek)
         r->name = le32(sy + SYM_NAME);
         r->sym = s;
     }
-    if (!SCRATCH(h, tmp, most))
+    if (!SCRATCH(h, rs.key, most) || !SCRATCH(h, rs.tmp, most) || !SCRATCH(h, rs.copy, most))
         return -1;
     for (uint32_t sec = 0; sec < nsec; sec++)
-        sort_rows(ek->row + first[sec], first[sec + 1] - first[sec], tmp);
+        sort_rows(ek->row + first[sec], first[sec + 1] - first[sec], &rs);
     return 1;
 }
 
@@ -1848,15 +1937,23 @@ static int attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
         goto out;
     }
     /* the Python sorts the placed sections by end in section order: the
-     * extents' sections (placed, sized) taken in that order */
-    for (uint32_t sec = 0, k = 0; sec < h->count[T_SECTIONS] && k < h->next; sec++) {
+     * extents' sections (placed, sized) taken in that order.  The extents
+     * are by start: when their ends ascend too, each distinct, that is the
+     * order by end (none to keep in section order), and nothing is sorted. */
+    int by_start = 1;
+    for (uint32_t k = 0; k < h->next; k++) {
+        ends[k].key = h->ext[k].end;
+        ends[k].idx = h->ext[k].sec;
+        by_start &= k == 0 || ends[k].key > ends[k - 1].key;
+    }
+    for (uint32_t sec = 0, k = 0; !by_start && sec < h->count[T_SECTIONS] && k < h->next; sec++) {
         uint64_t size = le64(ent(h, T_SECTIONS, sec) + SEC_SIZE);
         if ((h->placed[sec] & PLACED) && size > 0) {
             ends[k].key = h->section_base[sec] + size;
             ends[k++].idx = sec;
         }
     }
-    if (sort_keyed(h, ends, h->next)) {
+    if (!by_start && sort_keyed(h, ends, h->next)) {
         rc = fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
         goto out;
     }
@@ -2649,6 +2746,7 @@ static void free_build(kms_handle *h)
     scratch_release(h, (struct scratch_mark){NULL, 0});
     free_anchors(h->anchors);
     h->anchors = NULL;
+    h->section_rows = NULL;
     h->line_matched = NULL;
     h->line_section = h->line_region = NULL;
     h->section_base = NULL;
@@ -2830,8 +2928,10 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
         goto bad;
     scratch_release(h, placing); /* only placement and attribution read where sections are */
     h->section_base = NULL;
-    if (match_modules(h, modules, err) || build_index(h, err) || add_ko_extents(h, err) ||
-        build_pieces(h, err))
+    if (match_modules(h, modules, err) || build_index(h, err) || add_ko_extents(h, err))
+        goto bad;
+    scratch_trim(h); /* the pieces are what the resident set peaks with */
+    if (build_pieces(h, err))
         goto bad;
     free_build(h); /* first: the peak resident set stays that of the building */
     if (build_buckets(h, err) || build_owners(h, err))
