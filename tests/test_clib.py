@@ -286,6 +286,15 @@ def test_c_unit_tests_under_sanitizers(clib, fixture_syms, tmp_path):
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
 
 
+def test_c_loads_out_of_memory_under_sanitizers(clib, fixture_syms):
+    """contrib/c/test_nomem.c (what 'make check' runs): every allocation of a
+    load failing in turn, alone and with every one after it."""
+    prog = os.path.join(clib["asan"], "test_nomem")
+    proc = subprocess.run([prog, fixture_syms, FIXTURE_KALLSYMS],
+                          capture_output=True, env=dict(os.environ, **SANITIZER_ENV), timeout=600)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
+
+
 def test_shared_library_exports_only_the_api(clib):
     if not shutil.which("nm"):
         pytest.skip("nm is not installed")

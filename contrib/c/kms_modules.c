@@ -1198,9 +1198,20 @@ static uint64_t at_base(const struct match *m, uint32_t s)
     return m->base[m->ko->sym[s].sec] + m->ko->sym[s].value;
 }
 
+/* match_module's word for out of memory: no allocation, so that it cannot
+ * fail too (a NULL reads as "matched", and code after the failure would
+ * use what was not allocated). */
+static char out_of_memory[1];
+
+/* A reason for refusing a module (format's), out_of_memory when it could not be made. */
+static char *refusal(char *why)
+{
+    return why ? why : out_of_memory;
+}
+
 /* loadable.match_module: NULL when matched (M->line_sym, M->base and
- * M->shown say how), else why the file is not the loaded module (malloc'd;
- * "" when out of memory). */
+ * M->shown say how), else why the file is not the loaded module (malloc'd,
+ * or out_of_memory). */
 static char *match_module(struct match *m, const struct live *live)
 {
     const struct ko *ko = m->ko;
@@ -1208,21 +1219,24 @@ static char *match_module(struct match *m, const struct live *live)
                  (live->srcversion && ko->srcversion && strcmp(live->srcversion, ko->srcversion));
     int either = (live->srcversion && live->srcversion[0]) || (ko->srcversion && ko->srcversion[0]);
     if (live->has_sysfs && differ && either)
-        return format("srcversion %s, the loaded module's is %s",
-                      ko->srcversion && ko->srcversion[0] ? ko->srcversion : "(none)",
-                      live->srcversion && live->srcversion[0] ? live->srcversion : "(none)");
+        return refusal(
+            format("srcversion %s, the loaded module's is %s",
+                   ko->srcversion && ko->srcversion[0] ? ko->srcversion : "(none)",
+                   live->srcversion && live->srcversion[0] ? live->srcversion : "(none)"));
     if (live->build_id[0] && ko->build_id[0] && strcmp(live->build_id, ko->build_id))
-        return format("build-id %s, the loaded module's is %s", ko->build_id, live->build_id);
+        return refusal(
+            format("build-id %s, the loaded module's is %s", ko->build_id, live->build_id));
     if (match_init(m))
-        return strdup("");
+        return out_of_memory;
     size_t absent = 0;
     uint32_t first_absent = 0;
     for (uint32_t k = 0; k < m->norder; k++)
         if (!m->nsyms_of[m->lorder[k]] && !absent++)
             first_absent = m->lorder[k];
     if (absent)
-        return format("%zu of the module's kallsyms names are not in the file (e.g. %.*s)", absent,
-                      (int)m->names.len[first_absent], m->names.ptr[first_absent]);
+        return refusal(
+            format("%zu of the module's kallsyms names are not in the file (e.g. %.*s)", absent,
+                   (int)m->names.len[first_absent], m->names.ptr[first_absent]));
     /* The kernel's own word: each section's load address. */
     for (uint32_t k = 0; k < ko->nsec; k++) {
         const uint64_t *a = live_section(live, ko->sec[k].name);
@@ -1239,7 +1253,7 @@ static char *match_module(struct match *m, const struct live *live)
     struct vote *votes = malloc((m->norder ? m->norder : 1) * sizeof *votes);
     size_t nv = 0;
     if (!votes)
-        return strdup("");
+        return out_of_memory;
     for (uint32_t k = 0; k < m->norder; k++) {
         uint32_t id = m->lorder[k];
         if (m->nsyms_of[id] == 1 && m->nlines_of[id] == 1) {
@@ -1260,7 +1274,7 @@ static char *match_module(struct match *m, const struct live *live)
     struct vote *grouped = malloc((nv ? nv : 1) * sizeof *grouped);
     char *why = NULL;
     if (!from || !fill || !order || !grouped)
-        why = strdup("");
+        why = out_of_memory;
     for (size_t v = 0; !why && v < nv; v++)
         if (!from[votes[v].sec + 1]++)
             order[nt++] = votes[v].sec;
@@ -1296,8 +1310,9 @@ static char *match_module(struct match *m, const struct live *live)
         for (size_t v = 0; v < total; v++)
             right += g[v].base == m->base[sec];
         if (right != total)
-            why = format("%zu of its unique symbols in %s are not where kallsyms shows them",
-                         total - right, ko->sec[sec].name);
+            why = refusal(
+                format("%zu of its unique symbols in %s are not where kallsyms shows them",
+                       total - right, ko->sec[sec].name));
     }
     free(votes);
     free(grouped);
@@ -1311,7 +1326,7 @@ static char *match_module(struct match *m, const struct live *live)
      * base does that. */
     uint8_t *todo = calloc(ko->nsec ? ko->nsec : 1, 1);
     if (!todo)
-        return strdup("");
+        return out_of_memory;
     for (uint32_t s = 0; s < ko->nsym; s++)
         if (!m->has_base[ko->sym[s].sec] && m->nlines_of[m->sid[s]])
             todo[ko->sym[s].sec] = 1;
@@ -1362,8 +1377,8 @@ static char *match_module(struct match *m, const struct live *live)
                     m->line_sym[i] = (int32_t)s;
             }
             if (m->line_sym[i] == NO && placed)
-                return format("its %.*s is not at 0x%" PRIx64 ", where kallsyms shows it",
-                              (int)m->llen[i], m->lname[i], m->addr[i]);
+                return refusal(format("its %.*s is not at 0x%" PRIx64 ", where kallsyms shows it",
+                                      (int)m->llen[i], m->lname[i], m->addr[i]));
         }
     }
     /* The sections kallsyms shows: one of their symbols (of a name some
@@ -1383,8 +1398,8 @@ static char *match_module(struct match *m, const struct live *live)
     for (uint32_t s = 0; s < ko->nsym; s++)
         if (m->shown[ko->sym[s].sec] && !m->sym_is_line[s] &&
             !line_at(m, m->sid[s], at_base(m, s)))
-            return format("its %.*s (%s) is not in kallsyms", (int)ko->sym[s].len, ko->sym[s].name,
-                          ko->sec[ko->sym[s].sec].name);
+            return refusal(format("its %.*s (%s) is not in kallsyms", (int)ko->sym[s].len,
+                                  ko->sym[s].name, ko->sec[ko->sym[s].sec].name));
     return NULL;
 }
 
@@ -1482,7 +1497,7 @@ static int one_module(struct kms_loaded *out, size_t *ext_cap, const char *name,
     m.llen = malloc((nl ? nl : 1) * sizeof *m.llen);
     m.addr = malloc((nl ? nl : 1) * sizeof *m.addr);
     if (!m.lname || !m.llen || !m.addr)
-        why = strdup("");
+        why = out_of_memory;
     for (size_t k = 0; !why && k < nl; k++) {
         m.lname[k] = lines[idx[k]].name;
         m.llen[k] = lines[idx[k]].name_len;
@@ -1491,8 +1506,7 @@ static int one_module(struct kms_loaded *out, size_t *ext_cap, const char *name,
     if (!why)
         why = match_module(&m, live);
     int bad = 0;
-    if (why && !why[0]) {
-        free(why);
+    if (why == out_of_memory) {
         free(path);
         bad = -1;
     } else if (why) {
