@@ -271,6 +271,12 @@ struct scratch {
     size_t size, used;
 };
 
+/* X rounded up to a multiple of ALIGN (a power of two). */
+static inline size_t round_up(size_t x, size_t align)
+{
+    return (x + align - 1) & ~(align - 1);
+}
+
 /* Room for COUNT items of SIZE bytes, SCRATCH_ALIGN-aligned; NULL out of memory. */
 static void *scratch(kms_handle *h, size_t count, size_t size)
 {
@@ -278,10 +284,10 @@ static void *scratch(kms_handle *h, size_t count, size_t size)
     size_t need;
     if (size && count > (SIZE_MAX - 2 * HUGE_PAGE) / size)
         return NULL;
-    need = (count * size + SCRATCH_ALIGN - 1) & ~(size_t)(SCRATCH_ALIGN - 1);
+    need = round_up(count * size, SCRATCH_ALIGN);
     if (!s || s->size - s->used < need) {
         size_t map = need + SCRATCH_ALIGN > SCRATCH_MAPPING
-            ? (need + SCRATCH_ALIGN + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1) : SCRATCH_MAPPING;
+            ? round_up(need + SCRATCH_ALIGN, HUGE_PAGE) : SCRATCH_MAPPING;
         /* a huge page's worth more, to cut an aligned mapping from */
         unsigned char *m = mmap(NULL, map + HUGE_PAGE, PROT_READ | PROT_WRITE,
                                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -325,7 +331,7 @@ static struct scratch_mark scratch_mark(const kms_handle *h)
 static void scratch_shrink(kms_handle *h, const void *p, size_t count, size_t size)
 {
     size_t at = (size_t)((const unsigned char *)p - (const unsigned char *)h->scratch);
-    h->scratch->used = at + ((count * size + SCRATCH_ALIGN - 1) & ~(size_t)(SCRATCH_ALIGN - 1));
+    h->scratch->used = at + round_up(count * size, SCRATCH_ALIGN);
 }
 
 static void scratch_release(kms_handle *h, struct scratch_mark m)
@@ -345,7 +351,7 @@ static void scratch_trim(kms_handle *h)
 {
 #ifdef MADV_DONTNEED
     struct scratch *s = h->scratch;
-    size_t keep = s ? (s->used + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1) : 0;
+    size_t keep = s ? round_up(s->used, HUGE_PAGE) : 0;
     if (s && s->size > keep)
         madvise((unsigned char *)s + keep, s->size - keep, MADV_DONTNEED);
 #else
@@ -1061,7 +1067,7 @@ static void *alloc_hugeable(size_t size)
         return malloc(size);
     if (size > SIZE_MAX - HUGE_PAGE)
         return NULL;
-    return aligned_alloc(HUGE_PAGE, (size + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1));
+    return aligned_alloc(HUGE_PAGE, round_up(size, HUGE_PAGE));
 }
 
 /* BASE: an array of CAP bytes, USED of them filled, EXPECT predicted. */
