@@ -121,3 +121,32 @@ def test_every_relative_link_lands():
                                             and anchor not in _anchors(_read(dest))):
                 broken.append(f"{os.path.relpath(page, ROOT)}: {target}")
     assert len(pages) > 10 and broken == []
+
+
+def _fixture_transcript_outputs() -> set[str]:
+    """The paths that the fixture transcripts of README.md and
+    getting-started.md write, run from the checkout: each `-o FILE` (and the
+    build's scan cache next to it, FILE.cache) and each `--mod-path DIR`."""
+    outputs = set()
+    for page in ("README.md", os.path.join("docs", "getting-started.md")):
+        for command in re.findall(r"^\$ (kmodsyms .*fixtures/.*)$", _read(page), re.M):
+            words = command.split()
+            for flag, value in zip(words, words[1:]):
+                if flag in ("-o", "--output"):
+                    outputs |= {value, value + ".cache"}
+                elif flag == "--mod-path":
+                    outputs.add(value + "/")
+    return outputs
+
+
+def test_transcript_outputs_are_ignored_by_git():
+    """What a reader who follows the docs from the checkout writes there does
+    not show up in `git status`."""
+    if not os.path.isdir(os.path.join(ROOT, ".git")) and not os.path.isfile(os.path.join(ROOT, ".git")):
+        import pytest
+        pytest.skip("not a git checkout")
+    outputs = sorted(_fixture_transcript_outputs())
+    assert "stage/" in outputs and "dtrace_syms" in outputs
+    checked = subprocess.run(["git", "check-ignore", "--no-index", "--", *outputs], cwd=ROOT,
+                             capture_output=True, text=True).stdout.split()
+    assert sorted(set(outputs) - set(checked)) == []
