@@ -267,6 +267,29 @@ def test_resolve_arguments_and_errors(clib, fixture_syms):
     assert missing.returncode == 2 and b"cannot read /nonexistent" in missing.stderr
 
 
+def test_resolve_dash_reads_stdin_in_its_place(clib, fixture_syms):
+    """``-`` among the addresses reads stdin there, as ``kmodsyms resolve``
+    does (and, with no address at all, stdin is read too)."""
+    base = ["--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS]
+    r = load(fixture_syms, FIXTURE_KALLSYMS, cache=False)
+    got = json_lines(run_c(clib, ["resolve"] + base + ["0x1", "-", "0xffffffffab600a98"],
+                           stdin=b"0xffffffffab600400\n").stdout)
+    assert got == [r.resolve(a).to_json() for a in (1, 0xffffffffab600400, 0xffffffffab600a98)]
+    assert json_lines(run_c(clib, ["resolve"] + base + ["-"], stdin=b"0x1\n").stdout) \
+        == [r.resolve(1).to_json()]
+
+
+def test_ranges_of_an_unknown_module_is_an_error(clib, fixture_syms):
+    """``ranges`` of a module that is not there says so and exits 1 (the
+    known ones are still answered), as ``kmodsyms lookup 'nosuch`x'``."""
+    base = ["--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS]
+    proc = run_c(clib, ["ranges"] + base + ["ext4", "nosuch"], check=False)
+    assert proc.returncode == 1
+    assert {rec["module"] for rec in json_lines(proc.stdout)} == {"ext4"}
+    assert proc.stderr == (b"kmodsyms-c: no module 'nosuch': not vmlinux, a built-in module "
+                           b"or a loaded module\n")
+
+
 def test_no_layout_is_refused_with_its_code(clib, fixture_syms, tmp_path):
     from test_fuzz import _without_layout
     path = tmp_path / "no-layout"
