@@ -12,7 +12,7 @@ import os
 import numpy as np
 
 from .elfdefs import STT_FUNC
-from .elfimage import Image, missing_symbols
+from .elfimage import Image, missing_symbols, symbol_sizes
 from .elfscan import ObjectScan
 from .errors import KmodsymsError, StaleError
 from .kallsyms import Kallsyms, never_listed
@@ -139,8 +139,10 @@ def record_layout(kbuild: str, image: Image, sysmap: Kallsyms, meta: Meta,
     from .placement import SearchPlacer
     from .symsfile import SymsFile
     try:
+        vmlinux = os.path.join(kbuild, "vmlinux")
         placer = SearchPlacer(SymsFile.from_tables(meta, strings, tables), sysmap,
-                              output_sections=image.sections)
+                              output_sections=image.sections,
+                              symbol_sizes=lambda wanted: symbol_sizes(vmlinux, image, wanted))
     except StaleError as e:
         raise KmodsymsError(f"{sysmap.source} does not match the objects of {kbuild} "
                             f"({e.evidence}): it is stale; run make in the tree again, "
