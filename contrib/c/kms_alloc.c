@@ -18,7 +18,7 @@
  * scratch is then a few faults, not ~1,500.  What a step gives back is
  * kept for the next steps (a huge page given to the kernel costs ~0.3 ms
  * to fault in and zero again: placement, attribution and the regions each
- * reach into the same second one), until scratch_trim gives the kernel
+ * reach into the same second one), until kmsi_scratch_trim gives the kernel
  * every whole huge page above what is in use, before the steps that add
  * the most to the resident set.  Like malloc's, scratch memory is not
  * zeroed.
@@ -110,7 +110,7 @@ void kmsi_scratch_trim(kms_handle *h)
  * untouched 2 MiB that the prediction fills to 7/8 at least): the rest
  * stays in small pages, so that little more memory is held than they fill
  * (the predictions err by a few percent, their last one by none).  The arrays
- * begin on a huge page (alloc_hugeable), and the first prediction is made
+ * begin on a huge page (kmsi_alloc_hugeable), and the first prediction is made
  * before any line is parsed (advise_sample): the first 2 MiB too are huge.
  */
 void *kmsi_alloc_hugeable(size_t size)

@@ -312,7 +312,7 @@ struct stack {
     size_t n, cap;
 };
 
-/* The chain of sized intervals holding an address (build_pieces): their
+/* The chain of sized intervals holding an address (kmsi_build_pieces): their
  * lines, each with its end. */
 struct link {
     uint64_t end;
@@ -370,7 +370,7 @@ static int push(struct stack *s, uint32_t x)
  */
 /* Pieces are first made in scratch: when there are this many, the array
  * the handle keeps is made, asked huge as far as the lines so far predict
- * it fills (advise_huge), and they are copied in; those of an index with
+ * it fills (kmsi_advise_huge), and they are copied in; those of an index with
  * fewer are copied into one of their size. */
 #define PIECE_SAMPLE 4096
 /* The bytes of pieces that NP pieces from K of N lines predict: as many per line. */

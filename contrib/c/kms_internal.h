@@ -6,12 +6,12 @@
  * stage's entry points.  The stages, one file each, in the order a load
  * runs them (kms_load.c):
  *
- *   inputs     kms_format.c (dtrace_syms), kms_kallsyms.c (kallsyms),
- *              kms_alloc.c (their memory)
- *   placement  kms_place.c (anchors -> where each section is)
- *   attribution kms_attr.c (each kallsyms line -> its dtrace_syms entry)
- *   index      kms_index.c (the address space cut into answered pieces)
- *   queries    kms_query.c (the public kms_resolve(), kms_lookup(), ...)
+ *   inputs       kms_format.c (dtrace_syms), kms_kallsyms.c (kallsyms),
+ *                kms_alloc.c (their memory)
+ *   placement    kms_place.c (anchors -> where each section is)
+ *   attribution  kms_attr.c (each kallsyms line -> its dtrace_syms entry)
+ *   index        kms_index.c (the address space cut into answered pieces)
+ *   queries      kms_query.c (the public kms_resolve(), kms_lookup(), ...)
  *
  * kms_sort.c sorts for several of them; kms_modules.c reads loaded
  * modules' .ko files.  The functions shared between files are named
@@ -249,7 +249,7 @@ static inline size_t round_up(size_t x, size_t align)
 /* SCRATCH(h, var, count): var = room for COUNT items of scratch; true on success. */
 #define SCRATCH(h, var, count) (((var) = kmsi_scratch((h), (count), sizeof *(var))) != NULL)
 
-/* Where the scratch ends: what a step gives back on return (scratch_release). */
+/* Where the scratch ends: what a step gives back on return (kmsi_scratch_release). */
 struct scratch_mark {
     struct scratch *at;
     size_t used;

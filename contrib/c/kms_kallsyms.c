@@ -72,7 +72,7 @@ static int line_error(kms_error *err, const char *source, size_t lineno, const c
 struct parse {
     const char *source;
     size_t cap, names_len, names_cap, nonblank, width, modcap;
-    size_t rows_asked, names_asked; /* of huge pages (advise_huge) */
+    size_t rows_asked, names_asked; /* of huge pages (kmsi_advise_huge) */
     int any_nonzero;
     uint64_t *tagh;     /* hash of each module's tag, for the first-seen map */
     uint32_t *tagoff;   /* each module's name in h->text ("[mod]" -> "mod") */
