@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
 /*
  * libkmodsyms: dtrace_syms + kallsyms -> mod`sym+off, as kmodsyms' Python
- * resolver answers (kmodsyms/symsfile.py, kallsyms.py, placement.py's
+ * resolver answers (kmodsyms/format/symsfile.py, kallsyms.py, placement.py's
  * LinkedPlacement, resolver.py, answer.py).  Each step below names the
  * Python it mirrors; docs/resolver.md states the rules.  Loaded modules'
  * .ko files are kms_modules.c's (loadable.py).
@@ -498,7 +498,7 @@ static int in_range(const kms_handle *h, int t, uint32_t field, uint64_t bound)
     return 1;
 }
 
-/* kmodsyms.symsfile.SymsFile's checks, in its order and with its words. */
+/* kmodsyms.format.symsfile.SymsFile's checks, in its order and with its words. */
 static int validate_syms(kms_handle *h, const char *path, kms_error *err)
 {
     const unsigned char *d = h->map;
@@ -891,7 +891,7 @@ static uint8_t letter_prefer(unsigned char c)
 }
 
 /* One line of kallsyms (LEN bytes without its "\n"; NL: one followed it;
- * TAB: its first '\t', NULL none), as kmodsyms.kallsyms.Kallsyms._parse
+ * TAB: its first '\t', NULL none), as kmodsyms.build.kallsyms.Kallsyms._parse
  * reads it. */
 static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t len, int nl,
                       const char *tab, kms_error *err)
@@ -1105,7 +1105,7 @@ static void advise_sample(kms_handle *h, struct parse *ps, const char *t, size_t
     advise_huge(h->text, ps->names_cap, &ps->names_asked, 0, (len - lines * per_line) * total / len);
 }
 
-/* kmodsyms.kallsyms.Kallsyms._parse: the rows and names of every line. */
+/* kmodsyms.build.kallsyms.Kallsyms._parse: the rows and names of every line. */
 static int parse_kallsyms(kms_handle *h, const struct kallsyms_source *src, kms_error *err)
 {
     struct parse ps = {0};
