@@ -2,7 +2,7 @@
 /*
  * Input, the dtrace_syms file (docs/format.md): mapped read-only, its CRC-32
  * checked, every table and cross-reference checked against its bounds
- * (kmodsyms.symsfile.SymsFile's checks), and the objects' module lists read.
+ * (kmodsyms.format.symsfile.SymsFile's checks), and the objects' module lists read.
  * First step of a load, before kallsyms is read (kms_kallsyms.c).
  */
 #include "kms_internal.h"
@@ -140,7 +140,7 @@ static int in_range(const kms_handle *h, int t, uint32_t field, uint64_t bound)
     return 1;
 }
 
-/* kmodsyms.symsfile.SymsFile's checks, in its order and with its words. */
+/* kmodsyms.format.symsfile.SymsFile's checks, in its order and with its words. */
 static int validate_syms(kms_handle *h, const char *path, kms_error *err)
 {
     const unsigned char *d = h->map;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
 /*
- * Input, the kallsyms text (docs/resolver.md §1; kmodsyms.kallsyms): a file
+ * Input, the kallsyms text (docs/resolver.md §1; kmodsyms.build.kallsyms): a file
  * read block by block or a caller's buffer, each line parsed into a row
  * (struct line) and its name, loaded and pseudo-modules numbered, and each
  * core line whose name is an anchor's noted for placement (kms_place.c).
@@ -139,7 +139,7 @@ static uint8_t letter_prefer(unsigned char c)
 }
 
 /* One line of kallsyms (LEN bytes without its "\n"; NL: one followed it;
- * TAB: its first '\t', NULL none), as kmodsyms.kallsyms.Kallsyms._parse
+ * TAB: its first '\t', NULL none), as kmodsyms.build.kallsyms.Kallsyms._parse
  * reads it. */
 static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t len, int nl,
                       const char *tab, kms_error *err)
@@ -308,7 +308,7 @@ static void advise_sample(kms_handle *h, struct parse *ps, const char *t, size_t
     kmsi_advise_huge(h->text, ps->names_cap, &ps->names_asked, 0, (len - lines * per_line) * total / len);
 }
 
-/* kmodsyms.kallsyms.Kallsyms._parse: the rows and names of every line. */
+/* kmodsyms.build.kallsyms.Kallsyms._parse: the rows and names of every line. */
 int kmsi_parse_kallsyms(kms_handle *h, const struct kallsyms_source *src, kms_error *err)
 {
     struct parse ps = {0};

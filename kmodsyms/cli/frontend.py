@@ -1,5 +1,5 @@
 """What the two ways into ``kmodsyms resolve`` and ``lookup`` share: the
-typer CLI (:mod:`kmodsyms.cli`) and the quick path that answers from a
+typer CLI (:mod:`kmodsyms.cli.app`) and the quick path that answers from a
 snapshot without importing typer or numpy (:mod:`kmodsyms.quick`).
 
 One table of the options (:data:`OPTIONS`, :data:`COMMAND_OPTIONS`): typer
@@ -19,8 +19,8 @@ from __future__ import annotations
 import os
 import sys
 
-from .errors import KmodsymsError
-from .kernelnames import kernel_spelling
+from ..errors import KmodsymsError
+from ..kernelnames import kernel_spelling
 
 PROG = "kmodsyms"
 

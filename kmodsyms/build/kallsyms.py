@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import KmodsymsError
-from .fileformat import MAGIC
-from .kernelnames import is_pseudo_module
-from .spans import equal_spans, words
+from ..errors import KmodsymsError
+from ..format.fileformat import MAGIC
+from ..kernelnames import is_pseudo_module
+from ..format.spans import equal_spans, words
 
 # Bounds of the address ranges that scripts/kallsyms.c keeps when it is not
 # given --all-symbols (CONFIG_KALLSYMS_ALL=n): text and init text.

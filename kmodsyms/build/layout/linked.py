@@ -11,10 +11,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..elfdefs import STT_FUNC
-from ..errors import KmodsymsError, StaleError
+from ...errors import KmodsymsError, StaleError
 from ..kallsyms import Kallsyms
-from ..spans import hash_spans
-from ..symsfile import NO_ADDRESS, SymsFile
+from ...format.spans import hash_spans
+from ...format.symsfile import NO_ADDRESS, SymsFile
 from .names import _same_names
 from .result import (LINE_AMBIGUOUS, LINE_EXTENT, LINE_SYMBOL, MASK, NO, U64, UNPLACED, Placed,
                      Placer, PlacementStats, count_lines)
@@ -147,7 +147,7 @@ class LinkedPlacer(Placer):
     shift (the staleness check).  Lines are then attributed by address alone:
     the placed section holding the line, and the symbol entry at that offset
     of that section with that name.  Same results as the search
-    (:class:`~kmodsyms.placement.search.SearchPlacer`).
+    (:class:`~kmodsyms.build.layout.search.SearchPlacer`).
     """
 
     def __init__(self, syms: SymsFile, ks: Kallsyms, check_anchors: bool = True):
@@ -252,7 +252,7 @@ class LinkedPlacer(Placer):
         """A core line in no placed section, whose name only unplaced copies
         of some size carry, is one of them, but which one the file cannot
         say: ambiguous, with those copies as candidates (as in
-        :class:`~kmodsyms.placement.search.SearchPlacer`).  It is never quietly core kernel."""
+        :class:`~kmodsyms.build.layout.search.SearchPlacer`).  It is never quietly core kernel."""
         syms, ks = self.syms, self.ks
         sym = syms.symbols
         candidates = np.flatnonzero((self.section_how[sym["section"]] == UNPLACED) & (sym["size"] > 0))

@@ -3,7 +3,7 @@ symbol against two independent answers from the build tree.
 
 * **linker maps** (``vmlinux.map`` + ``vmlinux`` and, when vmlinux was
   linked from vmlinux.o, ``vmlinux.o.map``): the object whose bytes lie at
-  each address (:func:`kmodsyms.linkmap.vmlinux_object_map`),
+  each address (:func:`kmodsyms.build.linkmap.vmlinux_object_map`),
   mapped to its module(s) through the dtrace_syms objects table.  This is
   the reference: any disagreement fails verification.
 * **modules.builtin.ranges** (CONFIG_BUILTIN_MODULE_RANGES, written by
@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import KmodsymsError
+from ..errors import KmodsymsError
 from .thick import kernel_spelling
 
 VMLINUX = "vmlinux"
@@ -358,8 +358,8 @@ def verify(kbuild: str, syms_path: str | None = None) -> Report:
     """Compare our attribution of every System.map line with the linker
     maps and/or modules.builtin.ranges of the build tree ``kbuild``."""
     from .kallsyms import read_kallsyms
-    from .resolver import Resolver
-    from .symsfile import read_syms
+    from ..resolver import Resolver
+    from ..format.symsfile import read_syms
 
     if not os.path.isdir(kbuild):
         raise KmodsymsError(f"{kbuild} is not a directory: pass the kernel build tree (objtree)")

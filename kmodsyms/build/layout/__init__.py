@@ -2,8 +2,8 @@
 
 Placement works on *object sections* (an object's ``.text``, ``.data``...),
 because once linked each occupies one contiguous interval of vmlinux.  Input:
-a :class:`~kmodsyms.symsfile.SymsFile` and a symbol list of the kernel, as
-:class:`~kmodsyms.kallsyms.Kallsyms` (``/proc/kallsyms``, or ``System.map``
+a :class:`~kmodsyms.format.symsfile.SymsFile` and a symbol list of the kernel, as
+:class:`~kmodsyms.build.kallsyms.Kallsyms` (``/proc/kallsyms``, or ``System.map``
 at build time).  The strategies, each in its module, all yield the result
 type declared once in :mod:`.result`:
 
@@ -18,7 +18,7 @@ docs/resolver.md states the rules in full.
 from __future__ import annotations
 
 from ..kallsyms import Kallsyms
-from ..symsfile import SymsFile
+from ...format.symsfile import SymsFile
 from .linked import LinkedPlacer
 from .result import NO, Placed, Placement, PlacementStats
 from .saved import saved_placement

@@ -1,5 +1,5 @@
 """The 64-bit hash of a name, one name at a time in plain Python: the same
-value :func:`kmodsyms.spans.hash_spans` gives a whole column of names with
+value :func:`kmodsyms.format.spans.hash_spans` gives a whole column of names with
 numpy, so that a name looked up in a snapshot (without numpy) is found in
 the hash order the resolver saved."""
 
