@@ -167,7 +167,7 @@ def test_link_order_of_two_section_names_needs_the_sizes():
     .data.rel.local (sha1, sha256: 32 bytes) and of .data.rel (chacha: 48)
     each in link order, three lines of one output section.  Without the
     lines' sizes three assignments fit (undecided); with them, one."""
-    from kmodsyms.placement.search import _only_link_order_assignment
+    from kmodsyms.build.layout.search import _only_link_order_assignment
     orders, sections, copy_sizes = [[0, 2], [1]], [5, 5, 5], [32, 48, 32]
     assert _only_link_order_assignment(orders, sections, [None] * 3, copy_sizes) is None
     assert _only_link_order_assignment(orders, sections, [32, 48, 32], copy_sizes) == [0, 1, 2]
