@@ -24,6 +24,7 @@ from __future__ import annotations
 import bisect
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -341,7 +342,69 @@ def test_install(clib, tmp_path):
                  "usr/lib/libkmodsyms.so.1", "usr/lib/pkgconfig/kmodsyms.pc", "usr/bin/kmodsyms-c"):
         assert (dest / path).exists(), path
     pc = (dest / "usr/lib/pkgconfig/kmodsyms.pc").read_text()
-    assert "libdir=/usr/lib" in pc and "-lkmodsyms" in pc
+    assert "prefix=/usr\n" in pc and "libdir=${prefix}/lib\n" in pc and "-lkmodsyms" in pc
+
+
+def test_make_check_needs_no_python(tmp_path):
+    """make check runs the C tests on the committed fixture file: none of
+    its commands runs Python or kmodsyms (the comparisons with Python are
+    this file's)."""
+    if shutil.which("make") is None:
+        pytest.skip("make is absent")
+    commands = subprocess.run(["make", "-n", "-B", "-C", CSRC, f"O={tmp_path}", "check"],
+                              capture_output=True, text=True, check=True).stdout
+    assert "test_kms" in commands and "fixtures/kbuild/dtrace_syms.expected" in commands
+    assert not re.search(r"python|-m kmodsyms|kmodsyms build", commands), commands
+
+
+# A program of a user of the installed library: the fixture's first text
+# address, as kms_resolve() answers it.
+USER_PROGRAM = r"""
+#include <stdio.h>
+#include <kmodsyms.h>
+int main(int argc, char **argv)
+{
+    kms_error err;
+    struct kms_sym s;
+    kms_handle *h = kms_load(argv[1], argv[2], 0, &err);
+    if (!h)
+        return 1;
+    kms_resolve(h, 0xffffffffab600400ULL, &s);
+    printf("%s`%.*s+0x%llx\n", s.dso, (int)s.sym_len, s.sym, (unsigned long long)s.symoff);
+    kms_free(h);
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("pkg-config") is None, reason="pkg-config is absent")
+@pytest.mark.parametrize("how", ["--define-prefix", "PKG_CONFIG_SYSROOT_DIR"])
+def test_installed_into_destdir_builds_a_program(clib, tmp_path, how):
+    """make install DESTDIR=..., then cc $(pkg-config ...) of a program
+    compiles, links and runs against the staged copy: the .pc file is
+    relocatable (pkg-config --define-prefix) or read with a sysroot."""
+    dest = tmp_path / "root"
+    subprocess.run(["make", "-s", "-C", CSRC, f"O={clib['plain']}", "install", "PREFIX=/usr",
+                    f"DESTDIR={dest}"], capture_output=True, text=True, check=True)
+    env = {**os.environ, "PKG_CONFIG_LIBDIR": str(dest / "usr/lib/pkgconfig")}
+    env.pop("PKG_CONFIG_PATH", None)
+    args = ["pkg-config", "--cflags", "--libs", "kmodsyms"]
+    if how == "--define-prefix":
+        args.insert(1, "--define-prefix")
+    else:
+        env["PKG_CONFIG_SYSROOT_DIR"] = str(dest)
+    flags = subprocess.run(args, env=env, capture_output=True, text=True, check=True).stdout.split()
+    assert f"-I{dest}/usr/include" in flags and f"-L{dest}/usr/lib" in flags, flags
+    (tmp_path / "user.c").write_text(USER_PROGRAM)
+    cc = os.environ.get("CC", "cc")
+    build = subprocess.run([cc, "-o", str(tmp_path / "user"), str(tmp_path / "user.c"), *flags],
+                           capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    run = subprocess.run([str(tmp_path / "user"), os.path.join(ROOT, "fixtures", "kbuild",
+                                                               "dtrace_syms.expected"), FIXTURE_KALLSYMS],
+                         capture_output=True, text=True, env={**os.environ,
+                                                              "LD_LIBRARY_PATH": str(dest / "usr/lib")})
+    assert run.returncode == 0 and run.stdout == "ext4`init_once+0x10\n", run.stdout + run.stderr
 
 
 # ------------------------------------------------------------------ damaged input
