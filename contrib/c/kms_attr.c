@@ -485,11 +485,11 @@ int kmsi_attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
             goto out;
         }
         for (size_t c = 0; c < ncand; c++) {
-            uint32_t modset = le32(ent(h, T_SYMBOLS, cand[c]) + 4);
+            uint32_t modset = le32(ent(h, T_SYMBOLS, cand[c]) + SYM_MODSET);
             const unsigned char *ms = ent(h, T_MODSETS, modset);
             h->cand_modset[c] = modset;
-            h->cand_list[c].nmodules = le32(ms + 4);
-            h->cand_list[c].modules = h->member_name + le32(ms);
+            h->cand_list[c].nmodules = le32(ms + MODSET_COUNT);
+            h->cand_list[c].modules = h->member_name + le32(ms + MODSET_FIRST);
             if (!h->cand_list[c].nmodules) {
                 h->cand_list[c].nmodules = 1;
                 h->cand_list[c].modules = kmsi_vmlinux_list;

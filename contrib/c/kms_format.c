@@ -20,16 +20,7 @@
 #define MAP_POPULATE 0
 #endif
 
-static const char *const table_names[T_COUNT] = {
-    "strings", "modules", "modset_members", "modsets",
-    "objects", "section_names", "sections", "symbols", "segments", "anchors"};
-
 const char *const kmsi_vmlinux_list[1] = {"vmlinux"};
-
-#define FORMAT_VERSION 1u
-#define HEADER_SIZE 160u
-#define DIRECTORY_AT 56u
-#define MAX_ENTRIES (UINT32_C(1) << 28)
 
 /* ISO-HDLC (zlib's crc32()), slicing by 16; the table is the caller's so
  * that nothing global is written. */
@@ -148,32 +139,32 @@ static int validate_syms(kms_handle *h, const char *path, kms_error *err)
     const char *why = NULL;
     uint32_t nstr;
 
-    if (size < 16 || memcmp(d, "KMODSYMS", 8) != 0)
+    if (size < CRC_COVERS_FROM || memcmp(d + HDR_MAGIC, FORMAT_MAGIC, FORMAT_MAGIC_SIZE) != 0)
         return kmsi_fail(err, KMS_E_SYMS, "%s: not a dtrace_syms file (bad magic)", path);
-    if (le32(d + 8) != FORMAT_VERSION)
+    if (le32(d + HDR_VERSION) != FORMAT_VERSION)
         return kmsi_fail(err, KMS_E_VERSION,
                          "%s: dtrace_syms format version %lu; this reader reads version %u: "
                          "rebuild it with a matching kmodsyms",
-                         path, (unsigned long)le32(d + 8), FORMAT_VERSION);
+                         path, (unsigned long)le32(d + HDR_VERSION), FORMAT_VERSION);
     if (size < HEADER_SIZE)
         return kmsi_fail(err, KMS_E_SYMS, "%s: truncated (%zu bytes, header needs %u); "
                          "rebuild it with 'kmodsyms build'", path, size, HEADER_SIZE);
-    if (le64(d + 16) != (uint64_t)size)
+    if (le64(d + HDR_FILE_SIZE) != (uint64_t)size)
         return kmsi_fail(err, KMS_E_SYMS, "%s: truncated or padded: header says %llu bytes, file "
                          "has %zu; rebuild it with 'kmodsyms build'",
-                         path, (unsigned long long)le64(d + 16), size);
-    if (le32(d + 24) != HEADER_SIZE)
+                         path, (unsigned long long)le64(d + HDR_FILE_SIZE), size);
+    if (le32(d + HDR_HEADER_SIZE) != HEADER_SIZE)
         why = "bad header size";
-    else if (crc32_bytes(d + 16, size - 16) != le32(d + 12))
+    else if (crc32_bytes(d + CRC_COVERS_FROM, size - CRC_COVERS_FROM) != le32(d + HDR_CRC32))
         why = "checksum mismatch (corrupt file)";
     if (why)
         return kmsi_fail(err, KMS_E_SYMS, "%s: %s; rebuild it with 'kmodsyms build'", path, why);
 
     for (int t = 0; t < T_COUNT; t++) {
-        uint64_t off = le32(d + DIRECTORY_AT + 8 * t);
-        uint64_t count = le32(d + DIRECTORY_AT + 8 * t + 4);
+        uint64_t off = le32(d + HDR_DIRECTORY + 8 * t);
+        uint64_t count = le32(d + HDR_DIRECTORY + 8 * t + 4);
         /* off < 2^32 and count <= 2^28: no overflow in 64 bits. */
-        if (count > MAX_ENTRIES || off % 8 != 0 || off < HEADER_SIZE ||
+        if (count > MAX_ENTRIES || off % TABLE_ALIGN != 0 || off < HEADER_SIZE ||
             off + count * entry_size[t] > (uint64_t)size)
             return kmsi_fail(err, KMS_E_SYMS, "%s: table %s out of bounds (offset %llu, %llu "
                              "entries); rebuild it with 'kmodsyms build'", path, table_names[t],
@@ -184,33 +175,33 @@ static int validate_syms(kms_handle *h, const char *path, kms_error *err)
     nstr = h->count[T_STRINGS];
     if (nstr == 0 || h->table[T_STRINGS][nstr - 1] != 0)
         why = "string table not NUL-terminated";
-    for (int i = 0; !why && i < 6; i++)
-        if (le32(d + 32 + 4 * i) >= nstr)
+    for (uint32_t i = 0; !why && i < HDR_STRINGS_COUNT; i++)
+        if (le32(d + HDR_KERNEL_RELEASE + 4 * i) >= nstr)
             why = "header string out of range";
     if (why)
         ;
-    else if (!in_range(h, T_MODULES, 0, nstr))
+    else if (!in_range(h, T_MODULES, MOD_NAME, nstr))
         why = "module name out of range";
-    else if (!in_range(h, T_MEMBERS, 0, h->count[T_MODULES]))
+    else if (!in_range(h, T_MEMBERS, 0, h->count[T_MODULES])) /* a bare u32 */
         why = "module-set member out of range";
     else {
         for (uint32_t i = 0; i < h->count[T_MODSETS]; i++) {
             const unsigned char *e = ent(h, T_MODSETS, i);
-            if ((uint64_t)le32(e) + le32(e + 4) > h->count[T_MEMBERS])
+            if ((uint64_t)le32(e + MODSET_FIRST) + le32(e + MODSET_COUNT) > h->count[T_MEMBERS])
                 why = "module set out of range";
         }
     }
     if (why)
         ;
-    else if (!in_range(h, T_OBJECTS, 0, nstr))
+    else if (!in_range(h, T_OBJECTS, OBJ_PATH, nstr))
         why = "object path out of range";
-    else if (!in_range(h, T_OBJECTS, 4, h->count[T_MODSETS]))
+    else if (!in_range(h, T_OBJECTS, OBJ_MODSET, h->count[T_MODSETS]))
         why = "object module set out of range";
-    else if (!in_range(h, T_SECNAMES, 0, nstr))
+    else if (!in_range(h, T_SECNAMES, SECNAME_NAME, nstr))
         why = "section name out of range";
-    else if (!in_range(h, T_SECTIONS, 0, h->count[T_OBJECTS]))
+    else if (!in_range(h, T_SECTIONS, SEC_OBJECT, h->count[T_OBJECTS]))
         why = "section object out of range";
-    else if (!in_range(h, T_SECTIONS, 4, h->count[T_SECNAMES]))
+    else if (!in_range(h, T_SECTIONS, SEC_NAME, h->count[T_SECNAMES]))
         why = "section name index out of range";
     else {
         /* the symbols' five checks in one pass (the largest table): each
@@ -228,8 +219,8 @@ static int validate_syms(kms_handle *h, const char *path, kms_error *err)
             memset(rows, 0, ((size_t)nsec + 2) * sizeof *rows);
         for (uint32_t i = 0; i < h->count[T_SYMBOLS]; i++) {
             const unsigned char *s = ent(h, T_SYMBOLS, i);
-            uint32_t sec = le32(s + SYM_SECTION), obj = le32(s + 8);
-            bad |= (uint32_t)(le32(s) >= nstr) | (uint32_t)(le32(s + 4) >= nmodsets) << 1 |
+            uint32_t sec = le32(s + SYM_SECTION), obj = le32(s + SYM_OBJECT);
+            bad |= (uint32_t)(le32(s + SYM_NAME) >= nstr) | (uint32_t)(le32(s + SYM_MODSET) >= nmodsets) << 1 |
                    (uint32_t)(obj >= nobj) << 2 | (uint32_t)(sec >= nsec) << 3;
             wide |= le32(s + SYM_VALUE + 4);
             if (sec < nsec) {
@@ -246,28 +237,28 @@ static int validate_syms(kms_handle *h, const char *path, kms_error *err)
     }
     if (why)
         ;
-    else if (!in_range(h, T_ANCHORS, 0, h->count[T_SYMBOLS]))
+    else if (!in_range(h, T_ANCHORS, ANCHOR_SYMBOL, h->count[T_SYMBOLS]))
         why = "anchor symbol out of range";
-    else if (!in_range(h, T_ANCHORS, 4, h->count[T_SEGMENTS]))
+    else if (!in_range(h, T_ANCHORS, ANCHOR_SEGMENT, h->count[T_SEGMENTS]))
         why = "anchor segment out of range";
     if (why)
         return kmsi_fail(err, KMS_E_SYMS, "%s: %s; rebuild it with 'kmodsyms build'", path, why);
-    h->release = str(h, le32(d + 32));
-    h->build_id = str(h, le32(d + 36));
+    h->release = str(h, le32(d + HDR_KERNEL_RELEASE));
+    h->build_id = str(h, le32(d + HDR_BUILD_ID));
     if (!ALLOC(h, member_name, h->count[T_MEMBERS]))
         return kmsi_fail(err, KMS_E_NOMEM, "out of memory reading %s", path);
     for (uint32_t k = 0; k < h->count[T_MEMBERS]; k++)
-        h->member_name[k] = str(h, le32(ent(h, T_MODULES, le32(ent(h, T_MEMBERS, k)))));
+        h->member_name[k] = str(h, le32(ent(h, T_MODULES, le32(ent(h, T_MEMBERS, k))) + MOD_NAME));
     if (!h->section_rows || !ALLOC(h, object, h->count[T_OBJECTS]) ||
         !ALLOC(h, section_object, h->count[T_SECTIONS]))
         return kmsi_fail(err, KMS_E_NOMEM, "out of memory reading %s", path);
     for (uint32_t o = 0; o < h->count[T_OBJECTS]; o++) {
         const unsigned char *ob = ent(h, T_OBJECTS, o);
-        const unsigned char *ms = ent(h, T_MODSETS, le32(ob + 4));
+        const unsigned char *ms = ent(h, T_MODSETS, le32(ob + OBJ_MODSET));
         struct object_info *info = &h->object[o];
-        info->path = str(h, le32(ob));
-        info->modules.nmodules = le32(ms + 4);
-        info->modules.modules = h->member_name + le32(ms);
+        info->path = str(h, le32(ob + OBJ_PATH));
+        info->modules.nmodules = le32(ms + MODSET_COUNT);
+        info->modules.modules = h->member_name + le32(ms + MODSET_FIRST);
         info->origin = KMS_ORIGIN_BUILTIN;
         if (!info->modules.nmodules) {
             info->modules.modules = kmsi_vmlinux_list;

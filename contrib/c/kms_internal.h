@@ -24,6 +24,7 @@
 
 #define _DEFAULT_SOURCE /* mmap, madvise, uname: include this header first */
 #include "kmodsyms.h"
+#include "kms_format.h"
 #include "kms_modules.h"
 
 #include <stddef.h>
@@ -36,28 +37,12 @@
 #endif
 
 #define NO (-1)
-#define NO_ADDRESS UINT64_MAX
 #define HUGE_PAGE ((uintptr_t)1 << 21)
 
 /* ------------------------------------------------------------ dtrace_syms */
 
-/* Directory order of the tables and their entry sizes (docs/format.md). */
-enum { T_STRINGS, T_MODULES, T_MEMBERS, T_MODSETS, T_OBJECTS, T_SECNAMES, T_SECTIONS,
-       T_SYMBOLS, T_SEGMENTS, T_ANCHORS, T_COUNT };
-static const uint32_t entry_size[T_COUNT] = {1, 4, 4, 8, 16, 4, 40, 40, 16, 8};
-
-/* Field offsets within entries. */
-#define SEC_OBJECT 0
-#define SEC_FLAGS 8
-#define SEC_SIZE 16
-#define SEC_ADDRESS 24
-#define SEC_PLACEMENT 32
-#define SYM_NAME 0
-#define SYM_SECTION 12
-#define SYM_VALUE 16
-#define SYM_SIZE 24
-#define SYM_TYPE 32
-#define SYM_BINDING 33
+/* The format's facts: header fields, tables, entry sizes and fields,
+ * codes (generated from kmodsyms/format/fileformat.py). */
 #define SHF_EXECINSTR 0x4u
 
 static inline uint32_t le32(const unsigned char *p)

@@ -252,8 +252,8 @@ int kms_foreach(const kms_handle *h, int (*cb)(const struct kms_line *line, void
             l.nmodules = 0;
             if (k == n) {
                 const unsigned char *set = ent(h, T_MODSETS, ms[0]);
-                l.nmodules = le32(set + 4);
-                l.modules = h->member_name + le32(set);
+                l.nmodules = le32(set + MODSET_COUNT);
+                l.modules = h->member_name + le32(set + MODSET_FIRST);
             }
         }
         int r = cb(&l, arg);
@@ -326,7 +326,7 @@ size_t kms_module_ranges(const kms_handle *h, const char *mod, struct kms_range 
     int core = strcmp(want, "vmlinux") == 0;
     uint32_t builtin = UINT32_MAX;
     for (uint32_t m = 0; m < h->count[T_MODULES] && !core; m++)
-        if (strcmp(str(h, le32(ent(h, T_MODULES, m))), want) == 0) {
+        if (strcmp(str(h, le32(ent(h, T_MODULES, m) + MOD_NAME)), want) == 0) {
             builtin = m;
             break;
         }
@@ -336,8 +336,8 @@ size_t kms_module_ranges(const kms_handle *h, const char *mod, struct kms_range 
         if (h->ext[k].sec >= h->count[T_SECTIONS])
             continue; /* a loaded module's .ko section */
         const unsigned char *se = ent(h, T_SECTIONS, h->ext[k].sec);
-        const unsigned char *ms = ent(h, T_MODSETS, le32(ent(h, T_OBJECTS, le32(se)) + 4));
-        uint32_t first = le32(ms), n = le32(ms + 4);
+        const unsigned char *ms = ent(h, T_MODSETS, le32(ent(h, T_OBJECTS, le32(se + SEC_OBJECT)) + OBJ_MODSET));
+        uint32_t first = le32(ms + MODSET_FIRST), n = le32(ms + MODSET_COUNT);
         int member = core ? n == 0 : 0;
         for (uint32_t j = 0; j < n && !member; j++)
             member = le32(ent(h, T_MEMBERS, first + j)) == builtin;
@@ -355,7 +355,7 @@ int kms_module_known(const kms_handle *h, const char *mod)
     if (module_is("vmlinux", mod, len))
         return 1;
     for (uint32_t m = 0; m < h->count[T_MODULES]; m++)
-        if (module_is(str(h, le32(ent(h, T_MODULES, m))), mod, len))
+        if (module_is(str(h, le32(ent(h, T_MODULES, m) + MOD_NAME)), mod, len))
             return 1;
     for (uint32_t m = 1; m < h->nmods; m++)
         if (module_is(h->mod_name[m], mod, len))
