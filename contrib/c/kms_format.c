@@ -220,7 +220,8 @@ static int validate_syms(kms_handle *h, const char *path, kms_error *err)
         for (uint32_t i = 0; i < h->count[T_SYMBOLS]; i++) {
             const unsigned char *s = ent(h, T_SYMBOLS, i);
             uint32_t sec = le32(s + SYM_SECTION), obj = le32(s + SYM_OBJECT);
-            bad |= (uint32_t)(le32(s + SYM_NAME) >= nstr) | (uint32_t)(le32(s + SYM_MODSET) >= nmodsets) << 1 |
+            bad |= (uint32_t)(le32(s + SYM_NAME) >= nstr) |
+                   (uint32_t)(le32(s + SYM_MODSET) >= nmodsets) << 1 |
                    (uint32_t)(obj >= nobj) << 2 | (uint32_t)(sec >= nsec) << 3;
             wide |= le32(s + SYM_VALUE + 4);
             if (sec < nsec) {

@@ -17,7 +17,8 @@
  * modules' .ko files.  The functions shared between files are named
  * kmsi_*: hidden (the shared library exports only libkmodsyms.map's
  * kms_*), and apart from the public API's names in the static library.
- * docs/resolver.md states the rules they follow.
+ * docs/resolver.md states the rules they follow, numbered R1...; the code
+ * cites each by its number where it applies it.
  */
 #ifndef KMS_INTERNAL_H
 #define KMS_INTERNAL_H

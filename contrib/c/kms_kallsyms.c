@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
 /*
- * Input, the kallsyms text (docs/resolver.md §1; kmodsyms.build.kallsyms): a file
+ * Input, the kallsyms text (docs/resolver.md R1-R5; kmodsyms.build.kallsyms): a file
  * read block by block or a caller's buffer, each line parsed into a row
  * (struct line) and its name, loaded and pseudo-modules numbered, and each
  * core line whose name is an anchor's noted for placement (kms_place.c).
@@ -125,7 +125,7 @@ static uint32_t add_module(kms_handle *h, struct parse *ps, const char *t, size_
 }
 
 /* A line without an entry: its binding and preference from its letter
- * (an upper-case letter ranks as global). */
+ * (an upper-case letter ranks as global: R26). */
 static uint8_t letter_binding(unsigned char c)
 {
     if (c == 'w' || c == 'W' || c == 'v' || c == 'V')
@@ -140,7 +140,7 @@ static uint8_t letter_prefer(unsigned char c)
 
 /* One line of kallsyms (LEN bytes without its "\n"; NL: one followed it;
  * TAB: its first '\t', NULL none), as kmodsyms.build.kallsyms.Kallsyms._parse
- * reads it. */
+ * reads it: its layout (R1), a hidden address (R2), core or [MOD] (R3, R4). */
 static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t len, int nl,
                       const char *tab, kms_error *err)
 {

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
 /*
- * Placement (docs/resolver.md §2): the anchors indexed before kallsyms is
+ * Placement (docs/resolver.md R7): the anchors indexed before kallsyms is
  * read and their core lines found as it is, then each load segment's shift
- * voted by them and checked (§8), and every section with a link address
+ * voted by them and checked (R36, R37), and every section with a link address
  * placed; the placed sections are the extents attribution (kms_attr.c)
  * looks lines up in.  Follows the inputs (kms_format.c, kms_kallsyms.c).
  */
@@ -110,9 +110,9 @@ static uint64_t sym_link(const kms_handle *h, uint32_t s)
 }
 
 /* placement.linked.MISPLACED_ANCHORS_ALLOWED: in kallsyms of the file's own kernel,
- * every anchor it shows is at its link address plus its segment's shift. */
+ * every anchor it shows is at its link address plus its segment's shift (R36). */
 #define MISPLACED_ANCHORS_ALLOWED 0u
-/* placement.linked.SHIFT_ALIGNMENT: KASLR shifts by whole pages. */
+/* placement.linked.SHIFT_ALIGNMENT: KASLR shifts by whole pages (R36). */
 #define SHIFT_ALIGNMENT 4096u
 
 /* An anchor in a section without a link address locates nothing: skipped. */
@@ -124,7 +124,7 @@ static int anchor_usable(const kms_handle *h, uint32_t a)
 }
 
 /*
- * The segments' shifts (docs/resolver.md §2.0, §8): each segment's shift is
+ * The segments' shifts (docs/resolver.md R7, R36, R37): each segment's shift is
  * the one most of
  * its anchors' core lines vote for (ties: the lowest); each anchor is then
  * placed (a line of its name at link address + shift), misplaced (lines of

@@ -3,7 +3,8 @@
  * Queries, the end of the pipeline: the public kms_resolve(),
  * kms_resolve_many(), kms_lookup(), kms_foreach(), kms_module_ranges(),
  * kms_module_known(), kms_get_info() and kms_modules(), reading only the
- * handle's index (kms_index.c) and never writing it (docs/resolver.md §4-6).
+ * handle's index (kms_index.c) and never writing it (docs/resolver.md
+ * R26-R35).
  */
 #include "kms_internal.h"
 
@@ -177,7 +178,7 @@ struct lookup_ctx {
     size_t max, found;
 };
 
-/* Whether module NAME is MOD (MODLEN bytes, '-' read as '_'). */
+/* Whether module NAME is MOD (MODLEN bytes, '-' read as '_': R34). */
 static int module_is(const char *name, const char *mod, size_t modlen)
 {
     if (strnlen(name, modlen + 1) != modlen)
@@ -336,7 +337,8 @@ size_t kms_module_ranges(const kms_handle *h, const char *mod, struct kms_range 
         if (h->ext[k].sec >= h->count[T_SECTIONS])
             continue; /* a loaded module's .ko section */
         const unsigned char *se = ent(h, T_SECTIONS, h->ext[k].sec);
-        const unsigned char *ms = ent(h, T_MODSETS, le32(ent(h, T_OBJECTS, le32(se + SEC_OBJECT)) + OBJ_MODSET));
+        const unsigned char *ob = ent(h, T_OBJECTS, le32(se + SEC_OBJECT));
+        const unsigned char *ms = ent(h, T_MODSETS, le32(ob + OBJ_MODSET));
         uint32_t first = le32(ms + MODSET_FIRST), n = le32(ms + MODSET_COUNT);
         int member = core ? n == 0 : 0;
         for (uint32_t j = 0; j < n && !member; j++)

@@ -119,7 +119,9 @@ FLAG_MISSING_OBJECTS = 1   # some objects were missing at build time (--allow-mi
 OBJECT_MISSING = 1         # this object was missing: no sections, no symbols
 # sections.address of a section not placed at build time
 NO_ADDRESS = 0xFFFFFFFFFFFFFFFF
-# sections.placement: how the build placed it
+# sections.placement: how the build placed it (docs/resolver.md: by the anchors'
+# vote, R11; by elimination or shape, R12-R13; by link order or bracketing
+# symbols, R14-R17)
 PLACEMENT_CODES = {"UNPLACED": 0, "BY_ANCHOR": 1, "BY_ELIMINATION": 2, "BY_NEIGHBOURS": 3}
 
 
