@@ -16,9 +16,6 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(KMS_PORTABLE_CRC)
 #include <immintrin.h> /* crc32_clmul */
 #endif
-#ifndef MAP_POPULATE /* Linux's; elsewhere the pages fault in as read */
-#define MAP_POPULATE 0
-#endif
 
 const char *const kmsi_vmlinux_list[1] = {"vmlinux"};
 
@@ -291,8 +288,7 @@ int kmsi_map_syms(kms_handle *h, const char *path, kms_error *err)
     }
     h->map_size = (size_t)st.st_size;
     if (h->map_size) {
-        /* every page is read (the CRC): map them all at once, not fault by fault */
-        void *m = mmap(NULL, h->map_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+        void *m = mmap(NULL, h->map_size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED) {
             int e = errno;
             close(fd);
