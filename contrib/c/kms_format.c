@@ -13,10 +13,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(KMS_PORTABLE_CRC)
-#include <immintrin.h> /* crc32_clmul */
-#endif
-
 const char *const kmsi_vmlinux_list[1] = {"vmlinux"};
 
 /* ISO-HDLC (zlib's crc32()), slicing by 16; the table is the caller's so
@@ -34,76 +30,10 @@ static void crc_table(uint32_t tab[16][256])
             tab[k][i] = tab[0][tab[k - 1][i] & 0xFF] ^ (tab[k - 1][i] >> 8);
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(KMS_PORTABLE_CRC)
-/* KMS_PORTABLE_CRC builds the table's way only, as on other processors:
- * make check builds test_kms so too, so that both ways are tested here. */
-#define CRC_CLMUL 1
-/* The CRC state after N bytes at P (N a multiple of 16, at least 64) from
- * state C, by carry-less multiplication: four 128-bit lanes folded 64 bytes
- * at a time, then into one, then reduced (Gopal et al., "Fast CRC
- * Computation for Generic Polynomials Using PCLMULQDQ", Intel 2009; the
- * constants of the reflected ISO-HDLC polynomial, as zlib's). */
-__attribute__((target("pclmul,sse4.1")))
-static uint32_t crc32_clmul(const unsigned char *p, size_t n, uint32_t c)
-{
-    const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596, 0x0154442bd4);
-    const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009e, 0x01751997d0);
-    const __m128i k5k0 = _mm_set_epi64x(0, 0x0163cd6124);
-    const __m128i poly = _mm_set_epi64x(0x01f7011641, 0x01db710641);
-    const __m128i low32 = _mm_setr_epi32(~0, 0, ~0, 0);
-    __m128i x1 = _mm_loadu_si128((const __m128i *)p), x2 = _mm_loadu_si128((const __m128i *)(p + 16));
-    __m128i x3 = _mm_loadu_si128((const __m128i *)(p + 32)), x4 = _mm_loadu_si128((const __m128i *)(p + 48));
-    __m128i x5;
-    x1 = _mm_xor_si128(x1, _mm_cvtsi32_si128((int)c));
-    for (p += 64, n -= 64; n >= 64; p += 64, n -= 64) {
-        __m128i f1 = _mm_clmulepi64_si128(x1, k1k2, 0x00), f2 = _mm_clmulepi64_si128(x2, k1k2, 0x00);
-        __m128i f3 = _mm_clmulepi64_si128(x3, k1k2, 0x00), f4 = _mm_clmulepi64_si128(x4, k1k2, 0x00);
-        x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k1k2, 0x11), f1),
-                           _mm_loadu_si128((const __m128i *)p));
-        x2 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x2, k1k2, 0x11), f2),
-                           _mm_loadu_si128((const __m128i *)(p + 16)));
-        x3 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x3, k1k2, 0x11), f3),
-                           _mm_loadu_si128((const __m128i *)(p + 32)));
-        x4 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x4, k1k2, 0x11), f4),
-                           _mm_loadu_si128((const __m128i *)(p + 48)));
-    }
-    /* the four lanes into one, then the 16-byte blocks left */
-    x5 = _mm_clmulepi64_si128(x1, k3k4, 0x00);
-    x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k3k4, 0x11), x2), x5);
-    x5 = _mm_clmulepi64_si128(x1, k3k4, 0x00);
-    x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k3k4, 0x11), x3), x5);
-    x5 = _mm_clmulepi64_si128(x1, k3k4, 0x00);
-    x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k3k4, 0x11), x4), x5);
-    for (; n >= 16; p += 16, n -= 16) {
-        x5 = _mm_clmulepi64_si128(x1, k3k4, 0x00);
-        x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k3k4, 0x11),
-                                         _mm_loadu_si128((const __m128i *)p)), x5);
-    }
-    /* 128 bits to 64, then Barrett's reduction to 32 */
-    x2 = _mm_clmulepi64_si128(x1, k3k4, 0x10);
-    x1 = _mm_xor_si128(_mm_srli_si128(x1, 8), x2);
-    x2 = _mm_srli_si128(x1, 4);
-    x1 = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(x1, low32), k5k0, 0x00), x2);
-    x2 = _mm_clmulepi64_si128(_mm_and_si128(x1, low32), poly, 0x10);
-    x2 = _mm_clmulepi64_si128(_mm_and_si128(x2, low32), poly, 0x00);
-    x1 = _mm_xor_si128(x1, x2);
-    return (uint32_t)_mm_extract_epi32(x1, 1);
-}
-#endif
-
 static uint32_t crc32_bytes(const unsigned char *p, size_t n)
 {
     uint32_t tab[16][256];
     uint32_t c = 0xFFFFFFFFu;
-#ifdef CRC_CLMUL
-    /* where the processor has it, all whole 16-byte blocks at once */
-    if (n >= 64 && __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1")) {
-        size_t m = n & ~(size_t)15;
-        c = crc32_clmul(p, m, c);
-        p += m;
-        n -= m;
-    }
-#endif
     crc_table(tab);
     for (; n >= 16; n -= 16, p += 16) {
         uint32_t w0 = c ^ le32(p), w1 = le32(p + 4), w2 = le32(p + 8), w3 = le32(p + 12);
