@@ -7,20 +7,16 @@
 #include "kms_internal.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 /*
  * Memory for what only loading needs: mappings carved in order, and given
  * back as a stack (a step's scratch, once it returns), all unmapped once
- * the index is built.  A page faulted in costs more than most steps spend
- * on a line (the kernel zeroes it, and under a hypervisor the fault is
- * dearer still: ~3 us here), so the mappings are aligned to huge pages and
- * ask for them (THP, where the kernel gives them on request): the load's
- * scratch is then a few faults, not ~1,500.  What a step gives back is
- * kept for the next steps (a huge page given to the kernel costs ~0.3 ms
- * to fault in and zero again: placement, attribution and the regions each
- * reach into the same second one), until kmsi_scratch_trim gives the kernel
- * every whole huge page above what is in use, before the steps that add
- * the most to the resident set.  Like malloc's, scratch memory is not
+ * the index is built.  What a step gives back stays resident for the next
+ * steps (placement, attribution and the regions each reach into the same
+ * pages: a page faulted in again is zeroed again), until kmsi_scratch_trim
+ * gives the kernel every page above what is in use, before the steps that
+ * add the most to the resident set.  Like malloc's, scratch memory is not
  * zeroed.
  */
 #define SCRATCH_MAPPING ((size_t)16 << 20) /* address space: only what is touched is memory */
@@ -35,25 +31,16 @@ void *kmsi_scratch(kms_handle *h, size_t count, size_t size)
 {
     struct scratch *s = h->scratch;
     size_t need;
-    if (size && count > (SIZE_MAX - 2 * HUGE_PAGE) / size)
+    if (size && count > (SIZE_MAX - 2 * SCRATCH_ALIGN) / size)
         return NULL;
     need = round_up(count * size, SCRATCH_ALIGN);
     if (!s || s->size - s->used < need) {
-        size_t map = need + SCRATCH_ALIGN > SCRATCH_MAPPING
-            ? round_up(need + SCRATCH_ALIGN, HUGE_PAGE) : SCRATCH_MAPPING;
-        /* a huge page's worth more, to cut an aligned mapping from */
-        unsigned char *m = mmap(NULL, map + HUGE_PAGE, PROT_READ | PROT_WRITE,
-                                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        size_t map = need + SCRATCH_ALIGN > SCRATCH_MAPPING ? need + SCRATCH_ALIGN
+                                                            : SCRATCH_MAPPING;
+        void *m = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (m == MAP_FAILED)
             return NULL;
-        uintptr_t at = ((uintptr_t)m + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
-        if (at > (uintptr_t)m)
-            munmap(m, at - (uintptr_t)m);
-        munmap((void *)(at + map), (uintptr_t)m + HUGE_PAGE - at);
-#ifdef MADV_HUGEPAGE
-        madvise((void *)at, map, MADV_HUGEPAGE); /* only a hint: small pages otherwise */
-#endif
-        s = (struct scratch *)at;
+        s = m;
         s->prev = h->scratch;
         s->size = map;
         s->used = SCRATCH_ALIGN;
@@ -89,13 +76,13 @@ void kmsi_scratch_release(kms_handle *h, struct scratch_mark m)
         h->scratch->used = m.used;
 }
 
-/* The scratch's whole huge pages above what is in use (part of one would
- * split it), given back to the kernel. */
+/* The scratch's whole pages above what is in use, given back to the kernel. */
 void kmsi_scratch_trim(kms_handle *h)
 {
 #ifdef MADV_DONTNEED
     struct scratch *s = h->scratch;
-    size_t keep = s ? round_up(s->used, HUGE_PAGE) : 0;
+    long page = sysconf(_SC_PAGESIZE);
+    size_t keep = s && page > 0 ? round_up(s->used, (size_t)page) : 0;
     if (s && s->size > keep)
         madvise((unsigned char *)s + keep, s->size - keep, MADV_DONTNEED);
 #else
