@@ -123,8 +123,8 @@ struct owner {
 #define OWNER_OBJECT(o) (1u + (o)) /* the objects' owners follow none's */
 
 /* A cluster's bucket: its first piece (the one holding the bucket's start)
- * and that piece's answer, whose line a resolve fetches ahead while it
- * searches the pieces: the address is most often in that piece. */
+ * and that piece's answer, which answers without reading any piece when
+ * that piece holds the whole bucket (every other bucket). */
 struct bucket {
     uint32_t first;
     uint32_t answer;

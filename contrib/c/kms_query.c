@@ -134,10 +134,6 @@ void kms_resolve(const kms_handle *h, uint64_t addr, struct kms_sym *out)
     struct probe p;
     probe_bucket(h, addr, &p);
     probe_pieces(h, &p);
-    /* The first piece's line, fetched while the pieces are searched: the
-     * address is in that piece 2 times in 3 (uniform over the core kernel),
-     * and the two loads, a cache miss each, then overlap. */
-    PREFETCH(answer_line(h, p.answer));
     record(h, addr, probe_answer(&p), out);
 }
 
