@@ -91,28 +91,36 @@ void kmsi_scratch_trim(kms_handle *h)
 }
 
 /*
- * Huge pages (THP, where the kernel gives them on request) for the names
- * and rows: each 2 MiB of them is then one page fault, not 512.  Asked for
- * only where the text read so far predicts they will be filled (each
+ * Huge pages (THP, where the kernel gives them on request) for the arrays a
+ * handle keeps that grow with kallsyms: the names, the rows and the
+ * pieces.  A page faulted in costs the kernel more than parsing the lines
+ * it holds (it is zeroed, and under a hypervisor the fault is dearer still),
+ * and the rows and pieces are then read at random by every resolve: in 2
+ * MiB pages they take a few faults and TLB entries, not thousands.  Asked
+ * for only where the text read so far predicts they will be filled (each
  * untouched 2 MiB that the prediction fills to 7/8 at least): the rest
  * stays in small pages, so that little more memory is held than they fill
- * (the predictions err by a few percent, their last one by none).  The arrays
- * begin on a huge page (kmsi_alloc_hugeable), and the first prediction is made
- * before any line is parsed (advise_sample): the first 2 MiB too are huge.
+ * (the predictions err by a few percent, their last one by none).  The
+ * arrays begin on a huge page (kmsi_alloc_hugeable), and the first
+ * prediction is made before any line is parsed (advise_sample): the first
+ * 2 MiB too are huge.  KMS_PORTABLE_ALLOC asks for none (plain malloc, as
+ * where the kernel has no THP): make check builds test_kms so too.
  */
 void *kmsi_alloc_hugeable(size_t size)
 {
-    if (size < HUGE_PAGE)
-        return malloc(size);
+#ifndef KMS_PORTABLE_ALLOC
     if (size > SIZE_MAX - HUGE_PAGE)
         return NULL;
-    return aligned_alloc(HUGE_PAGE, round_up(size, HUGE_PAGE));
+    if (size >= HUGE_PAGE)
+        return aligned_alloc(HUGE_PAGE, round_up(size, HUGE_PAGE));
+#endif
+    return malloc(size);
 }
 
 /* BASE: an array of CAP bytes, USED of them filled, EXPECT predicted. */
 void kmsi_advise_huge(void *base, size_t cap, size_t *asked, size_t used, uint64_t expect)
 {
-#ifdef MADV_HUGEPAGE
+#if defined(MADV_HUGEPAGE) && !defined(KMS_PORTABLE_ALLOC)
     uintptr_t b = (uintptr_t)base;
     size_t from = *asked > used ? *asked : used;
     uintptr_t lo = (b + from + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);

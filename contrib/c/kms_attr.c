@@ -251,7 +251,10 @@ static long row_of_line(const kms_handle *h, const struct entry_keys *ek, struct
 }
 
 /* A line whose key has rows, compared LAG lines later: its entry's name and
- * row are fetched meanwhile. */
+ * row are fetched meanwhile.  The lines come in address order, but their
+ * entries' names and rows lie at random in the string and symbol tables,
+ * a cache miss each: fetched a ring of lines ahead, those misses overlap,
+ * where compared at once each line would wait for its own. */
 #define LAG 16
 struct pending {
     uint32_t line, row, end;
