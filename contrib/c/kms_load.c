@@ -31,7 +31,7 @@ int kmsi_fail(kms_error *err, int code, const char *fmt, ...)
     return code;
 }
 
-/* The live check (R40): release and build-id of the running kernel. */
+/* kmodsyms.live.check_live */
 static int check_live(const kms_handle *h, const char *syms_path, kms_error *err)
 {
     struct utsname u;

@@ -3,8 +3,7 @@
  * Queries, the end of the pipeline: the public kms_resolve(),
  * kms_resolve_many(), kms_lookup(), kms_foreach(), kms_module_ranges(),
  * kms_module_known(), kms_get_info() and kms_modules(), reading only the
- * handle's index (kms_index.c) and never writing it (docs/resolver.md
- * R26-R35).
+ * handle's index (kms_index.c) and never writing it (docs/resolver.md §4-6).
  */
 #include "kms_internal.h"
 
