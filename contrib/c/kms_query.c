@@ -133,10 +133,6 @@ void kms_resolve(const kms_handle *h, uint64_t addr, struct kms_sym *out)
     struct probe p;
     probe_bucket(h, addr, &p);
     probe_pieces(h, &p);
-    /* The first piece's line, fetched while the pieces are searched: the
-     * address is in that piece 2 times in 3 (uniform over the core kernel),
-     * and the two loads, a cache miss each, then overlap. */
-    PREFETCH(answer_line(h, p.answer));
     record(h, addr, probe_answer(&p), out);
 }
 
@@ -177,7 +173,7 @@ struct lookup_ctx {
     size_t max, found;
 };
 
-/* Whether module NAME is MOD (MODLEN bytes, '-' read as '_'). */
+/* Whether module NAME is MOD (MODLEN bytes, '-' read as '_': R34). */
 static int module_is(const char *name, const char *mod, size_t modlen)
 {
     if (strnlen(name, modlen + 1) != modlen)
@@ -252,8 +248,8 @@ int kms_foreach(const kms_handle *h, int (*cb)(const struct kms_line *line, void
             l.nmodules = 0;
             if (k == n) {
                 const unsigned char *set = ent(h, T_MODSETS, ms[0]);
-                l.nmodules = le32(set + 4);
-                l.modules = h->member_name + le32(set);
+                l.nmodules = le32(set + MODSET_COUNT);
+                l.modules = h->member_name + le32(set + MODSET_FIRST);
             }
         }
         int r = cb(&l, arg);
@@ -326,7 +322,7 @@ size_t kms_module_ranges(const kms_handle *h, const char *mod, struct kms_range 
     int core = strcmp(want, "vmlinux") == 0;
     uint32_t builtin = UINT32_MAX;
     for (uint32_t m = 0; m < h->count[T_MODULES] && !core; m++)
-        if (strcmp(str(h, le32(ent(h, T_MODULES, m))), want) == 0) {
+        if (strcmp(str(h, le32(ent(h, T_MODULES, m) + MOD_NAME)), want) == 0) {
             builtin = m;
             break;
         }
@@ -336,8 +332,9 @@ size_t kms_module_ranges(const kms_handle *h, const char *mod, struct kms_range 
         if (h->ext[k].sec >= h->count[T_SECTIONS])
             continue; /* a loaded module's .ko section */
         const unsigned char *se = ent(h, T_SECTIONS, h->ext[k].sec);
-        const unsigned char *ms = ent(h, T_MODSETS, le32(ent(h, T_OBJECTS, le32(se)) + 4));
-        uint32_t first = le32(ms), n = le32(ms + 4);
+        const unsigned char *ob = ent(h, T_OBJECTS, le32(se + SEC_OBJECT));
+        const unsigned char *ms = ent(h, T_MODSETS, le32(ob + OBJ_MODSET));
+        uint32_t first = le32(ms + MODSET_FIRST), n = le32(ms + MODSET_COUNT);
         int member = core ? n == 0 : 0;
         for (uint32_t j = 0; j < n && !member; j++)
             member = le32(ent(h, T_MEMBERS, first + j)) == builtin;
@@ -355,7 +352,7 @@ int kms_module_known(const kms_handle *h, const char *mod)
     if (module_is("vmlinux", mod, len))
         return 1;
     for (uint32_t m = 0; m < h->count[T_MODULES]; m++)
-        if (module_is(str(h, le32(ent(h, T_MODULES, m))), mod, len))
+        if (module_is(str(h, le32(ent(h, T_MODULES, m) + MOD_NAME)), mod, len))
             return 1;
     for (uint32_t m = 1; m < h->nmods; m++)
         if (module_is(h->mod_name[m], mod, len))

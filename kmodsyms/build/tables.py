@@ -127,7 +127,7 @@ ANCHORS_PER_SEGMENT = 16
 
 def record_layout(kbuild: str, image: Image, sysmap: Kallsyms, meta: Meta,
                   strings: StringTable, tables: dict) -> None:
-    """Place every object section in vmlinux at build time, by the same
+    """Place every object section in vmlinux at build time (R6), by the same
     search the loader would otherwise do, against ``sysmap`` (System.map:
     kallsyms before KASLR), and record its link address, vmlinux's load
     segments and a few anchor symbols per segment by which the loader finds
@@ -176,7 +176,7 @@ def record_layout(kbuild: str, image: Image, sysmap: Kallsyms, meta: Meta,
                 picked += inside[np.linspace(0, len(inside) - 1,
                                              min(ANCHORS_PER_SEGMENT, len(inside))).astype(int)].tolist()
         anchors += [(int(entry[lines[k]]), index) for k in sorted(set(picked))]
-    # System.map is vmlinux's symbol table, filtered: one left from another
+    # R39: System.map is vmlinux's symbol table, filtered: one left from another
     # build of the tree places every section off (consistently, when the
     # code only moved), so the anchors are looked up in vmlinux itself.
     wanted = [(int(sysmap.address[line]), sysmap.name_bytes(int(line))) for line in

@@ -26,7 +26,8 @@ at build time, which is the same list before KASLR).
    else is core kernel.  A line whose name matches only unplaced copies in
    different modules is ambiguous: reported with every candidate.
 
-docs/resolver.md states the rules in full.
+docs/resolver.md states the rules in full: R8-R19 (placing), R21-R25
+(attributing), R38 (the anchor check without a layout).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ MIN_SEARCH_ANCHORS = 16
 
 
 def conflicting_votes_allowed(anchors: int) -> int:
+    """R38: how many anchors may disagree in a file of this kernel."""
     return max(8, anchors // 20)
 
 
@@ -148,9 +150,9 @@ class SearchPlacer(Placer):
     def _eliminate(self) -> None:
         """Place sections whose names are all duplicated, until nothing changes:
 
-        * elimination: when one copy of a name is still unplaced and one of
+        * elimination (R12): when one copy of a name is still unplaced and one of
           its kallsyms lines is still unmatched, they are the same symbol;
-        * shape: a section whose symbols, at their offsets, match free
+        * shape (R13): a section whose symbols, at their offsets, match free
           kallsyms lines at exactly one candidate base is placed there (the
           pattern of names and distances identifies it even when no name
           does);
@@ -187,7 +189,7 @@ class SearchPlacer(Placer):
 
     def _by_link_order(self, copies: dict, free_lines: dict, address: list, by_section: dict,
                        line_at: dict, group_lines: dict) -> list[tuple[int, int]]:
-        """Sections placed by link order (docs/resolver.md §2.3b).
+        """Sections placed by link order (docs/resolver.md R16).
 
         ld lays out the input sections that one output-section statement
         gathers in the order of its input files, vmlinux.a's order (the
@@ -292,7 +294,7 @@ class SearchPlacer(Placer):
         return blocks
 
     def _forced_by_neighbours(self, candidates: dict[int, list]):
-        """Sections placed by their block (see :meth:`_block_offsets`).
+        """Sections placed by their block (R14, R15; see :meth:`_block_offsets`).
 
         A block's placed sections each imply where the block starts; when they
         all agree, every other section of the block is placed from it.  A
@@ -363,7 +365,7 @@ class SearchPlacer(Placer):
         return False
 
     def _place_bare_blocks(self, loose: np.ndarray) -> bool:
-        """Place blocks that hold no symbol at all (``__bug_table``,
+        """Place blocks that hold no symbol at all (R17, R18: ``__bug_table``,
         ``.smp_locks``, ``.pci_fixup_*``...) by the linker-made symbols that
         bracket them: the linker script defines one at the start of such a
         block and one after its end, possibly after aligning
@@ -499,7 +501,7 @@ class SearchPlacer(Placer):
         self.line_section[rest] = inside
         self.line_how[rest[inside >= 0]] = LINE_EXTENT
         # A zero-size symbol at the end of its (non-empty) section, where no
-        # other object's bytes are: still its own object's (docs/resolver.md).
+        # other object's bytes are: still its own object's (R22).
         own = rest[(inside < 0) & has_entry[rest]]
         own = own[self.syms.sections["size"][sym["section"][self.line_entry[own]]] > 0]
         self.line_section[own] = sym["section"][self.line_entry[own]]
@@ -710,7 +712,7 @@ def _only_link_order_assignment(orders: list[list[int]], line_sections: list[int
 
 
 def _letter_compatible(letters: np.ndarray, bindings: np.ndarray) -> np.ndarray:
-    """Whether kallsyms type letters agree with ELF bindings: weak symbols
+    """Whether kallsyms type letters agree with ELF bindings (R10): weak symbols
     print as W/V (w/v), other globals upper case, locals lower case.  'A'/'a'
     (per-cpu data printed as absolute) and '?' say nothing."""
     letters = np.asarray(letters)
