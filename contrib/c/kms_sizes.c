@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
 /*
- * Sizes that say what they are (docs/resolver.md R-sizes): every answering
+ * Sizes that say what they are (docs/resolver.md §11.1): every answering
  * kallsyms line grouped by the module whose address lookup the kernel
  * would make for it (the core kernel, each loaded or pseudo-module), each
  * group by address; from that, the estimated size of every line with no
@@ -154,7 +154,7 @@ static int memory_kind(uint8_t type)
 }
 
 /*
- * %pS (kernel/kallsyms.c __sprint_symbol(), docs/resolver.md R-pS).  The
+ * %pS (kernel/kallsyms.c __sprint_symbol(), docs/resolver.md §11.4).  The
  * core kernel (is_ksym_addr(): the core ranges): get_symbol_pos(), the
  * last address at or below ADDR, its first line in kallsyms order, size
  * the gap to the next greater address, else to the range's end.  A loaded
