@@ -22,8 +22,13 @@ static uint32_t group_of(const kms_handle *h, size_t i)
 
 /* The core kernel's markers the kernel's own lookups read
  * (include/asm-generic/sections.h), by name. */
-static const char *const marker_name[K_MARKERS] = {
-    "_stext", "_etext", "_sinittext", "_einittext", "_end", "__init_begin", "__init_end"};
+#define MARKER(s) {s, sizeof s - 1}
+static const struct {
+    const char *name;
+    uint32_t len;
+} marker_name[K_MARKERS] = {MARKER("_stext"), MARKER("_etext"), MARKER("_sinittext"),
+                            MARKER("_einittext"), MARKER("_end"), MARKER("__init_begin"),
+                            MARKER("__init_end")};
 
 static int seen(const kms_handle *h, int k)
 {
@@ -74,33 +79,38 @@ static uint64_t group_bound(const kms_handle *h, uint32_t g, uint64_t addr)
 int kmsi_group_lines(kms_handle *h, kms_error *err)
 {
     size_t n = h->n, ng = h->nmods ? h->nmods : 1;
-    if (!ALLOC(h, group_first, ng + 1) || !ALLOC(h, grouped, n) || !ALLOC(h, estimate, n))
+    uint32_t *at;
+    if (!ALLOC(h, group_first, ng + 1) || !(h->grouped = malloc((n ? n : 1) * sizeof *h->grouped)) ||
+        !(h->estimate = malloc((n ? n : 1) * sizeof *h->estimate)) ||
+        !(at = malloc(ng * sizeof *at)))
         return kmsi_fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
-    /* the markers: the first core line of each name */
+    /* each line's group in kallsyms order (in estimate[], until the
+     * estimates are written; UINT32_MAX: none), the markers with them: the
+     * first core line of each name */
     h->marker_seen = 0;
-    for (size_t i = 0; i < h->n; i++)
+    for (size_t i = 0; i < n; i++) {
+        uint32_t g = group_of(h, i);
+        h->estimate[i] = h->line[i].answers ? g : UINT32_MAX;
+        h->group_first[g + 1] += h->line[i].answers;
+        if (g || h->line[i].name_len > sizeof "__init_begin" - 1 || line_name(h, i)[0] != '_')
+            continue;
         for (int k = 0; k < K_MARKERS; k++)
-            if (!seen(h, k) && kmsi_loaded_module(h, i) == 0 &&
-                line_name_is(h, i, marker_name[k], strlen(marker_name[k]))) {
+            if (!seen(h, k) && line_name_is(h, i, marker_name[k].name, marker_name[k].len)) {
                 h->marker[k] = h->line[i].addr;
                 h->marker_seen |= 1u << k;
             }
+    }
     /* counting sort of the lines by address into their groups: stable, so
      * that lines of one address keep kallsyms order */
-    for (size_t k = 0; k < n; k++) {
-        uint32_t i = h->by_address[k];
-        if (h->line[i].answers)
-            h->group_first[group_of(h, i) + 1]++;
-    }
     for (size_t g = 0; g < ng; g++)
         h->group_first[g + 1] += h->group_first[g];
-    uint32_t *at = h->estimate; /* scratch until the estimates are written */
     memcpy(at, h->group_first, ng * sizeof *at);
     for (size_t k = 0; k < n; k++) {
-        uint32_t i = h->by_address[k];
-        if (h->line[i].answers)
-            h->grouped[at[group_of(h, i)]++] = i;
+        uint32_t i = h->by_address[k], g = h->estimate[i];
+        if (g != UINT32_MAX)
+            h->grouped[at[g]++] = i;
     }
+    free(at);
     for (size_t i = 0; i < n; i++)
         h->estimate[i] = NO_ESTIMATE;
     /* each group from its top: the next greater address seen so far */
