@@ -163,6 +163,14 @@ static int memory_kind(uint8_t type)
     }
 }
 
+/* Whether kallsyms_lookup_buildid() asks pseudo-module NAME's owner:
+ * bpf_address_lookup() and ftrace_mod_address_lookup() only (a kprobe
+ * instruction page, say, prints as a bare address). */
+static int kernel_looks_up(const char *name)
+{
+    return strcmp(name, "bpf") == 0 || strcmp(name, "__builtin__ftrace") == 0;
+}
+
 /*
  * %pS (kernel/kallsyms.c __sprint_symbol(), docs/resolver.md §11.4).  The
  * core kernel (is_ksym_addr(): the core ranges): get_symbol_pos(), the
@@ -170,8 +178,8 @@ static int memory_kind(uint8_t type)
  * the gap to the next greater address, else to the range's end.  A loaded
  * module (the one whose lines answer ADDR): find_kallsyms_symbol(), the
  * same over that module's lines but its mapping symbols, the size bounded
- * by its core when the kernel said where that is.  A pseudo-module's
- * (bpf, ftrace trampolines) the same, its size estimated.
+ * by its core when the kernel said where that is.  The bpf and ftrace
+ * pseudo-modules the same, their sizes only estimated.
  */
 int kms_resolve_kernel(const kms_handle *h, uint64_t addr, struct kms_ksym *caller)
 {
@@ -188,7 +196,8 @@ int kms_resolve_kernel(const kms_handle *h, uint64_t addr, struct kms_ksym *call
     } else {
         struct kms_sym rec = {.size = sizeof rec};
         kms_resolve(h, addr, &rec);
-        if ((rec.origin == KMS_ORIGIN_LOADABLE || rec.origin == KMS_ORIGIN_PSEUDO) &&
+        if ((rec.origin == KMS_ORIGIN_LOADABLE || (rec.origin == KMS_ORIGIN_PSEUDO &&
+                                                   kernel_looks_up(rec.dso))) &&
             rec.modules >= h->mod_name && rec.modules < h->mod_name + h->nmods)
             g = (uint32_t)(rec.modules - h->mod_name);
     }

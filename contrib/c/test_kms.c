@@ -254,6 +254,10 @@ static void check_v2(kms_handle *h)
           !strcmp(k.text, "__pfx_fuse_exit+0x0/0x10 [fuse]"), "%%pS alias: %s", k.text);
     CHECK(kms_resolve_kernel(h, 0x10, &k) == 0 && !strcmp(k.text, "0x10") && !k.sym,
           "%%pS of no symbol: %s", k.text);
+    CHECK(kms_resolve_kernel(h, 0xffffffffc0901008u, &k) == 1 && !k.exact &&
+          !strcmp(k.module, "bpf"), "%%pS of a bpf program: %s", k.text);
+    CHECK(kms_resolve_kernel(h, 0xffffffffc0902008u, &k) == 0 &&
+          !strcmp(k.text, "0xffffffffc0902008"), "%%pS of a kprobe page: %s", k.text);
 
     /* without its .ko, a loaded module's line has the gap to its next line */
     kms_resolve(h, 0xffffffffc0a00020u, &r);
