@@ -14,7 +14,8 @@
  *   kmodsyms-c lines --syms F --kallsyms K [--force]
  *       every kallsyms line as kms_foreach() gives it, one JSON object a line
  *   kmodsyms-c ranges --syms F --kallsyms K [--force] MOD...
- *       kms_module_ranges() of each MOD: {"module", "start", "end", "text"} a line
+ *       kms_module_ranges() of each MOD: {"module", "start", "end", "text"} a line; exit 1
+ *       if a MOD is not there
  *   kmodsyms-c spans --syms F --kallsyms K [--force] MOD...
  *       kms_module_spans() of each MOD, the same way
  *   kmodsyms-c symbols --syms F --kallsyms K [--force] MOD...
@@ -515,16 +516,17 @@ int main(int argc, char **argv)
         size_t (*ranges)(const kms_handle *, const char *, struct kms_range *, size_t) =
             strcmp(cmd, "spans") ? kms_module_ranges : kms_module_spans;
         for (int i = 0; i < nargs; i++) {
+            if (!kms_module_known(h, args[i])) {
+                fprintf(stderr, "kmodsyms-c: no module '%s': not vmlinux, a built-in module or a "
+                        "loaded module\n", args[i]);
+                status = 1;
+                continue;
+            }
             size_t n = ranges(h, args[i], NULL, 0);
             struct kms_range *r = malloc((n ? n : 1) * sizeof *r);
             if (!r) {
                 status = die("out of memory");
                 break;
-            }
-            if (!n && !kms_module_known(h, args[i])) {
-                fprintf(stderr, "kmodsyms-c: no module '%s': not vmlinux, a built-in module "
-                        "or a loaded module\n", args[i]);
-                status = 1;
             }
             r[0].size = sizeof *r;
             n = ranges(h, args[i], r, n);

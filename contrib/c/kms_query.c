@@ -288,7 +288,7 @@ size_t kms_lookup(const kms_handle *h, const char *spec, struct kms_sym *out, si
         name = tick + 1;
     }
     len = strlen(name);
-    /* DTrace's mod`name+0xoff: the last '+' followed by a hex number */
+    /* R52: DTrace's mod`name+0xoff, the last '+' followed by a hex number */
     if ((plus = strrchr(name, '+')) != NULL && plus > name &&
         parse_offset(plus + 1, len - (size_t)(plus + 1 - name), &offset) == 0)
         len = (size_t)(plus - name);
@@ -457,9 +457,9 @@ static void ranges_init(struct ranges *r, void *out, size_t max)
     r->max = r->stride ? max : 0;
 }
 
-/* The one text and one data range of a loaded or pseudo-module M: [lowest,
- * highest end) of its answering lines of each kind, a line ending at its
- * address + its exact or estimated size, or + 1 (none). */
+/* R50, R51: the one text and one data range of a loaded or pseudo-module
+ * M: [lowest, highest end) of its answering lines of each kind, a line
+ * ending at its address + its exact or estimated size, or + 1 (none). */
 static size_t loaded_ranges(const kms_handle *h, uint32_t m, struct ranges *r, int spans)
 {
     uint64_t lo[2] = {UINT64_MAX, UINT64_MAX}, hi[2] = {0, 0};
@@ -538,7 +538,7 @@ size_t kms_module_ranges(const kms_handle *h, const char *mod, struct kms_range 
      * see (a per-cpu section's are offsets, not addresses); two of one kind
      * with no other extent between them are one range when the gap between
      * them is less than the second's alignment, ld's padding
-     * (docs/resolver.md §11.2) */
+     * (docs/resolver.md R50) */
     int last_member = 0;
     for (uint32_t k = h->ext_first; k < h->next; k++) {
         if (!extent_member(h, k, builtin, core)) {
@@ -546,7 +546,8 @@ size_t kms_module_ranges(const kms_handle *h, const char *mod, struct kms_range 
             continue;
         }
         uint64_t start = h->ext_start[k], align = start & (~start + 1);
-        int join = last_member && r.open && (start <= r.cur.end || !align || start - r.cur.end < align);
+        int join = last_member && r.open &&
+                   (start <= r.cur.end || !align || start - r.cur.end < align);
         range_add(&r, start, h->ext[k].end,
                   (le32(ent(h, T_SECTIONS, h->ext[k].sec) + SEC_FLAGS) & SHF_EXECINSTR) ||
                       (h->placed[h->ext[k].sec] & HOLDS_TEXT),
@@ -570,7 +571,7 @@ size_t kms_module_spans(const kms_handle *h, const char *mod, struct kms_range *
         return loaded_ranges(h, m, &r, 1);
     if (!builtin_index(h, want, &builtin, &core))
         return 0;
-    /* runs of its lines among the core kernel's by address (per-cpu 'A'
+    /* R51: runs of its lines among the core kernel's by address (per-cpu 'A'
      * lines answer no address and are in none), text the t/T/w/W lines */
     int run = 0;
     for (uint32_t k = h->group_first[0]; k < h->group_first[1]; k++) {

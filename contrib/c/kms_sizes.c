@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
 /*
- * Sizes that say what they are (docs/resolver.md §11.1): every answering
+ * Sizes that say what they are (docs/resolver.md R48, R49): every answering
  * kallsyms line grouped by the module whose address lookup the kernel
  * would make for it (the core kernel, each loaded or pseudo-module), each
  * group by address; from that, the estimated size of every line with no
@@ -41,7 +41,7 @@ static int between(const kms_handle *h, int a, int b, uint64_t addr)
     return seen(h, a) && seen(h, b) && h->marker[a] <= addr && addr < h->marker[b];
 }
 
-/* is_ksym_addr() (include/linux/kallsyms.h): with CONFIG_KALLSYMS_ALL
+/* R53: is_ksym_addr() (include/linux/kallsyms.h): with CONFIG_KALLSYMS_ALL
  * (kallsyms lists _end) [_stext, _end) and [__init_begin, __init_end),
  * else [_stext, _etext) and [_sinittext, _einittext).  Without the
  * markers (a partial kallsyms), where core lines answer. */
@@ -58,7 +58,7 @@ static int ksym_addr(const kms_handle *h, uint64_t addr)
     return between(h, K_STEXT, K_ETEXT, addr) || between(h, K_SINITTEXT, K_EINITTEXT, addr);
 }
 
-/* Where group G's addresses end when nothing above bounds them: for the
+/* R49: where group G's addresses end when nothing above bounds them: for the
  * core kernel get_symbol_pos()'s fallback (_einittext in the init text,
  * else _end with CONFIG_KALLSYMS_ALL, else _etext), for a loaded module
  * the end of its core when ADDR is in it; 0 for none. */
@@ -80,7 +80,8 @@ int kmsi_group_lines(kms_handle *h, kms_error *err)
 {
     size_t n = h->n, ng = h->nmods ? h->nmods : 1;
     uint32_t *at;
-    if (!ALLOC(h, group_first, ng + 1) || !(h->grouped = malloc((n ? n : 1) * sizeof *h->grouped)) ||
+    if (!ALLOC(h, group_first, ng + 1) ||
+        !(h->grouped = malloc((n ? n : 1) * sizeof *h->grouped)) ||
         !(h->estimate = malloc((n ? n : 1) * sizeof *h->estimate)) ||
         !(at = malloc(ng * sizeof *at)))
         return kmsi_fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
@@ -113,7 +114,7 @@ int kmsi_group_lines(kms_handle *h, kms_error *err)
     free(at);
     for (size_t i = 0; i < n; i++)
         h->estimate[i] = NO_ESTIMATE;
-    /* each group from its top: the next greater address seen so far */
+    /* R49: each group from its top, the next greater address seen so far */
     for (uint32_t g = 0; g < ng; g++) {
         uint64_t above = 0, here = 0; /* 0: none yet (no line is above address 0) */
         for (uint32_t k = h->group_first[g + 1]; k-- > h->group_first[g];) {
@@ -163,7 +164,7 @@ static int memory_kind(uint8_t type)
     }
 }
 
-/* Whether kallsyms_lookup_buildid() asks pseudo-module NAME's owner:
+/* R54: whether kallsyms_lookup_buildid() asks pseudo-module NAME's owner:
  * bpf_address_lookup() and ftrace_mod_address_lookup() only (a kprobe
  * instruction page, say, prints as a bare address). */
 static int kernel_looks_up(const char *name)
@@ -172,7 +173,7 @@ static int kernel_looks_up(const char *name)
 }
 
 /*
- * %pS (kernel/kallsyms.c __sprint_symbol(), docs/resolver.md §11.4).  The
+ * %pS (kernel/kallsyms.c __sprint_symbol(), docs/resolver.md R53-R55).  The
  * core kernel (is_ksym_addr(): the core ranges): get_symbol_pos(), the
  * last address at or below ADDR, its first line in kallsyms order, size
  * the gap to the next greater address, else to the range's end.  A loaded
@@ -242,7 +243,7 @@ int kms_resolve_kernel(const kms_handle *h, uint64_t addr, struct kms_ksym *call
             found = 1;
         }
     }
-    /* the kernel's vsprintf writes %#lx of 0 as 0x0 (C's printf as 0) */
+    /* R55: the kernel's vsprintf writes %#lx of 0 as 0x0 (C's printf as 0) */
     if (found && out.module)
         snprintf(out.text, sizeof out.text, "%.*s+0x%llx/0x%llx [%s]", (int)out.sym_len, out.sym,
                  (unsigned long long)out.offset, (unsigned long long)out.sym_size, out.module);
