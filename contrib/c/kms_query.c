@@ -330,8 +330,8 @@ static void fill_line(const kms_handle *h, size_t i, struct kms_line *l)
         l->nmodules = 0;
         if (k == n) {
             const unsigned char *set = ent(h, T_MODSETS, ms[0]);
-            l->nmodules = le32(set + 4);
-            l->modules = h->member_name + le32(set);
+            l->nmodules = le32(set + MODSET_COUNT);
+            l->modules = h->member_name + le32(set + MODSET_FIRST);
         }
     }
 }
@@ -507,8 +507,9 @@ static int extent_member(const kms_handle *h, uint32_t k, uint32_t builtin, int 
     if (h->ext[k].sec >= h->count[T_SECTIONS])
         return 0; /* a loaded module's .ko section */
     const unsigned char *se = ent(h, T_SECTIONS, h->ext[k].sec);
-    const unsigned char *ms = ent(h, T_MODSETS, le32(ent(h, T_OBJECTS, le32(se)) + 4));
-    uint32_t first = le32(ms), n = le32(ms + 4);
+    const unsigned char *ob = ent(h, T_OBJECTS, le32(se + SEC_OBJECT));
+    const unsigned char *ms = ent(h, T_MODSETS, le32(ob + OBJ_MODSET));
+    uint32_t first = le32(ms + MODSET_FIRST), n = le32(ms + MODSET_COUNT);
     if (core)
         return n == 0;
     for (uint32_t j = 0; j < n; j++)
