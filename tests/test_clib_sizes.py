@@ -268,3 +268,62 @@ def test_builtin_modules_are_modules_builtin(clib, any_corpus, any_corpus_syms):
             for line in open(os.path.join(any_corpus, "modules.builtin")) if line.strip()}
     assert len(names) == len(set(names))
     assert set(names) <= want and len(names) > 0.9 * len(want)
+
+
+def elf_sizes(vmlinux: str) -> dict[tuple[str, int], set[int]]:
+    """(name, link address) -> the sizes above 0 of vmlinux's own symbol
+    table (pyelftools: independent of kmodsyms' ELF reader)."""
+    from elftools.elf.elffile import ELFFile
+    sizes: dict[tuple[str, int], set[int]] = {}
+    with open(vmlinux, "rb") as f:
+        for sym in ELFFile(f).get_section_by_name(".symtab").iter_symbols():
+            if sym["st_size"] and sym["st_shndx"] != "SHN_UNDEF" and sym.name:
+                sizes.setdefault((sym.name, sym["st_value"]), set()).add(sym["st_size"])
+    return sizes
+
+
+def check_vmlinux_sizes(clib, tree: str, syms: str) -> dict[str, int]:
+    """R56, against vmlinux's ELF symbol table: every core kallsyms line
+    (but per-cpu `A` lines, which do not move) whose name vmlinux's table
+    has at its link address with one size above 0 gets exactly that size,
+    exact; the link address is the line's less the KASLR shift, which
+    kallsyms' `_stext` against vmlinux's tells.  Returns the checked
+    lines' records, by name (the last of a name)."""
+    kallsyms = os.path.join(tree, "kallsyms")
+    lines = read_kallsyms(kallsyms)
+    truth = elf_sizes(os.path.join(tree, "vmlinux"))
+    from elftools.elf.elffile import ELFFile
+    with open(os.path.join(tree, "vmlinux"), "rb") as f:
+        link_stext = ELFFile(f).get_section_by_name(".symtab").get_symbol_by_name("_stext")[0]["st_value"]
+    shift = next(a for a, _l, n, m in lines if n == "_stext" and m is None) - link_stext
+    got = json_lines(run_c(clib, ["lines", "--syms", syms, "--kallsyms", kallsyms]).stdout)
+    assert len(got) == len(lines)
+    wrong, checked = [], {}
+    for (a, letter, name, mod), rec in zip(lines, got):
+        want = truth.get((name, a - shift))
+        if mod is not None or letter in "aA" or want is None or len(want) != 1:
+            continue
+        checked[name] = rec
+        if rec["size"] != next(iter(want)):
+            wrong.append((name, hex(a), rec["size"], want))
+    assert not wrong, f"{len(wrong)} of {len(checked)} lines: {wrong[:10]}"
+    return checked
+
+
+def test_vmlinux_sizes_on_the_fixture(clib):
+    """The fixture's objtool `__pfx_` symbols are in vmlinux.o only (no
+    object holds them), as in a real kernel."""
+    fixture = os.path.join(os.path.dirname(__file__), "..", "fixtures", "kbuild")
+    checked = check_vmlinux_sizes(clib, fixture, os.path.join(fixture, "dtrace_syms.expected"))
+    padding = [rec for name, rec in checked.items() if name.startswith("__pfx_")]
+    assert len(padding) > 50 and all(rec["size"] == 16 for rec in padding)
+
+
+def test_vmlinux_sizes_on_the_corpora(clib, any_corpus, any_corpus_syms):
+    """linux_banner and init_uts_ns, of init/version-timestamp.o (linked by
+    scripts/link-vmlinux.sh, outside vmlinux.a), and every other line."""
+    checked = check_vmlinux_sizes(clib, any_corpus, any_corpus_syms)
+    for name in ("linux_banner", "init_uts_ns"):
+        rec = checked[name]
+        assert rec["size"] > 100 and rec["object"] is None and rec["modules"] is None \
+            and rec["origin"] == "core", rec
