@@ -532,22 +532,79 @@ def test_installed_module_equal(clib, fixture_syms, tmp_path, signed):
 
 
 @pytest.mark.parametrize("suffix", [".xz", ".zst", ".gz"])
-def test_compressed_module_is_not_read(clib, fixture_syms, tmp_path, suffix):
-    """libc has no decompressor: a compressed .ko is found (the same file
-    as Python finds) but not read; its lines are answered as from kallsyms
-    alone, and the module says why (Python reads it: docs/loader.md)."""
-    moddir = distro_tree(tmp_path, {"fs/fuse": FUSE_KO}, suffix, True)
-    base = ["--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS, "--modules-dir", moddir]
+@pytest.mark.parametrize("signed", [False, True])
+def test_compressed_module_equal(clib, fixture_syms, tmp_path, suffix, signed):
+    """fuse.ko installed as a distribution does (signed, then compressed by
+    the xz, zstd or gzip tool) is read as the plain file: C equal to
+    Python, and its sizes those of the plain .ko's own symbol table."""
+    moddir = distro_tree(tmp_path, {"fs/fuse": FUSE_KO}, suffix, signed)
     rel = f"kernel/fs/fuse/fuse.ko{suffix}"
-    assert [(s.file, s.status) for s in load(fixture_syms, FIXTURE_KALLSYMS, cache=False,
-                                             modules_dir=moddir).module_stats] == [(rel, "matched")]
-    proc = run_c(clib, ["modules"] + base, sanitized=True)
-    (mod,) = json_lines(proc.stdout)
-    assert (mod["file"], mod["status"], mod["sized"]) == (rel, "unsupported", 0)
-    assert f"compressed ({suffix})" in mod["reason"]
-    assert proc.stderr.count(b"\n") == 1 and b"module fuse:" in proc.stderr
+    r, records, got = compare_modules(clib, f"fuse.ko{suffix}", fixture_syms, FIXTURE_KALLSYMS,
+                                      2_000, sanitized=True, modules_dir=moddir)
+    assert [(s.file, s.status) for s in r.module_stats] == [(rel, "matched")]
+    assert check_against_elf(got, records, FIXTURE_KALLSYMS, "fuse", FUSE_KO, rel,
+                             elf_symbols) == 22
+
+
+@pytest.mark.parametrize("suffix", [".xz", ".zst", ".gz"])
+def test_compressed_module_damaged(clib, fixture_syms, tmp_path, suffix):
+    """A compressed file cut short: refused for fuse alone, on both sides,
+    the module's lines answered as from kallsyms alone."""
+    moddir = distro_tree(tmp_path, {"fs/fuse": FUSE_KO}, suffix, True)
+    path = os.path.join(moddir, f"kernel/fs/fuse/fuse.ko{suffix}")
+    data = open(path, "rb").read()
+    with open(path, "wb") as f:
+        f.write(data[:len(data) // 2])
+    r = load(fixture_syms, FIXTURE_KALLSYMS, cache=False, modules_dir=moddir)
+    assert [s.status for s in r.module_stats] == ["refused"]
+    base = ["--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS, "--modules-dir", moddir]
+    (mod,) = json_lines(run_c(clib, ["modules"] + base, sanitized=True).stdout)
+    # the decompressors' own words differ (Python's zstandard even reads a cut frame
+    # without complaint, and refuses the ELF): C names the compression's fault
+    assert mod["status"] == "refused" and mod["reason"].startswith(f"{path}: cannot decompress (")
+    assert mod["reason"].endswith("; reinstall the module")
     plain = load(fixture_syms, FIXTURE_KALLSYMS, cache=False)
     got = json_lines(run_c(clib, ["lines"] + base).stdout)
+    assert got == [python_line_json(plain, line) for line in range(len(got))]
+
+
+LIBRARY_OF = {".xz": "liblzma.so.5", ".zst": "libzstd.so.1", ".gz": "libz.so.1"}
+
+
+@pytest.mark.parametrize("suffix", [".xz", ".zst", ".gz"])
+def test_compressed_module_without_its_library(clib, fixture_syms, tmp_path, suffix):
+    """On a machine without the decompressor's library (here hidden by an
+    empty file bound over it in a private mount namespace), the module is
+    found but unsupported, the reason naming the library; its lines are
+    answered as from kallsyms alone and every other answer is unchanged."""
+    lib = LIBRARY_OF[suffix]
+    found = [os.path.join(d, lib) for d in ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
+                                            "/lib64", "/usr/lib64", "/lib", "/usr/lib")
+             if os.path.exists(os.path.join(d, lib))]
+    if not found or not shutil.which("unshare") or os.geteuid() != 0:
+        pytest.skip(f"hiding {lib} needs root, unshare and the library's path")
+    moddir = distro_tree(tmp_path, {"fs/fuse": FUSE_KO}, suffix, True)
+    prog = os.path.join(clib["asan"], "kmodsyms-c")
+    base = ["--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS, "--modules-dir", moddir]
+    hide = " && ".join(f"mount --bind /dev/null {os.path.realpath(p)}" for p in found)
+
+    def hidden(cmd):
+        script = f"{hide} && exec \"$@\""
+        proc = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script,
+                               "sh", prog] + cmd, capture_output=True,
+                              env=dict(os.environ, **SANITIZER_ENV), timeout=300)
+        if proc.returncode != 0 and b"mount" in proc.stderr:
+            pytest.skip(f"cannot bind-mount over {lib}: {proc.stderr.decode()[:200]}")
+        assert proc.returncode == 0, proc.stderr
+        return proc
+    proc = hidden(["modules"] + base)
+    (mod,) = json_lines(proc.stdout)
+    rel = f"kernel/fs/fuse/fuse.ko{suffix}"
+    assert (mod["file"], mod["status"], mod["sized"]) == (rel, "unsupported", 0)
+    assert lib in mod["reason"] and f"compressed ({suffix[1:]})" in mod["reason"]
+    assert proc.stderr.count(b"\n") == 1 and b"module fuse:" in proc.stderr
+    plain = load(fixture_syms, FIXTURE_KALLSYMS, cache=False)
+    got = json_lines(hidden(["lines"] + base).stdout)
     assert got == [python_line_json(plain, line) for line in range(len(got))]
 
 
@@ -687,6 +744,29 @@ def test_corpus_module_ko_equal(clib, corpus, corpus_syms):
     """x86_64: xfs, fuse, isofs (11,985, 717 and 119 lines with an ELF size)."""
     assert corpus_module_check(clib, corpus, corpus_syms, 20_000) == \
         {"xfs": 11_985, "fuse": 717, "isofs": 119}
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("suffix", [".xz", ".zst", ".gz"])
+def test_corpus_compressed_modules_sized_as_plain(clib, corpus, corpus_syms, tmp_path, suffix):
+    """x86_64's xfs, fuse and isofs, signed and compressed by the xz, zstd
+    or gzip tool as a distribution installs them: C sizes every line as
+    readelf -sW of the plain .ko does, and answers as Python does."""
+    trees = {}
+    for rel in CORPUS_MODULES["x86_64"]:
+        trees[os.path.dirname(rel)] = os.path.join(corpus, rel)
+    moddir = distro_tree(tmp_path, trees, suffix, True, prefix="")
+    kallsyms = os.path.join(corpus, "kallsyms")
+    r, records, got = compare_modules(clib, corpus + suffix, corpus_syms, kallsyms, 2_000,
+                                      modules_dir=moddir)
+    assert {s.status for s in r.module_stats} == {"matched"}
+    sized = {}
+    for rel in CORPUS_MODULES["x86_64"]:
+        module = module_name(os.path.basename(rel))
+        sized[module] = check_against_elf(got, records, kallsyms, module,
+                                          os.path.join(corpus, rel), rel + suffix,
+                                          readelf_symbols)
+    assert sized == {"xfs": 11_985, "fuse": 717, "isofs": 119}
 
 
 @pytest.mark.slow

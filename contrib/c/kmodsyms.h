@@ -32,9 +32,11 @@
  * type and binding of their symbol in the module's own .ko (found through
  * modules.dep, else by search, under the modules directory), placed by
  * sysfs or by anchors and refused for that module alone when it is not the
- * loaded build (kmodsyms/loadable.py's rules).  Only uncompressed .ko files
- * are read, signed or not: a module installed as .ko.xz, .ko.zst or .ko.gz
- * keeps unsized lines (KMS_MODULE_UNSUPPORTED; kms_modules() says so).
+ * loaded build (kmodsyms/loadable.py's rules).  A .ko, .ko.xz, .ko.zst or
+ * .ko.gz is read, signed or not; the decompressors are the system's
+ * liblzma.so.5, libzstd.so.1 and libz.so.1, loaded at run time (dlopen) only
+ * when a module needs one: without it that module keeps unsized lines
+ * (KMS_MODULE_UNSUPPORTED, its reason naming the library).
  *
  * Errors.  A function that can fail fills a caller's struct kms_error (if
  * not NULL) with a code and one line of text saying what is wrong, which
@@ -251,8 +253,8 @@ enum kms_module_status {
     KMS_MODULE_MATCHED = 0,  /* its .ko is the loaded module: its lines have ELF sizes */
     KMS_MODULE_MISSING,      /* no file found (or no modules directory): unsized */
     KMS_MODULE_REFUSED,      /* the file is not the loaded module, or cannot be read: unsized */
-    KMS_MODULE_UNSUPPORTED   /* compressed (.ko.xz, .ko.zst, .ko.gz), which only the Python
-                              * resolver reads: unsized */
+    KMS_MODULE_UNSUPPORTED   /* compressed (.ko.xz, .ko.zst, .ko.gz), and the library that
+                              * decompresses it cannot be loaded: unsized */
 };
 
 /* One loaded module (not the pseudo-modules), as 'kmodsyms modules' lists it. */

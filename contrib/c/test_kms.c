@@ -8,14 +8,42 @@
  * Damaged inputs must load or fail with one line of text, never crash.
  * Loaded modules: the fixture's fs/fuse/fuse.ko (beside KALLSYMS) is
  * matched; another build of it, and truncated or damaged copies, are
- * refused for fuse alone; a compressed one is not read.
+ * refused for fuse alone; compressed (xz, zstd, gzip: the tools found on
+ * PATH) it is matched as the plain file, damaged refused.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <threads.h>
 
 #include "kmodsyms.h"
+#include "kms_decompress.h"
+
+/* kms_decompress.h declares the decompressors' types itself: where their
+ * headers are installed, they must agree with them. */
+#define SAME_LAYOUT(ours, theirs, first, last)                                           \
+    _Static_assert(sizeof(ours) == sizeof(theirs) &&                                    \
+                   offsetof(ours, first) == offsetof(theirs, first) &&                  \
+                   offsetof(ours, last) == offsetof(theirs, last), #ours " is " #theirs)
+#if defined(__has_include)
+#if __has_include(<lzma.h>)
+#include <lzma.h>
+SAME_LAYOUT(struct kmsz_lzma_stream, lzma_stream, total_out, reserved_enum2);
+_Static_assert(LZMA_CONCATENATED == 0x08 && LZMA_FINISH == 3 && LZMA_STREAM_END == 1,
+               "liblzma's constants");
+#endif
+#if __has_include(<zstd.h>)
+#include <zstd.h>
+SAME_LAYOUT(struct kmsz_zstd_in, ZSTD_inBuffer, src, pos);
+SAME_LAYOUT(struct kmsz_zstd_out, ZSTD_outBuffer, dst, pos);
+#endif
+#if __has_include(<zlib.h>)
+#include <zlib.h>
+SAME_LAYOUT(struct kmsz_z_stream, z_stream, total_out, reserved);
+_Static_assert(Z_STREAM_END == 1 && Z_BUF_ERROR == -5 && MAX_WBITS == 15, "zlib's constants");
+#endif
+#endif
 
 static int failures;
 
@@ -311,6 +339,57 @@ static kms_handle *load_modules(const char *syms, const char *kallsyms, const ch
     return h;
 }
 
+/* SIGNED (a signed fuse.ko) compressed by each tool found on PATH, then
+ * damaged: matched, then refused for fuse alone. */
+static void check_compressed(const char *syms, const char *kallsyms, const char *dir,
+                             const char *signed_ko)
+{
+    static const char *const tool[][2] = {{"xz", "xz -c --check=crc32"}, {"zst", "zstd -q -c"},
+                                          {"gz", "gzip -n -c"}};
+    char path[4096 + 64], cmd[3 * 4096 + 256];
+    struct kms_module m;
+    struct kms_sym r;
+    for (size_t t = 0; t < sizeof tool / sizeof tool[0]; t++) {
+        snprintf(cmd, sizeof cmd, "command -v %.*s >/dev/null", (int)strcspn(tool[t][1], " "),
+                 tool[t][1]);
+        if (system(cmd) != 0) {
+            fprintf(stderr, "test_kms: no %s tool: .ko.%s not tested\n", tool[t][1], tool[t][0]);
+            continue;
+        }
+        snprintf(path, sizeof path, "%s/fuse.ko.%s", dir, tool[t][0]);
+        snprintf(cmd, sizeof cmd, "%s < '%s' > '%s'", tool[t][1], signed_ko, path);
+        CHECK(system(cmd) == 0, "%s", cmd);
+        char plain[4096 + 64];
+        snprintf(plain, sizeof plain, "%s", signed_ko);
+        char hidden[4096 + 80];
+        snprintf(hidden, sizeof hidden, "%s.keep", plain);
+        rename(plain, hidden);
+        kms_handle *h = load_modules(syms, kallsyms, dir, KMS_MODULE_MATCHED, tool[t][0]);
+        if (h) {
+            kms_resolve(h, 0xffffffffc0a00014u, &r);
+            CHECK(r.sym && !strcmp(r.sym, "fuse_dev_open") && r.sized && r.size == 0x16 &&
+                  r.object && !strncmp(r.object, "fuse.ko.", 8), "%s: fuse_dev_open", tool[t][0]);
+        }
+        kms_free(h);
+        /* damaged: not that compression, or cut short */
+        size_t n;
+        unsigned char *z = slurp(path, &n);
+        for (int cut = 0; cut < 2; cut++) {
+            spit(path, cut ? z : (const unsigned char *)"\177ELF not compressed", cut ? n / 2 : 20);
+            h = load_modules(syms, kallsyms, dir, KMS_MODULE_REFUSED, tool[t][0]);
+            if (h && kms_modules(h, &m, 1) == 1)
+                CHECK(strstr(m.reason, "cannot decompress (") &&
+                      strstr(m.reason, "; reinstall the module"), "%s: '%s'", tool[t][0], m.reason);
+            if (h)
+                check_fixture(h);
+            kms_free(h);
+        }
+        free(z);
+        remove(path);
+        rename(hidden, plain);
+    }
+}
+
 static void check_modules(const char *syms, const char *kallsyms, const char *dir)
 {
     char tree[4096], path[4096 + 64];
@@ -391,17 +470,10 @@ static void check_modules(const char *syms, const char *kallsyms, const char *di
     }
     CHECK(matched > 0 && refused > 0, "flips: %d matched, %d refused", matched, refused);
 
-    /* compressed: found, not read */
-    remove(path);
-    snprintf(path, sizeof path, "%s/fuse.ko.xz", dir);
-    spit(path, ko, len);
-    h = load_modules(syms, kallsyms, dir, KMS_MODULE_UNSUPPORTED, "compressed");
-    if (h && kms_modules(h, &m, 1) == 1)
-        CHECK(!strcmp(m.file, "fuse.ko.xz") && strstr(m.reason, "compressed (.xz)"), "'%s'",
-              m.reason);
-    if (h)
-        check_fixture(h);
-    kms_free(h);
+    /* compressed (signed first, as scripts/Makefile.modinst does), by the
+     * distributions' own tools: matched as the plain file */
+    spit(path, copy, len + 328);
+    check_compressed(syms, kallsyms, dir, path);
     remove(path);
 
     /* options: SIZE is required; KMS_LOAD_NO_MODULES reads nothing */
