@@ -306,7 +306,7 @@ def test_shared_library_exports_only_the_api(clib):
     header = open(os.path.join(CSRC, "kmodsyms.h")).read()
     assert exported and all(name.startswith("kms_") and name + "(" in header for name in exported)
     soname = subprocess.run(["readelf", "-d", lib], capture_output=True, text=True).stdout
-    assert "libkmodsyms.so.1" in soname
+    assert "libkmodsyms.so.2" in soname
 
 
 def test_install(clib, tmp_path):
@@ -315,7 +315,7 @@ def test_install(clib, tmp_path):
                            "PREFIX=/usr", f"DESTDIR={dest}"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     for path in ("usr/include/kmodsyms.h", "usr/lib/libkmodsyms.a", "usr/lib/libkmodsyms.so",
-                 "usr/lib/libkmodsyms.so.1", "usr/lib/pkgconfig/kmodsyms.pc", "usr/bin/kmodsyms-c"):
+                 "usr/lib/libkmodsyms.so.2", "usr/lib/pkgconfig/kmodsyms.pc", "usr/bin/kmodsyms-c"):
         assert (dest / path).exists(), path
     pc = (dest / "usr/lib/pkgconfig/kmodsyms.pc").read_text()
     assert "libdir=/usr/lib" in pc and "-lkmodsyms" in pc
@@ -606,6 +606,37 @@ def test_compressed_module_without_its_library(clib, fixture_syms, tmp_path, suf
     plain = load(fixture_syms, FIXTURE_KALLSYMS, cache=False)
     got = json_lines(hidden(["lines"] + base).stdout)
     assert got == [python_line_json(plain, line) for line in range(len(got))]
+
+
+def test_fallback_equal(clib, fixture_tree):
+    """KMS_LOAD_FALLBACK with no default dtrace_syms on this host: C
+    answers from kallsyms alone exactly as load(fallback=True) does (every
+    line, kallmodsyms, probes), loaded modules still read, and gives its
+    one warning in Python's words."""
+    from kmodsyms.live import default_syms_path
+    if os.path.exists(default_syms_path()):
+        pytest.skip(f"{default_syms_path()} is installed: not degraded here")
+    warns = []
+    r = load(None, FIXTURE_KALLSYMS, cache=False, fallback=True, warn=warns.append,
+             modules_dir=fixture_tree)
+    assert not r.stats.builtin_modules_known and len(warns) == 1
+    base = ["--fallback", "--kallsyms", FIXTURE_KALLSYMS, "--modules-dir", fixture_tree]
+    proc = run_c(clib, ["lines"] + base, sanitized=True)
+    assert proc.stderr.decode().splitlines() == [f"kmodsyms-c: warning: {warns[0]}"]
+    got = json_lines(proc.stdout)
+    assert got == [python_line_json(r, line) for line in range(len(r.ks))]
+    want = "".join(t + "\n" for t in r.kallmodsyms_lines()).encode()
+    assert run_c(clib, ["kallmodsyms"] + base).stdout == want
+    starts = r.line_address.astype(np.uint64)
+    addrs = np.unique(np.concatenate([starts, starts + np.uint64(1), starts - np.uint64(1)]))
+    records = json_lines(run_c(clib, ["resolve"] + base, stdin="".join(
+        f"{a:x}\n" for a in addrs.tolist()).encode(), sanitized=True).stdout)
+    lines, sized = r.resolve_many(addrs)
+    for k, a in enumerate(addrs.tolist()):
+        assert records[k] == r.record(a, int(lines[k]), bool(sized[k])).to_json(), hex(a)
+    # strict: the same missing file is an error naming it
+    proc = run_c(clib, ["lines", "--kallsyms", FIXTURE_KALLSYMS], check=False)
+    assert proc.returncode == 2 and default_syms_path().encode() in proc.stderr
 
 
 def test_search_without_modules_dep_equal(clib, fixture_syms, tmp_path):

@@ -20,8 +20,11 @@
  * modules' .ko files: --modules-dir DIR (as 'kmodsyms --modules-dir'), and
  * --sysfs-root DIR, --proc-modules FILE (as kmodsyms.load(sysfs_root=,
  * proc_modules=)); with the live /proc/kallsyms they default to the running
- * kernel's.  A module whose .ko is refused or not read: one warning line on
- * stderr, as 'kmodsyms' prints.  Bad input: one line on stderr, exit status 2.
+ * kernel's.  --fallback: KMS_LOAD_FALLBACK (without --syms, a missing, bad
+ * or stale default file answers from kallsyms alone).  The load's warning
+ * (kms_info.warning: degraded, or what --force overrode) and each module
+ * whose .ko is refused or not read: one warning line on stderr each, as
+ * 'kmodsyms' prints.  Bad input: one line on stderr, exit status 2.
  */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include <errno.h>
@@ -128,6 +131,9 @@ static void put_modules(uint32_t n, const char *const *mods, FILE *out)
     putc(']', out);
 }
 
+/* The load answered from kallsyms alone: each record says so, as Python's. */
+static int builtin_modules_unknown;
+
 /* Symbolization.to_json() of kmodsyms/answer.py, key for key. */
 static void put_record(const struct kms_sym *r, FILE *out)
 {
@@ -166,6 +172,8 @@ static void put_record(const struct kms_sym *r, FILE *out)
         }
         putc(']', out);
     }
+    if (builtin_modules_unknown)
+        fputs(", \"builtin_modules_known\": false", out);
     fputs("}\n", out);
 }
 
@@ -179,7 +187,7 @@ static int usage(void)
 {
     fputs("usage: kmodsyms-c {resolve|lookup|kallmodsyms|lines|ranges|modules} [--syms F] "
           "[--kallsyms K] [--modules-dir DIR] [--sysfs-root DIR] [--proc-modules FILE] "
-          "[--force] [ARG...]\n", stderr);
+          "[--force] [--fallback] [ARG...]\n", stderr);
     return 2;
 }
 
@@ -383,6 +391,8 @@ int main(int argc, char **argv)
             opts.proc_modules = argv[++i];
         else if (!strcmp(argv[i], "--force"))
             opts.flags |= KMS_LOAD_FORCE;
+        else if (!strcmp(argv[i], "--fallback"))
+            opts.flags |= KMS_LOAD_FALLBACK;
         else if (!strcmp(argv[i], "--") )
             while (++i < argc)
                 args[nargs++] = argv[i];
@@ -427,6 +437,11 @@ int main(int argc, char **argv)
         return die("out of memory");
     }
     kms_modules(h, mods, nmods);
+    struct kms_info info;
+    kms_get_info(h, &info);
+    builtin_modules_unknown = !info.builtin_modules_known;
+    if (info.warning[0]) /* the CLI's own option is --force */
+        fprintf(stderr, "kmodsyms-c: warning: %s\n", info.warning);
     for (size_t k = 0; k < nmods; k++)
         if (mods[k].warning)
             fprintf(stderr, "kmodsyms-c: warning: %s\n", mods[k].warning);

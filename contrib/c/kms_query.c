@@ -372,6 +372,9 @@ void kms_get_info(const kms_handle *h, struct kms_info *out)
     out->segments = h->count[T_SEGMENTS];
     out->anchors = h->count[T_ANCHORS];
     out->anchors_verified = h->anchors_verified;
+    out->builtin_modules_known = !h->degraded[0];
+    out->degraded = h->degraded;
+    out->warning = h->warning;
 }
 
 size_t kms_modules(const kms_handle *h, struct kms_module *out, size_t max)
