@@ -62,8 +62,10 @@ enum kms_code {
     KMS_E_SYMS,         /* dtrace_syms is not a valid file: rebuild it */
     KMS_E_VERSION,      /* dtrace_syms of another format version: rebuild it */
     KMS_E_NO_LAYOUT,    /* dtrace_syms has no link layout: rebuild it with one */
-    KMS_E_KALLSYMS,     /* kallsyms text is malformed or empty */
-    KMS_E_HIDDEN,       /* every kallsyms address is 0: kernel.kptr_restrict, run as root */
+    KMS_E_KALLSYMS,     /* kallsyms text is malformed or empty, or not text (compressed,
+                         * ELF, binary: the message says which) */
+    KMS_E_HIDDEN,       /* every kallsyms address is 0: the message says why, by the
+                         * kernel's rule (kptr_restrict, perf_event_paranoid, CAP_SYSLOG) */
     KMS_E_STALE,        /* dtrace_syms is for another kernel (release, build-id, anchors) */
     KMS_E_ARG,          /* bad argument (NULL handle, malformed "mod`name") */
     KMS_E_NO_SYMS       /* no dtrace_syms file at the path (a host with none installed:

@@ -280,6 +280,7 @@ struct kallsyms_source {
     const char *buf;
     size_t len;           /* the buffer's length; for a file its size when known, else 0 */
     const char *name;
+    int live;             /* the running kernel's /proc/kallsyms, read by this process */
 };
 
 static inline const char *line_name(const kms_handle *h, size_t i)
@@ -338,6 +339,12 @@ int kmsi_map_syms(kms_handle *h, const char *path, kms_error *err);
 
 /* kms_kallsyms.c: the kallsyms text */
 int kmsi_parse_kallsyms(kms_handle *h, const struct kallsyms_source *src, kms_error *err);
+/* Why every address of the running kernel's kallsyms reads 0, and what
+ * would show them, from the kernel's rule (kallsyms_show_value()) and its
+ * state: kernel.kptr_restrict, kernel.perf_event_paranoid (-1: not
+ * readable) and whether the reader has CAP_SYSLOG.  Into BUF (one phrase). */
+void kmsi_hidden_cause(int kptr_restrict, int perf_event_paranoid, int cap_syslog, char *buf,
+                       size_t cap);
 
 /* kms_place.c: anchors and placement */
 void kmsi_free_anchors(struct anchor_index *ai);

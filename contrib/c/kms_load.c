@@ -238,7 +238,7 @@ kms_handle *kms_load_opts(const struct kms_load_opts *opts, kms_error *err)
 {
     struct kms_load_opts o;
     char modules_dir[400];
-    struct kallsyms_source ks = {-1, NULL, 0, NULL};
+    struct kallsyms_source ks = {-1, NULL, 0, NULL, 0};
     struct stat st;
     int live;
     memset(&o, 0, sizeof o);
@@ -265,6 +265,7 @@ kms_handle *kms_load_opts(const struct kms_load_opts *opts, kms_error *err)
             ks.len = (size_t)st.st_size;
         live = strcmp(ks.name, LIVE_KALLSYMS) == 0;
     }
+    ks.live = live;
     /* live.module_sources: the running kernel's, for its own kallsyms */
     struct kms_sources src = {o.modules_dir, o.sysfs_root, o.proc_modules};
     if (live && !src.modules_dir) {

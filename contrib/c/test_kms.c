@@ -21,6 +21,7 @@
 
 #include "kmodsyms.h"
 #include "kms_decompress.h"
+#include "kms_internal.h" /* kmsi_hidden_cause */
 
 /* kms_decompress.h declares the decompressors' types itself: where their
  * headers are installed, they must agree with them. */
@@ -608,6 +609,55 @@ static void check_fallback(const char *syms, const char *kallsyms, const char *d
     free(img);
 }
 
+/* Why the running kernel hides addresses: kernel/ksyms_common.c
+ * kallsyms_show_value(), each case's remedy the one that would help. */
+static void check_hidden_cause(int kptr, int paranoid, int cap, const char *want,
+                               const char *unwanted)
+{
+    char buf[400];
+    kmsi_hidden_cause(kptr, paranoid, cap, buf, sizeof buf);
+    CHECK(strstr(buf, want) && (!unwanted || !strstr(buf, unwanted)),
+          "kptr_restrict %d, perf_event_paranoid %d, CAP_SYSLOG %d: '%s'", kptr, paranoid, cap, buf);
+}
+
+/* kallsyms that is not text, or empty: the file named once, and what it is. */
+static void check_bad_kallsyms(const char *syms)
+{
+    static const struct { const char *data; size_t len; const char *what; } bad[] = {
+        {"\x1f\x8b\x08\x08\0\0\0\0", 8, "K: gzip data: decompress it first"},
+        {"\xfd" "7zXZ\0\0\x04\xe6", 10, "K: xz data: decompress it first"},
+        {"\x28\xb5\x2f\xfd\x24\x00", 6, "K: zstd data: decompress it first"},
+        {"BZh91AY&SY", 10, "K: bzip2 data: decompress it first"},
+        {"\x7f" "ELF\x02\x01\x01", 7, "K: an ELF file, not kallsyms text"},
+        {"\x01\x02garbage\x03 t x\n", 15, "K: binary data, not kallsyms text"},
+    };
+    kms_error e;
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        check_error(kms_load_buffer(syms, bad[k].data, bad[k].len, "K", 0, &e), &e,
+                    KMS_E_KALLSYMS, bad[k].what);
+        CHECK(!strncmp(e.message, bad[k].what, strlen(bad[k].what)), "'%s'", e.message);
+    }
+    /* a text file's own fault keeps its line */
+    check_error(kms_load_buffer(syms, "hello world\n", 12, "K", 0, &e), &e, KMS_E_KALLSYMS, "text");
+    CHECK(!strncmp(e.message, "K:1: ", 5), "'%s'", e.message);
+    check_error(kms_load_buffer(syms, "\n\n", 2, "K", 0, &e), &e, KMS_E_KALLSYMS, "blank");
+    CHECK(!strcmp(e.message, "K: empty: no symbols (is this a kallsyms file?)"), "'%s'",
+          e.message);
+
+    check_hidden_cause(2, 1, 1, "kernel.kptr_restrict is 2, which hides them from every reader, "
+                       "root included: set 'sysctl kernel.kptr_restrict=1'", NULL);
+    check_hidden_cause(1, 2, 0, "kernel.kptr_restrict is 1, which shows them only to readers with "
+                       "CAP_SYSLOG", "sysctl");
+    check_hidden_cause(1, 1, 0, "or set 'sysctl kernel.kptr_restrict=0'", NULL);
+    check_hidden_cause(0, 2, 0, "kernel.perf_event_paranoid is 2, so the kernel shows them only to "
+                       "readers with CAP_SYSLOG: read it as root (with CAP_SYSLOG), or set "
+                       "'sysctl kernel.perf_event_paranoid=1'", "kptr_restrict");
+    check_hidden_cause(0, 3, 0, "kernel.perf_event_paranoid is 3", "kptr_restrict");
+    check_hidden_cause(0, 1, 0, "the kernel hid them when it was read", "sysctl");
+    check_hidden_cause(1, 2, 1, "the kernel hid them when it was read", "sysctl");
+    check_hidden_cause(-1, -1, -1, "none readable here", "sysctl");
+}
+
 static int count_lines(const struct kms_line *l, void *arg)
 {
     size_t *n = arg;
@@ -661,6 +711,10 @@ int main(int argc, char **argv)
     check_error(kms_load_buffer(syms, "", 0, NULL, 0, &e), &e, KMS_E_KALLSYMS, "empty kallsyms");
     check_error(kms_load_buffer(syms, "0000000000000000 t x\n", 21, NULL, 0, &e), &e,
                 KMS_E_HIDDEN, "hidden addresses");
+    CHECK(strstr(e.message, "kallsyms: every address is 0: the kernel hid them from whoever saved "
+                 "it (kernel.kptr_restrict, kernel.perf_event_paranoid and CAP_SYSLOG decide)"),
+          "'%s'", e.message);
+    check_bad_kallsyms(syms);
     check_error(kms_load_buffer(syms, "ffffffff8100000 t x\n", 20, NULL, 0, &e), &e,
                 KMS_E_KALLSYMS, "malformed line");
 
