@@ -299,6 +299,35 @@ struct kms_module {
  */
 size_t kms_modules(const kms_handle *h, struct kms_module *out, size_t max);
 
+/*
+ * What kms_refresh() found: modules loaded, unloaded and reloaded (the same
+ * name with other lines or addresses), pseudo-modules included, in kallsyms
+ * order.  Set SIZE to sizeof(struct kms_changes); the library fills what
+ * SIZE covers.  The names stay valid until the next kms_refresh() or
+ * kms_free() of the handle.  Since 2.0.
+ */
+struct kms_changes {
+    size_t size;
+    size_t nloaded;
+    const char *const *loaded;
+    size_t nunloaded;
+    const char *const *unloaded;
+    size_t nreloaded;
+    const char *const *reloaded;
+};
+
+/*
+ * Follow modules loaded or unloaded since H was loaded (Resolver.refresh()):
+ * when the /proc/modules it read (the proc_modules source) is unchanged, use
+ * counts aside, nothing else is read and OUT says no change; otherwise H is
+ * loaded again from the same sources (kallsyms, dtrace_syms, the modules
+ * directory, sysfs) with the same flags, and OUT lists what changed.  On
+ * failure H is unchanged and the code is returned (KMS_E_ARG for a handle
+ * loaded from a caller's kallsyms text, which cannot be read again).  Not
+ * concurrent with queries on H: its answers and strings change.  Since 2.0.
+ */
+int kms_refresh(kms_handle *h, struct kms_changes *out, kms_error *err);
+
 /* About the loaded files. */
 struct kms_info {
     const char *kernel_release; /* recorded in dtrace_syms, or "" */

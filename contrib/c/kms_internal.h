@@ -225,6 +225,9 @@ struct kms_handle {
      * kallsyms alone (KMS_LOAD_FALLBACK); "" or the one warning to show */
     const char *degraded, *warning;
 
+    /* what kms_refresh() reads again (kms_refresh.c); NULL for a caller's text */
+    struct kms_reload *reload;
+
     /* loaded modules' .ko files (kms_modules.c): their placed sections are
      * sections count[T_SECTIONS] + k, their files objects count[T_OBJECTS] + k;
      * after loading only the statuses (kms_modules()) and cores are kept */
@@ -376,6 +379,11 @@ int kmsi_fail(kms_error *err, int code, const char *fmt, ...);
 /* KMS_LOAD_FORCE used the file although STALE (the check's message) says
  * it is another kernel's: the handle's warning says so. */
 int kmsi_forced(kms_handle *h, const char *stale, kms_error *err);
+
+/* kms_refresh.c: the sources a handle was loaded from, kept for kms_refresh() */
+int kmsi_remember_sources(kms_handle *h, const struct kms_load_opts *o,
+                          const struct kms_sources *src, kms_error *err);
+void kmsi_forget_sources(kms_handle *h);
 
 /* kms_format.c: a handle's dtrace_syms when there is none (KMS_LOAD_FALLBACK):
  * empty tables, every kallsyms line the core kernel's or its module's */

@@ -298,6 +298,14 @@ kms_handle *kms_load_opts(const struct kms_load_opts *opts, kms_error *err)
     }
     if (ks.fd >= 0)
         close(ks.fd);
+    if (h && !o.kallsyms_text) {
+        struct kms_load_opts again = o;
+        again.kallsyms_path = ks.name;
+        if (kmsi_remember_sources(h, &again, &src, err)) {
+            kms_free(h);
+            return NULL;
+        }
+    }
     return h;
 }
 
@@ -348,6 +356,7 @@ void kms_free(kms_handle *h)
     free(h->owner);
     free_build(h);
     kms_modules_free(&h->mods);
+    kmsi_forget_sources(h);
     if (h->degraded && h->degraded[0])
         free((char *)h->degraded);
     if (h->warning && h->warning[0])

@@ -658,6 +658,113 @@ static void check_bad_kallsyms(const char *syms)
     check_hidden_cause(-1, -1, -1, "none readable here", "sysctl");
 }
 
+/* Lines of KTEXT (LEN bytes) into PATH: all (WHICH 0), without fuse's (1),
+ * or with fuse's moved up by 0x1000 (2). */
+static void write_kallsyms(const char *path, const unsigned char *ktext, size_t len, int which)
+{
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL, "cannot write %s", path);
+    if (!f)
+        return;
+    for (const char *line = (const char *)ktext, *end = line + len; line < end;) {
+        const char *nl = memchr(line, '\n', (size_t)(end - line));
+        size_t n = nl ? (size_t)(nl - line) + 1 : (size_t)(end - line);
+        int fuse = n > 8 && !memcmp(line + n - 8, "\t[fuse]\n", 8);
+        if (fuse && which == 1) {
+        } else if (fuse && which == 2) {
+            fprintf(f, "%016llx%.*s", strtoull(line, NULL, 16) + 0x1000, (int)(n - 16), line + 16);
+        } else {
+            fwrite(line, 1, n, f);
+        }
+        line += n;
+    }
+    fclose(f);
+}
+
+static int same_list(const char *const *names, size_t n, const char *want)
+{
+    return want ? n == 1 && !strcmp(names[0], want) : n == 0;
+}
+
+/* kms_refresh(): modules loaded, reloaded and unloaded between reads of a
+ * kallsyms file; an unchanged /proc/modules reads nothing more. */
+static void check_refresh(const char *syms, const unsigned char *ktext, size_t klen,
+                          const char *dir)
+{
+    char path[4096 + 32], procmod[4096 + 32];
+    kms_error e;
+    struct kms_changes c = {.size = sizeof c};
+    struct kms_sym r;
+    snprintf(path, sizeof path, "%s/refresh-kallsyms", dir);
+    write_kallsyms(path, ktext, klen, 1);
+    kms_handle *h = kms_load(syms, path, 0, &e);
+    CHECK(h != NULL, "refresh: %s", e.message);
+    if (!h)
+        return;
+    kms_resolve(h, 0xffffffffc0a00014u, &r);
+    CHECK(!r.sym || strcmp(r.sym, "fuse_dev_open"), "no fuse before");
+    write_kallsyms(path, ktext, klen, 0);
+    CHECK(kms_refresh(h, &c, &e) == KMS_OK, "refresh: %s", e.message);
+    CHECK(same_list(c.loaded, c.nloaded, "fuse") && same_list(c.unloaded, c.nunloaded, NULL) &&
+          same_list(c.reloaded, c.nreloaded, NULL), "loaded: %zu %zu %zu", c.nloaded,
+          c.nunloaded, c.nreloaded);
+    kms_resolve(h, 0xffffffffc0a00014u, &r);
+    CHECK(r.sym && !strcmp(r.sym, "fuse_dev_open") && r.origin == KMS_ORIGIN_LOADABLE,
+          "fuse after loading");
+    check_fixture(h);
+    CHECK(kms_refresh(h, &c, &e) == KMS_OK && !c.nloaded && !c.nunloaded && !c.nreloaded,
+          "unchanged");
+    write_kallsyms(path, ktext, klen, 2);
+    CHECK(kms_refresh(h, &c, &e) == KMS_OK, "refresh: %s", e.message);
+    CHECK(same_list(c.reloaded, c.nreloaded, "fuse") && !c.nloaded && !c.nunloaded,
+          "reloaded: %zu %zu %zu", c.nloaded, c.nunloaded, c.nreloaded);
+    kms_resolve(h, 0xffffffffc0a01014u, &r);
+    CHECK(r.sym && !strcmp(r.sym, "fuse_dev_open") && r.symoff == 4,
+          "fuse moved: %s+0x%llx", r.sym ? r.sym : "-", (unsigned long long)r.symoff);
+    write_kallsyms(path, ktext, klen, 1);
+    CHECK(kms_refresh(h, &c, &e) == KMS_OK, "refresh: %s", e.message);
+    CHECK(same_list(c.unloaded, c.nunloaded, "fuse") && !c.nloaded && !c.nreloaded,
+          "unloaded: %zu %zu %zu", c.nloaded, c.nunloaded, c.nreloaded);
+    /* a failed refresh leaves the handle as it was */
+    struct kms_info before, after;
+    kms_get_info(h, &before);
+    spit(path, "", 0);
+    CHECK(kms_refresh(h, &c, &e) == KMS_E_KALLSYMS, "refresh of an empty file: %d", e.code);
+    kms_get_info(h, &after);
+    CHECK(after.lines == before.lines && after.lines == 244 - 22, "unchanged: %zu lines",
+          after.lines);
+    write_kallsyms(path, ktext, klen, 0);
+    CHECK(kms_refresh(h, &c, &e) == KMS_OK && same_list(c.loaded, c.nloaded, "fuse"), "again");
+    check_fixture(h);
+    kms_free(h);
+
+    /* with /proc/modules: unchanged (use counts aside), kallsyms is not read */
+    snprintf(procmod, sizeof procmod, "%s/refresh-modules", dir);
+    spit(procmod, "fuse 200704 3 - Live 0xffffffffc0a00000\n", 40);
+    write_kallsyms(path, ktext, klen, 0);
+    struct kms_load_opts o = {.size = sizeof o, .syms_path = syms, .kallsyms_path = path,
+                              .proc_modules = procmod};
+    h = kms_load_opts(&o, &e);
+    CHECK(h != NULL, "refresh with /proc/modules: %s", e.message);
+    if (!h)
+        return;
+    write_kallsyms(path, ktext, klen, 2);
+    spit(procmod, "fuse 200704 5 - Live 0xffffffffc0a00000\n", 40);
+    CHECK(kms_refresh(h, &c, &e) == KMS_OK && !c.nloaded && !c.nunloaded && !c.nreloaded,
+          "use count changed: nothing read");
+    kms_resolve(h, 0xffffffffc0a00014u, &r);
+    CHECK(r.sym && !strcmp(r.sym, "fuse_dev_open") && r.symoff == 0x4, "not moved");
+    spit(procmod, "fuse 200704 5 - Live 0xffffffffc0a01000\n", 40);
+    CHECK(kms_refresh(h, &c, &e) == KMS_OK && same_list(c.reloaded, c.nreloaded, "fuse"),
+          "moved: %s", e.message);
+    kms_free(h);
+
+    /* a caller's text cannot be read again */
+    h = kms_load_buffer(syms, (const char *)ktext, klen, "fixture", 0, &e);
+    CHECK(h && kms_refresh(h, &c, &e) == KMS_E_ARG, "refresh of a buffer load");
+    kms_free(h);
+}
+
 static int count_lines(const struct kms_line *l, void *arg)
 {
     size_t *n = arg;
@@ -697,6 +804,8 @@ int main(int argc, char **argv)
     if (h)
         check_fixture(h);
     kms_free(h);
+
+    check_refresh(syms, ktext, klen, dir);
 
     /* errors, each with its code */
     snprintf(path, sizeof path, "%s/absent", dir);
