@@ -6,7 +6,8 @@
  *   kms-bench load SYMS KALLSYMS RUNS    kms_load + kms_free, each run cold (nothing kept)
  *   kms-bench load-modules SYMS KALLSYMS MODULES_DIR PROC_MODULES RUNS
  *                                        the same through kms_load_opts, each loaded
- *                                        module's .ko read and matched too
+ *                                        module's .ko read and matched too (compressed
+ *                                        or not: bench row c_load_compressed)
  *   kms-bench resolve SYMS KALLSYMS N LO HI
  *                                        kms_resolve of N addresses uniform in [LO, HI]
  *   kms-bench resolve-many SYMS KALLSYMS N LO HI
