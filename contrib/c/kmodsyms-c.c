@@ -37,7 +37,8 @@
 
 static const char *const origin_names[] = {NULL, "core", "builtin", "loadable", "pseudo"};
 static const char *const binding_names[] = {"local", "global", "weak"};
-static const char *const status_names[] = {"matched", "missing", "refused", "unsupported"};
+static const char *const status_names[] = {"matched", "missing", "refused", "unsupported",
+                                           "deferred"};
 
 /* A JSON string as Python's json.dumps writes it (ensure_ascii): bytes
  * decoded as UTF-8 with surrogateescape, everything non-ASCII as \uXXXX. */

@@ -98,6 +98,9 @@ typedef struct kms_error {
                              * /proc/kallsyms, so check release and build-id */
 #define KMS_LOAD_NO_MODULES 0x4u /* read no .ko, sysfs or /proc/modules, even for the
                                   * running kernel: loaded modules' lines stay unsized */
+#define KMS_LOAD_DEFER_MODULES 0x10u /* find each loaded module's file but read none
+                                     * (KMS_MODULE_DEFERRED) until kms_read_modules()
+                                     * asks: a start that decompresses nothing.  Since 2.0 */
 #define KMS_LOAD_FALLBACK 0x8u /* the default dtrace_syms (syms_path NULL) missing, unreadable,
                                 * corrupt, without a link layout or another kernel's: answer
                                 * from kallsyms alone (kms_info.degraded says why) rather than
@@ -276,8 +279,10 @@ enum kms_module_status {
     KMS_MODULE_MATCHED = 0,  /* its .ko is the loaded module: its lines have ELF sizes */
     KMS_MODULE_MISSING,      /* no file found (or no modules directory): unsized */
     KMS_MODULE_REFUSED,      /* the file is not the loaded module, or cannot be read: unsized */
-    KMS_MODULE_UNSUPPORTED   /* compressed (.ko.xz, .ko.zst, .ko.gz), and the library that
+    KMS_MODULE_UNSUPPORTED,  /* compressed (.ko.xz, .ko.zst, .ko.gz), and the library that
                               * decompresses it cannot be loaded: unsized */
+    KMS_MODULE_DEFERRED      /* KMS_LOAD_DEFER_MODULES: found, not read yet
+                              * (kms_read_modules()): unsized.  Since 2.0 */
 };
 
 /* One loaded module (not the pseudo-modules), as 'kmodsyms modules' lists it. */
@@ -327,6 +332,18 @@ struct kms_changes {
  * concurrent with queries on H: its answers and strings change.  Since 2.0.
  */
 int kms_refresh(kms_handle *h, struct kms_changes *out, kms_error *err);
+
+/*
+ * Read the .ko of the loaded modules MODS[0..N) (N 0: every deferred one)
+ * of a handle loaded with KMS_LOAD_DEFER_MODULES: they become MATCHED (or
+ * REFUSED, UNSUPPORTED) and their lines sized; modules read before stay
+ * read.  H is loaded again from its sources (as kms_refresh(): the cost of
+ * one load plus those files; kallsyms read again, so a module loaded or
+ * unloaded meanwhile is followed too).  On failure H is unchanged.  Not
+ * concurrent with queries on H.  Names already read, or not loaded, are
+ * no error.  Since 2.0.
+ */
+int kms_read_modules(kms_handle *h, const char *const *mods, size_t n, kms_error *err);
 
 /* About the loaded files. */
 struct kms_info {

@@ -380,6 +380,11 @@ int kmsi_fail(kms_error *err, int code, const char *fmt, ...);
  * it is another kernel's: the handle's warning says so. */
 int kmsi_forced(kms_handle *h, const char *stale, kms_error *err);
 
+/* kms_load.c: kms_load_opts() reading (under KMS_LOAD_DEFER_MODULES) only
+ * the .ko of READ[0..NREAD) */
+kms_handle *kmsi_load_reading(const struct kms_load_opts *opts, const char *const *read,
+                              size_t nread, kms_error *err);
+
 /* kms_refresh.c: the sources a handle was loaded from, kept for kms_refresh() */
 int kmsi_remember_sources(kms_handle *h, const struct kms_load_opts *o,
                           const struct kms_sources *src, kms_error *err);

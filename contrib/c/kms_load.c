@@ -236,6 +236,12 @@ bad:
 
 kms_handle *kms_load_opts(const struct kms_load_opts *opts, kms_error *err)
 {
+    return kmsi_load_reading(opts, NULL, 0, err);
+}
+
+kms_handle *kmsi_load_reading(const struct kms_load_opts *opts, const char *const *read,
+                              size_t nread, kms_error *err)
+{
     struct kms_load_opts o;
     char modules_dir[400];
     struct kallsyms_source ks = {-1, NULL, 0, NULL, 0};
@@ -267,7 +273,7 @@ kms_handle *kms_load_opts(const struct kms_load_opts *opts, kms_error *err)
     }
     ks.live = live;
     /* live.module_sources: the running kernel's, for its own kallsyms */
-    struct kms_sources src = {o.modules_dir, o.sysfs_root, o.proc_modules};
+    struct kms_sources src = {o.modules_dir, o.sysfs_root, o.proc_modules, 0, NULL, 0};
     if (live && !src.modules_dir) {
         struct utsname u;
         if (uname(&u) != 0)
@@ -281,6 +287,9 @@ kms_handle *kms_load_opts(const struct kms_load_opts *opts, kms_error *err)
         src.proc_modules = "/proc/modules";
     if (o.flags & KMS_LOAD_NO_MODULES)
         src.modules_dir = src.sysfs_root = src.proc_modules = NULL;
+    src.defer = (o.flags & KMS_LOAD_DEFER_MODULES) != 0;
+    src.read = read;
+    src.nread = nread;
     int syms_fault;
     kms_error own;
     if (!err) /* the fallback's reason is the first load's error */

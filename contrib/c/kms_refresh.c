@@ -20,6 +20,8 @@ struct kms_reload {
     unsigned flags;
     char *path[5];        /* syms, kallsyms, modules_dir, sysfs_root, proc_modules (or NULL) */
     char *modules_list;   /* /proc/modules as _module_list() keeps it, NULL: unreadable */
+    char **read;          /* KMS_LOAD_DEFER_MODULES: the modules kms_read_modules() asked for */
+    size_t nread;
     const char **names;   /* the last changes: loaded, unloaded, reloaded, one after the other */
     char *unloaded_text;  /* the unloaded names (the old handle's are gone) */
 };
@@ -105,6 +107,11 @@ int kmsi_remember_sources(kms_handle *h, const struct kms_load_opts *o,
     r->path[4] = copy(src->proc_modules, &bad);
     if (src->proc_modules)
         r->modules_list = module_list(src->proc_modules);
+    r->read = calloc(src->nread ? src->nread : 1, sizeof *r->read);
+    bad |= !r->read;
+    for (size_t k = 0; r->read && k < src->nread; k++)
+        if ((r->read[r->nread] = copy(src->read[k], &bad)))
+            r->nread++;
     return bad ? kmsi_fail(err, KMS_E_NOMEM, "out of memory") : KMS_OK;
 }
 
@@ -116,6 +123,9 @@ void kmsi_forget_sources(kms_handle *h)
     for (int k = 0; k < 5; k++)
         free(r->path[k]);
     free(r->modules_list);
+    for (size_t k = 0; r->read && k < r->nread; k++)
+        free(r->read[k]);
+    free(r->read);
     free(r->names);
     free(r->unloaded_text);
     free(r);
@@ -236,7 +246,7 @@ int kms_refresh(kms_handle *h, struct kms_changes *out, kms_error *err)
                               .kallsyms_path = r->path[1], .modules_dir = r->path[2],
                               .sysfs_root = r->path[3], .proc_modules = r->path[4],
                               .flags = r->flags};
-    kms_handle *nh = kms_load_opts(&o, err);
+    kms_handle *nh = kmsi_load_reading(&o, (const char *const *)r->read, r->nread, err);
     if (!nh)
         return err ? err->code : KMS_E_IO;
     if (compare(h, nh, count)) {
@@ -256,5 +266,50 @@ int kms_refresh(kms_handle *h, struct kms_changes *out, kms_error *err)
     c.nreloaded = count[2];
     c.reloaded = r->names + count[0] + count[1];
     memcpy(out, &c, out->size < sizeof c ? out->size : sizeof c);
+    return KMS_OK;
+}
+
+int kms_read_modules(kms_handle *h, const char *const *mods, size_t n, kms_error *err)
+{
+    if (err) {
+        err->code = KMS_OK;
+        err->message[0] = 0;
+    }
+    if (!h || (n && !mods))
+        return kmsi_fail(err, KMS_E_ARG, "kms_read_modules: give a handle and N names");
+    struct kms_reload *r = h->reload;
+    if (!r)
+        return kmsi_fail(err, KMS_E_ARG, "kms_read_modules: the handle's kallsyms was the "
+                         "caller's text, which the library cannot read again: load it again "
+                         "without KMS_LOAD_DEFER_MODULES");
+    /* the modules read so far and the ones asked for (N 0: every deferred one) */
+    size_t want = r->nread, cap = r->nread + (n ? n : h->mods.nstatus);
+    const char **read = malloc((cap ? cap : 1) * sizeof *read);
+    if (!read)
+        return kmsi_fail(err, KMS_E_NOMEM, "out of memory");
+    for (size_t k = 0; k < r->nread; k++)
+        read[k] = r->read[k];
+    for (size_t k = 0; k < (n ? n : h->mods.nstatus); k++) {
+        const struct kms_module *st = n ? NULL : &h->mods.status[k];
+        if (st && st->status != KMS_MODULE_DEFERRED)
+            continue;
+        read[want++] = n ? mods[k] : st->name;
+    }
+    if (want == r->nread) { /* nothing new to read */
+        free(read);
+        return KMS_OK;
+    }
+    struct kms_load_opts o = {.size = sizeof o, .syms_path = r->path[0],
+                              .kallsyms_path = r->path[1], .modules_dir = r->path[2],
+                              .sysfs_root = r->path[3], .proc_modules = r->path[4],
+                              .flags = r->flags};
+    kms_handle *nh = kmsi_load_reading(&o, read, want, err);
+    free(read);
+    if (!nh)
+        return err ? err->code : KMS_E_IO;
+    struct kms_handle old = *h;
+    *h = *nh;
+    *nh = old;
+    kms_free(nh);
     return KMS_OK;
 }

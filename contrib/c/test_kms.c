@@ -479,6 +479,32 @@ static void check_modules(const char *syms, const char *kallsyms, const char *di
     check_compressed(syms, kallsyms, dir, path);
     remove(path);
 
+    /* KMS_LOAD_DEFER_MODULES: found, read when asked, kept read by a refresh */
+    struct kms_load_opts d = {.size = sizeof d, .syms_path = syms, .kallsyms_path = kallsyms,
+                              .modules_dir = tree, .flags = KMS_LOAD_DEFER_MODULES};
+    h = kms_load_opts(&d, &e);
+    CHECK(h && kms_modules(h, &m, 1) == 1 && m.status == KMS_MODULE_DEFERRED && m.sized == 0 &&
+          !strcmp(m.file, "fs/fuse/fuse.ko"), "deferred: %s", h ? "" : e.message);
+    if (h) {
+        check_fixture(h); /* as from kallsyms alone */
+        const char *fuse[] = {"fuse", "nosuch"};
+        CHECK(kms_read_modules(h, fuse, 2, &e) == KMS_OK, "read fuse: %s", e.message);
+        CHECK(kms_modules(h, &m, 1) == 1 && m.status == KMS_MODULE_MATCHED && m.sized == 22,
+              "read: status %d", m.status);
+        kms_resolve(h, 0xffffffffc0a00014u, &r);
+        CHECK(r.sized && r.size == 0x16 && r.object && !strcmp(r.object, "fs/fuse/fuse.ko"),
+              "fuse_dev_open sized after kms_read_modules");
+        CHECK(kms_read_modules(h, NULL, 0, &e) == KMS_OK, "nothing left: %s", e.message);
+        struct kms_changes c = {.size = sizeof c};
+        CHECK(kms_refresh(h, &c, &e) == KMS_OK && kms_modules(h, &m, 1) == 1 &&
+              m.status == KMS_MODULE_MATCHED, "a refresh keeps it read");
+    }
+    kms_free(h);
+    h = kms_load_opts(&d, &e);
+    CHECK(h && kms_read_modules(h, NULL, 0, &e) == KMS_OK && kms_modules(h, &m, 1) == 1 &&
+          m.status == KMS_MODULE_MATCHED, "every deferred one read");
+    kms_free(h);
+
     /* options: SIZE is required; KMS_LOAD_NO_MODULES reads nothing */
     struct kms_load_opts o = {.syms_path = syms, .kallsyms_path = kallsyms, .modules_dir = tree};
     check_error(kms_load_opts(&o, &e), &e, KMS_E_ARG, "opts without size");
