@@ -546,6 +546,19 @@ def test_compressed_module_equal(clib, fixture_syms, tmp_path, suffix, signed):
                              elf_symbols) == 22
 
 
+def test_deferred_modules_equal(clib, fixture_syms, tmp_path):
+    """KMS_LOAD_DEFER_MODULES then kms_read_modules() (kmodsyms-c --defer)
+    reaches exactly the answers of Python's load, which reads every .ko."""
+    moddir = distro_tree(tmp_path, {"fs/fuse": FUSE_KO}, ".xz", True)
+    r = load(fixture_syms, FIXTURE_KALLSYMS, cache=False, modules_dir=moddir)
+    base = ["--defer", "--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS, "--modules-dir",
+            moddir]
+    assert json_lines(run_c(clib, ["modules"] + base, sanitized=True).stdout) == \
+        [st.__dict__ for st in r.module_stats]
+    got = json_lines(run_c(clib, ["lines"] + base, sanitized=True).stdout)
+    assert got == [python_line_json(r, line) for line in range(len(r.ks))]
+
+
 @pytest.mark.parametrize("suffix", [".xz", ".zst", ".gz"])
 def test_compressed_module_damaged(clib, fixture_syms, tmp_path, suffix):
     """A compressed file cut short: refused for fuse alone, on both sides,

@@ -21,7 +21,9 @@
  * --sysfs-root DIR, --proc-modules FILE (as kmodsyms.load(sysfs_root=,
  * proc_modules=)); with the live /proc/kallsyms they default to the running
  * kernel's.  --fallback: KMS_LOAD_FALLBACK (without --syms, a missing, bad
- * or stale default file answers from kallsyms alone).  The load's warning
+ * or stale default file answers from kallsyms alone).  --defer: the load
+ * with KMS_LOAD_DEFER_MODULES, then kms_read_modules() of every module (the
+ * lazy way to the same answers).  The load's warning
  * (kms_info.warning: degraded, or what --force overrode) and each module
  * whose .ko is refused or not read: one warning line on stderr each, as
  * 'kmodsyms' prints.  Bad input: one line on stderr, exit status 2.
@@ -188,7 +190,7 @@ static int usage(void)
 {
     fputs("usage: kmodsyms-c {resolve|lookup|kallmodsyms|lines|ranges|modules} [--syms F] "
           "[--kallsyms K] [--modules-dir DIR] [--sysfs-root DIR] [--proc-modules FILE] "
-          "[--force] [--fallback] [ARG...]\n", stderr);
+          "[--force] [--fallback] [--defer] [ARG...]\n", stderr);
     return 2;
 }
 
@@ -394,6 +396,8 @@ int main(int argc, char **argv)
             opts.flags |= KMS_LOAD_FORCE;
         else if (!strcmp(argv[i], "--fallback"))
             opts.flags |= KMS_LOAD_FALLBACK;
+        else if (!strcmp(argv[i], "--defer"))
+            opts.flags |= KMS_LOAD_DEFER_MODULES;
         else if (!strcmp(argv[i], "--") )
             while (++i < argc)
                 args[nargs++] = argv[i];
@@ -426,7 +430,9 @@ int main(int argc, char **argv)
             return free(args), 2;
         }
     }
-    if (!(h = kms_load_opts(&opts, &err))) {
+    if (!(h = kms_load_opts(&opts, &err)) ||
+        ((opts.flags & KMS_LOAD_DEFER_MODULES) && kms_read_modules(h, NULL, 0, &err))) {
+        kms_free(h);
         free(args);
         return die(err.message);
     }
