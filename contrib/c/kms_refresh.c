@@ -293,7 +293,12 @@ int kms_read_modules(kms_handle *h, const char *const *mods, size_t n, kms_error
         const struct kms_module *st = n ? NULL : &h->mods.status[k];
         if (st && st->status != KMS_MODULE_DEFERRED)
             continue;
-        read[want++] = n ? mods[k] : st->name;
+        const char *name = n ? mods[k] : st->name;
+        size_t seen = 0;
+        while (seen < want && strcmp(read[seen], name))
+            seen++;
+        if (seen == want) /* asked for before: read already */
+            read[want++] = name;
     }
     if (want == r->nread) { /* nothing new to read */
         free(read);

@@ -495,6 +495,8 @@ static void check_modules(const char *syms, const char *kallsyms, const char *di
         CHECK(r.sized && r.size == 0x16 && r.object && !strcmp(r.object, "fs/fuse/fuse.ko"),
               "fuse_dev_open sized after kms_read_modules");
         CHECK(kms_read_modules(h, NULL, 0, &e) == KMS_OK, "nothing left: %s", e.message);
+        CHECK(kms_read_modules(h, fuse, 1, &e) == KMS_OK && kms_modules(h, &m, 1) == 1 &&
+              m.status == KMS_MODULE_MATCHED, "asked again: %s", e.message);
         struct kms_changes c = {.size = sizeof c};
         CHECK(kms_refresh(h, &c, &e) == KMS_OK && kms_modules(h, &m, 1) == 1 &&
               m.status == KMS_MODULE_MATCHED, "a refresh keeps it read");
