@@ -84,6 +84,10 @@ def build(
     no_layout: bool = typer.Option(False, "--no-layout",
                                    help="Do not record link addresses from vmlinux and System.map "
                                         "(the loader then places objects by searching kallsyms)."),
+    source: Optional[str] = typer.Option(
+        None, "--source", help="Kernel source (directory or tarball): take the module map from its "
+                               "kbuild Makefiles evaluated against DIR/.config (for a tree without "
+                               ".cmd files)."),
 ):
     """Scan a kernel build tree into one dtrace_syms file."""
     from .archive import vmlinux_objects
@@ -91,7 +95,9 @@ def build(
     from .modmap import choose_module_map
     if not os.path.isdir(kbuild):
         _die(f"{kbuild}: not a directory (give the kernel build tree with --kbuild)")
-    thick_map, thick_source = choose_module_map(kbuild, thick)
+    if source and thick:
+        _die("give --thick or --source, not both")
+    thick_map, thick_source = choose_module_map(kbuild, thick, source)
     output = output or os.path.join(kbuild, "dtrace_syms")
     # The bar's length costs a second read of vmlinux.a: only on a terminal.
     total = len(vmlinux_objects(kbuild)[0]) if sys.stderr.isatty() else 0
