@@ -541,12 +541,12 @@ class _Context:
                         pos = target
                         continue
                 if abbrev.children and abbrev.has_sibling:
-                    # A sibling after a variable-size attribute: read them all.
-                    values, pos = self.attributes(abbrev, pos)
-                    form, target = values[DW_AT_sibling]
-                    if form in _REFS and base + target > pos:
-                        pos = base + target
+                    # A sibling after a variable-size attribute: step to it.
+                    target = self.sibling(abbrev, pos)
+                    if target > pos:
+                        pos = target
                         continue
+                    pos = self.skip(abbrev, pos)
                 elif abbrev.fixed >= 0:
                     pos += abbrev.fixed
                 else:
@@ -556,6 +556,27 @@ class _Context:
         except (IndexError, KeyError):
             raise self.info.corrupt(pos) from None
         return tuple(found)
+
+    def sibling(self, abbrev: Abbrev, pos: int) -> int:
+        """Where the DIE at ``pos`` (past its code) says its next sibling is."""
+        data = self.info.data
+        for (attr, form, const), step in zip(abbrev.attrs, abbrev.steps):
+            if attr == DW_AT_sibling:
+                if form not in _REFS:
+                    return -1
+                value, _ = self.value(form, step, const, pos)
+                return self.offset + value
+            if step >= 0:
+                pos += step
+            elif step == _CSTR:
+                pos = data.index(b"\0", pos) + 1
+            elif step == _LEB:
+                while data[pos] >= 0x80:
+                    pos += 1
+                pos += 1
+            else:
+                _value, pos = self.value(form, step, const, pos)
+        return -1
 
     def skip(self, abbrev: Abbrev, pos: int) -> int:
         """Step over one DIE's attributes."""

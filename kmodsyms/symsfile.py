@@ -35,6 +35,8 @@ from .spans import spans_in_order
 # The first line of a kallsyms or System.map, given where a dtrace_syms is due.
 _KALLSYMS_LINE = re.compile(rb"(?:[0-9a-fA-F]{8}|[0-9a-fA-F]{16}) [A-Za-z?] \S")
 FLAG_MISSING_OBJECTS = 1
+FLAG_FROM_DEBUG_INFO = 2     # built from a debug vmlinux's DWARF, not from the objects
+FLAG_GUESSED_MODULES = 4     # the module map is modules.builtin.modinfo's file= guess
 OBJECT_MISSING = 1
 
 _HEADER = struct.Struct("<8sIIQII6I")          # up to the table directory

@@ -1,0 +1,589 @@
+"""Build a dtrace_syms file from a distribution's debug vmlinux, without the
+kernel's build tree: the object of each symbol from the vmlinux's DWARF and
+symbol table, the module of each object from kbuild's Makefiles evaluated
+against the kernel's config (:mod:`kmodsyms.makeeval`).
+
+The object of a symbol, first rule that decides:
+
+1. a local symbol: the unit of its ``STT_FILE`` run in ``.symtab`` (the
+   linker keeps each object's locals after an ``STT_FILE`` of its source
+   name); a run is tied to a unit by the addresses of its symbols (step 2),
+   else by its file name when one object of the kernel has that base name;
+2. an address inside a unit's code ranges (``DW_AT_ranges``,
+   ``DW_AT_low_pc``/``high_pc``), or the ``DW_OP_addr`` of a top-level
+   variable of exactly one unit (a weak variable's location names the
+   strong one's address, so two units claim it: then no unit decides);
+3. objtool's ``__pfx_<f>`` (16 bytes of padding before ``f``, after the last
+   ``STT_FILE`` and outside every range): the object of the function 16
+   bytes further; a static-call trampoline ``__SCT__<k>`` (inline asm, no
+   DWARF): the object of its key ``__SCK__<k>``.
+
+Nothing else is guessed: a symbol no rule decides is unattributed (in no
+object), counted in the result and in ``info``.  A unit's object is the
+kernel object whose path its name ends with (``fs/ext4/super.c`` ->
+``fs/ext4/super.o``; names are relative to the source tree in a
+distribution's build, absolute in an ``O=`` build); a unit of no object
+(``.vmlinux.export.c``, the kallsyms tables) holds no module's code.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import platform
+import time
+from array import array
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import __version__
+from .dwarf import Dwarf, Unit
+from .elfdefs import SHN_LORESERVE, SHN_UNDEF, STB_LOCAL, STT_FILE, STT_FUNC, STT_SECTION
+from .elfscan import ObjectScan
+from .errors import KmodsymsError
+from .kallsyms import never_listed
+from .kernelnames import kernel_spelling
+from .thick import ThickMap, module_name
+
+PFX = b"__pfx_"
+PFX_SIZE = 16
+SCT, SCK = b"__SCT__", b"__SCK__"
+INITCALL = b"__initcall__kmod_"
+
+
+@dataclass
+class DebugInputs:
+    """Where a distribution keeps what the build reads."""
+
+    vmlinux: str
+    system_map: str
+    config: str
+    modules_dir: str
+    release: str = ""
+
+
+def default_inputs(release: str = "") -> DebugInputs:
+    """The distribution's paths for ``release`` (default: the running
+    kernel's): Debian/Ubuntu ``/usr/lib/debug/boot/vmlinux-REL``, Fedora/RHEL
+    ``/usr/lib/debug/lib/modules/REL/vmlinux``; ``/boot/config-REL``,
+    ``/boot/System.map-REL`` and ``/lib/modules/REL``."""
+    release = release or platform.release()
+    vmlinux = next((p for p in (f"/usr/lib/debug/boot/vmlinux-{release}",
+                                f"/usr/lib/debug/lib/modules/{release}/vmlinux",
+                                f"/usr/lib/debug/vmlinux-{release}") if os.path.exists(p)),
+                   f"/usr/lib/debug/boot/vmlinux-{release}")
+    system_map = next((p for p in (f"/usr/lib/debug/boot/System.map-{release}",
+                                   f"/boot/System.map-{release}",
+                                   f"/lib/modules/{release}/System.map") if os.path.exists(p)),
+                      f"/boot/System.map-{release}")
+    config = next((p for p in (f"/boot/config-{release}", f"/lib/modules/{release}/config",
+                               f"/lib/modules/{release}/build/.config") if os.path.exists(p)),
+                  f"/boot/config-{release}")
+    return DebugInputs(vmlinux, system_map, config, f"/lib/modules/{release}", release)
+
+
+@dataclass
+class Attribution:
+    """The object of every kept symbol of the image."""
+
+    names: list[bytes]
+    address: np.ndarray        # u64
+    size: np.ndarray           # u64
+    info: np.ndarray           # u8
+    shndx: np.ndarray          # u32, the image's section
+    obj: np.ndarray            # i32 index into ``objects``, -1: unattributed
+    how: np.ndarray            # i8: see HOW
+    objects: list[str]
+
+
+HOW = ("unattributed", "file run", "code range", "variable", "padding", "static call", "no object")
+(BY_NONE, BY_FILE_RUN, BY_RANGE, BY_VARIABLE, BY_PADDING, BY_STATIC_CALL, BY_NO_OBJECT) = range(7)
+
+
+@dataclass
+class DebugBuildResult:
+    output: str
+    symbols: int
+    objects: int
+    modules: int
+    seconds: float
+    counts: dict = field(default_factory=dict)   # how many symbols each rule decided, and the rest
+    self_check: dict = field(default_factory=dict)
+    unattributed: list[str] = field(default_factory=list)   # a few examples
+    module_map: str = ""
+
+
+# ------------------------------------------------------------------ units
+def unit_objects(units: list[Unit], objects: list[str]) -> list[int]:
+    """The index in ``objects`` of each unit's object, -1 for none: the
+    object whose path (less ``.o``) is the longest tail of the unit's name
+    less its extension."""
+    stems = {o[:-2] if o.endswith(".o") else o: i for i, o in enumerate(objects)}
+    found = []
+    for unit in units:
+        name = unit.name
+        if os.path.isabs(name) and unit.comp_dir and name.startswith(unit.comp_dir.rstrip("/") + "/"):
+            name = name[len(unit.comp_dir.rstrip("/")) + 1:]
+        stem = os.path.splitext(os.path.normpath(name))[0]
+        parts = stem.split("/")
+        index = -1
+        for start in range(len(parts)):
+            index = stems.get("/".join(parts[start:]), -1)
+            if index >= 0:
+                break
+        found.append(index)
+    return found
+
+
+def _read_dwarf_units(vmlinux: str, jobs: int) -> list[Unit]:
+    dwarf = Dwarf.from_elf(vmlinux)
+    offsets = dwarf.unit_offsets()
+    if jobs <= 1 or len(offsets) < 64:
+        return list(dwarf.units(offsets))
+    from concurrent.futures import ProcessPoolExecutor
+    # Units differ in size: deal them out round-robin so each worker gets a fair share.
+    shares = [offsets[k::jobs] for k in range(jobs)]
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        parts = list(pool.map(_units_of, [vmlinux] * jobs, shares))
+    by_offset = {u.offset: u for part in parts for u in part}
+    return [by_offset[o] for o in offsets if o in by_offset]
+
+
+def _units_of(vmlinux: str, offsets: list[int]) -> list[Unit]:
+    return list(Dwarf.from_elf(vmlinux).units(offsets))
+
+
+# ------------------------------------------------------------ attribution
+def attribute(vmlinux: str, units: list[Unit], objects: list[str],
+              shown: set[bytes] | None) -> Attribution:
+    """The object of each symbol of ``vmlinux``'s symbol table that a
+    kallsyms line can be (a name of ``shown``, System.map's, when given)."""
+    from .elffile import ElfFile
+    from .elfdefs import SHT_SYMTAB
+    with open(vmlinux, "rb") as f:
+        elf = ElfFile(vmlinux, f, "image", "give the debug vmlinux of the kernel")
+        symtab = elf.find_section(SHT_SYMTAB)
+        if symtab is None:
+            raise KmodsymsError(f"{vmlinux}: no symbol table; give the debug vmlinux "
+                                "(from the kernel's -dbg/-debuginfo package)")
+        table = elf.symbol_array(symtab)
+        strings = elf.symbol_strings(symtab) + b"\0"
+    names_all = [strings[o:strings.index(b"\0", o)] for o in table["name"].tolist()]
+    info_all = table["info"].astype(np.uint8)
+    kind = info_all & 0xF
+    bind = info_all >> 4
+    unit_obj = unit_objects(units, objects)
+
+    # Code ranges, by start.
+    lo, hi, owner = [], [], []
+    for u, unit in enumerate(units):
+        for a, b in unit.ranges:
+            lo.append(a), hi.append(b), owner.append(u)
+    order = np.argsort(np.array(lo, dtype=np.uint64), kind="stable")
+    range_lo = np.array(lo, dtype=np.uint64)[order]
+    range_hi = np.array(hi, dtype=np.uint64)[order]
+    range_unit = np.array(owner, dtype=np.int64)[order]
+    # Variables: address -> units claiming it (with the name each gives).
+    claims: dict[int, list[tuple[int, bytes]]] = {}
+    for u, unit in enumerate(units):
+        for address, name in unit.variables:
+            claims.setdefault(address, []).append((u, name))
+
+    n_all = len(table)
+    value = table["value"].astype(np.uint64)
+    shndx = table["shndx"].astype(np.int64)
+
+    def unit_at(address: int, name: bytes) -> tuple[int, int]:
+        k = int(np.searchsorted(range_lo, np.uint64(address), side="right")) - 1
+        if k >= 0 and address < int(range_hi[k]):
+            return int(range_unit[k]), BY_RANGE
+        claimed = claims.get(address)
+        if claimed:
+            named = {u for u, n in claimed if n == name} or {u for u, _n in claimed}
+            if len(named) == 1:
+                return next(iter(named)), BY_VARIABLE
+        return -1, BY_NONE
+
+    # STT_FILE runs of local symbols.
+    run_of = np.full(n_all, -1, dtype=np.int64)
+    run_names: list[bytes] = []
+    current = -1
+    for i in range(n_all):
+        if kind[i] == STT_FILE:
+            current = len(run_names)
+            run_names.append(names_all[i])
+        elif bind[i] == STB_LOCAL and not names_all[i].startswith(PFX):
+            # objtool adds __pfx_ locals after every object's: in no file's run.
+            run_of[i] = current
+        else:
+            current = -1
+
+    keep = (shndx != SHN_UNDEF) & (shndx < SHN_LORESERVE) & (kind != STT_FILE) & (kind != STT_SECTION)
+    kept = [i for i in np.flatnonzero(keep).tolist()
+            if not never_listed(names_all[i]) and (shown is None or names_all[i] in shown)]
+    by_address = {}
+    for i in kept:
+        u, how = unit_at(int(value[i]), names_all[i])
+        by_address[i] = (u, how)
+
+    # Tie each run to a unit: the units its symbols' addresses give, the one
+    # of its file's name when they disagree, else its file's name alone.
+    by_basename: dict[str, list[int]] = {}
+    for u, unit in enumerate(units):
+        by_basename.setdefault(os.path.basename(unit.name), []).append(u)
+    votes: dict[int, dict[int, int]] = {}
+    for i in kept:
+        r = int(run_of[i])
+        u, _how = by_address[i]
+        if r >= 0 and u >= 0:
+            votes.setdefault(r, {}).setdefault(u, 0)
+            votes[r][u] += 1
+    run_unit = {}
+    for r, name in enumerate(run_names):
+        base = name.decode("utf-8", "surrogateescape")
+        voted = votes.get(r, {})
+        same_name = [u for u in voted if os.path.basename(units[u].name) == base]
+        if len(voted) == 1:
+            run_unit[r] = next(iter(voted))
+        elif len(same_name) == 1:
+            run_unit[r] = same_name[0]
+        elif not voted and len(by_basename.get(base, ())) == 1:
+            run_unit[r] = by_basename[base][0]
+    # A unit named after no object (gas names an assembler unit after an
+    # included header): the object of its file run's name, when one has it.
+    object_by_base: dict[str, list[int]] = {}
+    for k, o in enumerate(objects):
+        object_by_base.setdefault(os.path.basename(o)[:-2], []).append(k)
+    for r, u in run_unit.items():
+        if unit_obj[u] < 0:
+            stem = os.path.splitext(run_names[r].decode("utf-8", "surrogateescape"))[0]
+            if len(object_by_base.get(stem, ())) == 1:
+                unit_obj[u] = object_by_base[stem][0]
+
+    n = len(kept)
+    obj = np.full(n, -1, dtype=np.int32)
+    how = np.zeros(n, dtype=np.int8)
+    for j, i in enumerate(kept):
+        r = int(run_of[i])
+        if r >= 0 and r in run_unit:
+            u, h = run_unit[r], BY_FILE_RUN
+        else:
+            u, h = by_address[i]
+        if u >= 0:
+            o = unit_obj[u]
+            obj[j], how[j] = (o, h) if o >= 0 else (-1, BY_NO_OBJECT)
+    # Padding and static-call trampolines follow what they belong to.
+    names = [names_all[i] for i in kept]
+    address = value[kept]
+    position = {}
+    for j in range(n):
+        if kind[kept[j]] == STT_FUNC and obj[j] >= 0:
+            position.setdefault(int(address[j]), int(obj[j]))
+    index_of = {name: j for j, name in enumerate(names)}
+    for j in range(n):
+        if how[j] != BY_NONE:
+            continue
+        name = names[j]
+        if name.startswith(PFX):
+            o = position.get(int(address[j]) + PFX_SIZE, -1)
+            target = index_of.get(name[len(PFX):])
+            if o >= 0 and target is not None and int(address[target]) == int(address[j]) + PFX_SIZE:
+                obj[j], how[j] = o, BY_PADDING
+        elif name.startswith(SCT):
+            key = index_of.get(SCK + name[len(SCT):])
+            if key is not None and obj[key] >= 0:
+                obj[j], how[j] = obj[key], BY_STATIC_CALL
+    return Attribution(names, address, table["size"].astype(np.uint64)[kept], info_all[kept],
+                       shndx[kept].astype(np.uint32), obj, how, objects)
+
+
+# ------------------------------------------------------------------ tables
+def object_scans(attr: Attribution, section_names: list[str], section_flags: list[int]
+                 ) -> list[ObjectScan]:
+    """One scan per object: its symbols, in runs of consecutive addresses of
+    one image section that no other object's symbol interrupts; each run is
+    one section whose link address is its first symbol's."""
+    scans = [ObjectScan() for _ in attr.objects]
+    placed = np.flatnonzero(attr.obj >= 0)
+    order = placed[np.lexsort((attr.address[placed], attr.shndx[placed]))]
+    # Runs break where the object or the image section changes.
+    run_starts = []
+    previous = (-1, -1)
+    runs: list[tuple[int, int, int, int]] = []    # object, image section, start, end
+    for j in order.tolist():
+        key = (int(attr.obj[j]), int(attr.shndx[j]))
+        a = int(attr.address[j])
+        end = a + int(attr.size[j])
+        if key != previous:
+            runs.append([key[0], key[1], a, end])
+            previous = key
+        else:
+            runs[-1][3] = max(runs[-1][3], end)
+        run_starts.append(len(runs) - 1)
+    # A run ends where the next one (of the same image section) begins.
+    for k in range(len(runs) - 1):
+        if runs[k + 1][1] == runs[k][1]:
+            runs[k][3] = min(max(runs[k][3], runs[k][2]), runs[k + 1][2]) if runs[k + 1][2] > runs[k][2] \
+                else max(runs[k][3], runs[k][2])
+    section_of_run = []
+    base_of_run = []
+    for o, s, start, end in runs:
+        scan = scans[o]
+        section_of_run.append(len(scan.sec_name))
+        base_of_run.append(start)
+        scan.sec_name.append(section_names[s] if s < len(section_names) else "")
+        scan.sec_flags.append(section_flags[s] if s < len(section_flags) else 0)
+        scan.sec_align.append(1)
+        scan.sec_size.append(max(end - start, 0))
+    names_parts: list[list[bytes]] = [[] for _ in attr.objects]
+    for k, j in enumerate(order.tolist()):
+        r = run_starts[k]
+        o = int(attr.obj[j])
+        scan = scans[o]
+        names_parts[o].append(attr.names[j] + b"\0")
+        scan.sym_value.append(int(attr.address[j]) - base_of_run[r])
+        scan.sym_size.append(int(attr.size[j]))
+        scan.sym_section.append(section_of_run[r])
+    infos: list[bytearray] = [bytearray() for _ in attr.objects]
+    for j in order.tolist():
+        infos[int(attr.obj[j])].append(int(attr.info[j]))
+    for o, scan in enumerate(scans):
+        scan.sym_names = b"".join(names_parts[o])
+        scan.sym_info = bytes(infos[o])
+    return scans, runs
+
+
+# ------------------------------------------------------------ module map
+def read_builtin(modules_dir: str) -> list[str]:
+    """``modules.builtin`` of an installed kernel as module paths (``fs/ext4/ext4.o``)."""
+    path = os.path.join(modules_dir, "modules.builtin")
+    try:
+        with open(path) as f:
+            lines = f.read().split()
+    except OSError as e:
+        raise KmodsymsError(f"cannot read {path}: {e.strerror}; give the kernel's modules "
+                            "directory (/lib/modules/RELEASE, from its image package)") from None
+    out = []
+    for line in lines:
+        line = line[len("kernel/"):] if line.startswith("kernel/") else line
+        for suffix in (".ko", ".ko.xz", ".ko.zst", ".ko.gz"):
+            if line.endswith(suffix):
+                line = line[:-len(suffix)]
+                break
+        out.append(line + ".o")
+    return out
+
+
+def guessed_thick(modules_dir: str, objects: list[str], builtin: list[str]) -> ThickMap:
+    """The ``--guess-modules`` map, from ``modules.builtin.modinfo``'s
+    ``MOD.file=dir/mod`` alone: an object is its module's when its path is
+    the module's file, or when it lies in the module's directory and that
+    directory holds no other built-in module.  Wrong for a module of
+    several objects that shares its directory; said so in ``info``."""
+    by_dir: dict[str, list[str]] = {}
+    for module in builtin:
+        by_dir.setdefault(os.path.dirname(module), []).append(module)
+    members: dict[str, list[str]] = {m: [] for m in builtin}
+    wanted = set(builtin)
+    for obj in objects:
+        if obj in wanted:
+            members[obj].append(obj)
+            continue
+        here = by_dir.get(os.path.dirname(obj), [])
+        if len(here) == 1:
+            members[here[0]].append(obj)
+    thick = ThickMap()
+    for module in builtin:
+        if members[module]:
+            thick.modules.append(module_name(module))
+            thick.module_paths.append(module)
+            thick.objects.append(members[module])
+    return thick
+
+
+def self_check(attr: Attribution, thick: ThickMap, modfiles: dict[str, tuple[str, ...]]) -> dict:
+    """``__initcall__kmod_<MODNAME>__...`` is named with its object's
+    KBUILD_MODNAME: compare it with the object's modfile."""
+    checked = wrong = unattributed = 0
+    examples = []
+    for j, name in enumerate(attr.names):
+        if not name.startswith(INITCALL):
+            continue
+        rest = name[len(INITCALL):].decode("utf-8", "surrogateescape")
+        modname = rest.split("__", 1)[0]
+        o = int(attr.obj[j])
+        if o < 0:
+            unattributed += 1
+            continue
+        expected = ":".join(kernel_spelling(os.path.basename(m)).replace(",", "_")
+                            for m in modfiles.get(attr.objects[o], ()))
+        checked += 1
+        if expected != modname:
+            wrong += 1
+            if len(examples) < 5:
+                examples.append(f"{name.decode()} in {attr.objects[o]} ({expected})")
+    return {"initcalls_checked": checked, "initcalls_wrong": wrong,
+            "initcalls_unattributed": unattributed, "examples": examples}
+
+
+# ------------------------------------------------------------------ build
+def build_from_debuginfo(inputs: DebugInputs, output: str, source: str | None,
+                         guess_modules: bool = False, jobs: int = 0) -> DebugBuildResult:
+    """Write ``output`` from a debug vmlinux and its kernel's config,
+    System.map and modules directory."""
+    start = time.monotonic()
+    from .elfimage import read_image
+    from .kallsyms import read_kallsyms
+    from .symsfile import (FLAG_FROM_DEBUG_INFO, FLAG_GUESSED_MODULES, Meta, NO_ADDRESS, encode,
+                           write_atomic)
+    from .tables import assemble
+    for what, path in (("debug vmlinux", inputs.vmlinux), ("System.map", inputs.system_map),
+                       ("config", inputs.config), ("modules directory", inputs.modules_dir)):
+        if not os.path.exists(path):
+            raise KmodsymsError(f"{path}: no such {what}; {_REMEDIES[what]}")
+    if not source and not guess_modules:
+        raise KmodsymsError("no kernel source given (--source): the module of each object comes "
+                            "from kbuild's Makefiles; install the kernel's source (Debian/Ubuntu: "
+                            "apt-get install linux-source-X.Y; Fedora/RHEL: the kernel-devel package "
+                            "carries the Makefiles) and pass --source, or pass --guess-modules")
+    builtin = read_builtin(inputs.modules_dir)
+    jobs = jobs or min(os.cpu_count() or 1, 4)
+    image = read_image(inputs.vmlinux)
+    units = _read_dwarf_units(inputs.vmlinux, jobs)
+    if source:
+        from .makeeval import evaluate, thick_from_eval
+        evaluated = evaluate(source, inputs.config)
+        objects = [o.path for o in evaluated.objects]
+        modfiles = evaluated.modfiles()
+        thick = thick_from_eval(evaluated, builtin)
+        module_map = f"evaluated from kbuild's Makefiles ({os.path.basename(os.path.normpath(source))})"
+    else:
+        objects = _objects_from_units(units)
+        modfiles = {}
+        thick = guessed_thick(inputs.modules_dir, objects, builtin)
+        module_map = "guessed from modules.builtin.modinfo (file=): not exact"
+    sysmap = read_kallsyms(inputs.system_map, zero_is_hidden=False)
+    shown = set(sysmap.names_bytes(slice(None)))
+    attr = attribute(inputs.vmlinux, units, objects, shown)
+    section_names, section_flags = _image_sections(inputs.vmlinux)
+    scans, runs = object_scans(attr, section_names, section_flags)
+    owners = thick.object_modules()
+    meta = Meta(kernel_release=inputs.release or _release_of(inputs), build_id=image.build_id,
+                tool_version=f"kmodsyms {__version__}",
+                object_source=f"debug info ({os.path.basename(inputs.vmlinux)}: {len(units)} DWARF units)",
+                thick_source=module_map,
+                flags=FLAG_FROM_DEBUG_INFO | (FLAG_GUESSED_MODULES if not source else 0))
+    strings, tables = assemble(thick, owners, objects, scans, [], None)
+    sections = tables["sections"]
+    bases = np.array([start for _o, _s, start, _e in _runs_in_table_order(runs, len(objects))],
+                     dtype=np.uint64)
+    sections["address"] = bases if len(bases) == len(sections) else NO_ADDRESS
+    sections["placement"] = 1
+    counts = {name: int((attr.how == k).sum()) for k, name in enumerate(HOW)}
+    counts["symbols"] = len(attr.names)
+    module_symbols = int(sum(1 for o in attr.obj.tolist() if o >= 0 and owners.get(objects[o])))
+    counts["in_modules"] = module_symbols
+    check = self_check(attr, thick, modfiles) if source else {}
+    _record_anchors(tables, image, sysmap, strings, meta, counts, check, module_map, bool(source))
+    write_atomic(output, encode(meta, strings, tables))
+    unattributed = [attr.names[j].decode("utf-8", "backslashreplace")
+                    for j in np.flatnonzero(attr.how == BY_NONE)[:20].tolist()]
+    return DebugBuildResult(output, len(tables["symbols"]), len(objects), len(thick.modules),
+                            time.monotonic() - start, counts, check, unattributed, module_map)
+
+
+_REMEDIES = {
+    "debug vmlinux": "install the kernel's debug package (docs/distributions.md) or give --debuginfo",
+    "System.map": "give --system-map (Debian: in the -dbg package and /boot)",
+    "config": "give --config (the kernel's /boot/config-RELEASE)",
+    "modules directory": "give --modules-dir (/lib/modules/RELEASE, from the kernel's image package)",
+}
+
+
+def _release_of(inputs: DebugInputs) -> str:
+    return os.path.basename(os.path.normpath(inputs.modules_dir))
+
+
+def _objects_from_units(units: list[Unit]) -> list[str]:
+    """Without the source: each unit's name as an object path (``.c`` -> ``.o``)."""
+    seen, out = set(), []
+    for unit in units:
+        name = unit.name
+        if os.path.isabs(name) or name.startswith(".") or not name.endswith((".c", ".S", ".rs")):
+            continue
+        path = os.path.splitext(os.path.normpath(name))[0] + ".o"
+        if path not in seen:
+            seen.add(path)
+            out.append(path)
+    return out
+
+
+def _image_sections(vmlinux: str) -> tuple[list[str], list[int]]:
+    from .elffile import ElfFile
+    with open(vmlinux, "rb") as f:
+        elf = ElfFile(vmlinux, f, "image", "give the debug vmlinux of the kernel")
+        return ([elf.section_name(i) for i in range(len(elf.sections))],
+                [s.flags & 0xFFFFFFFF for s in elf.sections])
+
+
+def _runs_in_table_order(runs, n_objects: int):
+    """The runs grouped by object, as assemble() lays out the sections."""
+    by_object: list[list] = [[] for _ in range(n_objects)]
+    for run in runs:
+        by_object[run[0]].append(run)
+    return [run for group in by_object for run in group]
+
+
+ANCHORS_PER_SEGMENT = 16
+
+
+def _record_anchors(tables: dict, image, sysmap, strings, meta, counts: dict, check: dict,
+                    module_map: str, exact_modules: bool) -> None:
+    """Segments, anchors (names once in the file and once in System.map,
+    spread over each segment; functions only in the text ranges, as
+    :func:`kmodsyms.tables.record_layout` takes them) and the statistics."""
+    from .symsfile import ANCHOR_DTYPE, SEGMENT_DTYPE
+    symbols, sections = tables["symbols"], tables["sections"]
+    from .symsfile import SymsFile
+    syms = SymsFile.from_tables(meta, strings, tables)
+    link = sections["address"][symbols["section"]] + symbols["value"]
+    # Names unique in the file: the symbol array is sorted by name.
+    name_off = symbols["name"]
+    unique_in_file = np.ones(len(symbols), dtype=bool)
+    same = name_off[1:] == name_off[:-1]
+    unique_in_file[1:] &= ~same
+    unique_in_file[:-1] &= ~same
+    map_names = sysmap.names_bytes(slice(None))
+    seen: dict[bytes, int] = {}
+    for name in map_names:
+        seen[name] = seen.get(name, 0) + 1
+    address = link
+    in_text = np.zeros(len(symbols), dtype=bool)
+    for start, end in sysmap.text_ranges():
+        in_text |= (address >= start) & (address < end)
+    is_function = symbols["type"] == STT_FUNC
+    candidates = np.flatnonzero(unique_in_file)
+    anchors = []
+    for index, (start, end) in enumerate(image.segments):
+        in_segment = (address >= start) & (address < end)
+        for kind in (in_text, ~in_text & ~is_function):
+            inside = candidates[(in_segment & kind)[candidates]]
+            inside = [k for k in inside.tolist()
+                      if seen.get(syms.raw_string(int(name_off[k])), 0) == 1]
+            inside.sort(key=lambda k: int(address[k]))
+            if inside:
+                pick = np.linspace(0, len(inside) - 1, min(ANCHORS_PER_SEGMENT, len(inside))).astype(int)
+                anchors += [(inside[p], index) for p in sorted(set(pick.tolist()))]
+    anchors.sort(key=lambda a: (a[1], int(address[a[0]])))
+    tables["segments"] = np.array(image.segments, dtype=SEGMENT_DTYPE)
+    tables["anchors"] = np.array(anchors, dtype=ANCHOR_DTYPE)
+    stats = {"core_lines": 0, "sections_by_anchor": len(sections), "sections_by_elimination": 0,
+             "sections_by_neighbours": 0, "sections_unplaced": 0, "anchors": len(anchors),
+             "conflicting_anchors": 0, "lines_by_anchor": 0, "lines_by_elimination": 0,
+             "lines_by_neighbours": 0, "lines_by_extent": 0, "lines_core_unknown": 0,
+             "lines_ambiguous": 0, "builtin_modules_known": exact_modules,
+             "degraded": "" if exact_modules else module_map,
+             "debug_info": {**counts, "self_check": check}}
+    meta.placement = json.dumps(stats)
