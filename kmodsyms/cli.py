@@ -71,7 +71,7 @@ class _Progress:
 
 @app.command()
 def build(
-    kbuild: str = typer.Option(..., "--kbuild", "-k", help="Kernel build tree (objtree)."),
+    kbuild: Optional[str] = typer.Option(None, "--kbuild", "-k", help="Kernel build tree (objtree)."),
     thick: Optional[str] = typer.Option(
         None, "--thick", help="modules_thick.builtin to use (default: DIR/modules_thick.builtin, "
                               "then DIR/modules.builtin.objs, else derived from .cmd files)."),
@@ -86,13 +86,38 @@ def build(
                                         "(the loader then places objects by searching kallsyms)."),
     source: Optional[str] = typer.Option(
         None, "--source", help="Kernel source (directory or tarball): take the module map from its "
-                               "kbuild Makefiles evaluated against DIR/.config (for a tree without "
-                               ".cmd files)."),
+                               "kbuild Makefiles evaluated against the kernel's config (with --kbuild: "
+                               "DIR/.config, for a tree without .cmd files)."),
+    debuginfo: Optional[str] = typer.Option(
+        None, "--debuginfo", help="Build from this debug vmlinux (a distribution's -dbg/-debuginfo "
+                                  "package) instead of a build tree; see docs/distributions.md."),
+    release: Optional[str] = typer.Option(
+        None, "--release", help="With no build tree: the kernel release whose distribution files to "
+                                "read (default: the debug vmlinux's name, else the running kernel)."),
+    system_map: Optional[str] = typer.Option(None, "--system-map", help="With --debuginfo: System.map "
+                                             "(default: /usr/lib/debug/boot or /boot/System.map-REL)."),
+    config: Optional[str] = typer.Option(None, "--config", help="With --debuginfo: the kernel's config "
+                                         "(default: /boot/config-REL)."),
+    modules_dir: Optional[str] = typer.Option(None, "--modules-dir", help="With --debuginfo: "
+                                              "/lib/modules/REL (modules.builtin)."),
+    guess_modules: bool = typer.Option(False, "--guess-modules", help="With --debuginfo and no --source: "
+                                       "guess each object's module from modules.builtin.modinfo's file= "
+                                       "entries (not exact; recorded as such)."),
+    as_json: bool = typer.Option(False, "--json", help="With --debuginfo: print the summary as JSON."),
 ):
-    """Scan a kernel build tree into one dtrace_syms file."""
+    """Scan a kernel build tree into one dtrace_syms file, or build one from
+    a distribution's debug vmlinux (--debuginfo)."""
     from .archive import vmlinux_objects
     from .build import build as run_build
     from .modmap import choose_module_map
+    if debuginfo or release or system_map or config or modules_dir or guess_modules:
+        if kbuild:
+            _die("give --kbuild, or --debuginfo and its files, not both")
+        _build_debuginfo(debuginfo, release, system_map, config, modules_dir, source, guess_modules,
+                         output, jobs, as_json)
+        return
+    if not kbuild:
+        _die("give the kernel build tree (--kbuild DIR), or a debug vmlinux (--debuginfo VMLINUX)")
     if not os.path.isdir(kbuild):
         _die(f"{kbuild}: not a directory (give the kernel build tree with --kbuild)")
     if source and thick:
@@ -110,6 +135,38 @@ def build(
     typer.echo(f"{result.output}: {result.objects} objects (from {result.object_source}), "
                f"{result.symbols} symbols, {result.modules} built-in modules "
                f"(module map: {result.thick_source}), {result.layout}, {result.seconds:.2f}s")
+
+
+def _build_debuginfo(vmlinux, release, system_map, config, modules_dir, source, guess_modules,
+                     output, jobs, as_json) -> None:
+    from .debuginfo import build_from_debuginfo, default_inputs, release_of_vmlinux
+    if source and guess_modules:
+        _die("give --source or --guess-modules, not both")
+    if not output:
+        _die("give the output file (-o FILE) to build from debug info")
+    release = release or (release_of_vmlinux(vmlinux) if vmlinux else "")
+    inputs = default_inputs(release)
+    inputs.vmlinux = vmlinux or inputs.vmlinux
+    inputs.system_map = system_map or inputs.system_map
+    inputs.config = config or inputs.config
+    inputs.modules_dir = modules_dir or inputs.modules_dir
+    r = build_from_debuginfo(inputs, output, source, guess_modules=guess_modules, jobs=jobs)
+    if as_json:
+        typer.echo(json.dumps(r.summary(), indent=2))
+        return
+    c = r.counts
+    typer.echo(f"{r.output}: {r.symbols} symbols, {r.objects} objects (from debug info), "
+               f"{r.modules} built-in modules (module map: {r.module_map}), link layout recorded, "
+               f"{r.seconds:.2f}s")
+    typer.echo(f"  of {c['symbols']} System.map symbols: {c['symbols'] - c['unattributed']} "
+               f"attributed ({c['file run']} by file run, {c['code range']} by code range, "
+               f"{c['variable']} by variable, {c['padding']} __pfx_, {c['static call']} __SCT__), "
+               f"{c['no object']} of units outside vmlinux's objects, {c['unattributed']} unattributed "
+               "(in no object: see --json)")
+    if r.self_check:
+        k = r.self_check
+        typer.echo(f"  self-check: {k['initcalls_checked']} __initcall__kmod_ symbols, "
+                   f"{k['initcalls_wrong']} of another module than their object's")
 
 
 @app.command()

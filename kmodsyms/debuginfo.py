@@ -8,7 +8,9 @@ The object of a symbol, first rule that decides:
 1. a local symbol: the unit of its ``STT_FILE`` run in ``.symtab`` (the
    linker keeps each object's locals after an ``STT_FILE`` of its source
    name); a run is tied to a unit by the addresses of its symbols (step 2),
-   else by its file name when one object of the kernel has that base name;
+   else by its file name when one unit of the image has that base name, or
+   one unit between the units of the tied runs before and after it (the
+   linker writes runs and units alike in link order);
 2. an address inside a unit's code ranges (``DW_AT_ranges``,
    ``DW_AT_low_pc``/``high_pc``), or the ``DW_OP_addr`` of a top-level
    variable of exactly one unit (a weak variable's location names the
@@ -28,7 +30,7 @@ distribution's build, absolute in an ``O=`` build); a unit of no object
 
 from __future__ import annotations
 
-import glob
+import bisect
 import json
 import os
 import platform
@@ -111,8 +113,25 @@ class DebugBuildResult:
     seconds: float
     counts: dict = field(default_factory=dict)   # how many symbols each rule decided, and the rest
     self_check: dict = field(default_factory=dict)
-    unattributed: list[str] = field(default_factory=list)   # a few examples
+    unattributed: list[str] = field(default_factory=list)   # every unattributed symbol's name
     module_map: str = ""
+
+    def summary(self) -> dict:
+        return {"output": self.output, "symbols": self.symbols, "objects": self.objects,
+                "modules": self.modules, "module_map": self.module_map, "seconds": self.seconds,
+                "attribution": self.counts, "self_check": self.self_check,
+                "unattributed": self.unattributed}
+
+
+def release_of_vmlinux(path: str) -> str:
+    """``REL`` of ``.../vmlinux-REL`` or of ``.../lib/modules/REL/vmlinux``; "" if neither."""
+    base = os.path.basename(path)
+    if base.startswith("vmlinux-"):
+        return base[len("vmlinux-"):]
+    parent = os.path.dirname(os.path.abspath(path))
+    if base == "vmlinux" and os.path.basename(os.path.dirname(parent)) == "modules":
+        return os.path.basename(parent)
+    return ""
 
 
 # ------------------------------------------------------------------ units
@@ -251,6 +270,20 @@ def attribute(vmlinux: str, units: list[Unit], objects: list[str],
             run_unit[r] = same_name[0]
         elif not voted and len(by_basename.get(base, ())) == 1:
             run_unit[r] = by_basename[base][0]
+    # Else by link order: the linker writes both the runs and the units in
+    # the order of its input objects, so an untied run's unit lies between
+    # the units of the tied runs around it; one of its file's name there is it.
+    tied = sorted(run_unit)
+    for r, name in enumerate(run_names):
+        if r in run_unit or votes.get(r):
+            continue
+        k = bisect.bisect_left(tied, r)
+        below = run_unit[tied[k - 1]] if k > 0 else -1
+        above = run_unit[tied[k]] if k < len(tied) else len(units)
+        base = name.decode("utf-8", "surrogateescape")
+        between = [u for u in by_basename.get(base, ()) if below < u < above]
+        if len(between) == 1:
+            run_unit[r] = between[0]
     # A unit named after no object (gas names an assembler unit after an
     # included header): the object of its file run's name, when one has it.
     object_by_base: dict[str, list[int]] = {}
@@ -277,24 +310,26 @@ def attribute(vmlinux: str, units: list[Unit], objects: list[str],
     # Padding and static-call trampolines follow what they belong to.
     names = [names_all[i] for i in kept]
     address = value[kept]
-    position = {}
+    functions = {}     # (address, name) -> object, of the attributed functions
     for j in range(n):
         if kind[kept[j]] == STT_FUNC and obj[j] >= 0:
-            position.setdefault(int(address[j]), int(obj[j]))
-    index_of = {name: j for j, name in enumerate(names)}
+            functions[(int(address[j]), names[j])] = int(obj[j])
+    keys: dict[bytes, list[int]] = {}
+    for j, name in enumerate(names):
+        if name.startswith(SCK):
+            keys.setdefault(name, []).append(j)
     for j in range(n):
         if how[j] != BY_NONE:
             continue
         name = names[j]
         if name.startswith(PFX):
-            o = position.get(int(address[j]) + PFX_SIZE, -1)
-            target = index_of.get(name[len(PFX):])
-            if o >= 0 and target is not None and int(address[target]) == int(address[j]) + PFX_SIZE:
+            o = functions.get((int(address[j]) + PFX_SIZE, name[len(PFX):]), -1)
+            if o >= 0:
                 obj[j], how[j] = o, BY_PADDING
         elif name.startswith(SCT):
-            key = index_of.get(SCK + name[len(SCT):])
-            if key is not None and obj[key] >= 0:
-                obj[j], how[j] = obj[key], BY_STATIC_CALL
+            key = keys.get(SCK + name[len(SCT):], [])
+            if len(key) == 1 and obj[key[0]] >= 0:
+                obj[j], how[j] = obj[key[0]], BY_STATIC_CALL
     return Attribution(names, address, table["size"].astype(np.uint64)[kept], info_all[kept],
                        shndx[kept].astype(np.uint32), obj, how, objects)
 
@@ -489,7 +524,7 @@ def build_from_debuginfo(inputs: DebugInputs, output: str, source: str | None,
     _record_anchors(tables, image, sysmap, strings, meta, counts, check, module_map, bool(source))
     write_atomic(output, encode(meta, strings, tables))
     unattributed = [attr.names[j].decode("utf-8", "backslashreplace")
-                    for j in np.flatnonzero(attr.how == BY_NONE)[:20].tolist()]
+                    for j in np.flatnonzero(attr.how == BY_NONE).tolist()]
     return DebugBuildResult(output, len(tables["symbols"]), len(objects), len(thick.modules),
                             time.monotonic() - start, counts, check, unattributed, module_map)
 

@@ -44,19 +44,25 @@ def kernel_makefiles():
         return f.read()
 
 
+@pytest.fixture(scope="session")
+def evaluated(any_corpus, kernel_makefiles):
+    """kbuild's Makefiles evaluated against the corpus' .config."""
+    return evaluate(kernel_makefiles, os.path.join(any_corpus, ".config"))
+
+
 def test_config_header_names_the_source_architecture(any_corpus):
     expected = "arm64" if "arm64" in any_corpus else "x86"
     assert config_srcarch(os.path.join(any_corpus, ".config")) == expected
 
 
-def test_objects_and_link_order_are_vmlinux_a(any_corpus, kernel_makefiles):
-    result = evaluate(kernel_makefiles, os.path.join(any_corpus, ".config"))
+def test_objects_and_link_order_are_vmlinux_a(any_corpus, evaluated):
+    result = evaluated
     objects, _ = vmlinux_objects(any_corpus)
     assert [o.path for o in result.objects] == objects
 
 
-def test_every_modfile_is_the_one_kbuild_compiled_with(any_corpus, kernel_makefiles):
-    result = evaluate(kernel_makefiles, os.path.join(any_corpus, ".config")).modfiles()
+def test_every_modfile_is_the_one_kbuild_compiled_with(any_corpus, evaluated):
+    result = evaluated.modfiles()
     objects, _ = vmlinux_objects(any_corpus)
     compared = 0
     for obj in objects:
@@ -67,8 +73,8 @@ def test_every_modfile_is_the_one_kbuild_compiled_with(any_corpus, kernel_makefi
     assert compared > 0.99 * len(objects)
 
 
-def test_module_map_equals_the_cmd_derivation(any_corpus, kernel_makefiles):
-    result = evaluate(kernel_makefiles, os.path.join(any_corpus, ".config"))
+def test_module_map_equals_the_cmd_derivation(any_corpus, evaluated):
+    result = evaluated
     builtin = read_modules_builtin(any_corpus)
     from_makefiles = thick_from_eval(result, builtin)
     assert from_makefiles.format() == derive_thick(any_corpus).format()
@@ -76,12 +82,12 @@ def test_module_map_equals_the_cmd_derivation(any_corpus, kernel_makefiles):
         assert from_makefiles.format() == f.read()
 
 
-def test_a_tarball_is_read_as_its_directory(any_corpus, kernel_makefiles, tmp_path):
+def test_a_tarball_is_read_as_its_directory(any_corpus, kernel_makefiles, evaluated, tmp_path):
     tarball = str(tmp_path / "linux-source.tar.gz")
     with tarfile.open(tarball, "w:gz", compresslevel=1) as tar:
         tar.add(kernel_makefiles, arcname="linux-source-x")
     config = os.path.join(any_corpus, ".config")
-    assert evaluate(tarball, config) == evaluate(kernel_makefiles, config)
+    assert evaluate(tarball, config) == evaluated
 
 
 def test_build_without_cmd_files_takes_the_map_from_the_makefiles(corpus, kernel_makefiles, tmp_path):
