@@ -176,7 +176,7 @@ def info(
 ):
     """Show a dtrace_syms file's header, counts and modules."""
     from .fileformat import FORMAT_VERSION
-    from .symsfile import read_syms
+    from .symsfile import FLAG_FROM_DEBUG_INFO, FLAG_GUESSED_MODULES, read_syms
     syms = read_syms(file)
     counts = syms.module_symbol_counts()
     core = int((syms.symbols["modset"] == 0).sum())
@@ -192,6 +192,8 @@ def info(
         "symbols": len(syms.symbols),
         "core_symbols": core,
         "missing_objects": syms.missing_objects,
+        "from_debug_info": bool(syms.flags & FLAG_FROM_DEBUG_INFO),
+        "modules_guessed": bool(syms.flags & FLAG_GUESSED_MODULES),
         "layout": ({"segments": len(syms.segments), "anchors": len(syms.anchors),
                     "placement": json.loads(syms.meta_placement)}
                    if syms.has_layout and syms.meta_placement else None),
@@ -211,7 +213,18 @@ def info(
                f"symbols:         {doc['symbols']} ({core} core kernel)\n"
                f"built-in modules: {len(counts)}")
     layout = doc["layout"]
-    if layout:
+    debug = layout["placement"].get("debug_info") if layout else None
+    if doc["from_debug_info"] and debug:
+        check = debug.get("self_check") or {}
+        typer.echo(f"built from:      debug info{' (modules GUESSED from modules.builtin.modinfo)' if doc['modules_guessed'] else ''}; "
+                   f"of {debug['symbols']} System.map symbols {debug['symbols'] - debug['unattributed']} "
+                   f"have their object ({debug['no object']} of units outside vmlinux's objects), "
+                   f"{debug['unattributed']} have none"
+                   + (f"; self-check: {check['initcalls_wrong']} of {check['initcalls_checked']} "
+                      "__initcall__kmod_ symbols in another module" if check else ""))
+        typer.echo(f"link layout:     from debug info: {len(syms.sections)} sections at their link "
+                   f"addresses; {layout['segments']} segments")
+    elif layout:
         p = layout["placement"]
         typer.echo(f"link layout:     {len(syms.sections) - p['sections_unplaced']} of "
                    f"{len(syms.sections)} sections placed against System.map "
