@@ -465,20 +465,26 @@ def self_check(attr: Attribution, thick: ThickMap, modfiles: dict[str, tuple[str
 
 # ------------------------------------------------------------------ build
 def build_from_debuginfo(inputs: DebugInputs, output: str, source: str | None,
-                         guess_modules: bool = False, jobs: int = 0) -> DebugBuildResult:
+                         guess_modules: bool = False, jobs: int = 0,
+                         kbuild_map=None, kbuild_map_source: str = "") -> DebugBuildResult:
     """Write ``output`` from a debug vmlinux and its kernel's config,
-    System.map and modules directory."""
+    System.map and modules directory.  The objects and their modules come
+    from kbuild's Makefiles in ``source``, or are ``kbuild_map`` (a
+    :class:`~kmodsyms.makeeval.KbuildEval`, described by
+    ``kbuild_map_source``), or with ``guess_modules`` from the units' names
+    and modules.builtin.modinfo."""
     start = time.monotonic()
     from .elfimage import read_image
     from .kallsyms import read_kallsyms
     from .symsfile import (FLAG_FROM_DEBUG_INFO, FLAG_GUESSED_MODULES, Meta, NO_ADDRESS, encode,
                            write_atomic)
     from .tables import assemble
-    for what, path in (("debug vmlinux", inputs.vmlinux), ("System.map", inputs.system_map),
-                       ("config", inputs.config), ("modules directory", inputs.modules_dir)):
+    needed = [("debug vmlinux", inputs.vmlinux), ("System.map", inputs.system_map),
+              ("modules directory", inputs.modules_dir)] + ([("config", inputs.config)] if source else [])
+    for what, path in needed:
         if not os.path.exists(path):
             raise KmodsymsError(f"{path}: no such {what}; {_REMEDIES[what]}")
-    if not source and not guess_modules:
+    if not source and not guess_modules and kbuild_map is None:
         raise KmodsymsError("no kernel source given (--source): the module of each object comes "
                             "from kbuild's Makefiles; install the kernel's source (Debian/Ubuntu: "
                             "apt-get install linux-source-X.Y; Fedora/RHEL: the kernel-devel package "
@@ -487,13 +493,16 @@ def build_from_debuginfo(inputs: DebugInputs, output: str, source: str | None,
     jobs = jobs or min(os.cpu_count() or 1, 4)
     image = read_image(inputs.vmlinux)
     units = _read_dwarf_units(inputs.vmlinux, jobs)
-    if source:
+    exact = source or kbuild_map is not None
+    if exact:
         from .makeeval import evaluate, thick_from_eval
-        evaluated = evaluate(source, inputs.config)
-        objects = [o.path for o in evaluated.objects]
-        modfiles = evaluated.modfiles()
-        thick = thick_from_eval(evaluated, builtin)
-        module_map = f"evaluated from kbuild's Makefiles ({os.path.basename(os.path.normpath(source))})"
+        if kbuild_map is None:
+            kbuild_map = evaluate(source, inputs.config)
+            kbuild_map_source = f"evaluated from kbuild's Makefiles ({os.path.basename(os.path.normpath(source))})"
+        objects = [o.path for o in kbuild_map.objects]
+        modfiles = kbuild_map.modfiles()
+        thick = thick_from_eval(kbuild_map, builtin)
+        module_map = kbuild_map_source
     else:
         objects = _objects_from_units(units)
         modfiles = {}
@@ -509,7 +518,7 @@ def build_from_debuginfo(inputs: DebugInputs, output: str, source: str | None,
                 tool_version=f"kmodsyms {__version__}",
                 object_source=f"debug info ({os.path.basename(inputs.vmlinux)}: {len(units)} DWARF units)",
                 thick_source=module_map,
-                flags=FLAG_FROM_DEBUG_INFO | (FLAG_GUESSED_MODULES if not source else 0))
+                flags=FLAG_FROM_DEBUG_INFO | (0 if exact else FLAG_GUESSED_MODULES))
     strings, tables = assemble(thick, owners, objects, scans, [], None)
     sections = tables["sections"]
     bases = np.array([start for _o, _s, start, _e in _runs_in_table_order(runs, len(objects))],
@@ -520,8 +529,8 @@ def build_from_debuginfo(inputs: DebugInputs, output: str, source: str | None,
     counts["symbols"] = len(attr.names)
     module_symbols = int(sum(1 for o in attr.obj.tolist() if o >= 0 and owners.get(objects[o])))
     counts["in_modules"] = module_symbols
-    check = self_check(attr, thick, modfiles) if source else {}
-    _record_anchors(tables, image, sysmap, strings, meta, counts, check, module_map, bool(source))
+    check = self_check(attr, thick, modfiles) if exact else {}
+    _record_anchors(tables, image, sysmap, strings, meta, counts, check, module_map, bool(exact))
     write_atomic(output, encode(meta, strings, tables))
     unattributed = [attr.names[j].decode("utf-8", "backslashreplace")
                     for j in np.flatnonzero(attr.how == BY_NONE).tolist()]
