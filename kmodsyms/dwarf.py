@@ -80,6 +80,10 @@ class Abbrev(NamedTuple):
     fixed: int                                 # total size when every step is a byte count, else -1
     sibling: int                               # byte offset of DW_AT_sibling (ref4) when fixed before it, else -1
     has_sibling: bool
+    # A DW_TAG_variable with a DW_AT_location and no DW_AT_declaration: the
+    # only DIEs whose attributes are read (a unit declares, in each header
+    # it includes, far more variables than it defines).
+    defines_variable: bool
 
 
 class _Reader:
@@ -151,6 +155,7 @@ class Dwarf:
         self.info = _Reader(sections.get(".debug_info", b""), byteorder, ".debug_info", path)
         self._abbrev_tables: dict[tuple[int, int, int, int], dict[int, Abbrev]] = {}
         self._shapes: dict[tuple[int, int, int], dict[bytes, Abbrev]] = {}
+        self._plans: dict[int, list] = {}   # by id() of an abbreviation table kept in _abbrev_tables
 
     @classmethod
     def from_elf(cls, path: str) -> "Dwarf":
@@ -321,8 +326,31 @@ class Dwarf:
                 fixed = -1
             elif fixed >= 0:
                 fixed += size
-        has_sibling = any(attr == DW_AT_sibling for attr, _f, _c in attrs)
-        return Abbrev(tag, children, tuple(attrs), tuple(steps), fixed, sibling, has_sibling), pos
+        names = {attr for attr, _f, _c in attrs}
+        defines = tag == DW_TAG_variable and DW_AT_location in names and DW_AT_declaration not in names
+        return Abbrev(tag, children, tuple(attrs), tuple(steps), fixed, sibling,
+                      DW_AT_sibling in names, defines), pos
+
+
+# How to step over a DIE of one abbreviation (the plan's kind).
+_STEP, _JUMP, _SEEK, _DEFINES, _WALK = range(5)
+
+
+def _plan(abbrevs: dict[int, Abbrev]) -> list:
+    """Per abbreviation code: (kind, byte count or sibling offset, has children)."""
+    plans: list = [None] * (max(abbrevs, default=0) + 1)
+    for code, a in abbrevs.items():
+        if a.defines_variable:
+            plans[code] = (_DEFINES, 0, a.children)
+        elif a.children and a.sibling >= 0:
+            plans[code] = (_JUMP, a.sibling, a.children)
+        elif a.children and a.has_sibling:
+            plans[code] = (_SEEK, 0, a.children)
+        elif a.fixed >= 0:
+            plans[code] = (_STEP, a.fixed, a.children)
+        else:
+            plans[code] = (_WALK, 0, a.children)
+    return plans
 
 
 class _Context:
@@ -504,8 +532,13 @@ class _Context:
     # -------------------------------------------------------- variables
     def top_level_variables(self, pos: int, end: int) -> tuple[tuple[int, bytes], ...]:
         """(address, name) of the unit's top-level DW_TAG_variable DIEs whose
-        location is one static address."""
+        location is one static address.  The loop runs once per top-level
+        DIE (millions in a kernel): each abbreviation's step is planned once
+        (:func:`_plan`)."""
         data, abbrevs, base = self.info.data, self.abbrevs, self.offset
+        plans = self.dwarf._plans.get(id(abbrevs))
+        if plans is None:
+            plans = self.dwarf._plans[id(abbrevs)] = _plan(abbrevs)
         u32 = self.info.u32
         found = []
         depth = 1
@@ -521,39 +554,40 @@ class _Context:
                     if depth == 0:
                         break
                     continue
-                abbrev = abbrevs[code]
-                if depth == 1 and abbrev.tag == DW_TAG_variable:
+                kind, arg, children = plans[code]
+                if kind == _JUMP:
+                    target = base + u32(data, pos + arg)[0]
+                    if target > pos:
+                        pos = target
+                        continue
+                    pos = self.skip(abbrevs[code], pos)
+                elif kind == _STEP:
+                    pos += arg
+                elif kind == _DEFINES and depth == 1:
                     start = pos
+                    abbrev = abbrevs[code]
                     values, pos = self.attributes(abbrev, pos)
                     variable = self.variable(values)
                     if variable is not None:
                         found.append(variable)
-                    if abbrev.children:
+                    if children:
                         sibling = values.get(DW_AT_sibling)
                         if sibling is not None and sibling[0] in _REFS and sibling[1] + base > start:
                             pos = base + sibling[1]
-                        else:
-                            depth += 1
-                    continue
-                if abbrev.children and abbrev.sibling >= 0:
-                    target = base + u32(data, pos + abbrev.sibling)[0]
-                    if target > pos:
-                        pos = target
-                        continue
-                if abbrev.children and abbrev.has_sibling:
+                            continue
+                elif kind == _SEEK:
                     # A sibling after a variable-size attribute: step to it.
+                    abbrev = abbrevs[code]
                     target = self.sibling(abbrev, pos)
                     if target > pos:
                         pos = target
                         continue
                     pos = self.skip(abbrev, pos)
-                elif abbrev.fixed >= 0:
-                    pos += abbrev.fixed
                 else:
-                    pos = self.skip(abbrev, pos)
-                if abbrev.children:
+                    pos = self.skip(abbrevs[code], pos)
+                if children:
                     depth += 1
-        except (IndexError, KeyError):
+        except (IndexError, KeyError, TypeError):
             raise self.info.corrupt(pos) from None
         return tuple(found)
 
