@@ -215,9 +215,7 @@ def attribute(vmlinux: str, units: list[Unit], objects: list[str],
     shndx = table["shndx"].astype(np.int64)
 
     def unit_at(address: int, name: bytes) -> tuple[int, int]:
-        k = int(np.searchsorted(range_lo, np.uint64(address), side="right")) - 1
-        if k >= 0 and address < int(range_hi[k]):
-            return int(range_unit[k]), BY_RANGE
+        """The unit of a static variable's address (outside every code range)."""
         claimed = claims.get(address)
         if claimed:
             named = {u for u, n in claimed if n == name} or {u for u, _n in claimed}
@@ -241,11 +239,18 @@ def attribute(vmlinux: str, units: list[Unit], objects: list[str],
 
     keep = (shndx != SHN_UNDEF) & (shndx < SHN_LORESERVE) & (kind != STT_FILE) & (kind != STT_SECTION)
     kept = [i for i in np.flatnonzero(keep).tolist()
-            if not never_listed(names_all[i]) and (shown is None or names_all[i] in shown)]
+            if (names_all[i] in shown if shown is not None else not never_listed(names_all[i]))]
+    # Code ranges first (one search for all), then the variables.
+    kept_address = value[kept]
+    k = np.searchsorted(range_lo, kept_address, side="right") - 1
+    inside = (k >= 0) & (kept_address < range_hi[np.maximum(k, 0)])
+    in_unit = np.where(inside, range_unit[np.maximum(k, 0)], -1).tolist()
     by_address = {}
-    for i in kept:
-        u, how = unit_at(int(value[i]), names_all[i])
-        by_address[i] = (u, how)
+    for j, i in enumerate(kept):
+        if in_unit[j] >= 0:
+            by_address[i] = (in_unit[j], BY_RANGE)
+        else:
+            by_address[i] = unit_at(int(value[i]), names_all[i])
 
     # Tie each run to a unit: the units its symbols' addresses give, the one
     # of its file's name when they disagree, else its file's name alone.
@@ -335,59 +340,70 @@ def attribute(vmlinux: str, units: list[Unit], objects: list[str],
 
 
 # ------------------------------------------------------------------ tables
-def object_scans(attr: Attribution, section_names: list[str], section_flags: list[int]
-                 ) -> list[ObjectScan]:
+def object_scans(attr: Attribution, section_names: list[str], section_flags: list[int]):
     """One scan per object: its symbols, in runs of consecutive addresses of
     one image section that no other object's symbol interrupts; each run is
-    one section whose link address is its first symbol's."""
-    scans = [ObjectScan() for _ in attr.objects]
+    one section, whose link address is its first symbol's and which ends
+    where the next run of that image section begins (or at its last
+    symbol's end).  Also the runs' link addresses, in the order
+    :func:`kmodsyms.tables.assemble` lays out the sections (by object)."""
     placed = np.flatnonzero(attr.obj >= 0)
     order = placed[np.lexsort((attr.address[placed], attr.shndx[placed]))]
-    # Runs break where the object or the image section changes.
-    run_starts = []
-    previous = (-1, -1)
-    runs: list[tuple[int, int, int, int]] = []    # object, image section, start, end
-    for j in order.tolist():
-        key = (int(attr.obj[j]), int(attr.shndx[j]))
-        a = int(attr.address[j])
-        end = a + int(attr.size[j])
-        if key != previous:
-            runs.append([key[0], key[1], a, end])
-            previous = key
-        else:
-            runs[-1][3] = max(runs[-1][3], end)
-        run_starts.append(len(runs) - 1)
-    # A run ends where the next one (of the same image section) begins.
-    for k in range(len(runs) - 1):
-        if runs[k + 1][1] == runs[k][1]:
-            runs[k][3] = min(max(runs[k][3], runs[k][2]), runs[k + 1][2]) if runs[k + 1][2] > runs[k][2] \
-                else max(runs[k][3], runs[k][2])
-    section_of_run = []
-    base_of_run = []
-    for o, s, start, end in runs:
-        scan = scans[o]
-        section_of_run.append(len(scan.sec_name))
-        base_of_run.append(start)
-        scan.sec_name.append(section_names[s] if s < len(section_names) else "")
-        scan.sec_flags.append(section_flags[s] if s < len(section_flags) else 0)
+    obj = attr.obj[order].astype(np.int64)
+    sec = attr.shndx[order].astype(np.int64)
+    address = attr.address[order]
+    end = address + attr.size[order]
+    n = len(order)
+    new_run = np.ones(n, dtype=bool)
+    new_run[1:] = (obj[1:] != obj[:-1]) | (sec[1:] != sec[:-1])
+    run = np.cumsum(new_run) - 1
+    starts = np.flatnonzero(new_run)
+    run_obj, run_sec, run_start = obj[starts], sec[starts], address[starts]
+    run_end = np.maximum(np.maximum.reduceat(end, starts), run_start) if n else np.zeros(0, np.uint64)
+    # A run ends where the next run of its image section begins.
+    same_section_next = np.zeros(len(starts), dtype=bool)
+    same_section_next[:-1] = run_sec[1:] == run_sec[:-1]
+    next_start = np.append(run_start[1:], np.uint64(0))
+    run_end = np.where(same_section_next & (next_start > run_start),
+                       np.minimum(run_end, next_start), run_end)
+    # Sections by object, runs in address order within each (assemble's layout).
+    by_object = np.argsort(run_obj, kind="stable")
+    local_index = np.empty(len(starts), dtype=np.int64)
+    counts = np.bincount(run_obj, minlength=len(attr.objects)) if len(starts) else \
+        np.zeros(len(attr.objects), np.int64)
+    first = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    local_index[by_object] = np.arange(len(starts)) - np.repeat(first, counts)
+    scans = [ObjectScan() for _ in attr.objects]
+    names_of = [section_names[k] if k < len(section_names) else "" for k in range(len(section_names))]
+    for r in by_object.tolist():
+        scan = scans[int(run_obj[r])]
+        k = int(run_sec[r])
+        scan.sec_name.append(names_of[k] if k < len(names_of) else "")
+        scan.sec_flags.append(section_flags[k] if k < len(section_flags) else 0)
         scan.sec_align.append(1)
-        scan.sec_size.append(max(end - start, 0))
-    names_parts: list[list[bytes]] = [[] for _ in attr.objects]
-    for k, j in enumerate(order.tolist()):
-        r = run_starts[k]
-        o = int(attr.obj[j])
+        scan.sec_size.append(int(run_end[r] - run_start[r]))
+    value = (address - run_start[run]).tolist()
+    size = attr.size[order].tolist()
+    info = attr.info[order].tolist()
+    sym_section = local_index[run].tolist()
+    # Symbols grouped by object, in address order within each.
+    by_sym_object = np.argsort(obj, kind="stable").tolist()
+    sym_counts = np.bincount(obj, minlength=len(attr.objects)).tolist() if n else [0] * len(attr.objects)
+    at = 0
+    names = attr.names
+    order_list = order.tolist()
+    for o, count in enumerate(sym_counts):
+        if not count:
+            continue
+        mine = by_sym_object[at:at + count]
+        at += count
         scan = scans[o]
-        names_parts[o].append(attr.names[j] + b"\0")
-        scan.sym_value.append(int(attr.address[j]) - base_of_run[r])
-        scan.sym_size.append(int(attr.size[j]))
-        scan.sym_section.append(section_of_run[r])
-    infos: list[bytearray] = [bytearray() for _ in attr.objects]
-    for j in order.tolist():
-        infos[int(attr.obj[j])].append(int(attr.info[j]))
-    for o, scan in enumerate(scans):
-        scan.sym_names = b"".join(names_parts[o])
-        scan.sym_info = bytes(infos[o])
-    return scans, runs
+        scan.sym_names = b"".join(names[order_list[j]] + b"\0" for j in mine)
+        scan.sym_value = array("Q", [value[j] for j in mine])
+        scan.sym_size = array("Q", [size[j] for j in mine])
+        scan.sym_info = bytes(info[j] for j in mine)
+        scan.sym_section = array("I", [sym_section[j] for j in mine])
+    return scans, run_start[by_object]
 
 
 # ------------------------------------------------------------ module map
@@ -512,18 +528,18 @@ def build_from_debuginfo(inputs: DebugInputs, output: str, source: str | None,
     shown = set(sysmap.names_bytes(slice(None)))
     attr = attribute(inputs.vmlinux, units, objects, shown)
     section_names, section_flags = _image_sections(inputs.vmlinux)
-    scans, runs = object_scans(attr, section_names, section_flags)
+    scans, bases = object_scans(attr, section_names, section_flags)
     owners = thick.object_modules()
     meta = Meta(kernel_release=inputs.release or _release_of(inputs), build_id=image.build_id,
                 tool_version=f"kmodsyms {__version__}",
                 object_source=f"debug info ({os.path.basename(inputs.vmlinux)}: {len(units)} DWARF units)",
                 thick_source=module_map,
                 flags=FLAG_FROM_DEBUG_INFO | (0 if exact else FLAG_GUESSED_MODULES))
-    strings, tables = assemble(thick, owners, objects, scans, [], None)
+    strings, tables = assemble(thick, owners, objects, scans, [], shown)
     sections = tables["sections"]
-    bases = np.array([start for _o, _s, start, _e in _runs_in_table_order(runs, len(objects))],
-                     dtype=np.uint64)
-    sections["address"] = bases if len(bases) == len(sections) else NO_ADDRESS
+    if len(bases) != len(sections):
+        raise AssertionError("object_scans and assemble disagree on the sections")
+    sections["address"] = bases
     sections["placement"] = 1
     counts = {name: int((attr.how == k).sum()) for k, name in enumerate(HOW)}
     counts["symbols"] = len(attr.names)
@@ -570,14 +586,6 @@ def _image_sections(vmlinux: str) -> tuple[list[str], list[int]]:
         elf = ElfFile(vmlinux, f, "image", "give the debug vmlinux of the kernel")
         return ([elf.section_name(i) for i in range(len(elf.sections))],
                 [s.flags & 0xFFFFFFFF for s in elf.sections])
-
-
-def _runs_in_table_order(runs, n_objects: int):
-    """The runs grouped by object, as assemble() lays out the sections."""
-    by_object: list[list] = [[] for _ in range(n_objects)]
-    for run in runs:
-        by_object[run[0]].append(run)
-    return [run for group in by_object for run in group]
 
 
 ANCHORS_PER_SEGMENT = 16
