@@ -157,21 +157,21 @@ def unit_objects(units: list[Unit], objects: list[str]) -> list[int]:
 
 
 def _read_dwarf_units(vmlinux: str, jobs: int) -> list[Unit]:
-    dwarf = Dwarf.from_elf(vmlinux)
-    offsets = dwarf.unit_offsets()
-    if jobs <= 1 or len(offsets) < 64:
-        return list(dwarf.units(offsets))
+    """Every unit of ``vmlinux``, read by ``jobs`` processes, each of which
+    reads the DWARF itself and takes every ``jobs``-th unit (units differ in
+    size: dealt round-robin, each gets a fair share); this process reads
+    none of it."""
+    if jobs <= 1:
+        return list(Dwarf.from_elf(vmlinux).units())
     from concurrent.futures import ProcessPoolExecutor
-    # Units differ in size: deal them out round-robin so each worker gets a fair share.
-    shares = [offsets[k::jobs] for k in range(jobs)]
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        parts = list(pool.map(_units_of, [vmlinux] * jobs, shares))
-    by_offset = {u.offset: u for part in parts for u in part}
-    return [by_offset[o] for o in offsets if o in by_offset]
+        parts = list(pool.map(_units_of_share, [vmlinux] * jobs, range(jobs), [jobs] * jobs))
+    return sorted((u for part in parts for u in part), key=lambda u: u.offset)
 
 
-def _units_of(vmlinux: str, offsets: list[int]) -> list[Unit]:
-    return list(Dwarf.from_elf(vmlinux).units(offsets))
+def _units_of_share(vmlinux: str, share: int, shares: int) -> list[Unit]:
+    dwarf = Dwarf.from_elf(vmlinux)
+    return list(dwarf.units(dwarf.unit_offsets()[share::shares]))
 
 
 # ------------------------------------------------------------ attribution
