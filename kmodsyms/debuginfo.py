@@ -12,9 +12,12 @@ The object of a symbol, first rule that decides:
    one unit between the units of the tied runs before and after it (the
    linker writes runs and units alike in link order);
 2. an address inside a unit's code ranges (``DW_AT_ranges``,
-   ``DW_AT_low_pc``/``high_pc``), or the ``DW_OP_addr`` of a top-level
-   variable of exactly one unit (a weak variable's location names the
-   strong one's address, so two units claim it: then no unit decides);
+   ``DW_AT_low_pc``/``high_pc``; or the last byte of a sized symbol, in a
+   range that begins inside it: the patchable-entry NOPs before an arm64
+   function), or the ``DW_OP_addr`` of a top-level variable of exactly one
+   unit (a weak variable's location names the strong one's address, so two
+   units claim it: then the claimant whose symbols lie on both sides of
+   it in its section, else none);
 3. objtool's ``__pfx_<f>`` (16 bytes of padding before ``f``, after the last
    ``STT_FILE`` and outside every range): the object of the function 16
    bytes further; a static-call trampoline ``__SCT__<k>`` (inline asm, no
@@ -244,7 +247,18 @@ def attribute(vmlinux: str, units: list[Unit], objects: list[str],
     kept_address = value[kept]
     k = np.searchsorted(range_lo, kept_address, side="right") - 1
     inside = (k >= 0) & (kept_address < range_hi[np.maximum(k, 0)])
-    in_unit = np.where(inside, range_unit[np.maximum(k, 0)], -1).tolist()
+    in_unit = np.where(inside, range_unit[np.maximum(k, 0)], -1)
+    # A function's range may begin after its symbol: arm64's
+    # -fpatchable-function-entry=N,M puts M NOPs in the symbol, before the
+    # entry the DWARF starts at.  Then the range holding its last byte, if
+    # that range begins inside the symbol, is its unit's.
+    kept_size = table["size"].astype(np.uint64)[kept]
+    last = kept_address + np.maximum(kept_size, np.uint64(1)) - np.uint64(1)
+    k_last = np.searchsorted(range_lo, last, side="right") - 1
+    k_last_ok = np.maximum(k_last, 0)
+    tail = (~inside & (kept_size > 0) & (k_last >= 0) & (last < range_hi[k_last_ok])
+            & (range_lo[k_last_ok] > kept_address))
+    in_unit = np.where(tail, range_unit[k_last_ok], in_unit).tolist()
     by_address = {}
     for j, i in enumerate(kept):
         if in_unit[j] >= 0:
@@ -312,6 +326,7 @@ def attribute(vmlinux: str, units: list[Unit], objects: list[str],
         if u >= 0:
             o = unit_obj[u]
             obj[j], how[j] = (o, h) if o >= 0 else (-1, BY_NO_OBJECT)
+    _break_variable_ties(obj, how, kept, claims, value, shndx, names_all, unit_obj)
     # Padding and static-call trampolines follow what they belong to.
     names = [names_all[i] for i in kept]
     address = value[kept]
@@ -337,6 +352,44 @@ def attribute(vmlinux: str, units: list[Unit], objects: list[str],
                 obj[j], how[j] = obj[key[0]], BY_STATIC_CALL
     return Attribution(names, address, table["size"].astype(np.uint64)[kept], info_all[kept],
                        shndx[kept].astype(np.uint32), obj, how, objects)
+
+
+def _break_variable_ties(obj, how, kept, claims, value, shndx, names, unit_obj) -> None:
+    """A variable two units claim (a weak definition's DW_OP_addr names the
+    strong one's address) is the one of them whose object's symbols lie on
+    both sides of it in its image section, across any neighbours tied as it
+    is: an object's input section is contiguous, and the weak copy's bytes
+    lie in the other object's."""
+    order = sorted(range(len(kept)), key=lambda j: (int(shndx[kept[j]]), int(value[kept[j]])))
+    tied = {}
+    for j, i in enumerate(kept):
+        if how[j] != BY_NONE:
+            continue
+        claimed = claims.get(int(value[i]))
+        if claimed and len(claimed) > 1:
+            units = {u for u, n in claimed if n == names[i]} or {u for u, _n in claimed}
+            tied[j] = {unit_obj[u] for u in units if unit_obj[u] >= 0}
+    if not tied:
+        return
+    k = 0
+    while k < len(order):
+        if order[k] not in tied:
+            k += 1
+            continue
+        first = k      # a group: tied symbols with no decided one between them
+        while k < len(order) and (order[k] in tied or how[order[k]] == BY_NONE):
+            k += 1
+        group = [order[m] for m in range(first, k) if order[m] in tied]
+        section = int(shndx[kept[group[0]]])
+        below = order[first - 1] if first > 0 else None
+        above = order[k] if k < len(order) else None
+        if below is None or above is None or int(shndx[kept[below]]) != section \
+                or int(shndx[kept[above]]) != section:
+            continue
+        o = int(obj[below])
+        if o >= 0 and o == int(obj[above]) and all(o in tied[j] for j in group):
+            for j in group:
+                obj[j], how[j] = o, BY_VARIABLE
 
 
 # ------------------------------------------------------------------ tables
