@@ -165,8 +165,9 @@ def _build_debuginfo(vmlinux, release, system_map, config, modules_dir, source, 
                "(in no object: see --json)")
     if r.self_check:
         k = r.self_check
-        typer.echo(f"  self-check: {k['initcalls_checked']} __initcall__kmod_ symbols, "
-                   f"{k['initcalls_wrong']} of another module than their object's")
+        typer.echo(f"  self-check: {k['initcalls_wrong']} of {k['initcalls_checked']} __initcall__kmod_ "
+                   f"symbols and {k['params_wrong']} of {k['params_checked']} __param_ symbols of "
+                   "modules.builtin.modinfo's parameters name another module than their object's")
 
 
 @app.command()
@@ -217,11 +218,14 @@ def info(
     if doc["from_debug_info"] and debug:
         check = debug.get("self_check") or {}
         typer.echo(f"built from:      debug info{' (modules GUESSED from modules.builtin.modinfo)' if doc['modules_guessed'] else ''}; "
-                   f"of {debug['symbols']} System.map symbols {debug['symbols'] - debug['unattributed']} "
-                   f"have their object ({debug['no object']} of units outside vmlinux's objects), "
-                   f"{debug['unattributed']} have none"
+                   f"of {debug['symbols']} System.map symbols, "
+                   f"{debug['symbols'] - debug['unattributed'] - debug['no object']} in an object of "
+                   f"vmlinux, {debug['no object']} in units of no object (.vmlinux.export.c...), "
+                   f"{debug['unattributed']} in no unit"
                    + (f"; self-check: {check['initcalls_wrong']} of {check['initcalls_checked']} "
-                      "__initcall__kmod_ symbols in another module" if check else ""))
+                      f"__initcall__kmod_ and {check.get('params_wrong', 0)} of "
+                      f"{check.get('params_checked', 0)} __param_ symbols in another module"
+                      if check else ""))
         typer.echo(f"link layout:     from debug info: {len(syms.sections)} sections at their link "
                    f"addresses; {layout['segments']} segments")
     elif layout:

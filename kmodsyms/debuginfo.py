@@ -1,35 +1,10 @@
 """Build a dtrace_syms file from a distribution's debug vmlinux, without the
 kernel's build tree: the object of each symbol from the vmlinux's DWARF and
-symbol table, the module of each object from kbuild's Makefiles evaluated
-against the kernel's config (:mod:`kmodsyms.makeeval`).
-
-The object of a symbol, first rule that decides:
-
-1. a local symbol: the unit of its ``STT_FILE`` run in ``.symtab`` (the
-   linker keeps each object's locals after an ``STT_FILE`` of its source
-   name); a run is tied to a unit by the addresses of its symbols (step 2),
-   else by its file name when one unit of the image has that base name, or
-   one unit between the units of the tied runs before and after it (the
-   linker writes runs and units alike in link order);
-2. an address inside a unit's code ranges (``DW_AT_ranges``,
-   ``DW_AT_low_pc``/``high_pc``; or the last byte of a sized symbol, in a
-   range that begins inside it: the patchable-entry NOPs before an arm64
-   function), or the ``DW_OP_addr`` of a top-level variable of exactly one
-   unit (a weak variable's location names the strong one's address, so two
-   units claim it: then the claimant whose symbols lie on both sides of
-   it in its section, else none);
-3. objtool's ``__pfx_<f>`` (16 bytes of padding before ``f``, after the last
-   ``STT_FILE`` and outside every range): the object of the function 16
-   bytes further; a static-call trampoline ``__SCT__<k>`` (inline asm, no
-   DWARF): the object of its key ``__SCK__<k>``.
-
-Nothing else is guessed: a symbol no rule decides is unattributed (in no
-object), counted in the result and in ``info``.  A unit's object is the
-kernel object whose path its name ends with (``fs/ext4/super.c`` ->
-``fs/ext4/super.o``; names are relative to the source tree in a
-distribution's build, absolute in an ``O=`` build); a unit of no object
-(``.vmlinux.export.c``, the kallsyms tables) holds no module's code.
-"""
+symbol table, by rules D1-D5 of docs/distributions.md ("How a symbol gets
+its object"), the module of each object from kbuild's Makefiles evaluated
+against the kernel's config (:mod:`kmodsyms.makeeval`).  Each object's
+symbols become sections at their exact link addresses, so the file has a
+link layout as a build tree's has (docs/format.md)."""
 
 from __future__ import annotations
 
@@ -226,7 +201,7 @@ def attribute(vmlinux: str, units: list[Unit], objects: list[str],
                 return next(iter(named)), BY_VARIABLE
         return -1, BY_NONE
 
-    # STT_FILE runs of local symbols.
+    # D1: STT_FILE runs of local symbols.
     run_of = np.full(n_all, -1, dtype=np.int64)
     run_names: list[bytes] = []
     current = -1
@@ -243,7 +218,7 @@ def attribute(vmlinux: str, units: list[Unit], objects: list[str],
     keep = (shndx != SHN_UNDEF) & (shndx < SHN_LORESERVE) & (kind != STT_FILE) & (kind != STT_SECTION)
     kept = [i for i in np.flatnonzero(keep).tolist()
             if (names_all[i] in shown if shown is not None else not never_listed(names_all[i]))]
-    # Code ranges first (one search for all), then the variables.
+    # D2: code ranges first (one search for all), then the variables.
     kept_address = value[kept]
     k = np.searchsorted(range_lo, kept_address, side="right") - 1
     inside = (k >= 0) & (kept_address < range_hi[np.maximum(k, 0)])
@@ -266,7 +241,7 @@ def attribute(vmlinux: str, units: list[Unit], objects: list[str],
         else:
             by_address[i] = unit_at(int(value[i]), names_all[i])
 
-    # Tie each run to a unit: the units its symbols' addresses give, the one
+    # D1: tie each run to a unit: the units its symbols' addresses give, the one
     # of its file's name when they disagree, else its file's name alone.
     by_basename: dict[str, list[int]] = {}
     for u, unit in enumerate(units):
@@ -327,7 +302,7 @@ def attribute(vmlinux: str, units: list[Unit], objects: list[str],
             o = unit_obj[u]
             obj[j], how[j] = (o, h) if o >= 0 else (-1, BY_NO_OBJECT)
     _break_variable_ties(obj, how, kept, claims, value, shndx, names_all, unit_obj)
-    # Padding and static-call trampolines follow what they belong to.
+    # D3, D4: padding and static-call trampolines follow what they belong to.
     names = [names_all[i] for i in kept]
     address = value[kept]
     functions = {}     # (address, name) -> object, of the attributed functions
@@ -507,29 +482,50 @@ def guessed_thick(modules_dir: str, objects: list[str], builtin: list[str]) -> T
     return thick
 
 
-def self_check(attr: Attribution, thick: ThickMap, modfiles: dict[str, tuple[str, ...]]) -> dict:
-    """``__initcall__kmod_<MODNAME>__...`` is named with its object's
-    KBUILD_MODNAME: compare it with the object's modfile."""
-    checked = wrong = unattributed = 0
-    examples = []
-    for j, name in enumerate(attr.names):
-        if not name.startswith(INITCALL):
-            continue
-        rest = name[len(INITCALL):].decode("utf-8", "surrogateescape")
-        modname = rest.split("__", 1)[0]
+def self_check(attr: Attribution, modfiles: dict[str, tuple[str, ...]], modules_dir: str) -> dict:
+    """Two names that carry their object's KBUILD_MODNAME, compared with
+    the modfile the Makefiles gave the object D1-D4 chose:
+    ``__initcall__kmod_<MODNAME>__...``, and the ``__param_<P>`` of each
+    ``<MODNAME>.parmtype=<P>:...`` of ``modules.builtin.modinfo`` (when one
+    symbol has that name)."""
+    def modname(obj: int) -> str:
+        return ":".join(kernel_spelling(os.path.basename(m)).replace(",", "_")
+                        for m in modfiles.get(attr.objects[obj], ()))
+
+    result = {"initcalls_checked": 0, "initcalls_wrong": 0, "initcalls_unattributed": 0,
+              "params_checked": 0, "params_wrong": 0, "params_unattributed": 0, "examples": []}
+
+    def check(kind: str, j: int, expected: str) -> None:
         o = int(attr.obj[j])
         if o < 0:
-            unattributed += 1
-            continue
-        expected = ":".join(kernel_spelling(os.path.basename(m)).replace(",", "_")
-                            for m in modfiles.get(attr.objects[o], ()))
-        checked += 1
-        if expected != modname:
-            wrong += 1
-            if len(examples) < 5:
-                examples.append(f"{name.decode()} in {attr.objects[o]} ({expected})")
-    return {"initcalls_checked": checked, "initcalls_wrong": wrong,
-            "initcalls_unattributed": unattributed, "examples": examples}
+            result[f"{kind}_unattributed"] += 1
+            return
+        result[f"{kind}_checked"] += 1
+        if modname(o) != expected:
+            result[f"{kind}_wrong"] += 1
+            if len(result["examples"]) < 5:
+                result["examples"].append(f"{attr.names[j].decode()} in {attr.objects[o]} "
+                                          f"({modname(o)}, not {expected})")
+
+    by_name: dict[bytes, list[int]] = {}
+    for j, name in enumerate(attr.names):
+        if name.startswith(INITCALL):
+            check("initcalls", j, name[len(INITCALL):].decode("utf-8", "surrogateescape").split("__", 1)[0])
+        elif name.startswith(b"__param_"):
+            by_name.setdefault(name, []).append(j)
+    try:
+        with open(os.path.join(modules_dir, "modules.builtin.modinfo"), "rb") as f:
+            entries = f.read().split(b"\0")
+    except OSError:
+        entries = []
+    for entry in entries:
+        key, eq, value = entry.partition(b"=")
+        if eq and key.endswith(b".parmtype"):
+            param = value.partition(b":")[0]
+            found = by_name.get(b"__param_" + param, [])
+            if len(found) == 1:
+                check("params", found[0], key[:-len(b".parmtype")].decode("utf-8", "surrogateescape"))
+    return result
 
 
 # ------------------------------------------------------------------ build
@@ -598,7 +594,7 @@ def build_from_debuginfo(inputs: DebugInputs, output: str, source: str | None,
     counts["symbols"] = len(attr.names)
     module_symbols = int(sum(1 for o in attr.obj.tolist() if o >= 0 and owners.get(objects[o])))
     counts["in_modules"] = module_symbols
-    check = self_check(attr, thick, modfiles) if exact else {}
+    check = self_check(attr, modfiles, inputs.modules_dir) if exact else {}
     _record_anchors(tables, image, sysmap, strings, meta, counts, check, module_map, bool(exact))
     write_atomic(output, encode(meta, strings, tables))
     unattributed = [attr.names[j].decode("utf-8", "backslashreplace")
