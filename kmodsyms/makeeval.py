@@ -283,8 +283,12 @@ def unpack_makefiles(tarball: str, dest: str) -> str:
             first, _, rest = member.name.partition("/")
             if top is None:
                 top = first
-            if member.isfile() and first == top and _WANTED.search(rest):
+            if not (member.isfile() and first == top and _WANTED.search(rest)):
+                continue
+            if hasattr(tarfile, "data_filter"):
                 archive.extract(member, dest, filter="data")
+            elif not os.path.isabs(member.name) and ".." not in member.name.split("/"):
+                archive.extract(member, dest)   # a Python without extraction filters
     if top is None:
         raise KmodsymsError(f"{tarball}: empty tarball")
     return os.path.join(dest, top)
