@@ -241,41 +241,59 @@ def attribute(vmlinux: str, units: list[Unit], objects: list[str],
         else:
             by_address[i] = unit_at(int(value[i]), names_all[i])
 
-    # D1: tie each run to a unit: the units its symbols' addresses give, the one
-    # of its file's name when they disagree, else its file's name alone.
+    # D1: tie each run to a unit.  Its file's name names it (a C file's
+    # STT_FILE is its source's base name, an assembler file's often its
+    # object's); among units of that name, or when none has it, the units
+    # its symbols' addresses give decide: sized symbols first, as a
+    # zero-size static (a lockdep __key at the end of its object) shares its
+    # address with the next object's first symbol.
+    def stem(name: str) -> str:
+        return os.path.splitext(os.path.basename(name))[0]
+
     by_basename: dict[str, list[int]] = {}
+    by_stem: dict[str, list[int]] = {}
     for u, unit in enumerate(units):
         by_basename.setdefault(os.path.basename(unit.name), []).append(u)
+        by_stem.setdefault(stem(unit.name), []).append(u)
     votes: dict[int, dict[int, int]] = {}
+    zero_votes: dict[int, dict[int, int]] = {}
+    size_all = table["size"]
     for i in kept:
         r = int(run_of[i])
         u, _how = by_address[i]
         if r >= 0 and u >= 0:
-            votes.setdefault(r, {}).setdefault(u, 0)
-            votes[r][u] += 1
+            tally = (votes if int(size_all[i]) else zero_votes).setdefault(r, {})
+            tally[u] = tally.get(u, 0) + 1
     run_unit = {}
+    run_candidates: dict[int, list[int]] = {}
     for r, name in enumerate(run_names):
         base = name.decode("utf-8", "surrogateescape")
-        voted = votes.get(r, {})
-        same_name = [u for u in voted if os.path.basename(units[u].name) == base]
-        if len(voted) == 1:
-            run_unit[r] = next(iter(voted))
-        elif len(same_name) == 1:
-            run_unit[r] = same_name[0]
-        elif not voted and len(by_basename.get(base, ())) == 1:
-            run_unit[r] = by_basename[base][0]
+        named = by_basename.get(base) or by_stem.get(stem(base), [])
+        run_candidates[r] = named
+        if len(named) == 1:
+            run_unit[r] = named[0]
+            continue
+        sized, zero = votes.get(r, {}), zero_votes.get(r, {})
+        if named:
+            for tally in (sized, zero):
+                voted = [u for u in tally if u in named]
+                if voted:
+                    if len(voted) == 1:
+                        run_unit[r] = voted[0]
+                    break
+        elif len(sized) == 1:    # no unit has its name (gas named it after a header)
+            run_unit[r] = next(iter(sized))
     # Else by link order: the linker writes both the runs and the units in
     # the order of its input objects, so an untied run's unit lies between
     # the units of the tied runs around it; one of its file's name there is it.
     tied = sorted(run_unit)
-    for r, name in enumerate(run_names):
-        if r in run_unit or votes.get(r):
+    for r in range(len(run_names)):
+        if r in run_unit:
             continue
         k = bisect.bisect_left(tied, r)
         below = run_unit[tied[k - 1]] if k > 0 else -1
         above = run_unit[tied[k]] if k < len(tied) else len(units)
-        base = name.decode("utf-8", "surrogateescape")
-        between = [u for u in by_basename.get(base, ()) if below < u < above]
+        between = [u for u in run_candidates[r] if below < u < above]
         if len(between) == 1:
             run_unit[r] = between[0]
     # A unit named after no object (gas names an assembler unit after an
