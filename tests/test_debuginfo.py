@@ -172,3 +172,25 @@ def test_missing_inputs_are_one_line_each(debug_tree, tmp_path):
 ])
 def test_release_from_the_distributions_paths(path, release):
     assert release_of_vmlinux(path) == release
+
+
+def test_a_zero_size_static_stays_in_its_own_objects_run(tmp_path):
+    """D1: zkey_a.c's only local is a zero-size static at the end of its
+    .bss, at the address of zkey_b.c's first variable: its STT_FILE run
+    names its unit, whatever the address says."""
+    from kmodsyms.debuginfo import attribute
+    from kmodsyms.dwarf import Dwarf
+    data = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "dwarf")
+    for name in ("zkey_a", "zkey_b"):
+        shutil.copy(os.path.join(data, name + ".c"), tmp_path)
+        subprocess.run(["gcc", "-g", "-O2", "-fno-pic", "-fno-common", "-c", name + ".c"],
+                       cwd=tmp_path, check=True)
+    subprocess.run(["ld", "-e", "0", "-o", "image", "zkey_a.o", "zkey_b.o"], cwd=tmp_path, check=True)
+    image = str(tmp_path / "image")
+    units = list(Dwarf.from_elf(image).units())
+    result = attribute(image, units, ["zkey_a.o", "zkey_b.o"], None)
+    got = {name: (result.objects[o] if o >= 0 else None) for name, o in zip(result.names, result.obj.tolist())}
+    key = result.names.index(b"__key")
+    assert result.address[key] == result.address[result.names.index(b"zkey_b_counter")]
+    assert got[b"__key"] == "zkey_a.o" and got[b"zkey_b_counter"] == "zkey_b.o"
+    assert got[b"zkey_a"] == "zkey_a.o" and got[b"zkey_b"] == "zkey_b.o"
