@@ -190,7 +190,7 @@ def test_a_zero_size_static_stays_in_its_own_objects_run(tmp_path):
     units = list(Dwarf.from_elf(image).units())
     result = attribute(image, units, ["zkey_a.o", "zkey_b.o"], None)
     got = {name: (result.objects[o] if o >= 0 else None) for name, o in zip(result.names, result.obj.tolist())}
-    key = result.names.index(b"__key")
+    key = result.names.index(b"__key.0")
     assert result.address[key] == result.address[result.names.index(b"zkey_b_counter")]
-    assert got[b"__key"] == "zkey_a.o" and got[b"zkey_b_counter"] == "zkey_b.o"
+    assert got[b"__key.0"] == "zkey_a.o" and got[b"zkey_b_counter"] == "zkey_b.o"
     assert got[b"zkey_a"] == "zkey_a.o" and got[b"zkey_b"] == "zkey_b.o"
