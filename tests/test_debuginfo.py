@@ -194,3 +194,18 @@ def test_a_zero_size_static_stays_in_its_own_objects_run(tmp_path):
     assert result.address[key] == result.address[result.names.index(b"zkey_b_counter")]
     assert got[b"__key.0"] == "zkey_a.o" and got[b"zkey_b_counter"] == "zkey_b.o"
     assert got[b"zkey_a"] == "zkey_a.o" and got[b"zkey_b"] == "zkey_b.o"
+
+
+def test_the_distribution_commands_use_real_options():
+    """Every option of docs/distributions.md's `kmodsyms build` commands is
+    one `kmodsyms build --help` lists."""
+    import re
+    from conftest import ROOT
+    with open(os.path.join(ROOT, "docs", "distributions.md")) as f:
+        text = f.read()
+    commands = re.findall(r"kmodsyms build (.*?)(?:\n(?!    )|$)", text.replace("\\\n", " "), re.S)
+    used = {opt for command in commands for opt in re.findall(r"(?<!\S)(--[a-z-]+|-o)\b", command)}
+    assert {"--debuginfo", "--source", "--system-map", "--config", "--modules-dir"} <= used
+    helptext = subprocess.run(KMODSYMS + ["build", "--help"], capture_output=True, text=True,
+                              env={**os.environ, "COLUMNS": "200"}, check=True).stdout
+    assert all(opt in helptext for opt in used), used
