@@ -394,7 +394,9 @@ def object_scans(attr: Attribution, section_names: list[str], section_flags: lis
     symbol's end).  Also the runs' link addresses, in the order
     :func:`kmodsyms.tables.assemble` lays out the sections (by object)."""
     placed = np.flatnonzero(attr.obj >= 0)
-    order = placed[np.lexsort((attr.address[placed], attr.shndx[placed]))]
+    # At one address a zero-size symbol comes first: it ends its object's
+    # run there, and a sized one begins the next object's.
+    order = placed[np.lexsort((attr.size[placed] > 0, attr.address[placed], attr.shndx[placed]))]
     obj = attr.obj[order].astype(np.int64)
     sec = attr.shndx[order].astype(np.int64)
     address = attr.address[order]
@@ -405,13 +407,17 @@ def object_scans(attr: Attribution, section_names: list[str], section_flags: lis
     run = np.cumsum(new_run) - 1
     starts = np.flatnonzero(new_run)
     run_obj, run_sec, run_start = obj[starts], sec[starts], address[starts]
-    run_end = np.maximum(np.maximum.reduceat(end, starts), run_start) if n else np.zeros(0, np.uint64)
-    # A run ends where the next run of its image section begins.
+    # A run holds a byte of each of its symbols, zero-size ones too (an
+    # initcall's entry, asm-defined, has no size), and ends where the next
+    # run of its image section begins; one that begins there too holds none.
+    last = np.maximum.reduceat(address, starts) if n else np.zeros(0, np.uint64)
+    run_end = np.maximum(np.maximum.reduceat(end, starts), last + np.uint64(1)) if n \
+        else np.zeros(0, np.uint64)
     same_section_next = np.zeros(len(starts), dtype=bool)
     same_section_next[:-1] = run_sec[1:] == run_sec[:-1]
     next_start = np.append(run_start[1:], np.uint64(0))
-    run_end = np.where(same_section_next & (next_start > run_start),
-                       np.minimum(run_end, next_start), run_end)
+    run_end = np.where(same_section_next, np.where(next_start > run_start,
+                                                   np.minimum(run_end, next_start), run_start), run_end)
     # Sections by object, runs in address order within each (assemble's layout).
     by_object = np.argsort(run_obj, kind="stable")
     local_index = np.empty(len(starts), dtype=np.int64)

@@ -54,10 +54,14 @@ def test_every_line_has_the_linkers_object_or_none(debug_kernel, built):
     ours = [resolver.syms.object_path(o) if o >= 0 else None for o in resolver.line_object.tolist()]
     theirs = [om.object_at(int(a)) for a in ks.address.tolist()]
     # An edge (a zero-size symbol where one object's bytes end and the
-    # next's begin) may go either way, as in kmodsyms verify.
+    # next's begin, or none's) may go either way, as in kmodsyms verify.
+    from kmodsyms.verify import read_elf_info
+    sizes = read_elf_info(os.path.join(tree, "vmlinux")).sizes
     ends = {int(e) for e in om.end.tolist()}
+    edge = [sizes.get((ks.name_bytes(i), int(a)), 0) == 0 and int(a) in ends
+            for i, a in enumerate(ks.address.tolist())]
     wrong = [(ks.name(i), o, t) for i, (o, t) in enumerate(zip(ours, theirs))
-             if o is not None and t is not None and o != t and int(ks.address[i]) not in ends]
+             if o is not None and o != t and not edge[i]]
     assert wrong == []
     attributed = sum(1 for o, t in zip(ours, theirs) if t is not None and o == t)
     with_object = sum(1 for t in theirs if t is not None)
