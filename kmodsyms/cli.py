@@ -345,6 +345,12 @@ def _load(syms: Optional[str], kallsyms: Optional[str], strict: bool, force: boo
                     fallback=not strict and syms is None, warn=warn, modules_dir=modules_dir)
     for warning in resolver.module_warnings:
         warn(warning)
+    from .symsfile import FLAG_GUESSED_MODULES
+    syms_file = getattr(resolver, "syms", None)     # none when answering from kallsyms alone
+    if syms_file is not None and syms_file.flags & FLAG_GUESSED_MODULES:
+        warn(f"the built-in modules of {syms_file.source} are guessed from modules.builtin.modinfo "
+             "(kmodsyms build --guess-modules), not kbuild's: a module of several objects may "
+             "show as vmlinux or as another module; rebuild it with --source")
     return resolver
 
 

@@ -209,3 +209,15 @@ def test_the_distribution_commands_use_real_options():
     helptext = subprocess.run(KMODSYMS + ["build", "--help"], capture_output=True, text=True,
                               env={**os.environ, "COLUMNS": "200"}, check=True).stdout
     assert all(opt in helptext for opt in used), used
+
+
+def test_answers_from_guessed_modules_warn(debug_tree, tmp_path):
+    out = str(tmp_path / "guessed")
+    subprocess.run(KMODSYMS + ["build", "--debuginfo", os.path.join(debug_tree, "vmlinux"),
+                               "--system-map", os.path.join(debug_tree, "System.map"),
+                               "--modules-dir", debug_tree, "--guess-modules", "-o", out],
+                   capture_output=True, text=True, check=True)
+    run = subprocess.run(KMODSYMS + ["kallmodsyms", "--syms", out, "--kallsyms",
+                                     os.path.join(debug_tree, "kallsyms"), "--no-cache"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0 and "are guessed from modules.builtin.modinfo" in run.stderr
