@@ -580,13 +580,15 @@ def build_from_debuginfo(inputs: DebugInputs, output: str, source: str | None,
                             "carries the Makefiles) and pass --source, or pass --guess-modules")
     builtin = read_builtin(inputs.modules_dir)
     jobs = jobs or min(os.cpu_count() or 1, 4)
+    exact = source or kbuild_map is not None
+    from .makeeval import start as start_evaluation, thick_from_eval
+    # make reads the Makefiles while the DWARF is read.
+    pending = start_evaluation(source, inputs.config) if source and kbuild_map is None else None
     image = read_image(inputs.vmlinux)
     units = _read_dwarf_units(inputs.vmlinux, jobs)
-    exact = source or kbuild_map is not None
     if exact:
-        from .makeeval import evaluate, thick_from_eval
         if kbuild_map is None:
-            kbuild_map = evaluate(source, inputs.config)
+            kbuild_map = pending.result()
             kbuild_map_source = f"evaluated from kbuild's Makefiles ({os.path.basename(os.path.normpath(source))})"
         objects = [o.path for o in kbuild_map.objects]
         modfiles = kbuild_map.modfiles()

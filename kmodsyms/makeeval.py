@@ -146,34 +146,67 @@ def evaluate(source: str, config: str, arch: str = "") -> KbuildEval:
     """Evaluate the Makefiles of ``source`` (a directory or a tarball of
     one) against ``config``.  Raises KmodsymsError when they cannot be read
     or make fails."""
+    return start(source, config, arch).result()
+
+
+class PendingEval:
+    """A make run :func:`start` began: :meth:`result` waits for it, so a
+    caller can do other work meanwhile."""
+
+    def __init__(self, tree: str, srcarch: str, scratch: tempfile.TemporaryDirectory):
+        self.tree, self.srcarch, self.scratch = tree, srcarch, scratch
+        self.driver = os.path.join(scratch.name, "driver.mk")
+        self.stdout = open(os.path.join(scratch.name, "stdout"), "w+", errors="replace")
+        self.stderr = open(os.path.join(scratch.name, "stderr"), "w+", errors="replace")
+
+    def run(self, config: str) -> "PendingEval":
+        with open(self.driver, "w", errors="surrogateescape") as f:
+            f.write(auto_conf(config) + _DRIVER)
+        self.proc = subprocess.Popen(
+            ["make", "-s", "-r", "-R", "--no-print-directory", "-C", self.tree, "-f", self.driver,
+             f"SRCARCH={self.srcarch}", f"ARCH={self.srcarch}",
+             f"__km_flags={' '.join(_FLAG_VARIABLES)}", *_NO_TOOLCHAIN, "__km_done"],
+            stdin=subprocess.DEVNULL, stdout=self.stdout, stderr=self.stderr,
+            env={**os.environ, "LC_ALL": "C"})
+        return self
+
+    def result(self) -> KbuildEval:
+        try:
+            status = self.proc.wait()
+            self.stdout.seek(0)
+            self.stderr.seek(0)
+            out, err = self.stdout.read(), self.stderr.read()
+        finally:
+            self.stdout.close()
+            self.stderr.close()
+            self.scratch.cleanup()
+        if status != 0:
+            errors = [line for line in err.splitlines() if "***" in line or "Error" in line]
+            raise KmodsymsError(f"{self.tree}: make could not evaluate kbuild's Makefiles: "
+                                f"{(errors or err.splitlines() or ['(no message)'])[0].strip()}")
+        return _parse(out, self.srcarch)
+
+
+def start(source: str, config: str, arch: str = "") -> PendingEval:
+    """Begin :func:`evaluate` (a tarball is unpacked first, here): make
+    runs while the caller goes on."""
     if shutil.which("make") is None:
         raise KmodsymsError("GNU make is not installed; install it (apt-get install make)")
     srcarch = _SRCARCH.get(arch, arch) if arch else config_srcarch(config)
-    if os.path.isdir(source):
-        return _evaluate_tree(source, config, srcarch)
     if not os.path.exists(source):
         raise KmodsymsError(f"{source}: no such kernel source directory or tarball")
-    with tempfile.TemporaryDirectory(prefix="kmodsyms-src-") as tmp:
-        tree = unpack_makefiles(source, tmp)
-        return _evaluate_tree(tree, config, srcarch)
-
-
-def _evaluate_tree(tree: str, config: str, srcarch: str) -> KbuildEval:
-    for need in ("Kbuild", "scripts/Makefile.lib", f"arch/{srcarch}/Makefile"):
-        if not os.path.exists(os.path.join(tree, need)):
-            raise KmodsymsError(f"{tree}: no {need}; give the top of a kernel source tree "
-                                "(or its tarball) of the same version as the kernel")
-    proc = subprocess.run(
-        ["make", "-s", "-r", "-R", "--no-print-directory", "-C", tree, "-f", "-",
-         f"SRCARCH={srcarch}", f"ARCH={srcarch}",
-         f"__km_flags={' '.join(_FLAG_VARIABLES)}", *_NO_TOOLCHAIN, "__km_done"],
-        input=auto_conf(config) + _DRIVER, capture_output=True, text=True, errors="replace",
-        env={**os.environ, "LC_ALL": "C"})
-    if proc.returncode != 0:
-        errors = [line for line in proc.stderr.splitlines() if "***" in line or "Error" in line]
-        raise KmodsymsError(f"{tree}: make could not evaluate kbuild's Makefiles: "
-                            f"{(errors or proc.stderr.splitlines() or ['(no message)'])[0].strip()}")
-    return _parse(proc.stdout, srcarch)
+    scratch = tempfile.TemporaryDirectory(prefix="kmodsyms-make-")
+    try:
+        tree = source if os.path.isdir(source) else unpack_makefiles(source, scratch.name)
+        for need in ("Kbuild", "scripts/Makefile.lib", f"arch/{srcarch}/Makefile"):
+            if not os.path.exists(os.path.join(tree, need)):
+                raise KmodsymsError(f"{tree if tree == source else source}: no {need}; give the top "
+                                    "of a kernel source tree (or its tarball) of the same version "
+                                    "as the kernel")
+        return PendingEval(tree, srcarch, scratch).run(config)
+    except BaseException:
+        scratch.cleanup()
+        raise
 
 
 def auto_conf(config: str) -> str:
