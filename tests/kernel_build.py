@@ -8,6 +8,7 @@ the slow and live suites share the x86_64 tree.
 
 from __future__ import annotations
 
+import fcntl
 import glob
 import hashlib
 import os
@@ -89,7 +90,15 @@ def build_jobs() -> int:
 
 def _build_tree(tarball: str, root: str, kernel: Kernel) -> str:
     """Unpack, configure and build the kernel into ROOT (once: a stamp file
-    records the configuration it was built with)."""
+    records the configuration it was built with; a lock beside ROOT keeps
+    two test runs from building it at once)."""
+    os.makedirs(os.path.dirname(root), exist_ok=True)
+    with open(root + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build_tree_locked(tarball, root, kernel)
+
+
+def _build_tree_locked(tarball: str, root: str, kernel: Kernel) -> str:
     stamp = os.path.join(root, ".complete")
     recipe = kernel.recipe()
     trees = glob.glob(os.path.join(root, "linux-source-*"))

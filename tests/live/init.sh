@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/busybox sh
 # SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
 #
 # /init of tests/test_live.py's busybox initramfs.  It loads the modules
@@ -8,10 +8,10 @@
 # kernel showed at each step.  Everything goes out on the serial console as
 # one gzipped tar, base64 between two marker lines, then the guest reboots
 # (QEMU runs with -no-reboot, so it exits).
-/bin/busybox mkdir -p /bin /proc /sys /dev /tmp
+/bin/busybox echo "@@@@ init"     # the host knows the guest got this far
+/bin/busybox mount -t proc proc /proc      # --install reads /proc/self/exe
 /bin/busybox --install -s /bin
 export PATH=/bin
-mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev 2>/dev/null
 . /etc/live.env      # RELOAD, INSERT, OTHER_SYMS, UNPRIVILEGED (uid:gid), SEED
@@ -51,8 +51,9 @@ snapshot() {
     run $s/tool resolve kmodsyms-c resolve < $s/addresses
 }
 
-# load_module NAME: insmod its installed file, decompressed here when it is
-# compressed (busybox's insmod reads only plain ELF).
+# load_module NAME: insmod its installed file; a compressed one decompressed
+# here first, as kmod's insmod does in user space (the kernel is built
+# without CONFIG_MODULE_DECOMPRESS).
 load_module() {
     f=$(find /lib/modules/$(uname -r) -name "$1.ko*" | head -n 1)
     case $f in
@@ -87,10 +88,8 @@ unprivileged() {
         head -n 1 /proc/kallsyms > $d/kallsyms-head
         run $d tool kmodsyms-c lines
     else
-        setpriv --reuid ${UNPRIVILEGED%:*} --regid ${UNPRIVILEGED#*:} --clear-groups \
-            head -n 1 /proc/kallsyms > $d/kallsyms-head
-        run $d tool setpriv --reuid ${UNPRIVILEGED%:*} --regid ${UNPRIVILEGED#*:} --clear-groups \
-            kmodsyms-c lines
+        asuser ${UNPRIVILEGED%:*} ${UNPRIVILEGED#*:} head -n 1 /proc/kallsyms > $d/kallsyms-head
+        run $d tool asuser ${UNPRIVILEGED%:*} ${UNPRIVILEGED#*:} kmodsyms-c lines
     fi
 }
 unprivileged open 0 1 user
