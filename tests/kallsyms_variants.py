@@ -4,6 +4,7 @@ System.map and kallsyms by the kernel's rules (test helpers)."""
 from __future__ import annotations
 
 TEXT_RANGES = (("_stext", "_etext"), ("_sinittext", "_einittext"))
+MODULE_TEXT_LETTERS = (b"t", b"T", b"w", b"W")
 
 
 def text_only(system_map: str, kallsyms: bytes) -> bytes:
@@ -11,7 +12,12 @@ def text_only(system_map: str, kallsyms: bytes) -> bytes:
     ``CONFIG_KALLSYMS_ALL=n`` lists: ``scripts/kallsyms.c`` without
     ``--all-symbols`` keeps ``__start_*``/``__stop_*`` and what lies in
     ``[_stext, _etext]`` or ``[_sinittext, _einittext]``, except, at a
-    range's end, anything but the end symbol itself; module lines stay."""
+    range's end, anything but the end symbol itself.  Of a loaded module
+    the kernel then keeps only the symbols of its executable sections
+    (kernel/module/kallsyms.c is_core_symbol() without CONFIG_KALLSYMS_ALL,
+    as a live text-only kernel shows: tests/test_live.py): in the text,
+    the lines whose letter is a text one (t, w: weak non-objects, which
+    elf_type() gives only so); pseudo-module lines are all text."""
     link = {}
     for line in open(system_map):
         address, _letter, name = line.split()
@@ -24,7 +30,8 @@ def text_only(system_map: str, kallsyms: bytes) -> bytes:
     for line in lines:
         fields = line.split()
         if len(fields) > 3:
-            kept.append(line)
+            if fields[1] in MODULE_TEXT_LETTERS:
+                kept.append(line)
             continue
         address, name = int(fields[0], 16), fields[2]
         if name.startswith((b"__start_", b"__stop_")):
