@@ -40,3 +40,22 @@ def text_only(system_map: str, kallsyms: bytes) -> bytes:
                 not any(address == end and name != end_name for _, end, end_name in ranges):
             kept.append(line)
     return b"".join(kept)
+
+
+def kernel_module_letters(kallsyms: bytes, exported: set[tuple[bytes, bytes]]) -> bytes:
+    """The same kallsyms with each loaded module's line lettered as
+    kernel/kallsyms.c s_show() prints it: upper case exactly when the module
+    exports the symbol ((module, name) in ``exported``), else lower case,
+    whatever the symbol's ELF binding (a global ``cleanup_module`` is
+    ``t``), as a live kernel shows (tests/test_live.py).  nm's letters,
+    which fixtures/kbuild/mkkallsyms.py writes, upper-case every global."""
+    out = []
+    for line in kallsyms.splitlines(keepends=True):
+        head, tab, tag = line.partition(b"\t")
+        module = tag.strip()[1:-1]
+        if tab and not module.startswith((b"__builtin__", b"bpf")):
+            address, letter, name = head.split(b" ", 2)
+            letter = letter.upper() if (module, name) in exported else letter.lower()
+            line = b" ".join((address, letter, name)) + tab + tag
+        out.append(line)
+    return b"".join(out)

@@ -38,6 +38,7 @@ SEED = 20261201
 BOOT_TIMEOUT = 900          # seconds: a boot with its work takes ~1 minute under TCG
 KVM_START_TIMEOUT = 60      # seconds for KVM to reach /init (it takes ~2)
 INIT_STARTED = b"@@@@ init"
+_KVM_STALLED: list[str] = []   # once KVM stalled, the session's other boots go straight to TCG
 BEGIN, END = b"@@@@ BEGIN live.tar.gz", b"@@@@ END live.tar.gz"
 
 
@@ -191,7 +192,7 @@ def boot(kernel: Kernel, tree: str, cpio: str, work: str) -> tuple[str, float, s
     KVM first when /dev/kvm opens; a KVM that runs the firmware but never
     reaches /init (nested KVM without long mode, as in some VMs) is
     left for TCG."""
-    accels = (["kvm"] if kvm_usable() else []) + ["tcg"]
+    accels = (["kvm"] if kvm_usable() and not _KVM_STALLED else []) + ["tcg"]
     for accel in accels:
         cmd = [qemu_for(kernel), "-accel", accel, "-cpu", "qemu64" if accel == "kvm" else "max",
                "-m", "512M", "-smp", "1", "-nographic", "-no-reboot", "-monitor", "none",
@@ -203,6 +204,7 @@ def boot(kernel: Kernel, tree: str, cpio: str, work: str) -> tuple[str, float, s
         seconds = time.monotonic() - start
         if status is not None:
             break
+        _KVM_STALLED.append(accel)
     console = console.replace(b"\r", b"")
     begin, end = console.find(BEGIN), console.find(END)
     assert begin >= 0 and end > begin, \
