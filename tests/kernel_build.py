@@ -166,6 +166,7 @@ class LinkTruth:
     script defines, and the objects' ends."""
 
     objects: object             # kmodsyms.linkmap.ObjectMap
+    beside: object              # ObjectMap of what the final link takes beside vmlinux.o
     ranges: object              # kmodsyms.verify.BuiltinRanges
     sizes: dict                 # (name bytes, link address) -> ELF st_size
     enders: frozenset[int]      # addresses where an object's bytes end
@@ -180,16 +181,21 @@ class LinkTruth:
         hit = int(self.ranges.lookup([at_link])[0])
         return sorted(self.ranges.ranges[hit].modules) if hit >= 0 else ["vmlinux"]
 
-    def object_at(self, name: str, at_link: int) -> str | None:
-        """ld's object there; None for what the link script defines."""
-        found = self.objects.object_at(at_link)
-        if found is None:
-            assert name in self.linker_defined, (name, hex(at_link))
-        return found
+    def beside_vmlinux_o(self, at_link: int) -> str | None:
+        """The object the final link took beside vmlinux.o
+        (init/version-timestamp.o, .vmlinux.export.o) at the address."""
+        return self.beside.object_at(at_link)
+
+    def agrees(self, name: str, at_link: int, answer: str | None) -> bool:
+        """ANSWER is ld's object at the address, or None for a symbol the
+        link script defines (its own line, whatever object's bytes follow)."""
+        if answer is None:
+            return name in self.linker_defined
+        return answer == self.objects.object_at(at_link)
 
 
 def link_truth(tree: str) -> LinkTruth:
-    from kmodsyms.linkmap import links_vmlinux_o, vmlinux_object_map
+    from kmodsyms.linkmap import ObjectMap, alloc_sections, links_vmlinux_o, parse_map, vmlinux_object_map
     from kmodsyms.verify import parse_ranges, read_elf_info
 
     path = lambda name: os.path.join(tree, name)  # noqa: E731
@@ -205,4 +211,9 @@ def link_truth(tree: str) -> LinkTruth:
         ranges = parse_ranges(f.read(), lambda name, _section: link.get(name), elf.addresses)
     with open(path("vmlinux.map")) as f:     # "0x... name = ." : what the link script defines
         linker_defined = frozenset(re.findall(r"^\s+0x[0-9a-f]+\s+(\S+) = ", f.read(), re.M))
-    return LinkTruth(objects, ranges, elf.sizes, frozenset(objects.end.tolist()), linker_defined)
+    loaded = alloc_sections(path("vmlinux"))
+    final = parse_map(path("vmlinux.map")) if links_vmlinux_o(path("vmlinux.map")) else []
+    beside = ObjectMap([(s.address, s.address + s.size, s.file) for s in final
+                        if s.output in loaded and s.size and s.file.endswith(".o")
+                        and not s.file.endswith("vmlinux.o")], "vmlinux.map")
+    return LinkTruth(objects, beside, ranges, elf.sizes, frozenset(objects.end.tolist()), linker_defined)
