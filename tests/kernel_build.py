@@ -17,6 +17,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
+import numpy as np
 import pytest
 
 SOURCE_TARBALLS = "/usr/src/linux-source-*.tar.xz"
@@ -171,6 +172,8 @@ class LinkTruth:
     sizes: dict                 # (name bytes, link address) -> ELF st_size
     enders: frozenset[int]      # addresses where an object's bytes end
     linker_defined: frozenset[str]
+    elf: object                 # kmodsyms.verify.ElfInfo: vmlinux's sections
+    object_modules: dict        # object path -> its built-in modules, from its .cmd
 
     def is_object_end(self, name: str, at_link: int) -> bool:
         """A zero-size line at an object's very end: no object holds it."""
@@ -178,8 +181,16 @@ class LinkTruth:
             and at_link in self.enders
 
     def modules_at(self, at_link: int) -> list[str]:
+        """modules.builtin.ranges' modules there; in a section its
+        generator does not cover, kbuild's word for ld's object there."""
         hit = int(self.ranges.lookup([at_link])[0])
-        return sorted(self.ranges.ranges[hit].modules) if hit >= 0 else ["vmlinux"]
+        if hit >= 0:
+            return sorted(self.ranges.ranges[hit].modules)
+        (section,) = self.elf.section_of(np.array([at_link], dtype=np.uint64))
+        if not ranges_cover(section):
+            obj = self.objects.object_at(at_link)
+            return sorted(self.object_modules.get(obj, ())) or ["vmlinux"]
+        return ["vmlinux"]
 
     def beside_vmlinux_o(self, at_link: int) -> str | None:
         """The object the final link took beside vmlinux.o
@@ -192,6 +203,31 @@ class LinkTruth:
         if answer is None:
             return name in self.linker_defined
         return answer == self.objects.object_at(at_link)
+
+
+def ranges_cover(section: str) -> bool:
+    """Whether scripts/generate_builtin_ranges.awk writes ranges for an
+    output section: only those named ".*", less .orc_*, *_sites and
+    per-cpu ones (so never __param, __modver, __ksymtab...)."""
+    return section.startswith(".") and not (section.startswith(".orc_") or
+                                            section.endswith("_sites") or ".percpu" in section)
+
+
+def cmd_modules(tree: str, obj: str, builtin: set[str]) -> tuple[str, ...]:
+    """The built-in modules kbuild compiled OBJ for: DKBUILD_MODFILE of its
+    .cmd file, as generate_builtin_ranges.awk's get_module_info() reads it
+    (one name must be a built-in module; several are taken as they are)."""
+    cmd = os.path.join(tree, os.path.dirname(obj), "." + os.path.basename(obj) + ".cmd")
+    try:
+        with open(cmd, encoding="utf-8", errors="surrogateescape") as f:
+            first = f.readline()
+    except OSError:
+        return ()
+    m = re.search(r"DKBUILD_MODFILE=['\"]+([^'\"]+)", first)
+    if not m:
+        return ()
+    names = tuple(os.path.basename(n).replace("-", "_") for n in m.group(1).split())
+    return names if len(names) > 1 or names[0] in builtin else ()
 
 
 def link_truth(tree: str) -> LinkTruth:
@@ -216,4 +252,8 @@ def link_truth(tree: str) -> LinkTruth:
     beside = ObjectMap([(s.address, s.address + s.size, s.file) for s in final
                         if s.output in loaded and s.size and s.file.endswith(".o")
                         and not s.file.endswith("vmlinux.o")], "vmlinux.map")
-    return LinkTruth(objects, beside, ranges, elf.sizes, frozenset(objects.end.tolist()), linker_defined)
+    with open(path("modules.builtin")) as f:
+        builtin = {os.path.basename(line.strip())[:-len(".ko")].replace("-", "_") for line in f if line.strip()}
+    object_modules = {obj: cmd_modules(tree, obj, builtin) for obj in set(objects.object)}
+    return LinkTruth(objects, beside, ranges, elf.sizes, frozenset(objects.end.tolist()), linker_defined,
+                     elf, object_modules)

@@ -144,7 +144,7 @@ def test_every_live_line_against_the_linker_maps_and_ranges(live):
     truth = link_truth(tree)
     r = resolver(boot, "1-loaded")
     ko = {m: os.path.relpath(p, boot.modules_dir) for m, p in module_files(boot).items()}
-    checked = right = ambiguous = 0
+    checked = right = ambiguous = ends = beside = 0
     for line, (address, _letter, symbol, module) in enumerate(rows):
         assert got[line] == python_line_json(r, line), (line, got[line])
         if module:
@@ -155,8 +155,10 @@ def test_every_live_line_against_the_linker_maps_and_ranges(live):
             continue
         at_link = address - shift
         if truth.is_object_end(symbol, at_link):
+            ends += 1
             continue
-        if truth.beside_vmlinux_o(at_link):     # test_objects_linked_beside_vmlinux_o_are_named
+        if truth.beside_vmlinux_o(at_link) and symbol not in truth.linker_defined:
+            beside += 1             # test_objects_linked_beside_vmlinux_o_are_named
             continue
         checked += 1
         answer = r.record(address, line, False)
@@ -168,9 +170,11 @@ def test_every_live_line_against_the_linker_maps_and_ranges(live):
         assert truth.agrees(symbol, at_link, answer.object), (hex(address), answer)
         assert sorted(answer.modules) == want, (hex(address), answer, want)
         right += 1
-    assert right == checked - ambiguous and checked > len(rows) * 9 // 10, (checked, right)
+    assert right == checked - ambiguous and checked + ends + beside == len(rows), (checked, right)
+    assert ends < len(rows) // 50, ends
     print(f"\n{name}: {checked} of {len(rows)} live lines checked, {right} right, "
-          f"{ambiguous} ambiguous, KASLR offset {shift:#x}")
+          f"{ambiguous} ambiguous, KASLR offset {shift:#x}; {ends} zero-size object ends "
+          f"and {beside} lines of objects linked beside vmlinux.o not checked")
 
 
 @pytest.mark.xfail(strict=True, reason="kmodsyms build records the objects of vmlinux.o only: "
@@ -185,7 +189,8 @@ def test_objects_linked_beside_vmlinux_o_are_named(live):
     shift, truth = kaslr_shift(tree, kallsyms), link_truth(tree)
     got = json_lines(boot.path("1-loaded", "tool", "lines.out"))
     beside = [(c, truth.beside_vmlinux_o(int(c["address"], 16) - shift)) for c in got
-              if c["origin"] != "loadable" and truth.beside_vmlinux_o(int(c["address"], 16) - shift)]
+              if c["origin"] != "loadable" and c["name"] not in truth.linker_defined
+              and truth.beside_vmlinux_o(int(c["address"], 16) - shift)]
     if not beside:
         pytest.skip("no kallsyms line of theirs (a text-only kernel lists none)")
     assert [c["object"] for c, _obj in beside] == [obj for _c, obj in beside]
@@ -211,13 +216,31 @@ def plain_ko(path: str, work) -> str:
     return out
 
 
+def ko_section_sizes(ko: str) -> dict[str, int]:
+    sizes = {}
+    for line in subprocess.run(["readelf", "-SW", ko], check=True, capture_output=True,
+                               text=True).stdout.splitlines():
+        fields = line.split("]", 1)[-1].split()
+        if line.strip().startswith("[") and len(fields) >= 5 and fields[0] != "Name":
+            sizes[fields[0]] = int(fields[4], 16)
+    return sizes
+
+
 def sysfs_placed(boot, phase: str, module: str, ko: str) -> list[tuple]:
     """The .ko's symbols at the addresses the live kernel put them: each
-    section's base from /sys/module/M/sections/NAME, then base + value."""
+    section's base from /sys/module/M/sections/NAME, then base + value.
+    The kernel lists no empty section there (an empty .bss), though
+    kallsyms shows the zero-size symbols in it: those are left out."""
     sections = boot.path(phase, "sys", "module", module, "sections")
     base = {name: int(open(os.path.join(sections, name)).read(), 16) for name in os.listdir(sections)}
     return [(n, base[sec] + value, size, typed, bind) for n, sec, value, size, typed, bind
             in readelf_symbols(ko) if sec in base and not is_mapping(n)]
+
+
+def in_empty_sections(ko: str) -> set[str]:
+    """Names of the .ko's symbols in sections of no bytes."""
+    sizes = ko_section_sizes(ko)
+    return {n for n, sec, *_ in readelf_symbols(ko) if sizes.get(sec) == 0}
 
 
 def test_loaded_module_sizes_against_their_ko(live, tmp_path):
@@ -233,11 +256,14 @@ def test_loaded_module_sizes_against_their_ko(live, tmp_path):
         statuses = {m["name"]: m for m in json_lines(boot.path(phase, "tool", "modules.out"))}
         assert sorted(statuses) == loaded_modules(boot, phase), phase
         for module in loaded_modules(boot, phase):
-            placed = sysfs_placed(boot, phase, module, plain_ko(files[module], tmp_path))
+            ko = plain_ko(files[module], tmp_path)
+            placed = sysfs_placed(boot, phase, module, ko)
             at = {(n, a): (size, bind) for n, a, size, _t, bind in placed}
+            empty = in_empty_sections(ko)
             lines = [c for c in got if c["modules"] == [module]]
-            assert lines and all((c["name"], int(c["address"], 16)) in at for c in lines
-                                 if not is_mapping(c["name"])), (phase, module)
+            unplaced = [c for c in lines if (c["name"], int(c["address"], 16)) not in at]
+            assert lines and all(c["name"] in empty or is_mapping(c["name"]) for c in unplaced), \
+                (phase, module, unplaced)
             rel = os.path.relpath(files[module], boot.modules_dir)
             if statuses[module]["status"] == "unsupported":
                 assert files[module].endswith(".xz") and "xz" in statuses[module]["reason"], statuses
@@ -245,7 +271,11 @@ def test_loaded_module_sizes_against_their_ko(live, tmp_path):
                 continue
             assert statuses[module]["status"] == "matched" and statuses[module]["file"] == rel, statuses
             sized = 0
+            for c in unplaced:      # zero-size, in a section sysfs does not list
+                assert (c["size"], c["object"]) == (0, rel), (phase, c)
             for c in lines:
+                if c in unplaced:
+                    continue
                 size, bind = at[c["name"], int(c["address"], 16)]
                 assert (c["size"], c["binding"], c["object"]) == (size, bind, rel), (phase, c)
                 sized += size > 0

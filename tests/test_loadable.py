@@ -338,15 +338,20 @@ def _note(path: str) -> bytes:
 
 def fake_sysfs(root, ko: str, lines, srcversion=None, build_id_of=None, shift=0) -> str:
     """/sys/module/fuse as the kernel shows it: sections/<name> (each
-    section's load address, derived from kallsyms and the .ko's table),
-    srcversion when the module has one, notes/.note.gnu.build-id."""
+    section's load address, derived from kallsyms and the .ko's table; no
+    entry for an empty section, though kallsyms shows its zero-size
+    symbols, as a live kernel does: tests/test_live.py), srcversion when
+    the module has one, notes/.note.gnu.build-id."""
+    from elftools.elf.elffile import ELFFile
+    with open(ko, "rb") as f:
+        empty = {sec.name for sec in ELFFile(f).iter_sections() if sec["sh_size"] == 0}
     base = {}
     count = {}
     for _a, _l, name in lines:
         count[name] = count.get(name, 0) + 1
     where = {name: addr for addr, _l, name in lines if count[name] == 1}
     for name, sec, value, *_ in elf_symbols(ko):
-        if name in where:
+        if name in where and sec not in empty:
             base.setdefault(sec, where[name] - value)
     sysfs = os.path.join(str(root), "sys")
     mod = os.path.join(sysfs, "module", "fuse")
