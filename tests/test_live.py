@@ -395,6 +395,8 @@ def test_c_refresh_follows_the_live_module_changes(live):
         pytest.xfail("libkmodsyms has no kms_refresh() yet (API.md: libkmodsyms 2.0, helper cfeat1); "
                      "kmodsyms-c cannot refresh in the guest")
     _name, _kernel, _tree, boot = live
+    assert os.path.exists(boot.path("4-inserted", "tool", "refresh.rc")), \
+        "kms_refresh() exists: tests/live/init.sh must run it across the steps"
     rc, out, err = tool(boot, "4-inserted", "refresh")
     assert rc == 0, err
 
