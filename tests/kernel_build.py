@@ -35,7 +35,7 @@ BOOTABLE_X86_64 = ("64BIT", "PRINTK", "TTY", "SERIAL_8250", "SERIAL_8250_CONSOLE
                    "SYSCTL", "PROC_SYSCTL", "BINFMT_ELF", "BINFMT_SCRIPT", "MULTIUSER",
                    "FUTEX", "RELOCATABLE", "RANDOMIZE_BASE", "PERF_EVENTS", "MODULE_UNLOAD")
 # Loadable: autofs4 of seven objects, crc7 of one.
-LOADABLE_X86_64 = ("AUTOFS_FS", "CRC7")
+LOADABLE = ("AUTOFS_FS", "CRC7")
 # gawk: scripts/generate_builtin_ranges.awk writes modules.builtin.ranges.
 BUILD_TOOLS = ("make", "flex", "bison", "bc", "tar", "xz", "gawk")
 
@@ -68,10 +68,17 @@ class Kernel:
 # only the text ranges; X86_64_ALL lists everything, as distributions do.
 # s390: big-endian, linked from vmlinux.a without a vmlinux.o pass, and
 # (tinyconfig) no KASLR.
-X86_64 = Kernel("x86", "", BOOTABLE_X86_64, ("KALLSYMS_ALL",), LOADABLE_X86_64, 0x2a00000, "")
-X86_64_ALL = Kernel("x86", "", BOOTABLE_X86_64 + ("KALLSYMS_ALL",), (), LOADABLE_X86_64,
+X86_64 = Kernel("x86", "", BOOTABLE_X86_64, ("KALLSYMS_ALL",), LOADABLE, 0x2a00000, "")
+X86_64_ALL = Kernel("x86", "", BOOTABLE_X86_64 + ("KALLSYMS_ALL",), (), LOADABLE,
                     0x2a00000, "-all")
 S390 = Kernel("s390", "s390x-linux-gnu-", (), ("KALLSYMS_ALL",), (), 0, "-s390")
+# arm64 for QEMU's virt machine: a PL011 console, KASLR seeded from the
+# device tree QEMU writes.
+BOOTABLE_ARM64 = ("PRINTK", "TTY", "ARM_AMBA", "SERIAL_AMBA_PL011", "SERIAL_AMBA_PL011_CONSOLE",
+                  "BLK_DEV_INITRD", "DEVTMPFS", "PROC_FS", "SYSFS", "SYSCTL", "PROC_SYSCTL",
+                  "BINFMT_ELF", "MULTIUSER", "RELOCATABLE", "RANDOMIZE_BASE", "MODULE_UNLOAD")
+ARM64 = Kernel("arm64", "aarch64-linux-gnu-", BOOTABLE_ARM64, ("KALLSYMS_ALL",), LOADABLE,
+               0, "-arm64")
 
 
 def _version_key(path: str):
