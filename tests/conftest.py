@@ -15,6 +15,14 @@ FIXTURE = os.path.join(ROOT, "fixtures", "kbuild")
 FIXTURE_KASLR = 0x2A600000
 
 
+def pytest_report_header(config):
+    """Where the corpus tests read the corpora and unpack them (hundreds of
+    MB, kept between runs), said once at the start of the run."""
+    from bench.corpus import KERNELS, _corpus_cache_dir
+    return (f"kmodsyms corpora: read from {KERNELS} (KMODSYMS_KERNELS), unpacked into "
+            f"{_corpus_cache_dir()} (KMODSYMS_CORPUS_CACHE)")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def private_cache(tmp_path_factory):
     """``kmodsyms resolve`` saves snapshots under $XDG_CACHE_HOME: keep the
@@ -44,8 +52,8 @@ def fixture_tree(tmp_path_factory):
 @pytest.fixture(scope="session")
 def fixture_syms(fixture_tree):
     """dtrace_syms of the fixture tree, built once."""
-    from kmodsyms.build import build
-    from kmodsyms.thick import read_thick
+    from kmodsyms.build.writer import build
+    from kmodsyms.build.thick import read_thick
     out = os.path.join(fixture_tree, "dtrace_syms")
     thick = os.path.join(fixture_tree, "modules_thick.builtin")
     build(fixture_tree, read_thick(thick), thick, out, jobs=1)
@@ -59,15 +67,16 @@ def corpus():
     from bench.corpus import cached_corpus
     tree = cached_corpus(log=lambda *_: None)
     if tree is None:
-        pytest.skip("../shared/kernels/linux-6.12-defconfig.tar.xz is absent")
+        from bench.corpus import CORPUS_TARBALL
+        pytest.skip(f"{CORPUS_TARBALL} is absent")
     return tree
 
 
 @pytest.fixture(scope="session")
 def corpus_syms(corpus, tmp_path_factory):
     """dtrace_syms of the corpus, built with the reference thick file."""
-    from kmodsyms.build import build
-    from kmodsyms.thick import read_thick
+    from kmodsyms.build.writer import build
+    from kmodsyms.build.thick import read_thick
     out = str(tmp_path_factory.mktemp("corpus") / "dtrace_syms")
     thick = os.path.join(corpus, "modules_thick.builtin.reference")
     build(corpus, read_thick(thick), thick, out, use_cache=False)
@@ -80,7 +89,8 @@ def any_corpus(request):
     from bench.corpus import cached_corpus
     tree = cached_corpus(log=lambda *_: None, name=request.param)
     if tree is None:
-        pytest.skip(f"../shared/kernels/{request.param}.tar.xz is absent")
+        from bench.corpus import KERNELS
+        pytest.skip(f"{os.path.join(KERNELS, request.param)}.tar.xz is absent")
     return tree
 
 
@@ -90,8 +100,8 @@ _built: dict = {}
 @pytest.fixture(scope="session")
 def any_corpus_syms(any_corpus, tmp_path_factory):
     """dtrace_syms of ``any_corpus`` (default build: with its link layout)."""
-    from kmodsyms.build import build
-    from kmodsyms.thick import read_thick
+    from kmodsyms.build.writer import build
+    from kmodsyms.build.thick import read_thick
     if any_corpus not in _built:
         out = str(tmp_path_factory.mktemp("corpus") / "dtrace_syms")
         thick = os.path.join(any_corpus, "modules_thick.builtin.reference")

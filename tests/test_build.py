@@ -7,13 +7,13 @@ import subprocess
 
 import pytest
 
-from kmodsyms.archive import vmlinux_objects
-from kmodsyms.build import build
+from kmodsyms.build.archive import vmlinux_objects
+from kmodsyms.build.writer import build
 from elf_reference import rows
-from kmodsyms.elfscan import scan_object
+from kmodsyms.build.elfscan import scan_object
 from kmodsyms.errors import KmodsymsError
-from kmodsyms.symsfile import SymsFile, read_syms
-from kmodsyms.thick import read_thick
+from kmodsyms.format.symsfile import SymsFile, read_syms
+from kmodsyms.build.thick import read_thick
 
 
 def entries(syms, name):
@@ -39,6 +39,18 @@ def test_round_trip_equals_a_fresh_scan(fixture_tree, fixture_syms):
         scanned = [(n, s, v, z, names[t], binds[b])
                    for n, s, v, z, t, b in rows(scan_object(os.path.join(fixture_tree, obj))) if n in shown]
         assert sorted(from_file[obj]) == sorted(scanned), obj
+
+
+def test_committed_fixture_file_is_a_fresh_build(fixture_syms):
+    """fixtures/kbuild/dtrace_syms.expected, what the C tests (make -C
+    contrib/c check) read without Python, is byte for byte what a fresh
+    build of the fixture writes."""
+    from conftest import FIXTURE
+    with open(os.path.join(FIXTURE, "dtrace_syms.expected"), "rb") as f:
+        committed = f.read()
+    with open(fixture_syms, "rb") as f:
+        assert f.read() == committed, ("fixtures/kbuild/dtrace_syms.expected is stale: kmodsyms build "
+                                       "--kbuild fixtures/kbuild -o fixtures/kbuild/dtrace_syms.expected")
 
 
 def test_sorted_by_name_then_modules_then_object(fixture_syms):

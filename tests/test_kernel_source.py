@@ -31,7 +31,7 @@ from docblocks import section_blocks
 from kallsyms_image import proc_kallsyms
 from kallsyms_variants import text_only
 from test_clib import clib, compare_all  # noqa: F401 (clib: the fixture)
-from kmodsyms.symsfile import read_syms
+from kmodsyms.format.symsfile import read_syms
 from kernel_build import S390, X86_64, built_tree, link_truth, ranges_cover, run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

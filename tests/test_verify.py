@@ -1,4 +1,4 @@
-"""kmodsyms.verify: the modules.builtin.ranges parser, verify on the fixture
+"""kmodsyms.build.verify: the modules.builtin.ranges parser, verify on the fixture
 tree (linker maps only) and on the real 6.12 corpus (maps and ranges)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from kmodsyms.errors import KmodsymsError
-from kmodsyms.verify import parse_ranges, read_elf_info, verify
+from kmodsyms.build.verify import parse_ranges, read_elf_info, verify
 
 # Sections where upstream's modules.builtin.ranges is known to miss built-in
 # module data (generate_builtin_ranges.awk skips .percpu and non-dot output
@@ -111,8 +111,8 @@ def test_verify_missing_inputs(tmp_path, fixture_tree, fixture_syms):
 def test_verify_fixture_with_synthetic_ranges(tmp_path, fixture_tree, fixture_syms):
     """Ranges only (no maps): a ranges file derived from the fixture's own
     maps must agree with our attribution."""
-    from kmodsyms.linkmap import vmlinux_object_map
-    from kmodsyms.symsfile import read_syms
+    from kmodsyms.build.linkmap import vmlinux_object_map
+    from kmodsyms.format.symsfile import read_syms
     tree = tmp_path / "tree"
     tree.mkdir()
     for name in ("System.map", "vmlinux"):
@@ -137,6 +137,47 @@ def test_verify_fixture_with_synthetic_ranges(tmp_path, fixture_tree, fixture_sy
     assert report.ranges.compared > 100
     assert report.ranges.counts["agree"] > 0.9 * report.ranges.compared, report.format()
     assert report.ranges.counts["differ"] == 0
+
+
+def test_verify_text_is_for_people_json_for_scripts(tmp_path, fixture_tree, fixture_syms):
+    """The text report says each finding in words (no Python list or dict
+    reprs); --json carries the same findings as data."""
+    import subprocess
+    import sys
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for name in ("System.map", "vmlinux", "vmlinux.map", "vmlinux.o.map"):
+        shutil.copy(os.path.join(fixture_tree, name), tree / name)
+    elf = read_elf_info(os.path.join(fixture_tree, "vmlinux"))
+    text_base = elf.addresses[".text"]
+    sysmap = {line.split()[2]: int(line.split()[0], 16)
+              for line in open(os.path.join(fixture_tree, "System.map"))}
+    # an anchor 0x10 off its section header, an inverted range, a section
+    # vmlinux does not have (no base)
+    (tree / "modules.builtin.ranges").write_text(
+        f".text {sysmap['_text'] - text_base + 0x10:08x}-{sysmap['_text'] - text_base + 0x10:08x} = _text\n"
+        ".text 00000400-00000300 ext4 isofs\n"
+        ".nosuch 00000000-00000010 msr\n")
+    proc = subprocess.run([sys.executable, "-m", "kmodsyms", "verify", "--kbuild", str(tree),
+                           "--syms", fixture_syms], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout
+    assert not any(repr_mark in text for repr_mark in ("[{", "{'", "['", "': ")), text
+    base = text_base - 0x10      # what the anchor gives: _text 0x10 into .text
+    assert "    ranges: 0 (1 inverted, covering nothing)\n" in text
+    assert (f"      inverted: .text {base + 0x400:#x}-{base + 0x300:#x} ext4 isofs "
+            f"(modules.builtin.ranges line 2)\n") in text
+    assert "    sections with no base (not in vmlinux, no anchor line), skipped: .nosuch\n" in text
+    assert (f"    anchor _text puts .text at {base:#x}, its section header at "
+            f"{text_base:#x}\n") in text
+    doc = json.loads(subprocess.run([sys.executable, "-m", "kmodsyms", "verify", "--kbuild", str(tree),
+                                     "--syms", fixture_syms, "--json"],
+                                    capture_output=True, text=True, check=True).stdout)
+    notes = doc["comparisons"]["ranges"]["notes"]
+    assert notes["inverted_ranges"] == [{"section": ".text", "line": 2, "modules": ["ext4", "isofs"],
+                                         "start": f"{base + 0x400:#x}", "end": f"{base + 0x300:#x}"}]
+    assert notes["unanchored_sections"] == [".nosuch"]
+    assert notes["anchor_mismatches"][0]["anchor"] == "_text"
 
 
 # ------------------------------------------------------------------ corpus
@@ -231,8 +272,8 @@ def test_arm64_corpus_linker_map_names_the_objects(tmp_path):
     objects, and the vmlinux.o.map beside it (modpost's ld -r) is not the
     layout of vmlinux.  Every line agrees with the map."""
     from bench.corpus import cached_corpus
-    from kmodsyms.build import build
-    from kmodsyms.thick import read_thick
+    from kmodsyms.build.writer import build
+    from kmodsyms.build.thick import read_thick
     tree = cached_corpus(log=lambda *_: None, name="linux-6.12-arm64")
     if tree is None:
         pytest.skip("../shared/kernels/linux-6.12-arm64.tar.xz is absent")

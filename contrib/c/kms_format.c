@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
+/*
+ * Input, the dtrace_syms file (docs/format.md): mapped read-only, its CRC-32
+ * checked, every table and cross-reference checked against its bounds
+ * (kmodsyms.format.symsfile.SymsFile's checks), and the objects' module lists read.
+ * First step of a load, before kallsyms is read (kms_kallsyms.c).
+ */
+#include "kms_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+const char *const kmsi_vmlinux_list[1] = {"vmlinux"};
+
+/* ISO-HDLC (zlib's crc32()), slicing by 16; the table is the caller's so
+ * that nothing global is written. */
+static void crc_table(uint32_t tab[16][256])
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        tab[0][i] = c;
+    }
+    for (int i = 0; i < 256; i++)
+        for (int k = 1; k < 16; k++)
+            tab[k][i] = tab[0][tab[k - 1][i] & 0xFF] ^ (tab[k - 1][i] >> 8);
+}
+
+static uint32_t crc32_bytes(const unsigned char *p, size_t n)
+{
+    uint32_t tab[16][256];
+    uint32_t c = 0xFFFFFFFFu;
+    crc_table(tab);
+    for (; n >= 16; n -= 16, p += 16) {
+        uint32_t w0 = c ^ le32(p), w1 = le32(p + 4), w2 = le32(p + 8), w3 = le32(p + 12);
+        c = tab[15][w0 & 0xFF] ^ tab[14][(w0 >> 8) & 0xFF] ^ tab[13][(w0 >> 16) & 0xFF] ^
+            tab[12][w0 >> 24] ^ tab[11][w1 & 0xFF] ^ tab[10][(w1 >> 8) & 0xFF] ^
+            tab[9][(w1 >> 16) & 0xFF] ^ tab[8][w1 >> 24] ^ tab[7][w2 & 0xFF] ^
+            tab[6][(w2 >> 8) & 0xFF] ^ tab[5][(w2 >> 16) & 0xFF] ^ tab[4][w2 >> 24] ^
+            tab[3][w3 & 0xFF] ^ tab[2][(w3 >> 8) & 0xFF] ^ tab[1][(w3 >> 16) & 0xFF] ^
+            tab[0][w3 >> 24];
+    }
+    for (; n; n--, p++)
+        c = tab[0][(c ^ *p) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+/* Every u32 field at byte FIELD of every entry of table T is < BOUND. */
+static int in_range(const kms_handle *h, int t, uint32_t field, uint64_t bound)
+{
+    for (uint32_t i = 0; i < h->count[t]; i++)
+        if (le32(ent(h, t, i) + field) >= bound)
+            return 0;
+    return 1;
+}
+
+/* kmodsyms.format.symsfile.SymsFile's checks, in its order and with its words. */
+static int validate_syms(kms_handle *h, const char *path, kms_error *err)
+{
+    const unsigned char *d = h->map;
+    size_t size = h->map_size;
+    const char *why = NULL;
+    uint32_t nstr;
+
+    if (size < CRC_COVERS_FROM || memcmp(d + HDR_MAGIC, FORMAT_MAGIC, FORMAT_MAGIC_SIZE) != 0)
+        return kmsi_fail(err, KMS_E_SYMS, "%s: not a dtrace_syms file (bad magic)", path);
+    if (le32(d + HDR_VERSION) != FORMAT_VERSION)
+        return kmsi_fail(err, KMS_E_VERSION,
+                         "%s: dtrace_syms format version %lu; this reader reads version %u: "
+                         "rebuild it with a matching kmodsyms",
+                         path, (unsigned long)le32(d + HDR_VERSION), FORMAT_VERSION);
+    if (size < HEADER_SIZE)
+        return kmsi_fail(err, KMS_E_SYMS, "%s: truncated (%zu bytes, header needs %u); "
+                         "rebuild it with 'kmodsyms build'", path, size, HEADER_SIZE);
+    if (le64(d + HDR_FILE_SIZE) != (uint64_t)size)
+        return kmsi_fail(err, KMS_E_SYMS, "%s: truncated or padded: header says %llu bytes, file "
+                         "has %zu; rebuild it with 'kmodsyms build'",
+                         path, (unsigned long long)le64(d + HDR_FILE_SIZE), size);
+    if (le32(d + HDR_HEADER_SIZE) != HEADER_SIZE)
+        why = "bad header size";
+    else if (crc32_bytes(d + CRC_COVERS_FROM, size - CRC_COVERS_FROM) != le32(d + HDR_CRC32))
+        why = "checksum mismatch (corrupt file)";
+    if (why)
+        return kmsi_fail(err, KMS_E_SYMS, "%s: %s; rebuild it with 'kmodsyms build'", path, why);
+
+    for (int t = 0; t < T_COUNT; t++) {
+        uint64_t off = le32(d + HDR_DIRECTORY + 8 * t);
+        uint64_t count = le32(d + HDR_DIRECTORY + 8 * t + 4);
+        /* off < 2^32 and count <= 2^28: no overflow in 64 bits. */
+        if (count > MAX_ENTRIES || off % TABLE_ALIGN != 0 || off < HEADER_SIZE ||
+            off + count * entry_size[t] > (uint64_t)size)
+            return kmsi_fail(err, KMS_E_SYMS, "%s: table %s out of bounds (offset %llu, %llu "
+                             "entries); rebuild it with 'kmodsyms build'", path, table_names[t],
+                             (unsigned long long)off, (unsigned long long)count);
+        h->table[t] = d + off;
+        h->count[t] = (uint32_t)count;
+    }
+    nstr = h->count[T_STRINGS];
+    if (nstr == 0 || h->table[T_STRINGS][nstr - 1] != 0)
+        why = "string table not NUL-terminated";
+    for (uint32_t i = 0; !why && i < HDR_STRINGS_COUNT; i++)
+        if (le32(d + HDR_KERNEL_RELEASE + 4 * i) >= nstr)
+            why = "header string out of range";
+    if (why)
+        ;
+    else if (!in_range(h, T_MODULES, MOD_NAME, nstr))
+        why = "module name out of range";
+    else if (!in_range(h, T_MEMBERS, 0, h->count[T_MODULES])) /* a bare u32 */
+        why = "module-set member out of range";
+    else {
+        for (uint32_t i = 0; i < h->count[T_MODSETS]; i++) {
+            const unsigned char *e = ent(h, T_MODSETS, i);
+            if ((uint64_t)le32(e + MODSET_FIRST) + le32(e + MODSET_COUNT) > h->count[T_MEMBERS])
+                why = "module set out of range";
+        }
+    }
+    if (why)
+        ;
+    else if (!in_range(h, T_OBJECTS, OBJ_PATH, nstr))
+        why = "object path out of range";
+    else if (!in_range(h, T_OBJECTS, OBJ_MODSET, h->count[T_MODSETS]))
+        why = "object module set out of range";
+    else if (!in_range(h, T_SECNAMES, SECNAME_NAME, nstr))
+        why = "section name out of range";
+    else if (!in_range(h, T_SECTIONS, SEC_OBJECT, h->count[T_OBJECTS]))
+        why = "section object out of range";
+    else if (!in_range(h, T_SECTIONS, SEC_NAME, h->count[T_SECNAMES]))
+        why = "section name index out of range";
+    else {
+        /* the symbols' five checks in one pass (the largest table): each
+         * failure noted, the first in the order above reported */
+        static const char *const sym_why[5] = {
+            "symbol name out of range", "symbol module set out of range",
+            "symbol object out of range", "symbol section out of range",
+            "symbol section belongs to another object"};
+        uint32_t nmodsets = h->count[T_MODSETS], nobj = h->count[T_OBJECTS];
+        uint32_t nsec = h->count[T_SECTIONS], bad = 0, wide = 0;
+        /* the same pass counts each section's symbols, for index_entries (a
+         * failure to allocate is told where the other allocations' are) */
+        uint32_t *rows = h->section_rows = kmsi_scratch(h, (size_t)nsec + 2, sizeof *rows);
+        if (rows)
+            memset(rows, 0, ((size_t)nsec + 2) * sizeof *rows);
+        for (uint32_t i = 0; i < h->count[T_SYMBOLS]; i++) {
+            const unsigned char *s = ent(h, T_SYMBOLS, i);
+            uint32_t sec = le32(s + SYM_SECTION), obj = le32(s + SYM_OBJECT);
+            bad |= (uint32_t)(le32(s + SYM_NAME) >= nstr) |
+                   (uint32_t)(le32(s + SYM_MODSET) >= nmodsets) << 1 |
+                   (uint32_t)(obj >= nobj) << 2 | (uint32_t)(sec >= nsec) << 3;
+            wide |= le32(s + SYM_VALUE + 4);
+            if (sec < nsec) {
+                if (le32(ent(h, T_SECTIONS, sec) + SEC_OBJECT) != obj)
+                    bad |= 1u << 4;
+                if (rows)
+                    rows[sec + 2]++;
+            }
+        }
+        h->wide_values = wide != 0;
+        for (int k = 0; !why && k < 5; k++)
+            if (bad >> k & 1)
+                why = sym_why[k];
+    }
+    if (why)
+        ;
+    else if (!in_range(h, T_ANCHORS, ANCHOR_SYMBOL, h->count[T_SYMBOLS]))
+        why = "anchor symbol out of range";
+    else if (!in_range(h, T_ANCHORS, ANCHOR_SEGMENT, h->count[T_SEGMENTS]))
+        why = "anchor segment out of range";
+    if (why)
+        return kmsi_fail(err, KMS_E_SYMS, "%s: %s; rebuild it with 'kmodsyms build'", path, why);
+    h->release = str(h, le32(d + HDR_KERNEL_RELEASE));
+    h->build_id = str(h, le32(d + HDR_BUILD_ID));
+    if (!ALLOC(h, member_name, h->count[T_MEMBERS]))
+        return kmsi_fail(err, KMS_E_NOMEM, "out of memory reading %s", path);
+    for (uint32_t k = 0; k < h->count[T_MEMBERS]; k++)
+        h->member_name[k] = str(h, le32(ent(h, T_MODULES, le32(ent(h, T_MEMBERS, k))) + MOD_NAME));
+    if (!h->section_rows || !ALLOC(h, object, h->count[T_OBJECTS]) ||
+        !ALLOC(h, section_object, h->count[T_SECTIONS]))
+        return kmsi_fail(err, KMS_E_NOMEM, "out of memory reading %s", path);
+    for (uint32_t o = 0; o < h->count[T_OBJECTS]; o++) {
+        const unsigned char *ob = ent(h, T_OBJECTS, o);
+        const unsigned char *ms = ent(h, T_MODSETS, le32(ob + OBJ_MODSET));
+        struct object_info *info = &h->object[o];
+        info->path = str(h, le32(ob + OBJ_PATH));
+        info->modules.nmodules = le32(ms + MODSET_COUNT);
+        info->modules.modules = h->member_name + le32(ms + MODSET_FIRST);
+        info->origin = KMS_ORIGIN_BUILTIN;
+        if (!info->modules.nmodules) {
+            info->modules.modules = kmsi_vmlinux_list;
+            info->modules.nmodules = 1;
+            info->origin = KMS_ORIGIN_CORE;
+        }
+        info->dso = info->modules.modules[0];
+    }
+    for (uint32_t c = 0; c < h->count[T_SECTIONS]; c++)
+        h->section_object[c] = le32(ent(h, T_SECTIONS, c) + SEC_OBJECT);
+    return KMS_OK;
+}
+
+int kmsi_map_syms(kms_handle *h, const char *path, kms_error *err)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return kmsi_fail(err, KMS_E_IO, "cannot read %s: %s; build it with 'kmodsyms build'",
+                         path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return kmsi_fail(err, KMS_E_IO, "cannot read %s: not a regular file; build it with "
+                         "'kmodsyms build'", path);
+    }
+    h->map_size = (size_t)st.st_size;
+    if (h->map_size) {
+        void *m = mmap(NULL, h->map_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) {
+            int e = errno;
+            close(fd);
+            h->map_size = 0;
+            return kmsi_fail(err, KMS_E_IO, "cannot map %s: %s", path, strerror(e));
+        }
+        h->map = m;
+    }
+    close(fd);
+    return validate_syms(h, path, err);
+}
