@@ -72,13 +72,6 @@ X86_64 = Kernel("x86", "", BOOTABLE_X86_64, ("KALLSYMS_ALL",), LOADABLE, 0x2a000
 X86_64_ALL = Kernel("x86", "", BOOTABLE_X86_64 + ("KALLSYMS_ALL",), (), LOADABLE,
                     0x2a00000, "-all")
 S390 = Kernel("s390", "s390x-linux-gnu-", (), ("KALLSYMS_ALL",), (), 0, "-s390")
-# arm64 for QEMU's virt machine: a PL011 console, KASLR seeded from the
-# device tree QEMU writes.
-BOOTABLE_ARM64 = ("PRINTK", "TTY", "ARM_AMBA", "SERIAL_AMBA_PL011", "SERIAL_AMBA_PL011_CONSOLE",
-                  "BLK_DEV_INITRD", "DEVTMPFS", "PROC_FS", "SYSFS", "SYSCTL", "PROC_SYSCTL",
-                  "BINFMT_ELF", "MULTIUSER", "RELOCATABLE", "RANDOMIZE_BASE", "MODULE_UNLOAD")
-ARM64 = Kernel("arm64", "aarch64-linux-gnu-", BOOTABLE_ARM64, ("KALLSYMS_ALL",), LOADABLE,
-               0, "-arm64")
 
 
 def _version_key(path: str):
