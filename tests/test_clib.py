@@ -121,6 +121,20 @@ def compare_resolve(clib, syms, kallsyms, r, addresses, sanitized=False) -> None
         assert c == want, (hex(a), c, want)
 
 
+def assert_kallmodsyms(got: bytes, want: bytes, name="") -> None:
+    """kmodsyms-c's kallmodsyms against the Python resolver's, byte for byte
+    but for the sizes Python prints 0 for (none exact): there C prints its
+    estimate (tests/test_clib_sizes.py holds those to the kernel's rule)."""
+    if got == want:
+        return
+    g, w = got.split(b"\n"), want.split(b"\n")
+    assert len(g) == len(w), name
+    for a, b in zip(g, w):
+        if a != b:
+            fa, fb = a.split(b" ", 2), b.split(b" ", 2)
+            assert (fa[0], fa[2], fb[1]) == (fb[0], fb[2], b"0"), (name, a, b)
+
+
 def compare_all(clib, name, syms, kallsyms, random_count: int) -> None:
     base = ["--syms", syms, "--kallsyms", kallsyms]
     try:
@@ -131,7 +145,7 @@ def compare_all(clib, name, syms, kallsyms, random_count: int) -> None:
         return
     # kallmodsyms, byte for byte
     want = "".join(t + "\n" for t in r.kallmodsyms_lines()).encode("utf-8", "surrogateescape")
-    assert run_c(clib, ["kallmodsyms"] + base).stdout == want, name
+    assert_kallmodsyms(run_c(clib, ["kallmodsyms"] + base).stdout, want, name)
     # every line's attribution
     got = json_lines(run_c(clib, ["lines"] + base).stdout)
     assert len(got) == len(r.line_address)
@@ -208,7 +222,7 @@ def test_corpus_equal(clib, corpus_syms, corpus):
     r = load(corpus_syms, kallsyms, cache=False)
     base = ["--syms", corpus_syms, "--kallsyms", kallsyms]
     want = "".join(t + "\n" for t in r.kallmodsyms_lines()).encode("utf-8", "surrogateescape")
-    assert run_c(clib, ["kallmodsyms"] + base).stdout == want
+    assert_kallmodsyms(run_c(clib, ["kallmodsyms"] + base).stdout, want)
     starts = r.line_address.astype(np.uint64)
     ends = starts + np.maximum(r.line_size, 1).astype(np.uint64)
     addrs = np.unique(np.concatenate([starts, ends - np.uint64(1), ends]))[::50]
@@ -218,14 +232,15 @@ def test_corpus_equal(clib, corpus_syms, corpus):
 def check_module_ranges(clib, tree, syms) -> int:
     """kms_module_ranges() against the linker maps (truth.tsv): every sized
     symbol of an object lies in the ranges of each of its modules, text
-    symbols in text ranges.  Returns how many rows were checked."""
+    symbols in text ranges; per-cpu symbols ('A': offsets, not addresses)
+    in none.  Returns how many rows were checked."""
     kallsyms = os.path.join(tree, "kallsyms")
     rows = []
     for line in open(os.path.join(tree, "truth.tsv")):
         if line.startswith("#"):
             continue
         addr, letter, _name, obj, mods, size, flag = line.rstrip("\n").split("\t")
-        if flag == "ok" and obj != "-" and int(size) > 0:
+        if flag == "ok" and obj != "-" and int(size) > 0 and letter != "A":
             rows.append((int(addr, 16), letter in "tT", mods.split(",")))
     modules = sorted({m for _a, _t, mods in rows for m in mods})
     ranges: dict[str, list] = {m: [] for m in modules}
@@ -330,7 +345,7 @@ def test_shared_library_exports_only_the_api(clib):
     header = open(os.path.join(CSRC, "kmodsyms.h")).read()
     assert exported and all(name.startswith("kms_") and name + "(" in header for name in exported)
     soname = subprocess.run(["readelf", "-d", lib], capture_output=True, text=True).stdout
-    assert "libkmodsyms.so.1" in soname
+    assert "libkmodsyms.so.2" in soname
 
 
 def test_install(clib, tmp_path):
@@ -339,7 +354,7 @@ def test_install(clib, tmp_path):
                            "PREFIX=/usr", f"DESTDIR={dest}"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     for path in ("usr/include/kmodsyms.h", "usr/lib/libkmodsyms.a", "usr/lib/libkmodsyms.so",
-                 "usr/lib/libkmodsyms.so.1", "usr/lib/pkgconfig/kmodsyms.pc", "usr/bin/kmodsyms-c"):
+                 "usr/lib/libkmodsyms.so.2", "usr/lib/pkgconfig/kmodsyms.pc", "usr/bin/kmodsyms-c"):
         assert (dest / path).exists(), path
     pc = (dest / "usr/lib/pkgconfig/kmodsyms.pc").read_text()
     assert "prefix=/usr\n" in pc and "libdir=${prefix}/lib\n" in pc and "-lkmodsyms" in pc
@@ -438,7 +453,7 @@ def check_same_decision(clib, syms_path: str, kallsyms_path: str, probes) -> Non
     got = json_lines(proc.stdout)
     assert got == [r.resolve(a).to_json() for a in probes]
     want_km = "".join(t + "\n" for t in r.kallmodsyms_lines()).encode("utf-8", "surrogateescape")
-    assert run_c(clib, ["kallmodsyms"] + base, sanitized=True).stdout == want_km
+    assert_kallmodsyms(run_c(clib, ["kallmodsyms"] + base, sanitized=True).stdout, want_km)
 
 
 @pytest.fixture(scope="session")
@@ -512,7 +527,7 @@ def compare_modules(clib, name, syms, kallsyms, random_count, sanitized=False, *
     assert proc.stderr.decode().splitlines() == \
         [f"kmodsyms-c: warning: {w}" for w in r.module_warnings], name
     want = "".join(t + "\n" for t in r.kallmodsyms_lines()).encode("utf-8", "surrogateescape")
-    assert run_c(clib, ["kallmodsyms"] + base, sanitized=sanitized).stdout == want, name
+    assert_kallmodsyms(run_c(clib, ["kallmodsyms"] + base, sanitized=sanitized).stdout, want, name)
     got = json_lines(run_c(clib, ["lines"] + base, sanitized=sanitized).stdout)
     loaded = np.flatnonzero(r.ks.module != 0)
     for line in loaded.tolist():
