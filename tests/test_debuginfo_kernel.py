@@ -16,17 +16,18 @@ import sys
 
 import pytest
 
-from test_kernel_source import ROOT, Kernel, built_tree
+from kernel_build import Kernel, built_tree
+from test_kernel_source import ROOT
 
 pytestmark = pytest.mark.slow
 
-DEBUG_X86_64 = Kernel("x86", "", ("64BIT", "DEBUG_KERNEL", "DEBUG_INFO_DWARF5"), 0x2a00000,
-                      ("DEBUG_INFO_NONE",))
+DEBUG_X86_64 = Kernel("x86", "", ("64BIT", "DEBUG_KERNEL", "DEBUG_INFO_DWARF5"),
+                      ("DEBUG_INFO_NONE", "KALLSYMS_ALL"), (), 0x2a00000, "-x86-debuginfo")
 
 
 @pytest.fixture(scope="module")
 def debug_kernel():
-    return built_tree(DEBUG_X86_64, "-x86-debuginfo")
+    return built_tree(DEBUG_X86_64)
 
 
 @pytest.fixture(scope="module")
