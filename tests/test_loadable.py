@@ -193,6 +193,33 @@ def test_fixture_module_gets_its_elf_sizes(fixture_syms, fixture_tree):
                            for addr, size, _letter, name in printed)
 
 
+def kernel_lettered_fixture(tmp_path) -> str:
+    """The fixture's kallsyms with fuse's lines lettered as the kernel prints
+    them (fuse exports nothing: all lower case, `t cleanup_module`)."""
+    from kallsyms_variants import kernel_module_letters
+    path = tmp_path / "kallsyms"
+    path.write_bytes(kernel_module_letters(open(FIXTURE_KALLSYMS, "rb").read(), set()))
+    return str(path)
+
+
+def test_kernel_lettered_module_lines_keep_their_ko_answers(fixture_syms, fixture_tree, tmp_path):
+    """A live kernel letters a module's lines upper case only when exported
+    (tests/test_live.py): with its .ko matched, every line still gets the
+    .ko's size and binding (cleanup_module global though printed `t`)."""
+    kallsyms = kernel_lettered_fixture(tmp_path)
+    r = load(fixture_syms, kallsyms, cache=False, modules_dir=fixture_tree)
+    assert check_module_answers(r, FUSE_KO, kallsyms, "fuse", "fs/fuse/fuse.ko") >= 10
+    assert [rec.binding for rec in r.lookup("cleanup_module", "fuse")] == ["global"]
+
+
+@pytest.mark.xfail(strict=True, reason="a module line's letter case says exported or not, not its "
+                   "ELF binding; without the .ko the resolver still reads lower case as local")
+def test_kernel_lettered_module_line_without_ko_claims_no_local_binding(fixture_syms, tmp_path):
+    r = load(fixture_syms, kernel_lettered_fixture(tmp_path), cache=False)
+    (rec,) = r.lookup("cleanup_module", "fuse")
+    assert rec.binding != "local", rec
+
+
 def test_without_modules_dir_loadable_lines_stay_unsized(fixture_syms):
     r = load(fixture_syms, FIXTURE_KALLSYMS, cache=False)
     rec = r.lookup("fuse_dev_open", "fuse")[0]
@@ -311,15 +338,20 @@ def _note(path: str) -> bytes:
 
 def fake_sysfs(root, ko: str, lines, srcversion=None, build_id_of=None, shift=0) -> str:
     """/sys/module/fuse as the kernel shows it: sections/<name> (each
-    section's load address, derived from kallsyms and the .ko's table),
-    srcversion when the module has one, notes/.note.gnu.build-id."""
+    section's load address, derived from kallsyms and the .ko's table; no
+    entry for an empty section, though kallsyms shows its zero-size
+    symbols, as a live kernel does: tests/test_live.py), srcversion when
+    the module has one, notes/.note.gnu.build-id."""
+    from elftools.elf.elffile import ELFFile
+    with open(ko, "rb") as f:
+        empty = {sec.name for sec in ELFFile(f).iter_sections() if sec["sh_size"] == 0}
     base = {}
     count = {}
     for _a, _l, name in lines:
         count[name] = count.get(name, 0) + 1
     where = {name: addr for addr, _l, name in lines if count[name] == 1}
     for name, sec, value, *_ in elf_symbols(ko):
-        if name in where:
+        if name in where and sec not in empty:
             base.setdefault(sec, where[name] - value)
     sysfs = os.path.join(str(root), "sys")
     mod = os.path.join(sysfs, "module", "fuse")

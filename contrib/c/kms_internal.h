@@ -17,13 +17,15 @@
  * modules' .ko files.  The functions shared between files are named
  * kmsi_*: hidden (the shared library exports only libkmodsyms.map's
  * kms_*), and apart from the public API's names in the static library.
- * docs/resolver.md states the rules they follow.
+ * docs/resolver.md states the rules they follow, numbered R1...; the code
+ * cites each by its number where it applies it.
  */
 #ifndef KMS_INTERNAL_H
 #define KMS_INTERNAL_H
 
 #define _DEFAULT_SOURCE /* mmap, madvise, uname: include this header first */
 #include "kmodsyms.h"
+#include "kms_format.h"
 #include "kms_modules.h"
 
 #include <stddef.h>
@@ -36,28 +38,12 @@
 #endif
 
 #define NO (-1)
-#define NO_ADDRESS UINT64_MAX
 #define HUGE_PAGE ((uintptr_t)1 << 21)
 
 /* ------------------------------------------------------------ dtrace_syms */
 
-/* Directory order of the tables and their entry sizes (docs/format.md). */
-enum { T_STRINGS, T_MODULES, T_MEMBERS, T_MODSETS, T_OBJECTS, T_SECNAMES, T_SECTIONS,
-       T_SYMBOLS, T_SEGMENTS, T_ANCHORS, T_COUNT };
-static const uint32_t entry_size[T_COUNT] = {1, 4, 4, 8, 16, 4, 40, 40, 16, 8};
-
-/* Field offsets within entries. */
-#define SEC_OBJECT 0
-#define SEC_FLAGS 8
-#define SEC_SIZE 16
-#define SEC_ADDRESS 24
-#define SEC_PLACEMENT 32
-#define SYM_NAME 0
-#define SYM_SECTION 12
-#define SYM_VALUE 16
-#define SYM_SIZE 24
-#define SYM_TYPE 32
-#define SYM_BINDING 33
+/* The format's facts: header fields, tables, entry sizes and fields,
+ * codes (generated from kmodsyms/format/fileformat.py). */
 #define SHF_EXECINSTR 0x4u
 
 static inline uint32_t le32(const unsigned char *p)
@@ -71,6 +57,9 @@ static inline uint64_t le64(const unsigned char *p)
 }
 
 /* ------------------------------------------------------------ the handle */
+
+/* The core kernel's markers (kms_sizes.c). */
+enum { K_STEXT, K_ETEXT, K_SINITTEXT, K_EINITTEXT, K_END, K_INIT_BEGIN, K_INIT_END, K_MARKERS };
 
 #define PLACED 1
 #define HOLDS_TEXT 2
@@ -137,8 +126,8 @@ struct owner {
 #define OWNER_OBJECT(o) (1u + (o)) /* the objects' owners follow none's */
 
 /* A cluster's bucket: its first piece (the one holding the bucket's start)
- * and that piece's answer, whose line a resolve fetches ahead while it
- * searches the pieces: the address is most often in that piece. */
+ * and that piece's answer, which answers without reading any piece when
+ * that piece holds the whole bucket (every other bucket). */
 struct bucket {
     uint32_t first;
     uint32_t answer;
@@ -156,8 +145,16 @@ struct cluster {
 #define CLUSTER_GAP (UINT64_C(1) << 24) /* core kernel to modules is more */
 #define PIECES_PER_BUCKET 4
 
-/* Fetch the cache line at P ahead of its use, where the compiler can. */
-#if defined(__GNUC__) || defined(__clang__)
+/*
+ * Fetch the cache line at P ahead of its use, where the compiler can.  Two
+ * loops use it, where each step's loads are cache misses at random places
+ * that do not depend on each other: attribution (its entries' names and
+ * rows, a ring of lines ahead, kms_attr.c) and kms_resolve_many() (each
+ * step over a batch of addresses, kms_query.c).  There many misses are
+ * then in flight at once instead of one.  KMS_PORTABLE_PREFETCH makes it
+ * nothing, as with other compilers: make check builds test_kms so too.
+ */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(KMS_PORTABLE_PREFETCH)
 #define PREFETCH(p) __builtin_prefetch(p)
 #else
 #define PREFETCH(p) ((void)(p))
@@ -233,6 +230,16 @@ struct kms_handle {
      * after loading only the statuses (kms_modules()) and cores are kept */
     struct kms_loaded mods;
 
+    /* sizes and %pS (kms_sizes.c): the answering lines grouped by the module
+     * whose lookup the kernel makes for them (0: the core kernel, then each
+     * loaded or pseudo-module, as mod_name), each group by address, ties in
+     * kallsyms order; each line's estimated size */
+    uint32_t *group_first;      /* per group + 1: where its lines begin in grouped[] */
+    uint32_t *grouped;
+    uint32_t *estimate;         /* per line: estimated size, NO_ESTIMATE: none */
+    uint64_t marker[K_MARKERS]; /* the core kernel's _stext ... (K_*), where seen */
+    uint32_t marker_seen;       /* bit K: marker[K] seen */
+
     /* only while loading (in scratch memory, freed once the index is built) */
     struct scratch *scratch;    /* the mappings they are carved from */
     uint8_t *line_matched;      /* per line: 1 when it is a dtrace_syms entry (take_entry) */
@@ -243,6 +250,19 @@ struct kms_handle {
     uint64_t *region_end;       /* per region group (Resolver._regions) */
     struct anchor_index *anchors; /* the anchors, and the core lines of their names */
 };
+
+#define NO_ESTIMATE UINT32_MAX
+
+/* The loaded or pseudo-module of line I (index into mod_name), 0 for none,
+ * once loaded: a line from its .ko names its module through the .ko's object
+ * (whose module list is that one entry of mod_name). */
+static inline uint32_t kmsi_loaded_module(const kms_handle *h, size_t i)
+{
+    uint32_t w = h->line[i].who;
+    if (WHO_TAG(w) == WHO_OBJECT && WHO_INDEX(w) >= h->count[T_OBJECTS])
+        return (uint32_t)(h->object[WHO_INDEX(w)].modules.modules - h->mod_name);
+    return WHO_TAG(w) == WHO_MODULE ? WHO_INDEX(w) : 0;
+}
 
 /* The module list of the core kernel (kms_format.c). */
 extern const char *const kmsi_vmlinux_list[1];
@@ -320,11 +340,50 @@ static inline uint8_t symbol_prefer(int typed, uint8_t binding)
     return (uint8_t)((typed != 0) << 2 | (binding == 1 ? 2 : binding == 2 ? 1 : 0));
 }
 
-/* A kms_sym's fields from dso on, all but sym_binding, type and sized, are
- * its owner's (struct owner); those before dso are its line's. */
+/* A kms_sym's fields from dso on, all but sym_binding, type, sized and
+ * size_kind, are its owner's (struct owner); those before dso are its line's. */
 #define OWNER_AT offsetof(struct kms_sym, dso)
 #define OWNER_SIZE (sizeof(struct kms_sym) - OWNER_AT)
 _Static_assert(OWNER_SIZE <= sizeof(struct owner), "an owner holds a kms_sym's tail");
+
+/* ------------------------------------------------------------ growable structs */
+
+/* The size field (the first) of a caller's struct at P. */
+static inline size_t caller_size(const void *p)
+{
+    size_t size;
+    memcpy(&size, p, sizeof size);
+    return size;
+}
+
+/* Fill the caller's struct DST from the library's whole record SRC (FULL
+ * bytes): the fields that fit in DST's size, DST's size kept (kmodsyms.h,
+ * "Growable output structs"). */
+static inline void put_fitting(void *dst, const void *src, size_t full)
+{
+    size_t size = caller_size(dst);
+    if (size > full)
+        size = full;
+    if (size > sizeof size)
+        memcpy((char *)dst + sizeof size, (const char *)src + sizeof size, size - sizeof size);
+}
+
+/* The stride of a caller's array OUT of MAX elements: OUT[0].size, 0 (fill
+ * nothing) for no array or a size smaller than the size field. */
+static inline size_t caller_stride(const void *out, size_t max)
+{
+    size_t stride = out && max ? caller_size(out) : 0;
+    return stride < sizeof(size_t) ? 0 : stride;
+}
+
+/* Element I of a caller's array of STRIDE: its size set to STRIDE, then
+ * filled from SRC (FULL bytes). */
+static inline void put_element(void *out, size_t stride, size_t i, const void *src, size_t full)
+{
+    char *dst = (char *)out + i * stride;
+    memcpy(dst, &stride, sizeof stride);
+    put_fitting(dst, src, full);
+}
 
 /* ------------------------------------------------------------ the stages */
 
@@ -373,6 +432,10 @@ int kmsi_add_ko_extents(kms_handle *h, kms_error *err);
 int kmsi_sort_by_address(kms_handle *h);
 int kmsi_build_buckets(kms_handle *h, kms_error *err);
 int kmsi_build_owners(kms_handle *h, kms_error *err);
+
+/* kms_sizes.c: the lines by module and address, estimated sizes */
+int kmsi_group_lines(kms_handle *h, kms_error *err);
+int64_t kmsi_line_size(const kms_handle *h, size_t i, uint8_t *kind);
 
 /* kms_load.c: loading */
 int kmsi_fail(kms_error *err, int code, const char *fmt, ...);

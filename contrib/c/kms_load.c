@@ -3,7 +3,7 @@
  * Loading: the public kms_load*() and kms_free(), and the order of the
  * stages -- inputs (kms_format.c, kms_kallsyms.c), placement (kms_place.c),
  * attribution (kms_attr.c), the index (kms_index.c) -- with the running
- * kernel's check (docs/resolver.md §8) and the error every stage reports
+ * kernel's check (docs/resolver.md R40) and the error every stage reports
  * through (kmsi_fail).
  */
 #include "kms_internal.h"
@@ -223,7 +223,7 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
     if (kmsi_match_modules(h, modules, err) || kmsi_build_index(h, err) || kmsi_add_ko_extents(h, err))
         goto bad;
     kmsi_scratch_trim(h); /* the pieces are what the resident set peaks with */
-    if (kmsi_build_pieces(h, err))
+    if (kmsi_build_pieces(h, err) || kmsi_group_lines(h, err))
         goto bad;
     free_build(h); /* first: the peak resident set stays that of the building */
     if (kmsi_build_buckets(h, err) || kmsi_build_owners(h, err))
@@ -363,6 +363,9 @@ void kms_free(kms_handle *h)
     free(h->cluster);
     free(h->bucket);
     free(h->owner);
+    free(h->group_first);
+    free(h->grouped);
+    free(h->estimate);
     free_build(h);
     kms_modules_free(&h->mods);
     kmsi_forget_sources(h);

@@ -117,20 +117,20 @@ static void check_error(kms_handle *h, const kms_error *e, int code, const char 
 
 static void check_fixture(kms_handle *h)
 {
-    struct kms_sym r, recs[8];
+    struct kms_sym r = {.size = sizeof r}, recs[8] = {{.size = sizeof recs[0]}};
     size_t n;
 
     kms_resolve(h, 0xffffffffab600400u, &r);
-    CHECK(r.sym && !strcmp(r.sym, "init_once") && r.symoff == 0x10 && r.size == 39 && r.sized &&
+    CHECK(r.sym && !strcmp(r.sym, "init_once") && r.symoff == 0x10 && r.sym_size == 39 && r.size_kind == KMS_SIZE_EXACT && r.sized &&
           !strcmp(r.dso, "ext4") && r.origin == KMS_ORIGIN_BUILTIN && r.type == 't' &&
           r.sym_binding == 0 && !strcmp(r.object, "fs/ext4/super.o") &&
           r.sym_start == 0xffffffffab6003f0u && r.sym_end == r.sym_start + 39, "ext4 init_once");
     kms_resolve(h, 0xffffffffab600a98u, &r);
-    CHECK(r.sym && !strcmp(r.sym, "__pfx___memcpy") && r.symoff == 8 && r.size == 0x10 &&
+    CHECK(r.sym && !strcmp(r.sym, "__pfx___memcpy") && r.symoff == 8 && r.sym_size == 0x10 &&
           !strcmp(r.dso, "vmlinux") && r.origin == KMS_ORIGIN_CORE &&
           !strcmp(r.object, "arch/x86/lib/memcpy_64.o"), "padding symbol");
     kms_resolve(h, 0xffffffffc0a00020u, &r);
-    CHECK(r.sym && !strcmp(r.sym, "fuse_dev_open") && r.symoff == 0x10 && r.size == -1 &&
+    CHECK(r.sym && !strcmp(r.sym, "fuse_dev_open") && r.symoff == 0x10 && r.size_kind != KMS_SIZE_EXACT &&
           !r.sized && !strcmp(r.dso, "fuse") && r.origin == KMS_ORIGIN_LOADABLE && !r.object,
           "loadable module");
     kms_resolve(h, 0xffffffffab600a5cu, &r);
@@ -153,7 +153,7 @@ static void check_fixture(kms_handle *h)
     CHECK(kms_lookup(h, "no_such_symbol", recs, 8) == 0, "absent");
     CHECK(kms_lookup(h, "init_once", recs, 2) == 4, "count beyond MAX");
 
-    struct kms_range rg[16];
+    struct kms_range rg[16] = {{.size = sizeof rg[0]}};
     n = kms_module_ranges(h, "ext4", rg, 16);
     CHECK(n >= 1 && n <= 16, "ext4 ranges: %zu", n);
     for (size_t k = 0; k < n && k < 16; k++)
@@ -166,10 +166,163 @@ static void check_fixture(kms_handle *h)
     CHECK(kms_module_ranges(h, "fuse", rg, 16) >= 1, "fuse ranges");
     CHECK(kms_module_ranges(h, "no_such_module", rg, 16) == 0, "unknown module");
 
-    struct kms_info info;
+    struct kms_info info = {.size = sizeof info};
     kms_get_info(h, &info);
     CHECK(info.segments == 5 && info.anchors > 16 && info.anchors_verified == info.anchors,
           "info: %u segments, %u/%u anchors", info.segments, info.anchors_verified, info.anchors);
+}
+
+/* Records of another size: a struct of an older version (shorter) gets only
+ * its own fields, one of a later version (longer) keeps what lies beyond. */
+static void check_growable(kms_handle *h)
+{
+    struct kms_sym whole = {.size = sizeof whole}, part;
+    kms_resolve(h, 0xffffffffab600400u, &whole);
+    memset(&part, 0xA5, sizeof part);
+    part.size = offsetof(struct kms_sym, line);
+    kms_resolve(h, 0xffffffffab600400u, &part);
+    CHECK(part.size == offsetof(struct kms_sym, line) && part.sym == whole.sym &&
+          part.sym_len == whole.sym_len && part.line == 0xA5A5A5A5u, "a shorter kms_sym");
+    memset(&part, 0xA5, sizeof part);
+    part.size = 0;
+    kms_resolve(h, 0xffffffffab600400u, &part);
+    CHECK(part.size == 0 && part.address == 0xA5A5A5A5A5A5A5A5u, "size 0: nothing written");
+
+    /* a later version's array: a stride 16 bytes longer, the tail kept */
+    enum { N = 5, STRIDE = sizeof(struct kms_sym) + 16 };
+    _Alignas(struct kms_sym) unsigned char buf[N * STRIDE];
+    uint64_t addrs[N] = {0xffffffffab600400u, 0xffffffffab600a98u, 0x1000, 0xffffffffc0a00020u,
+                         0xffffffffab600400u};
+    size_t stride = STRIDE;
+    memset(buf, 0xA5, sizeof buf);
+    memcpy(buf, &stride, sizeof stride);
+    kms_resolve_many(h, addrs, N, (struct kms_sym *)buf);
+    for (size_t i = 0; i < N; i++) {
+        struct kms_sym got, want = {.size = sizeof want};
+        unsigned char tail[16];
+        memcpy(&got, buf + i * STRIDE, sizeof got);
+        memcpy(tail, buf + i * STRIDE + sizeof got, sizeof tail);
+        kms_resolve(h, addrs[i], &want);
+        CHECK(got.size == STRIDE && got.sym == want.sym && got.symoff == want.symoff &&
+              got.line == want.line && got.dso == want.dso && got.sized == want.sized,
+              "stride record %zu", i);
+        for (size_t k = 0; k < sizeof tail; k++)
+            CHECK(tail[k] == 0xA5, "stride record %zu: byte %zu past the struct written", i, k);
+    }
+
+    struct kms_info info = {.size = sizeof info};
+    memset(&info, 0xA5, sizeof info);
+    info.size = offsetof(struct kms_info, lines);
+    kms_get_info(h, &info);
+    CHECK(info.kernel_release && info.lines == (size_t)0xA5A5A5A5A5A5A5A5u, "a shorter kms_info");
+}
+
+/* Lines by index, lookups with an offset, module lists, spans, %pS. */
+static void check_v2(kms_handle *h)
+{
+    struct kms_sym r = {.size = sizeof r}, recs[4] = {{.size = sizeof recs[0]}};
+    struct kms_line l = {.size = sizeof l};
+    size_t n;
+
+    kms_resolve(h, 0xffffffffab600400u, &r);
+    CHECK(r.line != UINT32_MAX && kms_line_at(h, r.line, &l) == KMS_OK &&
+          l.address == 0xffffffffab6003f0u && l.index == r.line && !strcmp(l.name, "init_once") &&
+          l.sym_size == 39 && l.size_kind == KMS_SIZE_EXACT && !strcmp(l.modules[0], "ext4"),
+          "kms_line_at(kms_sym.line)");
+    CHECK(kms_line_at(h, UINT32_MAX - 1, &l) == KMS_E_ARG, "no such line");
+    kms_resolve(h, 0x1000, &r);
+    CHECK(r.line == UINT32_MAX && r.size_kind == KMS_SIZE_UNKNOWN, "no line");
+
+    n = kms_lookup(h, "ext4`init_once+0x10", recs, 4);
+    CHECK(n == 1 && recs[0].address == 0xffffffffab600400u && recs[0].symoff == 0x10 &&
+          recs[0].sized && recs[0].sym_start == 0xffffffffab6003f0u, "ext4`init_once+0x10");
+    n = kms_lookup(h, "ext4`init_once+40", recs, 4); /* past its 39 bytes */
+    CHECK(n == 1 && recs[0].symoff == 0x40 && !recs[0].sized, "ext4`init_once+40");
+    n = kms_lookup_name(h, "ext4", "init_once", 0x10, recs, 4);
+    CHECK(n == 1 && recs[0].address == 0xffffffffab600400u, "kms_lookup_name");
+    CHECK(kms_lookup_name(h, NULL, "init_once", 0, recs, 4) == 4, "kms_lookup_name, any module");
+    CHECK(kms_lookup_name(h, "ext4", "init_once+0x10", 0, recs, 4) == 0, "no +OFF read in NAME");
+
+    uint32_t idx[64];
+    n = kms_module_lines(h, "ext4", idx, 64);
+    int has = 0;
+    for (size_t k = 0; k < n && k < 64; k++) {
+        struct kms_line m = {.size = sizeof m};
+        CHECK(kms_line_at(h, idx[k], &m) == KMS_OK && m.nmodules >= 1, "ext4 line %zu", k);
+        has |= m.address == 0xffffffffab6003f0u;
+        CHECK(!k || idx[k - 1] < idx[k], "kallsyms order");
+    }
+    CHECK(n > 1 && n <= 64 && has, "ext4's lines: %zu", n);
+    CHECK(kms_module_lines(h, "fuse", NULL, 0) == 22, "fuse's lines");
+    CHECK(kms_module_lines(h, "no_such_module", idx, 64) == 0, "no module's lines");
+
+    const char *names[16];
+    n = kms_builtin_modules(h, names, 16);
+    int ext4 = 0;
+    for (size_t k = 0; k < n && k < 16; k++)
+        ext4 |= !strcmp(names[k], "ext4");
+    CHECK(n == 7 && ext4, "built-in modules: %zu", n);
+
+    struct kms_range sp[16] = {{.size = sizeof sp[0]}};
+    n = kms_module_spans(h, "ext4", sp, 16);
+    int inside = 0;
+    for (size_t k = 0; k < n && k < 16; k++)
+        inside |= sp[k].text && sp[k].start <= 0xffffffffab600400u && 0xffffffffab600400u < sp[k].end;
+    CHECK(n >= 1 && inside, "ext4 spans: %zu", n);
+    n = kms_module_spans(h, "fuse", sp, 16);
+    CHECK(n == 2 && sp[0].text && sp[0].start == 0xffffffffc0a00000u && !sp[1].text,
+          "fuse: one text span, one data span (%zu)", n);
+
+    /* %pS: the kernel's size is the gap to the next kallsyms address, the
+     * alias the first line of its address, " [mod]" for loaded modules only */
+    struct kms_ksym k = {.size = sizeof k};
+    CHECK(kms_resolve_kernel(h, 0xffffffffab600400u, &k) == 1 && !strcmp(k.text, "init_once+0x10/0x30") &&
+          !k.module && k.exact, "%%pS of ext4's init_once: %s", k.text);
+    CHECK(kms_resolve_kernel(h, 0xffffffffc0a00020u, &k) == 1 &&
+          !strcmp(k.text, "fuse_dev_open+0x10/0x20 [fuse]") && k.exact, "%%pS in fuse: %s", k.text);
+    CHECK(kms_resolve_kernel(h, 0xffffffffc0a00104u, &k) == 1 &&
+          !strcmp(k.text, "__pfx_fuse_exit+0x0/0x10 [fuse]"), "%%pS alias: %s", k.text);
+    CHECK(kms_resolve_kernel(h, 0x10, &k) == 0 && !strcmp(k.text, "0x10") && !k.sym,
+          "%%pS of no symbol: %s", k.text);
+    CHECK(kms_resolve_kernel(h, 0xffffffffc0901008u, &k) == 1 && !k.exact &&
+          !strcmp(k.module, "bpf"), "%%pS of a bpf program: %s", k.text);
+    CHECK(kms_resolve_kernel(h, 0xffffffffc0902008u, &k) == 0 &&
+          !strcmp(k.text, "0xffffffffc0902008"), "%%pS of a kprobe page: %s", k.text);
+
+    /* without its .ko, a loaded module's line has the gap to its next line */
+    kms_resolve(h, 0xffffffffc0a00020u, &r);
+    CHECK(r.size_kind == KMS_SIZE_ESTIMATED && r.sym_size == 0x20 && !r.sized &&
+          r.sym_end == 0xffffffffc0a00030u, "estimated size: %lld", (long long)r.sym_size);
+}
+
+/* A loaded module's core from /proc/modules bounds its last line's estimate. */
+static void check_core_bound(const char *syms, const char *kallsyms, const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/proc_modules", dir);
+    const char *text = "fuse 8448 0 - Live 0xffffffffc0a00000\n"; /* 0x2100 bytes */
+    spit(path, text, strlen(text));
+    struct kms_load_opts o = {.size = sizeof o, .syms_path = syms, .kallsyms_path = kallsyms,
+                              .proc_modules = path};
+    kms_error e;
+    kms_handle *h = kms_load_opts(&o, &e);
+    CHECK(h != NULL, "load with /proc/modules: %s", e.message);
+    if (!h)
+        return;
+    struct kms_sym r = {.size = sizeof r};
+    kms_resolve(h, 0xffffffffc0a020b0u, &r); /* fuse_inode_count, fuse's highest line */
+    CHECK(r.sym && !strcmp(r.sym, "fuse_inode_count") && r.size_kind == KMS_SIZE_ESTIMATED &&
+          r.sym_size == 0x50, "bounded by the core: %d %lld", r.size_kind, (long long)r.sym_size);
+    struct kms_ksym k = {.size = sizeof k};
+    CHECK(kms_resolve_kernel(h, 0xffffffffc0a020b8u, &k) == 1 && !k.exact &&
+          !strcmp(k.text, "fuse_inode_count+0x8/0x50 [fuse]"), "%%pS to the core's end: %s", k.text);
+    kms_free(h);
+    h = kms_load(syms, kallsyms, 0, &e);
+    if (h) {
+        kms_resolve(h, 0xffffffffc0a020b0u, &r);
+        CHECK(r.size_kind == KMS_SIZE_UNKNOWN && r.sym_size == -1, "no core, nothing above: unknown");
+    }
+    kms_free(h);
 }
 
 /* Threads querying one handle at once must get the single-threaded answers. */
@@ -192,7 +345,7 @@ static int probe_thread(void *arg)
     struct probe_run *run = arg;
     for (int round = 0; round < 4; round++)
         for (size_t k = 0; k < N_PROBES; k++) {
-            struct kms_sym r, l[8];
+            struct kms_sym r = {.size = sizeof r}, l[8] = {{.size = sizeof l[0]}};
             kms_resolve(run->h, probe(k), &r);
             run->mismatches += memcmp(&r, &run->want[k], sizeof r) != 0;
             if (r.sym && kms_lookup(run->h, r.sym, l, 8) == 0)
@@ -206,8 +359,10 @@ static void check_threads(const kms_handle *h)
     static struct kms_sym want[N_PROBES];
     struct probe_run runs[N_THREADS];
     thrd_t t[N_THREADS];
-    for (size_t k = 0; k < N_PROBES; k++)
+    for (size_t k = 0; k < N_PROBES; k++) {
+        want[k].size = sizeof want[k];
         kms_resolve(h, probe(k), &want[k]);
+    }
     for (int i = 0; i < N_THREADS; i++) {
         runs[i] = (struct probe_run){h, want, 0};
         CHECK(thrd_create(&t[i], probe_thread, &runs[i]) == thrd_success, "thread %d", i);
@@ -223,7 +378,8 @@ static int same_sym(const struct kms_sym *a, const struct kms_sym *b)
 {
     return a->address == b->address && a->sym == b->sym && a->sym_len == b->sym_len &&
            a->symoff == b->symoff && a->sym_start == b->sym_start && a->sym_end == b->sym_end &&
-           a->size == b->size && a->dso == b->dso && a->sym_binding == b->sym_binding &&
+           a->size == b->size && a->sym_size == b->sym_size &&
+           a->size_kind == b->size_kind && a->line == b->line && a->dso == b->dso && a->sym_binding == b->sym_binding &&
            a->type == b->type && a->sized == b->sized && a->ambiguous == b->ambiguous &&
            a->origin == b->origin && a->nmodules == b->nmodules && a->modules == b->modules &&
            a->object == b->object && a->ncandidates == b->ncandidates &&
@@ -242,6 +398,9 @@ static size_t batch_differs(const kms_handle *h, const uint64_t *addrs, size_t n
     }
     memset(&past, 0xA5, sizeof past);
     got[n] = past;
+    want.size = sizeof want;
+    if (n) /* the stride: (for none, the record past the last is left alone too) */
+        got[0].size = sizeof want;
     kms_resolve_many(h, addrs, n, got);
     for (size_t i = 0; i < n; i++) {
         kms_resolve(h, addrs[i], &want);
@@ -271,8 +430,8 @@ static int line_edges(const struct kms_line *l, void *arg)
 {
     add_address(arg, l->address - 1);
     add_address(arg, l->address);
-    add_address(arg, l->address + l->size - 1);
-    add_address(arg, l->address + l->size);
+    add_address(arg, l->address + l->sym_size - 1);
+    add_address(arg, l->address + l->sym_size);
     return 0;
 }
 
@@ -323,7 +482,7 @@ static kms_handle *load_modules(const char *syms, const char *kallsyms, const ch
 {
     struct kms_load_opts o = {.size = sizeof o, .syms_path = syms, .kallsyms_path = kallsyms,
                               .modules_dir = modules_dir};
-    struct kms_module m[2];
+    struct kms_module m[2] = {{.size = sizeof m[0]}};
     kms_error e;
     kms_handle *h = kms_load_opts(&o, &e);
     CHECK(h != NULL, "%s: %s", what, e.message);
@@ -350,8 +509,8 @@ static void check_compressed(const char *syms, const char *kallsyms, const char 
     static const char *const tool[][2] = {{"xz", "xz -c --check=crc32"}, {"zst", "zstd -q -c"},
                                           {"gz", "gzip -n -c"}};
     char path[4096 + 64], cmd[3 * 4096 + 256];
-    struct kms_module m;
-    struct kms_sym r;
+    struct kms_module m = {.size = sizeof m};
+    struct kms_sym r = {.size = sizeof r};
     for (size_t t = 0; t < sizeof tool / sizeof tool[0]; t++) {
         snprintf(cmd, sizeof cmd, "command -v %.*s >/dev/null", (int)strcspn(tool[t][1], " "),
                  tool[t][1]);
@@ -370,7 +529,7 @@ static void check_compressed(const char *syms, const char *kallsyms, const char 
         kms_handle *h = load_modules(syms, kallsyms, dir, KMS_MODULE_MATCHED, tool[t][0]);
         if (h) {
             kms_resolve(h, 0xffffffffc0a00014u, &r);
-            CHECK(r.sym && !strcmp(r.sym, "fuse_dev_open") && r.sized && r.size == 0x16 &&
+            CHECK(r.sym && !strcmp(r.sym, "fuse_dev_open") && r.sized && r.sym_size == 0x16 &&
                   r.object && !strncmp(r.object, "fuse.ko.", 8), "%s: fuse_dev_open", tool[t][0]);
         }
         kms_free(h);
@@ -396,9 +555,9 @@ static void check_compressed(const char *syms, const char *kallsyms, const char 
 static void check_modules(const char *syms, const char *kallsyms, const char *dir)
 {
     char tree[4096], path[4096 + 64];
-    struct kms_sym r;
-    struct kms_range rg[4];
-    struct kms_module m;
+    struct kms_sym r = {.size = sizeof r};
+    struct kms_range rg[4] = {{.size = sizeof rg[0]}};
+    struct kms_module m = {.size = sizeof m};
     size_t len;
     kms_handle *h;
     kms_error e;
@@ -415,7 +574,7 @@ static void check_modules(const char *syms, const char *kallsyms, const char *di
     /* its own .ko: ELF sizes, the .ko as object, sized ranges */
     h = load_modules(syms, kallsyms, tree, KMS_MODULE_MATCHED, "fixture tree");
     kms_resolve(h, 0xffffffffc0a00014u, &r);
-    CHECK(r.sym && !strcmp(r.sym, "fuse_dev_open") && r.sized && r.size == 0x16 && r.symoff == 4 &&
+    CHECK(r.sym && !strcmp(r.sym, "fuse_dev_open") && r.sized && r.sym_size == 0x16 && r.symoff == 4 &&
           r.sym_end == r.sym_start + 0x16 && r.origin == KMS_ORIGIN_LOADABLE && r.object &&
           !strcmp(r.object, "fs/fuse/fuse.ko"), "fuse_dev_open from fuse.ko");
     size_t n = kms_module_ranges(h, "fuse", rg, 4);
@@ -492,7 +651,7 @@ static void check_modules(const char *syms, const char *kallsyms, const char *di
         CHECK(kms_modules(h, &m, 1) == 1 && m.status == KMS_MODULE_MATCHED && m.sized == 22,
               "read: status %d", m.status);
         kms_resolve(h, 0xffffffffc0a00014u, &r);
-        CHECK(r.sized && r.size == 0x16 && r.object && !strcmp(r.object, "fs/fuse/fuse.ko"),
+        CHECK(r.sized && r.sym_size == 0x16 && r.object && !strcmp(r.object, "fs/fuse/fuse.ko"),
               "fuse_dev_open sized after kms_read_modules");
         CHECK(kms_read_modules(h, NULL, 0, &e) == KMS_OK, "nothing left: %s", e.message);
         CHECK(kms_read_modules(h, fuse, 1, &e) == KMS_OK && kms_modules(h, &m, 1) == 1 &&
@@ -545,8 +704,8 @@ int __wrap_open(const char *path, int flags, ...)
  * warning errors.degraded_warning's. */
 static void check_degraded(kms_handle *h, const char *source, const char *why, const char *what)
 {
-    struct kms_info info;
-    struct kms_sym r;
+    struct kms_info info = {.size = sizeof info};
+    struct kms_sym r = {.size = sizeof r};
     char want[512];
     kms_get_info(h, &info);
     snprintf(want, sizeof want, "answering from %s alone, built-in modules show as vmlinux: ",
@@ -610,7 +769,7 @@ static void check_fallback(const char *syms, const char *kallsyms, const char *d
     h = kms_load_opts(&o, &e);
     CHECK(h != NULL, "fallback, stale: %s", e.message);
     if (h) {
-        struct kms_info info;
+        struct kms_info info = {.size = sizeof info};
         kms_get_info(h, &info);
         CHECK(!info.builtin_modules_known && strstr(info.degraded, "does not match moved"),
               "stale: '%s'", info.degraded);
@@ -621,7 +780,7 @@ static void check_fallback(const char *syms, const char *kallsyms, const char *d
     h = kms_load_opts(&o, &e);
     CHECK(h != NULL, "fallback and force: %s", e.message);
     if (h) {
-        struct kms_info info;
+        struct kms_info info = {.size = sizeof info};
         kms_get_info(h, &info);
         CHECK(info.builtin_modules_known && !strncmp(info.warning, "used anyway", 11),
               "forced over fallback: '%s'", info.warning);
@@ -722,7 +881,7 @@ static void check_refresh(const char *syms, const unsigned char *ktext, size_t k
     char path[4096 + 32], procmod[4096 + 32];
     kms_error e;
     struct kms_changes c = {.size = sizeof c};
-    struct kms_sym r;
+    struct kms_sym r = {.size = sizeof r};
     snprintf(path, sizeof path, "%s/refresh-kallsyms", dir);
     write_kallsyms(path, ktext, klen, 1);
     kms_handle *h = kms_load(syms, path, 0, &e);
@@ -754,7 +913,7 @@ static void check_refresh(const char *syms, const unsigned char *ktext, size_t k
     CHECK(same_list(c.unloaded, c.nunloaded, "fuse") && !c.nloaded && !c.nreloaded,
           "unloaded: %zu %zu %zu", c.nloaded, c.nunloaded, c.nreloaded);
     /* a failed refresh leaves the handle as it was */
-    struct kms_info before, after;
+    struct kms_info before = {.size = sizeof before}, after = {.size = sizeof after};
     kms_get_info(h, &before);
     spit(path, "", 0);
     CHECK(kms_refresh(h, &c, &e) == KMS_E_KALLSYMS, "refresh of an empty file: %d", e.code);
@@ -821,11 +980,14 @@ int main(int argc, char **argv)
     if (!h)
         return 1;
     check_fixture(h);
+    check_growable(h);
+    check_v2(h);
     check_threads(h);
     check_batch(h);
     CHECK(kms_foreach(h, count_lines, &lines) == 0 && lines > 200, "foreach: %zu lines", lines);
     kms_free(h);
     check_modules(syms, kallsyms, dir);
+    check_core_bound(syms, kallsyms, dir);
 
     h = kms_load_buffer(syms, (const char *)ktext, klen, "fixture", 0, &e);
     CHECK(h != NULL, "load_buffer: %s", e.message);
@@ -867,7 +1029,7 @@ int main(int argc, char **argv)
                         KMS_LOAD_LIVE | KMS_LOAD_FORCE, &e);
     CHECK(h != NULL, "live --force: %s", e.message);
     if (h) {
-        struct kms_info info;
+        struct kms_info info = {.size = sizeof info};
         kms_get_info(h, &info);
         CHECK(info.builtin_modules_known && !info.degraded[0] &&
               !strncmp(info.warning, "used anyway (KMS_LOAD_FORCE), answers may be wrong: ", 52) &&
@@ -918,7 +1080,7 @@ int main(int argc, char **argv)
     h = kms_load_buffer(syms, moved, klen, "moved", KMS_LOAD_FORCE, &e);
     CHECK(h != NULL, "--force loads it: %s", e.message);
     if (h) {
-        struct kms_info info;
+        struct kms_info info = {.size = sizeof info};
         kms_get_info(h, &info);
         CHECK(!strncmp(info.warning, "used anyway (KMS_LOAD_FORCE), answers may be wrong: ", 52) &&
               strstr(info.warning, "does not match moved: of its"), "'%s'", info.warning);
