@@ -3201,6 +3201,34 @@ void kms_resolve_many(const kms_handle *h, const uint64_t *addrs, size_t n, stru
     }
 }
 
+/*
+ * kms_resolve_many's search, writing only what a columnar caller keeps:
+ * the answering line's index (UINT32_MAX: none) and whether its interval
+ * holds the address, without filling a record per address.
+ */
+void kms_resolve_lines(const kms_handle *h, const uint64_t *addrs, size_t n, uint32_t *line,
+                       uint8_t *sized)
+{
+    struct probe p[RESOLVE_BATCH];
+    for (size_t at = 0; at < n; at += RESOLVE_BATCH) {
+        size_t m = n - at < RESOLVE_BATCH ? n - at : RESOLVE_BATCH;
+        for (size_t i = 0; i < m; i++) {
+            probe_bucket(h, addrs[at + i], &p[i]);
+            PREFETCH(p[i].bucket);
+        }
+        for (size_t i = 0; i < m; i++) {
+            probe_pieces(h, &p[i]);
+            PREFETCH(p[i].piece);
+            PREFETCH(p[i].piece + p[i].count);
+        }
+        for (size_t i = 0; i < m; i++) {
+            uint32_t answer = probe_answer(&p[i]);
+            line[at + i] = answer & PIECE_NO_LINE ? UINT32_MAX : answer & PIECE_INDEX;
+            sized[at + i] = (uint8_t)(answer >> 31);
+        }
+    }
+}
+
 struct lookup_ctx {
     const char *mod;    /* MOD of "MOD`NAME" (not NUL-terminated), or NULL */
     size_t modlen;

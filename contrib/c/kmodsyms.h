@@ -186,6 +186,15 @@ void kms_resolve(const kms_handle *h, uint64_t addr, struct kms_sym *out);
  */
 void kms_resolve_many(const kms_handle *h, const uint64_t *addrs, size_t n, struct kms_sym *out);
 
+/*
+ * The columnar form of kms_resolve_many: LINE[i] is the index, in kallsyms
+ * order (kms_foreach's), of the line answering ADDRS[i] (UINT32_MAX when
+ * none does), SIZED[i] its kms_sym.sized.  For callers that keep columns
+ * (the Python binding's resolve_many).  Never fails on a loaded handle.
+ */
+void kms_resolve_lines(const kms_handle *h, const uint64_t *addrs, size_t n, uint32_t *line,
+                       uint8_t *sized);
+
 /* A batch for kms_resolve_many whose records (448 KiB on LP64) stay in the
  * cache until the caller reads them: one call over a much larger array
  * spends its time writing records out to memory (docs/loader.md). */
