@@ -100,7 +100,7 @@ class Resolver:
         self._loaded()
 
     def _loaded(self) -> None:
-        self._lines = None
+        self._lines = self._sorted = None
         self.module_stats: list[ModuleStats] = self._handle.modules()
         self.module_warnings: list[str] = [st.warning for st in self.module_stats if st.warning]
 
@@ -180,6 +180,13 @@ class Resolver:
         if self._lines is None:
             self._lines = self._handle.lines()
         return self._lines
+
+    def sorted_addresses(self) -> list[int]:
+        """Every kallsyms line's address, ascending (what the kernel's
+        %pS measures a symbol's size by: the gap to the next address)."""
+        if self._sorted is None:
+            self._sorted = sorted(ln.address for ln in self.lines())
+        return self._sorted
 
     def line(self, index: int) -> Line:
         return self._handle.line(index)
