@@ -3229,6 +3229,18 @@ void kms_resolve_lines(const kms_handle *h, const uint64_t *addrs, size_t n, uin
     }
 }
 
+/*
+ * The record of ADDRESS answered by kallsyms line INDEX (sized when the
+ * line's symbol holds ADDRESS), as kms_resolve fills it: for a caller that
+ * kept a line index (kms_resolve_lines) and wants the whole answer.
+ */
+void kms_line_sym(const kms_handle *h, uint32_t index, uint64_t address, struct kms_sym *out)
+{
+    const struct line *l = h->line + index;
+    int sized = l->size > 0 && address >= l->addr && address - l->addr < (uint64_t)l->size;
+    record(h, address, index | (sized ? PIECE_SIZED : 0), out);
+}
+
 struct lookup_ctx {
     const char *mod;    /* MOD of "MOD`NAME" (not NUL-terminated), or NULL */
     size_t modlen;

@@ -195,6 +195,13 @@ void kms_resolve_many(const kms_handle *h, const uint64_t *addrs, size_t n, stru
 void kms_resolve_lines(const kms_handle *h, const uint64_t *addrs, size_t n, uint32_t *line,
                        uint8_t *sized);
 
+/*
+ * The record of ADDR answered by kallsyms line INDEX (< kms_info.lines; a
+ * kms_resolve_lines answer), as kms_resolve fills it, sized when the
+ * line's symbol holds ADDR.
+ */
+void kms_line_sym(const kms_handle *h, uint32_t index, uint64_t addr, struct kms_sym *out);
+
 /* A batch for kms_resolve_many whose records (448 KiB on LP64) stay in the
  * cache until the caller reads them: one call over a much larger array
  * spends its time writing records out to memory (docs/loader.md). */

@@ -400,47 +400,22 @@ static PyObject *Handle_lines(Handle *self, PyObject *unused)
 }
 
 /* symbol(index, address) -> Symbolization: the record of ADDRESS answered
- * by kallsyms line INDEX (sized when its symbol holds ADDRESS): the
- * library's lookup of the line's name, the record of that very line. */
+ * by kallsyms line INDEX (kms_line_sym). */
 static PyObject *Handle_symbol(Handle *self, PyObject *args)
 {
     Py_ssize_t i;
     unsigned long long address;
-    if (!PyArg_ParseTuple(args, "nK", &i, &address) || !loaded(self) || need_lines(self))
+    struct kms_info info = {0};
+    struct kms_sym r;
+    if (!PyArg_ParseTuple(args, "nK", &i, &address) || !loaded(self))
         return NULL;
-    if (i < 0 || (size_t)i >= self->nlines) {
+    kms_get_info(self->h, &info);
+    if (i < 0 || (size_t)i >= info.lines) {
         PyErr_SetString(PyExc_IndexError, "no such kallsyms line");
         return NULL;
     }
-    const struct kms_line *l = &self->lines[i];
-    char *name = PyMem_Malloc(l->name_len + 1);
-    if (!name)
-        return PyErr_NoMemory();
-    memcpy(name, l->name, l->name_len);
-    name[l->name_len] = 0;
-    struct kms_sym stack[8], *recs = stack;
-    size_t n = kms_lookup(self->h, name, recs, 8);
-    if (n > 8 && (recs = PyMem_Malloc(n * sizeof *recs)) != NULL)
-        n = kms_lookup(self->h, name, recs, n);
-    PyMem_Free(name);
-    if (!recs)
-        return PyErr_NoMemory();
-    PyObject *rec = NULL;
-    for (size_t k = 0; k < n && !rec; k++)
-        if (recs[k].sym == l->name) {
-            uint64_t off = address - recs[k].sym_start;
-            recs[k].address = address;
-            recs[k].symoff = off;
-            recs[k].sized = recs[k].size >= 0 && off < (uint64_t)recs[k].size;
-            rec = sym_record(&recs[k], known_builtins(self->h));
-            if (!rec)
-                break;
-        }
-    if (recs != stack)
-        PyMem_Free(recs);
-    if (!rec && !PyErr_Occurred())
-        PyErr_SetString(PyExc_LookupError, "the line's name does not find it (a NUL in it)");
-    return rec;
+    kms_line_sym(self->h, (uint32_t)i, address, &r);
+    return sym_record(&r, known_builtins(self->h));
 }
 
 struct text_out {
