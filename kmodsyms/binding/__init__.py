@@ -16,8 +16,9 @@ from __future__ import annotations
 import os
 from array import array
 
-from ..errors import KmodsymsError, StaleError, forced_warning
+from ..errors import KmodsymsError, StaleError
 from ..kernelnames import kernel_spelling
+from ..leftovers import remove_snapshots
 from . import _kms
 from .records import (BINDINGS, ORIGINS, STATUSES, Info, Line, ModuleRange, ModuleStats,
                       Origin, Symbolization)
@@ -274,7 +275,11 @@ def load(syms: str | None = None, kallsyms: str | None = None, force: bool = Fal
     helped by ``sysfs_root`` (``/sys``) and ``proc_modules``
     (``/proc/modules``); with the live kallsyms these default to the
     running kernel's, with a kallsyms file only what is given is read.
+
+    Nothing is written anywhere; the snapshot files an earlier kmodsyms
+    cached are deleted (:mod:`kmodsyms.leftovers`).
     """
+    remove_snapshots()
     warn = warn or _warn
     flags = _kms.LOAD_FORCE if force else 0
     options = dict(syms=_path(syms), kallsyms=_path(kallsyms), modules_dir=_path(modules_dir),
