@@ -36,7 +36,7 @@ from conftest import FIXTURE, ROOT
 from kallsyms_variants import text_only
 from kmodsyms.errors import KmodsymsError
 from kmodsyms.frontend import parse_name
-from kmodsyms.resolver import load
+from kmodsyms import load
 from kmodsyms.symsfile import SymsFile
 from test_fuzz import _COMMON, kallsyms_mutation, mutate_kallsyms, mutate_syms, syms_mutation
 from kmodsyms.loadable import module_name
@@ -123,7 +123,7 @@ def compare_resolve(clib, syms, kallsyms, r, addresses, sanitized=False) -> None
 def compare_all(clib, name, syms, kallsyms, random_count: int) -> None:
     base = ["--syms", syms, "--kallsyms", kallsyms]
     try:
-        r = load(syms, kallsyms, cache=False)
+        r = load(syms, kallsyms)
     except KmodsymsError as e:      # both refuse (a text-only kallsyms, while Python does)
         proc = run_c(clib, ["kallmodsyms"] + base, check=False)
         assert proc.returncode == 2 and proc.stdout == b"", (name, e, proc.stderr)
@@ -185,7 +185,7 @@ def test_fixture_ambiguous_equal(clib, fixture_syms, tmp_path):
     from test_corpora import _unplace_sections_of
     out = str(tmp_path / "dtrace_syms")
     assert _unplace_sections_of(fixture_syms, "init_once", out) == 3
-    r = load(out, FIXTURE_KALLSYMS, cache=False)
+    r = load(out, FIXTURE_KALLSYMS)
     assert r.stats.lines_ambiguous >= 3
     compare_all(clib, "fixture-ambiguous", out, FIXTURE_KALLSYMS, 20_000)
 
@@ -204,7 +204,7 @@ def test_corpus_equal(clib, corpus_syms, corpus):
     """The x86_64 corpus in the default run: kallmodsyms byte for byte and
     every line's start, end-1 and end (the slow test adds the rest)."""
     kallsyms = os.path.join(corpus, "kallsyms")
-    r = load(corpus_syms, kallsyms, cache=False)
+    r = load(corpus_syms, kallsyms)
     base = ["--syms", corpus_syms, "--kallsyms", kallsyms]
     want = "".join(t + "\n" for t in r.kallmodsyms_lines()).encode("utf-8", "surrogateescape")
     assert run_c(clib, ["kallmodsyms"] + base).stdout == want
@@ -252,7 +252,7 @@ def test_module_ranges_hold_every_symbol(clib, corpus, corpus_syms):
 def test_resolve_arguments_and_errors(clib, fixture_syms):
     base = ["--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS]
     out = json_lines(run_c(clib, ["resolve"] + base + ["0xffffffffab600400", "ffffffffab600a98"]).stdout)
-    r = load(fixture_syms, FIXTURE_KALLSYMS, cache=False)
+    r = load(fixture_syms, FIXTURE_KALLSYMS)
     assert out == [r.resolve(0xffffffffab600400).to_json(), r.resolve(0xffffffffab600a98).to_json()]
     # a bad line of stdin is answered in place, the rest still are (exit 1)
     batch = run_c(clib, ["resolve"] + base, stdin=b"0xffffffffab600400\n zz \n0x1\n", check=False)
@@ -271,7 +271,7 @@ def test_no_layout_is_refused_with_its_code(clib, fixture_syms, tmp_path):
     from test_fuzz import _without_layout
     path = tmp_path / "no-layout"
     path.write_bytes(_without_layout(open(fixture_syms, "rb").read()))
-    load(str(path), FIXTURE_KALLSYMS, cache=False)       # Python places it by search
+    load(str(path), FIXTURE_KALLSYMS)       # Python places it by search
     proc = run_c(clib, ["resolve", "--syms", str(path), "--kallsyms", FIXTURE_KALLSYMS, "0x1"],
                  check=False)
     assert proc.returncode == 2
@@ -329,7 +329,7 @@ def python_decision(syms_path: str, kallsyms_path: str) -> str:
     except KmodsymsError:
         return "refused"
     try:
-        load(syms_path, kallsyms_path, cache=False)
+        load(syms_path, kallsyms_path)
     except KmodsymsError:
         return "refused"
     return "accepted" if has_layout else "no-layout"
@@ -348,7 +348,7 @@ def check_same_decision(clib, syms_path: str, kallsyms_path: str, probes) -> Non
         assert proc.returncode == 2 and b"no link layout" in proc.stderr, proc
         return
     assert proc.returncode == 0, proc.stderr
-    r = load(syms_path, kallsyms_path, cache=False)
+    r = load(syms_path, kallsyms_path)
     got = json_lines(proc.stdout)
     assert got == [r.resolve(a).to_json() for a in probes]
     want_km = "".join(t + "\n" for t in r.kallmodsyms_lines()).encode("utf-8", "surrogateescape")
@@ -419,7 +419,7 @@ def compare_modules(clib, name, syms, kallsyms, random_count, sanitized=False, *
     field by field, kallmodsyms byte for byte, and every module line's
     start, end-1 and end plus random addresses in the modules' span, record
     by record.  Returns the Python resolver and C's records of the probes."""
-    r = load(syms, kallsyms, cache=False, **sources)
+    r = load(syms, kallsyms, **sources)
     base = ["--syms", syms, "--kallsyms", kallsyms] + source_args(**sources)
     proc = run_c(clib, ["modules"] + base, sanitized=sanitized)
     assert json_lines(proc.stdout) == [st.__dict__ for st in r.module_stats], name
@@ -546,7 +546,7 @@ def test_compressed_module_is_not_read(clib, fixture_syms, tmp_path, suffix):
     assert (mod["file"], mod["status"], mod["sized"]) == (rel, "unsupported", 0)
     assert f"compressed ({suffix})" in mod["reason"]
     assert proc.stderr.count(b"\n") == 1 and b"module fuse:" in proc.stderr
-    plain = load(fixture_syms, FIXTURE_KALLSYMS, cache=False)
+    plain = load(fixture_syms, FIXTURE_KALLSYMS)
     got = json_lines(run_c(clib, ["lines"] + base).stdout)
     assert got == [python_line_json(plain, line) for line in range(len(got))]
 

@@ -311,7 +311,7 @@ def test_real_text_only_kallsyms_is_answered_as_the_linker_placed_it(any_kernel,
     very end, with no bytes, excepted).  A line reported ambiguous names the
     right modules as its only candidates."""
     from kmodsyms.linkmap import links_vmlinux_o, vmlinux_object_map
-    from kmodsyms.resolver import load
+    from kmodsyms import load
     from kmodsyms.verify import parse_ranges, read_elf_info
 
     kernel, tree = any_kernel
@@ -330,7 +330,7 @@ def test_real_text_only_kallsyms_is_answered_as_the_linker_placed_it(any_kernel,
     with open(path("vmlinux.map")) as f:     # "0x... name = ." : what the link script defines
         linker_defined = set(re.findall(r"^\s+0x[0-9a-f]+\s+(\S+) = ", f.read(), re.M))
 
-    r = load(tree_syms, booted_kallsyms, cache=False)
+    r = load(tree_syms, booted_kallsyms)
     checked = with_module = 0
     for line in range(len(r.ks)):
         address = int(r.ks.address[line])

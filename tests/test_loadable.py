@@ -21,7 +21,7 @@ from conftest import FIXTURE, ROOT
 from kmodsyms.answer import Symbolization
 from kmodsyms.loadable import find_module_files, module_name, read_ko_bytes
 from kmodsyms.placement import Placed
-from kmodsyms.resolver import load
+from kmodsyms import load
 
 FIXTURE_KALLSYMS = os.path.join(FIXTURE, "kallsyms")
 FUSE_KO = os.path.join(FIXTURE, "fs", "fuse", "fuse.ko")
@@ -179,7 +179,7 @@ def check_module_answers(resolver, ko_path, kallsyms, module, rel, truth=elf_sym
 
 # ------------------------------------------------------------- the fixture
 def test_fixture_module_gets_its_elf_sizes(fixture_syms, fixture_tree):
-    r = load(fixture_syms, FIXTURE_KALLSYMS, cache=False, modules_dir=fixture_tree)
+    r = load(fixture_syms, FIXTURE_KALLSYMS, modules_dir=fixture_tree)
     assert check_module_answers(r, FUSE_KO, FIXTURE_KALLSYMS, "fuse", "fs/fuse/fuse.ko") >= 10
     stats = {s.name: s for s in r.module_stats}
     assert stats["fuse"].status == "matched" and stats["fuse"].file == "fs/fuse/fuse.ko"
@@ -194,7 +194,7 @@ def test_fixture_module_gets_its_elf_sizes(fixture_syms, fixture_tree):
 
 
 def test_without_modules_dir_loadable_lines_stay_unsized(fixture_syms):
-    r = load(fixture_syms, FIXTURE_KALLSYMS, cache=False)
+    r = load(fixture_syms, FIXTURE_KALLSYMS)
     rec = r.lookup("fuse_dev_open", "fuse")[0]
     assert (rec.size, rec.sized, rec.object, rec.origin) == (None, False, None, "loadable")
     assert [s.status for s in r.module_stats] == ["missing"]
@@ -254,7 +254,7 @@ def test_installed_module_compressed_and_signed(fixture_syms, tmp_path, suffix, 
     shutil.copy(OTHER_FUSE_KO, os.path.join(moddir, "kernel", "fs", "fuse-old", "fuse.ko"))
     rel = f"kernel/fs/fuse/fuse.ko{suffix}"
     assert read_ko_bytes(os.path.join(moddir, rel)) == open(FUSE_KO, "rb").read()
-    r = load(fixture_syms, FIXTURE_KALLSYMS, cache=False, modules_dir=moddir)
+    r = load(fixture_syms, FIXTURE_KALLSYMS, modules_dir=moddir)
     check_module_answers(r, FUSE_KO, FIXTURE_KALLSYMS, "fuse", rel, samples=300)
 
 
@@ -276,7 +276,7 @@ def test_search_without_modules_dep(tmp_path):
 def test_out_of_tree_module_without_kernel_prefix(fixture_syms, tmp_path):
     moddir = distro_tree(tmp_path, {"updates/dkms": FUSE_KO}, ".xz", True, with_dep=False,
                          prefix="")
-    r = load(fixture_syms, FIXTURE_KALLSYMS, cache=False, modules_dir=moddir)
+    r = load(fixture_syms, FIXTURE_KALLSYMS, modules_dir=moddir)
     assert r.lookup("fuse_request_alloc", "fuse")[0].object == "updates/dkms/fuse.ko.xz"
     assert r.lookup("fuse_request_alloc", "fuse")[0].size == 46
 
@@ -288,8 +288,8 @@ def _probes(resolver):
 
 def test_other_build_is_refused_for_that_module_only(fixture_syms, tmp_path):
     other = os.path.join(FIXTURE, "otherbuild")
-    r = load(fixture_syms, FIXTURE_KALLSYMS, cache=False, modules_dir=other)
-    plain = load(fixture_syms, FIXTURE_KALLSYMS, cache=False)
+    r = load(fixture_syms, FIXTURE_KALLSYMS, modules_dir=other)
+    plain = load(fixture_syms, FIXTURE_KALLSYMS)
     assert [s.status for s in r.module_stats] == ["refused"]
     assert len(r.module_warnings) == 1 and "module fuse:" in r.module_warnings[0]
     # Every answer is the one of kallsyms alone: nothing from the wrong file.
@@ -351,7 +351,7 @@ def test_sysfs_says_which_file_is_loaded(fixture_syms, fixture_tree, tmp_path, c
                        build_id_of={"own build-id": FUSE_KO,
                                     "other build-id": OTHER_FUSE_KO}.get(case),
                        shift=0x40 if case == ".text elsewhere" else 0)
-    r = load(fixture_syms, FIXTURE_KALLSYMS, cache=False, modules_dir=fixture_tree,
+    r = load(fixture_syms, FIXTURE_KALLSYMS, modules_dir=fixture_tree,
              sysfs_root=sysfs)
     assert [s.status for s in r.module_stats] == [status], r.module_stats
     if status == "matched":
@@ -378,7 +378,7 @@ def test_addresses_outside_every_region_have_no_symbol(fixture_syms, fixture_tre
     symbol plus gigabytes."""
     options = {"with .ko": {"modules_dir": fixture_tree},
                "with /proc/modules": {"proc_modules": _proc_modules(tmp_path, FUSE_CORE)}}
-    r = load(fixture_syms, FIXTURE_KALLSYMS, cache=False, **options.get(how, {}))
+    r = load(fixture_syms, FIXTURE_KALLSYMS, **options.get(how, {}))
     for address in OUTSIDE:
         assert r.resolve(address) == Symbolization(address), hex(address)
 
@@ -394,7 +394,7 @@ def test_cli_outside_every_region(fixture_syms):
 
 
 def test_region_bounds(fixture_syms, tmp_path):
-    plain = load(fixture_syms, FIXTURE_KALLSYMS, cache=False)
+    plain = load(fixture_syms, FIXTURE_KALLSYMS)
     bounded = load(fixture_syms, FIXTURE_KALLSYMS, cache=False,
                    proc_modules=_proc_modules(tmp_path, FUSE_CORE))
     # Pseudo-modules: no ELF behind them; each line reaches one page at most.
@@ -414,7 +414,7 @@ def test_region_bounds(fixture_syms, tmp_path):
     os.makedirs(sysfs / "sections")
     (sysfs / "coresize").write_text("8448\n")
     (sysfs / "sections" / ".text").write_text("0xffffffffc0a00000\n")
-    by_sysfs = load(fixture_syms, FIXTURE_KALLSYMS, cache=False, sysfs_root=str(tmp_path / "sys"))
+    by_sysfs = load(fixture_syms, FIXTURE_KALLSYMS, sysfs_root=str(tmp_path / "sys"))
     assert by_sysfs.resolve(0xFFFFFFFFC0A020FF).symbol == "fuse_inode_count"
     assert by_sysfs.resolve(0xFFFFFFFFC0A02100).symbol is None
     # Per-cpu 'A' lines are offsets: no address is answered by them.
@@ -434,7 +434,7 @@ def test_refresh_follows_load_and_unload(fixture_syms, fixture_tree, tmp_path):
     kallsyms.write_bytes(_without_module(full, b"fuse"))
     modules = tmp_path / "modules"
     modules.write_text("")
-    r = load(fixture_syms, str(kallsyms), cache=False, modules_dir=fixture_tree,
+    r = load(fixture_syms, str(kallsyms), modules_dir=fixture_tree,
              proc_modules=str(modules))
     address = 0xFFFFFFFFC0A00014
     assert r.resolve(address).module != "fuse"
@@ -444,7 +444,7 @@ def test_refresh_follows_load_and_unload(fixture_syms, fixture_tree, tmp_path):
     modules.write_text(FUSE_CORE)
     changes = r.refresh()
     assert (changes.loaded, changes.unloaded, changes.reloaded) == (("fuse",), (), ())
-    fresh = load(fixture_syms, str(kallsyms), cache=False, modules_dir=fixture_tree,
+    fresh = load(fixture_syms, str(kallsyms), modules_dir=fixture_tree,
                  proc_modules=str(modules))
     for a in _probes(fresh):
         assert r.resolve(a) == fresh.resolve(a), hex(a)
@@ -499,7 +499,7 @@ def test_snapshot_answers_as_the_full_resolver_with_modules(fixture_syms, fixtur
     kallsyms = str(tmp_path / "kallsyms")
     shutil.copy(FIXTURE_KALLSYMS, kallsyms)
     proc = _proc_modules(tmp_path, FUSE_CORE)
-    full = load(fixture_syms, kallsyms, cache=False, modules_dir=fixture_tree, proc_modules=proc)
+    full = load(fixture_syms, kallsyms, modules_dir=fixture_tree, proc_modules=proc)
     save(full, fixture_syms, kallsyms)
     sources = module_sources(False, fixture_tree, None, proc)
     snapshot = Snapshot(open_saved(fixture_syms, kallsyms, sources=sources))
@@ -554,7 +554,7 @@ def test_corpus_every_loadable_size(arch, request, tmp_path):
         thick = pick_thick(tree)
         build(tree, read_thick(thick), thick, syms, use_cache=False)
     kallsyms = os.path.join(tree, "kallsyms")
-    r = load(syms, kallsyms, cache=False, modules_dir=tree)
+    r = load(syms, kallsyms, modules_dir=tree)
     assert r.module_warnings == []
     elf_size = {}
     for rel in CORPUS_MODULES[arch]:
@@ -587,7 +587,7 @@ def test_corpus_modules_compressed_and_signed(corpus, corpus_syms, tmp_path, suf
     moddir = distro_tree(tmp_path, {os.path.dirname(rel): os.path.join(corpus, rel)
                                     for rel in CORPUS_MODULES["x86_64"]}, suffix, True)
     kallsyms = os.path.join(corpus, "kallsyms")
-    r = load(corpus_syms, kallsyms, cache=False, modules_dir=moddir)
+    r = load(corpus_syms, kallsyms, modules_dir=moddir)
     assert [s.status for s in r.module_stats] == ["matched"] * 3
     for rel in CORPUS_MODULES["x86_64"]:
         check_module_answers(r, os.path.join(corpus, rel), kallsyms,
@@ -626,7 +626,7 @@ def test_mapping_symbols_never_answer(fixture_syms, tmp_path):
     moddir = tmp_path / "lib"
     os.makedirs(moddir / "extra")
     shutil.copy(AARCH64_OBJECT, moddir / "extra" / "sample.ko")
-    r = load(fixture_syms, str(kallsyms), cache=False, modules_dir=str(moddir))
+    r = load(fixture_syms, str(kallsyms), modules_dir=str(moddir))
     stats = {s.name: s.status for s in r.module_stats}
     assert stats["sample"] == "matched", r.module_warnings
     text, data = SAMPLE_BASES[".text"], SAMPLE_BASES[".data"]
@@ -681,7 +681,7 @@ def test_refresh_of_a_restored_resolver(fixture_syms, fixture_tree, tmp_path):
     kallsyms.write_bytes(full)
     modules.write_text(FUSE_CORE)
     assert restored.refresh().loaded == ("fuse",)
-    fresh = load(fixture_syms, str(kallsyms), cache=False, **options)
+    fresh = load(fixture_syms, str(kallsyms), **options)
     for address in range(0xFFFFFFFFC0A00000, 0xFFFFFFFFC0A02200):
         assert restored.resolve(address) == fresh.resolve(address), hex(address)
 
@@ -704,10 +704,10 @@ def test_text_only_kallsyms_core_kernel_ends_at_etext(fixture_syms, tmp_path):
     kallsyms = tmp_path / "kallsyms"
     kallsyms.write_bytes(b"".join(line for line in full if shown(line)))
     # force: the anchor check of a text-only kallsyms is issue 10 part 1's.
-    r = load(fixture_syms, str(kallsyms), cache=False, force=True)
+    r = load(fixture_syms, str(kallsyms), force=True)
     save(r, fixture_syms, str(kallsyms))
     snapshot = Snapshot(open_saved(fixture_syms, str(kallsyms)))
-    whole = load(fixture_syms, FIXTURE_KALLSYMS, cache=False)
+    whole = load(fixture_syms, FIXTURE_KALLSYMS)
     gap = range(text[1] + 1, init[0])
     assert all(r.resolve(a).symbol is None for a in gap)
     assert all(snapshot.resolve(a) == r.resolve(a) for a in gap)
