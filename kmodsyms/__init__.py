@@ -2,27 +2,27 @@
 
 The pipeline, one module per stage:
 
-* :mod:`kmodsyms.thick` reads modules_thick.builtin (which objects make up
-  each built-in module); :mod:`kmodsyms.kbuild` derives it from a tree's
+* :mod:`kmodsyms.build.thick` reads modules_thick.builtin (which objects make up
+  each built-in module); :mod:`kmodsyms.build.kbuild` derives it from a tree's
   ``.cmd`` files when the kernel does not write it.
-* :mod:`kmodsyms.archive` lists vmlinux's objects; :mod:`kmodsyms.elfscan`
-  scans each; :mod:`kmodsyms.build` writes them as one dtrace_syms file,
-  whose layout :mod:`kmodsyms.symsfile` implements and docs/format.md
+* :mod:`kmodsyms.build.archive` lists vmlinux's objects; :mod:`kmodsyms.build.elfscan`
+  scans each; :mod:`kmodsyms.build.writer` writes them as one dtrace_syms file,
+  whose layout :mod:`kmodsyms.format.symsfile` implements and docs/format.md
   specifies (with vmlinux's segments and build-id from
-  :mod:`kmodsyms.elfimage`).  The three read ELF files (objects, vmlinux,
-  .ko) through one layer, :mod:`kmodsyms.elffile`, with the constants of
-  :mod:`kmodsyms.elfdefs`.
-* :mod:`kmodsyms.placement` places every object section against
-  System.map (read by :mod:`kmodsyms.kallsyms`), which the file records as
-  its link layout; :mod:`kmodsyms.verify` checks the attribution against
+  :mod:`kmodsyms.build.elfimage`).  The three read ELF files (objects, vmlinux,
+  .ko) through one layer, :mod:`kmodsyms.build.elffile`, with the constants of
+  :mod:`kmodsyms.build.elfdefs`.
+* :mod:`kmodsyms.build.layout` places every object section against
+  System.map (read by :mod:`kmodsyms.build.kallsyms`), which the file records as
+  its link layout; :mod:`kmodsyms.build.verify` checks the attribution against
   the linker maps.
 * The run time is libkmodsyms (contrib/c), bound by :mod:`kmodsyms.binding`
   (the extension ``pip install`` compiles from the library's sources): it
   reads kallsyms, shifts the layout into the running kernel, matches the
   loaded modules with their .ko files and answers address ->
   ``mod`sym+off`` and ``mod`name`` -> address, as the records of
-  :mod:`kmodsyms.binding.records`.  The CLI (:mod:`kmodsyms.cli`) and the
-  commands that answer from a loaded kernel (:mod:`kmodsyms.frontend`,
+  :mod:`kmodsyms.binding.records`.  The CLI (:mod:`kmodsyms.cli.app`) and the
+  commands that answer from a loaded kernel (:mod:`kmodsyms.cli.frontend`,
   run without typer from :mod:`kmodsyms.__main__`) call it.
   docs/resolver.md section 10 shows the layers.
 

@@ -4,7 +4,7 @@ The commands that answer from a loaded kernel (``resolve``, ``lookup``,
 ``kallmodsyms``, ``modules``) run through :func:`kmodsyms.frontend.fast_main`
 without importing typer (its import costs more than the whole answer);
 everything else, and whatever that declines (``--help``, a malformed
-option), runs the typer CLI in :mod:`kmodsyms.cli`.
+option), runs the typer CLI in :mod:`kmodsyms.cli.app`.
 """
 
 import sys
@@ -13,11 +13,11 @@ import sys
 def main() -> None:
     args = sys.argv[1:]
     if args[:1] and args[0] in ("resolve", "lookup", "kallmodsyms", "modules"):
-        from .frontend import fast_main
+        from .cli.frontend import fast_main
         status = fast_main(args[0], args[1:])
         if status is not None:
             sys.exit(status)
-    from .cli import main as cli_main
+    from .cli.app import main as cli_main
     cli_main()
 
 

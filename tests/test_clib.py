@@ -35,9 +35,9 @@ from hypothesis import given, settings
 from conftest import FIXTURE, ROOT
 from kallsyms_variants import text_only
 from kmodsyms.errors import KmodsymsError
-from kmodsyms.frontend import parse_name
+from kmodsyms.cli.frontend import parse_name
 from kmodsyms import load
-from kmodsyms.symsfile import SymsFile
+from kmodsyms.format.symsfile import SymsFile
 from test_fuzz import _COMMON, kallsyms_mutation, mutate_kallsyms, mutate_syms, syms_mutation
 from kmodsyms.loadable import module_name
 from test_loadable import (CORPUS_MODULES, FUSE_CORE, FUSE_KO, OTHER_FUSE_KO, ByStart,

@@ -18,7 +18,7 @@ from array import array
 
 from ..errors import KmodsymsError, StaleError
 from ..kernelnames import kernel_spelling
-from ..leftovers import remove_snapshots
+from .leftovers import remove_snapshots
 from . import _kms
 from .records import (BINDINGS, ORIGINS, STATUSES, Info, Line, ModuleRange, ModuleStats,
                       Origin, Symbolization)
@@ -277,7 +277,7 @@ def load(syms: str | None = None, kallsyms: str | None = None, force: bool = Fal
     running kernel's, with a kallsyms file only what is given is read.
 
     Nothing is written anywhere; the snapshot files an earlier kmodsyms
-    cached are deleted (:mod:`kmodsyms.leftovers`).
+    cached are deleted (:mod:`kmodsyms.binding.leftovers`).
     """
     remove_snapshots()
     warn = warn or _warn

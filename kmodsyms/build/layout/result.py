@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..symsfile import SymsFile
+from ...format.symsfile import SymsFile
 
 NO = -1
 U64 = np.uint64

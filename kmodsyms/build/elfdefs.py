@@ -1,5 +1,5 @@
 """ELF constants (the System V gABI's names and values), in one place for
-every reader of ELF files here; the structures are :mod:`kmodsyms.elffile`'s."""
+every reader of ELF files here; the structures are :mod:`kmodsyms.build.elffile`'s."""
 
 ELFMAG = b"\x7fELF"
 ELFCLASS32, ELFCLASS64 = 1, 2          # e_ident[EI_CLASS]

@@ -14,10 +14,10 @@ from typing import List, Optional
 
 import typer
 
-from . import __version__
-from .errors import KmodsymsError
+from .. import __version__
+from ..errors import KmodsymsError
 from .frontend import OPTIONS, byte_exact_stdout, guarded, load_resolver, run_command
-from .kernelnames import kernel_spelling
+from ..kernelnames import kernel_spelling
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -85,9 +85,9 @@ def build(
                                         "(the loader then places objects by searching kallsyms)."),
 ):
     """Scan a kernel build tree into one dtrace_syms file."""
-    from .archive import vmlinux_objects
-    from .build import build as run_build
-    from .modmap import choose_module_map
+    from ..build.archive import vmlinux_objects
+    from ..build.writer import build as run_build
+    from ..build.modmap import choose_module_map
     if not os.path.isdir(kbuild):
         _die(f"{kbuild}: not a directory (give the kernel build tree with --kbuild)")
     thick_map, thick_source = choose_module_map(kbuild, thick)
@@ -111,8 +111,8 @@ def info(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ):
     """Show a dtrace_syms file's header, counts and modules."""
-    from .fileformat import FORMAT_VERSION
-    from .symsfile import read_syms
+    from ..format.fileformat import FORMAT_VERSION
+    from ..format.symsfile import read_syms
     syms = read_syms(file)
     counts = syms.module_symbol_counts()
     core = int((syms.symbols["modset"] == 0).sum())
@@ -172,7 +172,7 @@ def dump(
 ):
     """Print the symbol entries of a dtrace_syms file, in file order."""
     import numpy as np
-    from .symsfile import read_syms
+    from ..format.symsfile import read_syms
     syms = read_syms(file)
     indices = range(len(syms.symbols))
     if module is not None:
@@ -202,8 +202,8 @@ def thick(
     output: Optional[str] = typer.Option(None, "--output", "-o", help="Write here instead of stdout."),
 ):
     """Derive modules_thick.builtin from a kbuild tree's .cmd files (KBUILD_MODFILE)."""
-    from .kbuild import derive_thick
-    from .symsfile import write_atomic
+    from ..build.kbuild import derive_thick
+    from ..format.symsfile import write_atomic
     text = derive_thick(kbuild).format()
     if output:
         write_atomic(output, text.encode())
@@ -220,7 +220,7 @@ def install(
 ):
     """Install dtrace_syms as MOD_PATH/lib/modules/RELEASE/kernel/dtrace_syms
     (what 'make dtrace_syms_install' does)."""
-    from .install import install as run_install
+    from ..build.install import install as run_install
     typer.echo(run_install(kbuild, syms=syms, mod_path=mod_path, release=release))
 
 
@@ -235,15 +235,15 @@ def verify(
     """Check our module attribution of every System.map symbol against
     upstream's modules.builtin.ranges and the linker maps.  Exit 1 on any
     disagreement with the linker maps."""
-    from .verify import verify as run_verify
+    from ..build.verify import verify as run_verify
     report = run_verify(kbuild, syms or os.path.join(kbuild, "dtrace_syms"))
     typer.echo(json.dumps(report.to_json(), indent=2) if as_json else report.format())
     raise typer.Exit(report.exit_status())
 
 
 def _option(name: str):
-    """The typer option of the shared table (kmodsyms.frontend.OPTIONS),
-    which kmodsyms.frontend.parse_args reads too."""
+    """The typer option of the shared table (kmodsyms.cli.frontend.OPTIONS),
+    which kmodsyms.cli.frontend.parse_args reads too."""
     option = OPTIONS[name]
     if not option.choices:
         return typer.Option(option.default, *option.flags, help=option.help, show_default=False)
@@ -401,7 +401,7 @@ def _run_app() -> int:
 
 def main() -> None:
     """Console entry point: run the app through the error wrapper the
-    commands run without typer use too (kmodsyms.frontend.guarded)."""
+    commands run without typer use too (kmodsyms.cli.frontend.guarded)."""
     byte_exact_stdout()
     sys.exit(guarded(_run_app))
 

@@ -13,14 +13,14 @@ import os
 import stat
 from typing import Optional
 
-from .errors import KmodsymsError
-from .symsfile import read_syms, write_atomic
+from ..errors import KmodsymsError
+from ..format.symsfile import read_syms, write_atomic
 
 SYMS_NAME = "dtrace_syms"
 
 
 def _tree_release(kbuild: str) -> str:
-    from .build import kernel_release
+    from .writer import kernel_release
     release = kernel_release(kbuild)
     if not release:
         path = os.path.join(kbuild, "include", "config", "kernel.release")
@@ -39,7 +39,7 @@ def _check_release(release: str) -> None:
 
 def _build_default(kbuild: str, output: str) -> None:
     """Build DIR/dtrace_syms exactly as ``kmodsyms build --kbuild DIR`` does."""
-    from .build import build
+    from .writer import build
     from .modmap import choose_module_map
     thick_map, thick_source = choose_module_map(kbuild)
     build(kbuild, thick_map, thick_source, output)

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import KmodsymsError
-from .fileformat import MAGIC
-from .spans import equal_spans, words
+from ..errors import KmodsymsError
+from ..format.fileformat import MAGIC
+from ..format.spans import equal_spans, words
 
 # Bounds of the address ranges that scripts/kallsyms.c keeps when it is not
 # given --all-symbols (CONFIG_KALLSYMS_ALL=n): text and init text.

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..kallsyms import Kallsyms
-from ..spans import equal_spans, hash_spans
-from ..symsfile import SymsFile
+from ...format.spans import equal_spans, hash_spans
+from ...format.symsfile import SymsFile
 from .result import NO
 
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .elfdefs import BINDING_NAMES
-from .errors import KmodsymsError
+from ..build.elfdefs import BINDING_NAMES
+from ..errors import KmodsymsError
 from .fileformat import CRC_COVERS_FROM, FORMAT_VERSION, HEADER_SIZE, MAGIC
 from .spans import spans_in_order
 

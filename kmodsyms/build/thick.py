@@ -17,8 +17,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from .errors import KmodsymsError
-from .kernelnames import kernel_spelling
+from ..errors import KmodsymsError
+from ..kernelnames import kernel_spelling
 
 
 def module_name(path: str) -> str:

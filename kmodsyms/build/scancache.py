@@ -87,7 +87,7 @@ class ScanCache:
     def save(self, head: dict) -> None:
         """Write the scans used by this build, after ``head`` (the build's
         fingerprint and result)."""
-        from .symsfile import write_atomic
+        from ..format.symsfile import write_atomic
         try:
             data = (msgpack.packb({"version": _VERSION, **head}, use_bin_type=True)
                     + msgpack.packb(self._new, use_bin_type=True))

@@ -4,8 +4,8 @@ build, which records the result as the layout).
 
 Placement works on *object sections* (an object's ``.text``, ``.data``...),
 because once linked each occupies one contiguous interval of vmlinux.  Input:
-a :class:`~kmodsyms.symsfile.SymsFile` and a symbol list of the kernel, as
-:class:`~kmodsyms.kallsyms.Kallsyms` (``/proc/kallsyms``, or ``System.map``
+a :class:`~kmodsyms.format.symsfile.SymsFile` and a symbol list of the kernel, as
+:class:`~kmodsyms.build.kallsyms.Kallsyms` (``/proc/kallsyms``, or ``System.map``
 at build time, which is the same list before KASLR).
 
 1. Anchors: a name occurring exactly once among the core kallsyms lines and
@@ -33,10 +33,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import StaleError
+from ...errors import StaleError
 from ..kallsyms import Kallsyms
-from ..spans import equal_spans
-from ..symsfile import SymsFile
+from ...format.spans import equal_spans
+from ...format.symsfile import SymsFile
 from .names import _match_names
 from .result import (BY_ANCHOR, BY_ELIMINATION, BY_NEIGHBOURS, LINE_AMBIGUOUS, LINE_EXTENT, LINE_SYMBOL,
                      MASK, NO, U64, UNPLACED, Placed, Placer, PlacementStats, count_lines)
@@ -56,7 +56,7 @@ def conflicting_votes_allowed(anchors: int) -> int:
 
 class SearchPlacer(Placer):
     """Search placement of ``syms`` against ``ks`` (see the module doc);
-    :meth:`result` is the :class:`~kmodsyms.placement.result.Placement`."""
+    :meth:`result` is the :class:`~kmodsyms.build.layout.result.Placement`."""
 
     def __init__(self, syms: SymsFile, ks: Kallsyms, check_anchors: bool = True,
                  output_sections: list[tuple[int, int]] = ()):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 
-from .errors import KmodsymsError
+from ..errors import KmodsymsError
 
 THIN_MAGIC = b"!<thin>\n"
 ARCH_MAGIC = b"!<arch>\n"

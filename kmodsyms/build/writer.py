@@ -2,7 +2,7 @@
 
 Pipeline: module map (thick file) + object list (vmlinux.a / built-in.a) ->
 scan every object (in parallel, with a cache keyed by path, size and mtime)
--> tables (:mod:`kmodsyms.tables`) -> one atomic write.  When no input
+-> tables (:mod:`kmodsyms.build.tables`) -> one atomic write.  When no input
 changed since the last build, its output stands and nothing is scanned.
 """
 
@@ -12,10 +12,10 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from . import __version__
+from .. import __version__
 from .archive import vmlinux_objects
 from .elfscan import ObjectScan, scan_object
-from .errors import KmodsymsError
+from ..errors import KmodsymsError
 from .scancache import ScanCache
 from .thick import ThickMap
 
@@ -76,8 +76,8 @@ def build(kbuild: str, thick: ThickMap, thick_source: str, output: str, jobs: in
                            len(present), cache.head.get("layout", ""))
     scans = scan_all(kbuild, present, stamps, jobs, progress, cache)
     from .elfimage import Image, read_image
-    from .fileformat import header_crc
-    from .symsfile import FLAG_MISSING_OBJECTS, Meta, encode, write_atomic
+    from ..format.fileformat import header_crc
+    from ..format.symsfile import FLAG_MISSING_OBJECTS, Meta, encode, write_atomic
     from .tables import assemble, record_layout
     vmlinux = os.path.join(kbuild, "vmlinux")
     vmlinux_image = read_image(vmlinux) if os.path.exists(vmlinux) else Image()
@@ -141,7 +141,7 @@ def _fingerprint(kbuild: str, thick: ThickMap, objects: dict[str, tuple[int, int
 
 def _output_crc(output: str) -> bytes | None:
     """The CRC field of an existing dtrace_syms, or None."""
-    from .fileformat import CRC_COVERS_FROM, header_crc
+    from ..format.fileformat import CRC_COVERS_FROM, header_crc
     try:
         with open(output, "rb") as f:
             return header_crc(f.read(CRC_COVERS_FROM))

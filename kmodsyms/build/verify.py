@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import KmodsymsError
+from ..errors import KmodsymsError
 from .thick import kernel_spelling
 
 VMLINUX = "vmlinux"
@@ -356,8 +356,8 @@ def our_answers(resolver) -> tuple[list, list, list]:
 def verify(kbuild: str, syms_path: str | None = None) -> Report:
     """Compare our attribution of every System.map line with the linker
     maps and/or modules.builtin.ranges of the build tree ``kbuild``."""
-    from .binding import load
-    from .symsfile import read_syms
+    from ..binding import load
+    from ..format.symsfile import read_syms
 
     if not os.path.isdir(kbuild):
         raise KmodsymsError(f"{kbuild} is not a directory: pass the kernel build tree (objtree)")

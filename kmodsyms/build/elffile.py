@@ -3,8 +3,8 @@ out its file header, section headers, program headers and symbols, for both
 classes (ELF32, ELF64) and both byte orders.
 
 Layered as pyelftools is (structs -> sections -> symbols), below the three
-readers of ELF files here: :mod:`kmodsyms.elfscan` (vmlinux's objects, in
-bulk), :mod:`kmodsyms.elfimage` (linked images: vmlinux) and
+readers of ELF files here: :mod:`kmodsyms.build.elfscan` (vmlinux's objects, in
+bulk), :mod:`kmodsyms.build.elfimage` (linked images: vmlinux) and
 :mod:`kmodsyms.loadable` (``.ko`` files).  :class:`ElfFile` validates the
 file header once and resolves extended numbering once (``e_shnum``,
 ``e_shstrndx`` and ``e_phnum`` kept in section 0 when they do not fit, and
@@ -13,7 +13,7 @@ of one field order for both classes (an object's tens of sections and
 hundreds of symbols), or as a numpy structured array (a linked image's
 hundreds of thousands of symbols).  Any way a file is malformed is one
 :class:`~kmodsyms.errors.KmodsymsError` naming the file and what to do.
-The constants are :mod:`kmodsyms.elfdefs`'.
+The constants are :mod:`kmodsyms.build.elfdefs`'.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import BinaryIO, NamedTuple
 from .archive import ARCH_MAGIC, THIN_MAGIC
 from .elfdefs import (ELFCLASS32, ELFCLASS64, ELFDATA2LSB, ELFDATA2MSB, ELFMAG, PN_XNUM, SHN_XINDEX,
                       SHT_NOBITS, SHT_SYMTAB_SHNDX)
-from .errors import KmodsymsError
+from ..errors import KmodsymsError
 
 
 

@@ -1,7 +1,7 @@
 """Scan one relocatable ELF object: its sections and defined symbols.
 
 :func:`scan_object` reads the section headers and ``.symtab`` through
-:mod:`kmodsyms.elffile` in bulk (one ``struct`` pass per table, no object
+:mod:`kmodsyms.build.elffile` in bulk (one ``struct`` pass per table, no object
 per symbol; names found with one ``bytes.find`` each): it runs on each of
 the thousands of objects of vmlinux, most with tens to hundreds of symbols,
 where this beats numpy's per-call cost.  The
@@ -15,7 +15,7 @@ Kept symbols: defined (not ``SHN_UNDEF``), in a real section (not ``SHN_ABS``
 or ``SHN_COMMON``), not ``STT_FILE``/``STT_SECTION``, not mapping symbols
 (``$x``, ``$d``...) and not ``.L`` labels, which kallsyms never shows (the
 rest of ``scripts/mksysmap``'s rules are applied to the whole table:
-:func:`kmodsyms.kallsyms.never_listed`).
+:func:`kmodsyms.build.kallsyms.never_listed`).
 
 Kept sections: every ``SHF_ALLOC`` section of nonzero size, and every section
 holding a kept symbol; each is recorded with its name, flags, alignment and
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from .elfdefs import SHF_ALLOC, SHN_LORESERVE, SHN_UNDEF, SHT_SYMTAB, STT_FILE, STT_SECTION
 from .elffile import ElfFile
-from .errors import KmodsymsError
+from ..errors import KmodsymsError
 
 _REMEDY = "rebuild it (run make in the kernel tree)"
 
@@ -95,7 +95,7 @@ def scan_elf(elf: ElfFile) -> ObjectScan:
             # Mapping symbols ($x, $d...) and local labels: most of what
             # kallsyms never shows, dropped here at little cost; the rest of
             # mksysmap's rules apply when the tables are assembled
-            # (kmodsyms.kallsyms.never_listed).
+            # (kmodsyms.build.kallsyms.never_listed).
             if name and not name.startswith((b"$", b".L")):
                 kept.append((name, value, size, info, shndx))
     used = {k[4] for k in kept}

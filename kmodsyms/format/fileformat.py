@@ -1,6 +1,6 @@
 """The dtrace_syms header's fixed facts (docs/format.md), in plain Python:
 the quick ``resolve`` path and the build cache read them without numpy or
-the reader (:mod:`kmodsyms.symsfile`)."""
+the reader (:mod:`kmodsyms.format.symsfile`)."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import KmodsymsError
+from ..errors import KmodsymsError
 
 _FULL = re.compile(r"^ (\S+)\s+0x([0-9a-fA-F]+)\s+0x([0-9a-fA-F]+)\s+(\S.*)$")
 _NAME_ONLY = re.compile(r"^ ([^\s*]\S*)$")

@@ -1,7 +1,7 @@
 """A linked ELF image (vmlinux): its loadable segments, its allocated output
 sections, its GNU build-id and its symbol table.
 
-Read through :mod:`kmodsyms.elffile` from the program and section headers,
+Read through :mod:`kmodsyms.build.elffile` from the program and section headers,
 then the notes, and the symbol table in bulk with numpy when asked: a few
 reads of a file that is tens of megabytes.  The one reader of linked images
 here (the build, ``verify`` and the link maps' section list use it); the
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from .elfdefs import NT_GNU_BUILD_ID, PT_LOAD, PT_NOTE, SHF_ALLOC, SHT_NOTE, SHT_SYMTAB
 from .elffile import ElfFile, cstring
-from .errors import KmodsymsError
+from ..errors import KmodsymsError
 
 _REMEDY = "rebuild the kernel (run make in its tree)"
 

@@ -1,5 +1,5 @@
 """The commands that answer from a loaded kernel (``resolve``, ``lookup``,
-``kallmodsyms``, ``modules``), shared by the typer CLI (:mod:`kmodsyms.cli`)
+``kallmodsyms``, ``modules``), shared by the typer CLI (:mod:`kmodsyms.cli.app`)
 and the entry point (:mod:`kmodsyms.__main__`), which runs them without
 importing typer: a ``kmodsyms resolve ADDR`` process costs the interpreter,
 the extension and ``kms_load()``, little more.
@@ -20,8 +20,8 @@ from __future__ import annotations
 import os
 import sys
 
-from .errors import KmodsymsError
-from .kernelnames import kernel_spelling
+from ..errors import KmodsymsError
+from ..kernelnames import kernel_spelling
 
 PROG = "kmodsyms"
 
@@ -311,7 +311,7 @@ def load_resolver(options: dict, quiet: bool = False):
     """The resolver a command's options ask for (:func:`kmodsyms.load`):
     answering from kallsyms alone, with one warning (none when ``quiet``),
     when the default dtrace_syms is not usable, unless ``--strict``."""
-    from .binding import load
+    from ..binding import load
     resolver = load(syms=options["syms"], kallsyms=options["kallsyms"], force=options["force"],
                     fallback=not options["strict"] and options["syms"] is None,
                     warn=(lambda message: None) if quiet else warn,

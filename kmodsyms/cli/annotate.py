@@ -26,7 +26,7 @@ from __future__ import annotations
 import bisect
 import re
 
-from .binding.records import Origin
+from ..binding.records import Origin
 from .frontend import format_kernel
 
 KERNEL_DSOS = ("[kernel.kallsyms]", "[kernel.vmlinux]")

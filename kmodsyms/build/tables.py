@@ -14,9 +14,9 @@ import numpy as np
 from .elfdefs import STT_FUNC
 from .elfimage import Image, missing_symbols
 from .elfscan import ObjectScan
-from .errors import KmodsymsError, StaleError
+from ..errors import KmodsymsError, StaleError
 from .kallsyms import Kallsyms, never_listed
-from .symsfile import (ANCHOR_DTYPE, MODSET_DTYPE, MODULE_DTYPE, NO_ADDRESS, OBJECT_DTYPE, OBJECT_MISSING,
+from ..format.symsfile import (ANCHOR_DTYPE, MODSET_DTYPE, MODULE_DTYPE, NO_ADDRESS, OBJECT_DTYPE, OBJECT_MISSING,
                        SECNAME_DTYPE, SECTION_DTYPE, SEGMENT_DTYPE, SYMBOL_DTYPE, Meta, StringTable, pick)
 from .thick import ThickMap
 
@@ -29,7 +29,7 @@ def assemble(thick: ThickMap, owners: dict[str, tuple[int, ...]], objects: list[
     (the names of the build's System.map, of which kallsyms lists a part)
     those of other names (an ``EXPORT_SYMBOL``'s ``__export_symbol_*``,
     ``.modinfo``'s ``__UNIQUE_ID_*``, what ``/DISCARD/`` drops), else those
-    ``scripts/mksysmap`` deletes (:func:`kmodsyms.kallsyms.never_listed`)."""
+    ``scripts/mksysmap`` deletes (:func:`kmodsyms.build.kallsyms.never_listed`)."""
     strings = StringTable()
     modsets: dict[tuple[int, ...], int] = {(): 0}
     for obj in objects + missing:
@@ -132,12 +132,12 @@ def record_layout(kbuild: str, image: Image, sysmap: Kallsyms, meta: Meta,
     kallsyms before KASLR), and record its link address, vmlinux's load
     segments and a few anchor symbols per segment by which the loader finds
     each segment's KASLR shift.  ``image`` is vmlinux's
-    (:func:`kmodsyms.elfimage.read_image`): its PT_LOAD segments, and its
+    (:func:`kmodsyms.build.elfimage.read_image`): its PT_LOAD segments, and its
     output sections, within which the linker lays out same-named input
     sections in link order."""
     import json
-    from .placement import SearchPlacer
-    from .symsfile import SymsFile
+    from .layout import SearchPlacer
+    from ..format.symsfile import SymsFile
     try:
         placer = SearchPlacer(SymsFile.from_tables(meta, strings, tables), sysmap,
                               output_sections=image.sections)

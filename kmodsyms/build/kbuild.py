@@ -14,7 +14,7 @@ import os
 import re
 
 from .archive import vmlinux_objects
-from .errors import KmodsymsError
+from ..errors import KmodsymsError
 from .thick import ThickMap, module_name
 
 _MODFILE = re.compile(r"""KBUILD_MODFILE=\\?['"]*\\?"?([^"'\\]+)|RUST_MODFILE=([^\s'"]+)""")
