@@ -7,8 +7,9 @@
  * (/proc/kallsyms or a saved copy), places the file's object sections by its
  * recorded link layout (one KASLR shift per load segment, found and checked
  * by the anchors), attributes every kallsyms line and builds an address
- * index.  The answers are those of the Python resolver (kmodsyms.load(),
- * docs/resolver.md), which the tests hold it to.
+ * index, by the rules of docs/resolver.md.  It is the one resolver: the
+ * Python package reaches it through its binding (kmodsyms.load()), and the
+ * tests hold its answers to the linker maps.
  *
  * Ownership and lifetime.  Every string and array the library returns in
  * struct kms_sym, struct kms_line, struct kms_module and struct kms_info points into memory the

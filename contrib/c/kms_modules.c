@@ -12,7 +12,7 @@
  *      cut: the ELF ends where its section headers and contents end).
  *      Compressed files (.ko.xz, .ko.zst, .ko.gz) are not read (libc has no
  *      decompressor): that module is KMS_MODULE_UNSUPPORTED, its lines
- *      unsized, where the Python resolver reads them;
+ *      unsized;
  *   3. the kernel's word, when readable: /sys/module/NAME/sections/<name>,
  *      srcversion, notes/.note.gnu.build-id, and the module's core from
  *      /proc/modules or /sys/module/NAME/coresize;
