@@ -20,10 +20,11 @@ from ..errors import KmodsymsError, StaleError
 from ..kernelnames import kernel_spelling
 from .leftovers import remove_snapshots
 from . import _kms
-from .records import (BINDINGS, ORIGINS, STATUSES, Info, Line, ModuleRange, ModuleStats,
-                      Origin, Symbolization)
+from .records import (BINDINGS, ORIGINS, SIZE_KINDS, STATUSES, Info, KernelSymbol, Line,
+                      ModuleRange, ModuleStats, Origin, Symbolization)
 
-_kms.configure(Symbolization, Line, ModuleStats, ModuleRange, Info, ORIGINS, BINDINGS, STATUSES)
+_kms.configure(Symbolization, Line, ModuleStats, ModuleRange, Info, KernelSymbol, ORIGINS,
+               BINDINGS, STATUSES, SIZE_KINDS)
 
 LIVE_KALLSYMS = "/proc/kallsyms"
 NO_LINE = -1    # resolve_many's line for an address no line answers
@@ -84,6 +85,11 @@ def check_address(address) -> int:
     return value
 
 
+def _name(name: str) -> bytes:
+    """A symbol or module name as kallsyms' bytes."""
+    return name.encode("utf-8", "surrogateescape")
+
+
 def _path(path: str | None) -> bytes | None:
     return None if path is None else os.fsencode(path)
 
@@ -140,8 +146,8 @@ class Resolver:
         record of the address ``offset`` bytes into it, in kallsyms order."""
         if not name:
             return []
-        spec = name if module is None else f"{kernel_spelling(module)}`{name}"
-        found = self._handle.lookup(spec.encode("utf-8", "surrogateescape"), offset)
+        mod = None if module is None else _name(kernel_spelling(module))
+        found = self._handle.lookup(_name(name), mod, offset)
         for rec in found:
             check_address(rec.start + offset)
         return found
@@ -149,31 +155,28 @@ class Resolver:
     def module_known(self, module: str) -> bool:
         """Whether ``module`` is vmlinux, a built-in module of the file, or
         a loaded or pseudo-module of kallsyms."""
-        return self._handle.module_known(kernel_spelling(module).encode("utf-8",
-                                                                        "surrogateescape"))
+        return self._handle.module_known(_name(kernel_spelling(module)))
 
     def modules(self) -> list[str]:
-        """Every module name: ``vmlinux``, the built-in modules holding a
-        kallsyms line, the loaded and pseudo-modules."""
-        builtin, loaded = {}, {}
+        """Every module name: ``vmlinux``, the file's built-in modules, the
+        loaded and pseudo-modules (kallsyms order)."""
+        loaded = {}
         for line in self.lines():
-            if line.origin is Origin.BUILTIN:
-                builtin.update(dict.fromkeys(line.modules))
-            elif line.origin in (Origin.LOADABLE, Origin.PSEUDO):
+            if line.origin in (Origin.LOADABLE, Origin.PSEUDO):
                 loaded.update(dict.fromkeys(line.modules))
-        return ["vmlinux"] + sorted(builtin) + list(loaded)
+        return ["vmlinux"] + self._handle.builtin_modules() + list(loaded)
 
     def symbols(self, module: str) -> list[Symbolization]:
         """Every kallsyms symbol of ``module`` (built-in, loaded, or
         ``vmlinux`` for core kernel), in address order, each as the record
         of its own address."""
-        module = kernel_spelling(module)
-        if module == "vmlinux":
-            mine = [ln for ln in self.lines() if ln.origin is Origin.CORE]
-        else:
-            mine = [ln for ln in self.lines() if module in ln.modules]
-        mine.sort(key=lambda ln: ln.address)
-        return [self._handle.symbol(ln.index, ln.address) for ln in mine]
+        lines = [self.line(i) for i in self._handle.module_lines(_name(kernel_spelling(module)))]
+        lines.sort(key=lambda ln: ln.address)
+        return [self._handle.symbol(ln.index, ln.address) for ln in lines]
+
+    def kernel_symbol(self, address: int) -> KernelSymbol:
+        """``address`` as the kernel's ``%pS`` prints it (kernel/kallsyms.c)."""
+        return self._handle.kernel_symbol(check_address(address))
 
     # ---------------------------------------------------------------- lines
     def lines(self) -> list[Line]:
@@ -206,8 +209,7 @@ class Resolver:
 
     def module_ranges(self, module: str) -> list[ModuleRange]:
         """The address ranges of ``module``, ascending (``kms_module_ranges``)."""
-        return self._handle.module_ranges(kernel_spelling(module).encode("utf-8",
-                                                                         "surrogateescape"))
+        return self._handle.module_ranges(_name(kernel_spelling(module)))
 
     # ------------------------------------------------------------ the load
     @property

@@ -27,10 +27,11 @@ static inline PyObject *Py_NewRef(PyObject *o)
 #endif
 
 /* What configure() hands over: the record types and the enum members. */
-static PyObject *sym_type, *line_type, *module_type, *range_type, *info_type;
+static PyObject *sym_type, *line_type, *module_type, *range_type, *info_type, *ksym_type;
 static PyObject *origins;   /* tuple indexed by enum kms_origin (None for NONE) */
 static PyObject *bindings;  /* tuple indexed by STB_* (0..2) */
 static PyObject *statuses;  /* tuple indexed by enum kms_module_status */
+static PyObject *size_kinds; /* tuple indexed by enum kms_size_kind */
 static PyObject *KmsError;  /* _kms.Error(code, message) */
 
 typedef struct {
@@ -114,7 +115,8 @@ static PyObject *sym_record(const struct kms_sym *r, int known)
     f[4] = has ? text(r->sym, r->sym_len) : Py_NewRef(Py_None);
     f[5] = has ? PyLong_FromUnsignedLongLong(r->symoff) : Py_NewRef(Py_None);
     f[6] = has ? PyLong_FromUnsignedLongLong(r->sym_start) : Py_NewRef(Py_None);
-    f[7] = has && r->size >= 0 ? PyLong_FromLongLong(r->size) : Py_NewRef(Py_None);
+    f[7] = has && r->size_kind == KMS_SIZE_EXACT ? PyLong_FromLongLong(r->sym_size)
+                                                 : Py_NewRef(Py_None);
     f[8] = PyBool_FromLong(r->sized);
     f[9] = has ? PyUnicode_FromStringAndSize(&r->type, 1) : Py_NewRef(Py_None);
     f[10] = member(bindings, r->sym_binding);
@@ -136,17 +138,18 @@ static PyObject *sym_record(const struct kms_sym *r, int known)
 /* Line (records.py) of kallsyms line INDEX. */
 static PyObject *line_record(const struct kms_line *l, size_t index)
 {
-    PyObject *f[9];
+    PyObject *f[10];
     f[0] = PyLong_FromSize_t(index);
     f[1] = PyLong_FromUnsignedLongLong(l->address);
-    f[2] = PyLong_FromUnsignedLongLong(l->size);
+    f[2] = PyLong_FromUnsignedLongLong(l->sym_size);
     f[3] = PyUnicode_FromStringAndSize(&l->type, 1);
     f[4] = text(l->name, l->name_len);
     f[5] = name_list(l->nmodules, l->modules);
     f[6] = member(origins, l->origin);
     f[7] = member(bindings, l->sym_binding);
     f[8] = text_or_none(l->object);
-    return make_record(line_type, f, 9);
+    f[9] = member(size_kinds, l->size_kind);
+    return make_record(line_type, f, 10);
 }
 
 /* ---------------------------------------------------------------- handle */
@@ -163,7 +166,7 @@ static int need_lines(Handle *self)
 {
     if (self->lines)
         return 0;
-    struct kms_info info = {0};
+    struct kms_info info = {.size = sizeof info};
     kms_get_info(self->h, &info);
     self->lines = PyMem_RawMalloc((info.lines ? info.lines : 1) * sizeof *self->lines);
     if (!self->lines) {
@@ -262,7 +265,7 @@ static int loaded(Handle *self)
 /* resolve(address: int) -> Symbolization */
 static PyObject *Handle_resolve(Handle *self, PyObject *arg)
 {
-    struct kms_sym r;
+    struct kms_sym r = {.size = sizeof r};
     unsigned long long a = PyLong_AsUnsignedLongLong(arg);
     if (a == (unsigned long long)-1 && PyErr_Occurred())
         return NULL;
@@ -314,28 +317,29 @@ static PyObject *Handle_resolve_lines(Handle *self, PyObject *args)
     return PyLong_FromSize_t(n);
 }
 
-/* lookup(spec: bytes, offset: int) -> [Symbolization]: kms_lookup(SPEC)
- * ("mod`name" or "name"), each the record of the address OFFSET bytes into
- * the symbol. */
+/* lookup(name: bytes, mod: bytes or None, offset: int) -> [Symbolization]:
+ * kms_lookup_name(), each the record of the address OFFSET bytes into the
+ * symbol, in kallsyms order. */
 static PyObject *Handle_lookup(Handle *self, PyObject *args)
 {
-    const char *spec;
+    const char *name, *mod = NULL;
+    PyObject *mod_obj = Py_None;
     unsigned long long off = 0;
-    if (!PyArg_ParseTuple(args, "y|K", &spec, &off) || !loaded(self))
+    if (!PyArg_ParseTuple(args, "y|OK", &name, &mod_obj, &off) || !loaded(self) ||
+        opt_path(mod_obj, &mod))
         return NULL;
     struct kms_sym stack[8], *recs = stack;
-    size_t n = kms_lookup(self->h, spec, recs, 8);
+    stack[0].size = sizeof stack[0];
+    size_t n = kms_lookup_name(self->h, mod, name, off, recs, 8);
     if (n > 8) {
         if (!(recs = PyMem_Malloc(n * sizeof *recs)))
             return PyErr_NoMemory();
-        n = kms_lookup(self->h, spec, recs, n);
+        recs[0].size = sizeof *recs;
+        n = kms_lookup_name(self->h, mod, name, off, recs, n);
     }
     PyObject *list = PyList_New((Py_ssize_t)n);
     int known = known_builtins(self->h);
     for (size_t k = 0; list && k < n; k++) {
-        recs[k].address = recs[k].sym_start + off;
-        recs[k].symoff = off;
-        recs[k].sized = recs[k].size >= 0 && off < (unsigned long long)recs[k].size;
         PyObject *rec = sym_record(&recs[k], known);
         if (!rec) {
             Py_CLEAR(list);
@@ -346,6 +350,66 @@ static PyObject *Handle_lookup(Handle *self, PyObject *args)
     if (recs != stack)
         PyMem_Free(recs);
     return list;
+}
+
+/* module_lines(mod: bytes) -> [int]: kms_module_lines(), kallsyms order. */
+static PyObject *Handle_module_lines(Handle *self, PyObject *args)
+{
+    const char *mod;
+    if (!PyArg_ParseTuple(args, "y", &mod) || !loaded(self))
+        return NULL;
+    size_t n = kms_module_lines(self->h, mod, NULL, 0);
+    uint32_t *index = PyMem_Malloc((n ? n : 1) * sizeof *index);
+    if (!index)
+        return PyErr_NoMemory();
+    n = kms_module_lines(self->h, mod, index, n);
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    for (size_t k = 0; list && k < n; k++) {
+        PyObject *i = PyLong_FromUnsignedLong(index[k]);
+        if (!i) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)k, i);
+    }
+    PyMem_Free(index);
+    return list;
+}
+
+/* builtin_modules() -> [str]: the file's built-in modules, in its order. */
+static PyObject *Handle_builtin_modules(Handle *self, PyObject *unused)
+{
+    (void)unused;
+    if (!loaded(self))
+        return NULL;
+    size_t n = kms_builtin_modules(self->h, NULL, 0);
+    const char **names = PyMem_Malloc((n ? n : 1) * sizeof *names);
+    if (!names)
+        return PyErr_NoMemory();
+    n = kms_builtin_modules(self->h, names, n);
+    PyObject *list = name_list((uint32_t)n, names);
+    PyMem_Free(names);
+    return list;
+}
+
+/* kernel_symbol(address) -> (text, symbol, offset, size, module, exact): the
+ * address as the kernel's %pS prints it (kms_resolve_kernel()). */
+static PyObject *Handle_kernel_symbol(Handle *self, PyObject *arg)
+{
+    struct kms_ksym k = {.size = sizeof k};
+    unsigned long long a = PyLong_AsUnsignedLongLong(arg);
+    if (a == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    if (!loaded(self))
+        return NULL;
+    kms_resolve_kernel(self->h, a, &k);
+    PyObject *f[7] = {PyLong_FromUnsignedLongLong(k.address),
+                      text(k.text, strlen(k.text)),
+                      k.sym ? text(k.sym, k.sym_len) : Py_NewRef(Py_None),
+                      k.sym ? PyLong_FromUnsignedLongLong(k.offset) : Py_NewRef(Py_None),
+                      k.sym ? PyLong_FromUnsignedLongLong(k.sym_size) : Py_NewRef(Py_None),
+                      text_or_none(k.module), PyBool_FromLong(k.exact)};
+    return make_record(ksym_type, f, 7);
 }
 
 /* module_known(mod: bytes) -> bool */
@@ -405,8 +469,8 @@ static PyObject *Handle_symbol(Handle *self, PyObject *args)
 {
     Py_ssize_t i;
     unsigned long long address;
-    struct kms_info info = {0};
-    struct kms_sym r;
+    struct kms_info info = {.size = sizeof info};
+    struct kms_sym r = {.size = sizeof r};
     if (!PyArg_ParseTuple(args, "nK", &i, &address) || !loaded(self))
         return NULL;
     kms_get_info(self->h, &info);
@@ -444,8 +508,10 @@ static int kallmodsyms_line(const struct kms_line *l, void *arg)
 {
     struct text_out *o = arg;
     char head[64];
+    /* the size UEK printed: the symbol's exact size, 0 when not known */
+    uint64_t size = l->size_kind == KMS_SIZE_EXACT ? l->sym_size : 0;
     int n = snprintf(head, sizeof head, "%016llx %llx %c ", (unsigned long long)l->address,
-                     (unsigned long long)l->size, l->type);
+                     (unsigned long long)size, l->type);
     if (put(o, head, (size_t)n) || put(o, l->name, l->name_len))
         return -1;
     for (uint32_t k = 0; k < l->nmodules; k++)
@@ -481,6 +547,7 @@ static PyObject *Handle_modules(Handle *self, PyObject *unused)
     struct kms_module *mods = PyMem_Malloc((n ? n : 1) * sizeof *mods);
     if (!mods)
         return PyErr_NoMemory();
+    mods[0].size = sizeof *mods;
     n = kms_modules(self->h, mods, n);
     PyObject *list = PyList_New((Py_ssize_t)n);
     for (size_t k = 0; list && k < n; k++) {
@@ -513,6 +580,7 @@ static PyObject *Handle_module_ranges(Handle *self, PyObject *args)
     struct kms_range *r = PyMem_Malloc((n ? n : 1) * sizeof *r);
     if (!r)
         return PyErr_NoMemory();
+    r[0].size = sizeof *r;
     n = kms_module_ranges(self->h, mod, r, n);
     PyObject *list = PyList_New((Py_ssize_t)n);
     for (size_t k = 0; list && k < n; k++) {
@@ -533,7 +601,7 @@ static PyObject *Handle_module_ranges(Handle *self, PyObject *args)
 static PyObject *Handle_info(Handle *self, PyObject *unused)
 {
     (void)unused;
-    struct kms_info i = {0};
+    struct kms_info i = {.size = sizeof i};
     if (!loaded(self))
         return NULL;
     kms_get_info(self->h, &i);
@@ -549,7 +617,13 @@ static PyMethodDef Handle_methods[] = {
     {"resolve_lines", (PyCFunction)Handle_resolve_lines, METH_VARARGS,
      "resolve_lines(addresses, lines, sized) -> n: the columnar resolve"},
     {"lookup", (PyCFunction)Handle_lookup, METH_VARARGS,
-     "lookup(spec: bytes, offset=0) -> [Symbolization]"},
+     "lookup(name: bytes, mod: bytes or None, offset=0) -> [Symbolization]"},
+    {"module_lines", (PyCFunction)Handle_module_lines, METH_VARARGS,
+     "module_lines(mod: bytes) -> [line index]"},
+    {"builtin_modules", (PyCFunction)Handle_builtin_modules, METH_NOARGS,
+     "builtin_modules() -> [str]"},
+    {"kernel_symbol", (PyCFunction)Handle_kernel_symbol, METH_O,
+     "kernel_symbol(address) -> KernelSymbol (%pS)"},
     {"module_known", (PyCFunction)Handle_module_known, METH_VARARGS,
      "module_known(mod: bytes) -> bool"},
     {"line_count", (PyCFunction)Handle_line_count, METH_NOARGS, "kallsyms lines"},
@@ -577,23 +651,24 @@ static PyTypeObject HandleType = {
     .tp_new = PyType_GenericNew,
 };
 
-/* configure(sym, line, module, range, info, origins, bindings, statuses) */
+/* configure(sym, line, module, range, info, ksym, origins, bindings, statuses, size_kinds) */
 static PyObject *configure(PyObject *mod, PyObject *args)
 {
     (void)mod;
-    PyObject *t[8];
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O!", &PyType_Type, &t[0], &PyType_Type, &t[1],
-                          &PyType_Type, &t[2], &PyType_Type, &t[3], &PyType_Type, &t[4],
-                          &PyTuple_Type, &t[5], &PyTuple_Type, &t[6], &PyTuple_Type, &t[7]))
+    PyObject *t[10];
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O!O!O!", &PyType_Type, &t[0], &PyType_Type,
+                          &t[1], &PyType_Type, &t[2], &PyType_Type, &t[3], &PyType_Type, &t[4],
+                          &PyType_Type, &t[5], &PyTuple_Type, &t[6], &PyTuple_Type, &t[7],
+                          &PyTuple_Type, &t[8], &PyTuple_Type, &t[9]))
         return NULL;
-    for (int k = 0; k < 5; k++)
+    for (int k = 0; k < 6; k++)
         if (!PyType_IsSubtype((PyTypeObject *)t[k], &PyTuple_Type)) {
             PyErr_SetString(PyExc_TypeError, "record types are tuple subclasses");
             return NULL;
         }
-    PyObject **slot[8] = {&sym_type, &line_type, &module_type, &range_type, &info_type,
-                          &origins, &bindings, &statuses};
-    for (int k = 0; k < 8; k++)
+    PyObject **slot[10] = {&sym_type, &line_type, &module_type, &range_type, &info_type,
+                           &ksym_type, &origins, &bindings, &statuses, &size_kinds};
+    for (int k = 0; k < 10; k++)
         Py_XSETREF(*slot[k], Py_NewRef(t[k]));
     Py_RETURN_NONE;
 }

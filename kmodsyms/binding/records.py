@@ -48,11 +48,20 @@ class ModuleStatus(_Named):
     UNSUPPORTED = "unsupported"  # a file the library cannot read (reason says why): unsized
 
 
+class SizeKind(_Named):
+    """How a size is known (``enum kms_size_kind``)."""
+
+    UNKNOWN = "unknown"      # no ELF symbol, nothing bounds it
+    EXACT = "exact"          # st_size in an ELF symbol table (vmlinux's objects, a .ko)
+    ESTIMATED = "estimated"  # the gap to the next line of its module, bounded by its region
+
+
 # The enum members in the C enums' order (index = the C value).
 ORIGINS = (None, Origin.CORE, Origin.BUILTIN, Origin.LOADABLE, Origin.PSEUDO)
 BINDINGS = (Binding.LOCAL, Binding.GLOBAL, Binding.WEAK)
 STATUSES = (ModuleStatus.MATCHED, ModuleStatus.MISSING, ModuleStatus.REFUSED,
             ModuleStatus.UNSUPPORTED)
+SIZE_KINDS = (SizeKind.UNKNOWN, SizeKind.EXACT, SizeKind.ESTIMATED)
 
 
 class Symbolization(namedtuple("Symbolization", (
@@ -66,8 +75,10 @@ class Symbolization(namedtuple("Symbolization", (
     unknown); ``origin`` an :class:`Origin` (None: no module);
     ``symbol`` the answering symbol (None: the address is in none, then
     ``offset``, ``start``, ``size`` and ``type`` are None too); ``offset``
-    the address less ``start``; ``size`` None when unknown, and ``sized``
-    whether ``[start, start+size)`` holds the address; ``type`` the
+    the address less ``start``; ``size`` the symbol's exact (ELF) size,
+    None when not known exactly (:meth:`Resolver.line` says what estimate
+    there is), and ``sized`` whether ``[start, start+size)`` holds the
+    address; ``type`` the
     kallsyms letter; ``binding`` a :class:`Binding` or None; ``object``
     the build-tree path of the object (for a loaded module, its .ko's path
     under the modules directory), None when the symbol comes from none;
@@ -118,10 +129,11 @@ class Symbolization(namedtuple("Symbolization", (
 
 
 class Line(namedtuple("Line", ("index", "address", "size", "type", "name", "modules", "origin",
-                               "binding", "object"))):
+                               "binding", "object", "size_kind"))):
     """One kallsyms line with its attribution (``struct kms_line``):
-    ``index`` in kallsyms order; ``size`` 0 when unknown (as
-    /proc/kallmodsyms printed it); ``modules`` its built-in module(s) or
+    ``index`` in kallsyms order; ``size`` as ``size_kind`` (a
+    :class:`SizeKind`) says it is known, exact or estimated (0 when
+    unknown); ``modules`` its built-in module(s) or
     its loaded or pseudo-module (``[]`` for the core kernel, and for an
     ambiguous line whose candidates' modules differ); ``origin`` an
     :class:`Origin`; ``binding`` a :class:`Binding` or None; ``object``
@@ -149,6 +161,19 @@ class ModuleStats(namedtuple("ModuleStats", ("name", "file", "status", "lines", 
 
 class ModuleRange(namedtuple("ModuleRange", ("start", "end", "text"))):
     """An address range ``[start, end)`` of a module; ``text`` True for code."""
+
+    __slots__ = ()
+
+
+class KernelSymbol(namedtuple("KernelSymbol", ("address", "text", "symbol", "offset", "size",
+                                               "module", "exact"))):
+    """An address as the kernel's ``%pS`` prints it (``struct kms_ksym``):
+    ``text`` is ``name+0xoff/0xsize [module]`` (or ``0xaddress`` when no
+    symbol answers, then ``symbol``, ``offset`` and ``size`` are None);
+    ``size`` the kernel's (the gap to the next kallsyms address);
+    ``module`` a loaded or pseudo-module, None for the core kernel and its
+    built-in modules (as the kernel prints them); ``exact`` False when the
+    end is only bounded (a module's core, a pseudo-module's last line)."""
 
     __slots__ = ()
 
