@@ -63,7 +63,7 @@ def wrong_rows(resolver, tree):
             ours_mods = "ambiguous"
         else:
             ours_mods = ",".join(line.modules) or "vmlinux"
-        if (ours_obj, ours_mods) != row[:2] or (line.size and line.size != row[2]):
+        if (ours_obj, ours_mods) != row[:2] or (line.size_kind == "exact" and line.size != row[2]):
             wrong.append((line.name, hex(line.address), ours_obj, ours_mods, row))
     return checked, wrong
 

@@ -86,8 +86,8 @@ def wrong_lines(resolver, tree: str) -> tuple[int, list]:
         candidates = ambiguity(resolver, line)
         differ = candidates is not None and len({tuple(c) for c in candidates}) > 1
         our_modules = "ambiguous" if differ else ",".join(line.modules) or "vmlinux"
-        our_size = line.size
-        if (ours, our_modules) != (theirs, their_modules) or (our_size and our_size != size):
+        our_size = line.size if line.size_kind == "exact" else None
+        if (ours, our_modules) != (theirs, their_modules) or (our_size is not None and our_size != size):
             wrong.append((name, hex(link), ours, our_modules, our_size, theirs, their_modules, size))
     return checked, wrong
 
