@@ -13,9 +13,3 @@ def kernel_spelling(module: str) -> str:
     (``amd-uncore`` -> ``amd_uncore``), in /proc/modules, kallsyms and sysfs."""
     return module.replace("-", "_")
 
-
-def is_pseudo_module(name: str) -> bool:
-    """True for the kernel's pseudo-modules in kallsyms' ``[MOD]`` tags:
-    ``bpf``, ``__builtin__ftrace``, ``__builtin__kprobes``... (BPF programs,
-    ftrace and kprobe trampolines: no module file behind them)."""
-    return name == "bpf" or name.startswith("__builtin__")
