@@ -82,7 +82,8 @@ def build(
     no_cache: bool = typer.Option(False, "--no-cache", help="Rescan every object (ignore OUTPUT.cache)."),
     no_layout: bool = typer.Option(False, "--no-layout",
                                    help="Do not record link addresses from vmlinux and System.map "
-                                        "(the loader then places objects by searching kallsyms)."),
+                                        "(a file without them cannot be loaded: for the "
+                                        "layout search's tests)."),
 ):
     """Scan a kernel build tree into one dtrace_syms file."""
     from ..build.archive import vmlinux_objects

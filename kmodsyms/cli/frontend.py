@@ -44,8 +44,9 @@ FORMAT_NAMES = ("verbose", "dtrace", "kernel", "json")
 
 OPTIONS = {
     "syms": Option(("--syms", "-s"), "dtrace_syms file (default: /lib/modules/$(uname -r)/"
-                   "kernel/dtrace_syms; without it, kallsyms alone answers and built-in "
-                   "modules show as vmlinux, with a warning).", takes_value=True),
+                   "kernel/dtrace_syms; without it, kallsyms alone answers, a built-in "
+                   "module's symbol shows its module as '?', with a warning).",
+                   takes_value=True),
     "kallsyms": Option(("--kallsyms",), "kallsyms file (default: /proc/kallsyms, checked "
                        "against the running kernel).", takes_value=True),
     "format": Option(("--format", "-f"), "verbose: 0xADDR mod`sym+0xoff (size, object); "
