@@ -39,6 +39,7 @@ typedef struct {
     kms_handle *h;
     struct kms_line *lines; /* kallsyms order, made on first need (kms_foreach) */
     size_t nlines;
+    PyObject *strings;      /* address -> str of the handle's module names and paths */
 } Handle;
 
 /* ---------------------------------------------------------------- values */
@@ -135,8 +136,43 @@ static PyObject *sym_record(const struct kms_sym *r, int known)
     return make_record(sym_type, f, 15);
 }
 
-/* Line (records.py) of kallsyms line INDEX. */
-static PyObject *line_record(const struct kms_line *l, size_t index)
+/* The string at S (NULL: None), decoded once per handle: module names and
+ * object paths repeat over many lines, and live as long as the handle. */
+static PyObject *cached_text(PyObject *cache, const char *s)
+{
+    if (!s)
+        Py_RETURN_NONE;
+    PyObject *key = PyLong_FromVoidPtr((void *)s), *value;
+    if (!key)
+        return NULL;
+    value = PyDict_GetItemWithError(cache, key);
+    if (value) {
+        Py_DECREF(key);
+        return Py_NewRef(value);
+    }
+    if (!PyErr_Occurred() && (value = text(s, strlen(s))) != NULL &&
+        PyDict_SetItem(cache, key, value) < 0)
+        Py_CLEAR(value);
+    Py_DECREF(key);
+    return value;
+}
+
+static PyObject *cached_list(PyObject *cache, uint32_t n, const char *const *names)
+{
+    PyObject *list = PyList_New(n);
+    for (uint32_t k = 0; list && k < n; k++) {
+        PyObject *name = cached_text(cache, names[k]);
+        if (!name) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, k, name);
+    }
+    return list;
+}
+
+/* Line (records.py) of kallsyms line INDEX (CACHE: the handle's strings). */
+static PyObject *line_record(const struct kms_line *l, size_t index, PyObject *cache)
 {
     PyObject *f[10];
     f[0] = PyLong_FromSize_t(index);
@@ -144,10 +180,10 @@ static PyObject *line_record(const struct kms_line *l, size_t index)
     f[2] = PyLong_FromUnsignedLongLong(l->sym_size);
     f[3] = PyUnicode_FromStringAndSize(&l->type, 1);
     f[4] = text(l->name, l->name_len);
-    f[5] = name_list(l->nmodules, l->modules);
+    f[5] = cached_list(cache, l->nmodules, l->modules);
     f[6] = member(origins, l->origin);
     f[7] = member(bindings, l->sym_binding);
-    f[8] = text_or_none(l->object);
+    f[8] = cached_text(cache, l->object);
     f[9] = member(size_kinds, l->size_kind);
     return make_record(line_type, f, 10);
 }
@@ -175,6 +211,8 @@ static int need_lines(Handle *self)
     }
     self->nlines = 0;
     kms_foreach(self->h, keep_line, self);
+    if (!self->strings && !(self->strings = PyDict_New()))
+        return -1;
     return 0;
 }
 
@@ -189,6 +227,7 @@ static void Handle_dealloc(Handle *self)
     if (self->h)
         kms_free(self->h);
     PyMem_RawFree(self->lines);
+    Py_XDECREF(self->strings);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -442,7 +481,7 @@ static PyObject *Handle_line(Handle *self, PyObject *arg)
         PyErr_SetString(PyExc_IndexError, "no such kallsyms line");
         return NULL;
     }
-    return line_record(&self->lines[i], (size_t)i);
+    return line_record(&self->lines[i], (size_t)i, self->strings);
 }
 
 /* lines() -> [Line], kallsyms order */
@@ -452,14 +491,23 @@ static PyObject *Handle_lines(Handle *self, PyObject *unused)
     if (!loaded(self) || need_lines(self))
         return NULL;
     PyObject *list = PyList_New((Py_ssize_t)self->nlines);
+#if PY_VERSION_HEX >= 0x030A0000
+    /* hundreds of thousands of new containers would run the collector over
+     * and over, for nothing: none of them can be part of a cycle */
+    int collecting = PyGC_Disable();
+#endif
     for (size_t i = 0; list && i < self->nlines; i++) {
-        PyObject *rec = line_record(&self->lines[i], i);
+        PyObject *rec = line_record(&self->lines[i], i, self->strings);
         if (!rec) {
             Py_CLEAR(list);
             break;
         }
         PyList_SET_ITEM(list, (Py_ssize_t)i, rec);
     }
+#if PY_VERSION_HEX >= 0x030A0000
+    if (collecting)
+        PyGC_Enable();
+#endif
     return list;
 }
 
