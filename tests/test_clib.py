@@ -118,8 +118,23 @@ def sanitized_answers(clib, syms, kallsyms, random_count, sources=()) -> tuple[l
     for a, line, rec in zip(addrs, batch.lines.tolist(), records):
         assert rec == r.record(a, line).to_json(), (hex(a), rec)
     km = run_c(clib, ["kallmodsyms"] + base, sanitized=True).stdout
-    assert km == r.kallmodsyms()
+    assert_kallmodsyms(km, r.kallmodsyms())
     return lines, dict(zip(addrs, records))
+
+
+def assert_kallmodsyms(got: bytes, want: bytes, name="") -> None:
+    """kmodsyms-c's kallmodsyms against the binding's ('kmodsyms
+    kallmodsyms'), byte for byte but for the sizes the binding prints 0 for
+    (none exact): there C prints its estimate (tests/test_clib_sizes.py
+    holds those to the kernel's rule)."""
+    if got == want:
+        return
+    g, w = got.split(b"\n"), want.split(b"\n")
+    assert len(g) == len(w), name
+    for a, b in zip(g, w):
+        if a != b:
+            fa, fb = a.split(b" ", 2), b.split(b" ", 2)
+            assert (fa[0], fa[2], fb[1]) == (fb[0], fb[2], b"0"), (name, a, b)
 
 
 def _source_values(sources) -> list:
@@ -279,7 +294,7 @@ def test_shared_library_exports_only_the_api(clib):
     header = open(os.path.join(CSRC, "kmodsyms.h")).read()
     assert exported and all(name.startswith("kms_") and name + "(" in header for name in exported)
     soname = subprocess.run(["readelf", "-d", lib], capture_output=True, text=True).stdout
-    assert "libkmodsyms.so.1" in soname
+    assert "libkmodsyms.so.2" in soname
 
 
 def test_install(clib, tmp_path):
@@ -288,7 +303,7 @@ def test_install(clib, tmp_path):
                            "PREFIX=/usr", f"DESTDIR={dest}"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     for path in ("usr/include/kmodsyms.h", "usr/lib/libkmodsyms.a", "usr/lib/libkmodsyms.so",
-                 "usr/lib/libkmodsyms.so.1", "usr/lib/pkgconfig/kmodsyms.pc", "usr/bin/kmodsyms-c"):
+                 "usr/lib/libkmodsyms.so.2", "usr/lib/pkgconfig/kmodsyms.pc", "usr/bin/kmodsyms-c"):
         assert (dest / path).exists(), path
     pc = (dest / "usr/lib/pkgconfig/kmodsyms.pc").read_text()
     assert "libdir=/usr/lib" in pc and "-lkmodsyms" in pc

@@ -72,6 +72,9 @@ static inline uint64_t le64(const unsigned char *p)
 
 /* ------------------------------------------------------------ the handle */
 
+/* The core kernel's markers (kms_sizes.c). */
+enum { K_STEXT, K_ETEXT, K_SINITTEXT, K_EINITTEXT, K_END, K_INIT_BEGIN, K_INIT_END, K_MARKERS };
+
 #define PLACED 1
 #define HOLDS_TEXT 2
 
@@ -233,6 +236,8 @@ struct kms_handle {
     uint32_t *group_first;      /* per group + 1: where its lines begin in grouped[] */
     uint32_t *grouped;
     uint32_t *estimate;         /* per line: estimated size, NO_ESTIMATE: none */
+    uint64_t marker[K_MARKERS]; /* the core kernel's _stext ... (K_*), where seen */
+    uint32_t marker_seen;       /* bit K: marker[K] seen */
 
     /* only while loading (in scratch memory, freed once the index is built) */
     struct scratch *scratch;    /* the mappings they are carved from */

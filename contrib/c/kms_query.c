@@ -583,9 +583,10 @@ size_t kms_module_ranges(const kms_handle *h, const char *mod, struct kms_range 
     if (!builtin_index(h, want, &builtin, &core))
         return 0;
     /* the placed sections of its objects, from the first extent addresses
-     * see (a per-cpu section's are offsets, not addresses: R-ranges); two
-     * of one kind with no other extent between them are one range when the
-     * gap between them is less than the second's alignment (ld's padding) */
+     * see (a per-cpu section's are offsets, not addresses); two of one kind
+     * with no other extent between them are one range when the gap between
+     * them is less than the second's alignment, ld's padding
+     * (docs/resolver.md §11.2) */
     int last_member = 0;
     for (uint32_t k = h->ext_first; k < h->next; k++) {
         if (!extent_member(h, k, builtin, core)) {

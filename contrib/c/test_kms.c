@@ -10,6 +10,7 @@
  * matched; another build of it, and truncated or damaged copies, are
  * refused for fuse alone; a compressed one is not read.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +140,125 @@ static void check_fixture(kms_handle *h)
     kms_get_info(h, &info);
     CHECK(info.segments == 5 && info.anchors > 16 && info.anchors_verified == info.anchors,
           "info: %u segments, %u/%u anchors", info.segments, info.anchors_verified, info.anchors);
+}
+
+/* Records of another size: a struct of an older version (shorter) gets only
+ * its own fields, one of a later version (longer) keeps what lies beyond. */
+static void check_growable(kms_handle *h)
+{
+    struct kms_sym whole = {.size = sizeof whole}, part;
+    kms_resolve(h, 0xffffffffab600400u, &whole);
+    memset(&part, 0xA5, sizeof part);
+    part.size = offsetof(struct kms_sym, line);
+    kms_resolve(h, 0xffffffffab600400u, &part);
+    CHECK(part.size == offsetof(struct kms_sym, line) && part.sym == whole.sym &&
+          part.sym_len == whole.sym_len && part.line == 0xA5A5A5A5u, "a shorter kms_sym");
+    memset(&part, 0xA5, sizeof part);
+    part.size = 0;
+    kms_resolve(h, 0xffffffffab600400u, &part);
+    CHECK(part.size == 0 && part.address == 0xA5A5A5A5A5A5A5A5u, "size 0: nothing written");
+
+    /* a later version's array: a stride 16 bytes longer, the tail kept */
+    enum { N = 5, STRIDE = sizeof(struct kms_sym) + 16 };
+    _Alignas(struct kms_sym) unsigned char buf[N * STRIDE];
+    uint64_t addrs[N] = {0xffffffffab600400u, 0xffffffffab600a98u, 0x1000, 0xffffffffc0a00020u,
+                         0xffffffffab600400u};
+    size_t stride = STRIDE;
+    memset(buf, 0xA5, sizeof buf);
+    memcpy(buf, &stride, sizeof stride);
+    kms_resolve_many(h, addrs, N, (struct kms_sym *)buf);
+    for (size_t i = 0; i < N; i++) {
+        struct kms_sym got, want = {.size = sizeof want};
+        unsigned char tail[16];
+        memcpy(&got, buf + i * STRIDE, sizeof got);
+        memcpy(tail, buf + i * STRIDE + sizeof got, sizeof tail);
+        kms_resolve(h, addrs[i], &want);
+        CHECK(got.size == STRIDE && got.sym == want.sym && got.symoff == want.symoff &&
+              got.line == want.line && got.dso == want.dso && got.sized == want.sized,
+              "stride record %zu", i);
+        for (size_t k = 0; k < sizeof tail; k++)
+            CHECK(tail[k] == 0xA5, "stride record %zu: byte %zu past the struct written", i, k);
+    }
+
+    struct kms_info info;
+    memset(&info, 0xA5, sizeof info);
+    info.size = offsetof(struct kms_info, lines);
+    kms_get_info(h, &info);
+    CHECK(info.kernel_release && info.lines == (size_t)0xA5A5A5A5A5A5A5A5u, "a shorter kms_info");
+}
+
+/* Lines by index, lookups with an offset, module lists, spans, %pS. */
+static void check_v2(kms_handle *h)
+{
+    struct kms_sym r = {.size = sizeof r}, recs[4] = {{.size = sizeof recs[0]}};
+    struct kms_line l = {.size = sizeof l};
+    size_t n;
+
+    kms_resolve(h, 0xffffffffab600400u, &r);
+    CHECK(r.line != UINT32_MAX && kms_line_at(h, r.line, &l) == KMS_OK &&
+          l.address == 0xffffffffab6003f0u && l.index == r.line && !strcmp(l.name, "init_once") &&
+          l.sym_size == 39 && l.size_kind == KMS_SIZE_EXACT && !strcmp(l.modules[0], "ext4"),
+          "kms_line_at(kms_sym.line)");
+    CHECK(kms_line_at(h, UINT32_MAX - 1, &l) == KMS_E_ARG, "no such line");
+    kms_resolve(h, 0x1000, &r);
+    CHECK(r.line == UINT32_MAX && r.size_kind == KMS_SIZE_UNKNOWN, "no line");
+
+    n = kms_lookup(h, "ext4`init_once+0x10", recs, 4);
+    CHECK(n == 1 && recs[0].address == 0xffffffffab600400u && recs[0].symoff == 0x10 &&
+          recs[0].sized && recs[0].sym_start == 0xffffffffab6003f0u, "ext4`init_once+0x10");
+    n = kms_lookup(h, "ext4`init_once+40", recs, 4); /* past its 39 bytes */
+    CHECK(n == 1 && recs[0].symoff == 0x40 && !recs[0].sized, "ext4`init_once+40");
+    n = kms_lookup_name(h, "ext4", "init_once", 0x10, recs, 4);
+    CHECK(n == 1 && recs[0].address == 0xffffffffab600400u, "kms_lookup_name");
+    CHECK(kms_lookup_name(h, NULL, "init_once", 0, recs, 4) == 4, "kms_lookup_name, any module");
+    CHECK(kms_lookup_name(h, "ext4", "init_once+0x10", 0, recs, 4) == 0, "no +OFF read in NAME");
+
+    uint32_t idx[64];
+    n = kms_module_lines(h, "ext4", idx, 64);
+    int has = 0;
+    for (size_t k = 0; k < n && k < 64; k++) {
+        struct kms_line m = {.size = sizeof m};
+        CHECK(kms_line_at(h, idx[k], &m) == KMS_OK && m.nmodules >= 1, "ext4 line %zu", k);
+        has |= m.address == 0xffffffffab6003f0u;
+        CHECK(!k || idx[k - 1] < idx[k], "kallsyms order");
+    }
+    CHECK(n > 1 && n <= 64 && has, "ext4's lines: %zu", n);
+    CHECK(kms_module_lines(h, "fuse", NULL, 0) == 22, "fuse's lines");
+    CHECK(kms_module_lines(h, "no_such_module", idx, 64) == 0, "no module's lines");
+
+    const char *names[16];
+    n = kms_builtin_modules(h, names, 16);
+    int ext4 = 0;
+    for (size_t k = 0; k < n && k < 16; k++)
+        ext4 |= !strcmp(names[k], "ext4");
+    CHECK(n == 7 && ext4, "built-in modules: %zu", n);
+
+    struct kms_range sp[16] = {{.size = sizeof sp[0]}};
+    n = kms_module_spans(h, "ext4", sp, 16);
+    int inside = 0;
+    for (size_t k = 0; k < n && k < 16; k++)
+        inside |= sp[k].text && sp[k].start <= 0xffffffffab600400u && 0xffffffffab600400u < sp[k].end;
+    CHECK(n >= 1 && inside, "ext4 spans: %zu", n);
+    n = kms_module_spans(h, "fuse", sp, 16);
+    CHECK(n == 2 && sp[0].text && sp[0].start == 0xffffffffc0a00000u && !sp[1].text,
+          "fuse: one text span, one data span (%zu)", n);
+
+    /* %pS: the kernel's size is the gap to the next kallsyms address, the
+     * alias the first line of its address, " [mod]" for loaded modules only */
+    struct kms_ksym k = {.size = sizeof k};
+    CHECK(kms_resolve_kernel(h, 0xffffffffab600400u, &k) == 1 && !strcmp(k.text, "init_once+0x10/0x30") &&
+          !k.module && k.exact, "%%pS of ext4's init_once: %s", k.text);
+    CHECK(kms_resolve_kernel(h, 0xffffffffc0a00020u, &k) == 1 &&
+          !strcmp(k.text, "fuse_dev_open+0x10/0x20 [fuse]") && k.exact, "%%pS in fuse: %s", k.text);
+    CHECK(kms_resolve_kernel(h, 0xffffffffc0a00104u, &k) == 1 &&
+          !strcmp(k.text, "__pfx_fuse_exit+0x0/0x10 [fuse]"), "%%pS alias: %s", k.text);
+    CHECK(kms_resolve_kernel(h, 0x10, &k) == 0 && !strcmp(k.text, "0x10") && !k.sym,
+          "%%pS of no symbol: %s", k.text);
+
+    /* without its .ko, a loaded module's line has the gap to its next line */
+    kms_resolve(h, 0xffffffffc0a00020u, &r);
+    CHECK(r.size_kind == KMS_SIZE_ESTIMATED && r.sym_size == 0x20 && !r.sized &&
+          r.sym_end == 0xffffffffc0a00030u, "estimated size: %lld", (long long)r.sym_size);
 }
 
 /* Threads querying one handle at once must get the single-threaded answers. */
@@ -450,6 +570,8 @@ int main(int argc, char **argv)
     if (!h)
         return 1;
     check_fixture(h);
+    check_growable(h);
+    check_v2(h);
     check_threads(h);
     check_batch(h);
     CHECK(kms_foreach(h, count_lines, &lines) == 0 && lines > 200, "foreach: %zu lines", lines);
