@@ -489,19 +489,105 @@ def test_installed_module_equal(clib, fixture_syms, tmp_path, signed):
 
 
 @pytest.mark.parametrize("suffix", [".xz", ".zst", ".gz"])
-def test_compressed_module_is_not_read(clib, fixture_syms, tmp_path, suffix):
-    """A compressed .ko the library does not read is found but not read;
-    its lines are answered as from kallsyms alone, and the module says why."""
-    moddir = distro_tree(tmp_path, {"fs/fuse": FUSE_KO}, suffix, True)
-    base = ["--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS, "--modules-dir", moddir]
+@pytest.mark.parametrize("signed", [False, True])
+def test_compressed_module_read(clib, fixture_syms, tmp_path, suffix, signed):
+    """fuse.ko installed as a distribution does (signed, then compressed by
+    the xz, zstd or gzip tool) is read as the plain file: its sizes those of
+    the plain .ko's own symbol table."""
+    moddir = distro_tree(tmp_path, {"fs/fuse": FUSE_KO}, suffix, signed)
     rel = f"kernel/fs/fuse/fuse.ko{suffix}"
-    proc = run_c(clib, ["modules"] + base, sanitized=True)
-    (mod,) = json_lines(proc.stdout)
-    assert (mod["file"], mod["status"], mod["sized"]) == (rel, "unsupported", 0)
-    assert f"compressed ({suffix})" in mod["reason"]
-    assert proc.stderr.count(b"\n") == 1 and b"module fuse:" in proc.stderr
+    stats, records, got = module_answers(clib, fixture_syms, FIXTURE_KALLSYMS, 2_000,
+                                         modules_dir=moddir)
+    assert [(st["file"], st["status"]) for st in stats] == [(rel, "matched")]
+    assert check_against_elf(got, records, FIXTURE_KALLSYMS, "fuse", FUSE_KO, rel,
+                             elf_symbols) == 22
+
+
+@pytest.mark.parametrize("suffix", [".xz", ".zst", ".gz"])
+def test_compressed_module_damaged(clib, fixture_syms, tmp_path, suffix):
+    """A compressed file cut short: refused for fuse alone, the compression
+    named as the fault, the module's lines answered as from kallsyms alone."""
+    moddir = distro_tree(tmp_path, {"fs/fuse": FUSE_KO}, suffix, True)
+    path = os.path.join(moddir, f"kernel/fs/fuse/fuse.ko{suffix}")
+    data = open(path, "rb").read()
+    with open(path, "wb") as f:
+        f.write(data[:len(data) // 2])
+    r = load(fixture_syms, FIXTURE_KALLSYMS, modules_dir=moddir)
+    assert [s.status for s in r.module_stats] == ["refused"]
+    base = ["--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS, "--modules-dir", moddir]
+    (mod,) = json_lines(run_c(clib, ["modules"] + base, sanitized=True).stdout)
+    assert mod["status"] == "refused" and mod["reason"].startswith(f"{path}: cannot decompress (")
+    assert mod["reason"].endswith("; reinstall the module")
     plain = run_c(clib, ["lines", "--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS]).stdout
     assert run_c(clib, ["lines"] + base).stdout == plain
+
+
+LIBRARY_OF = {".xz": "liblzma.so.5", ".zst": "libzstd.so.1", ".gz": "libz.so.1"}
+
+
+@pytest.mark.parametrize("suffix", [".xz", ".zst", ".gz"])
+def test_compressed_module_without_its_library(clib, fixture_syms, tmp_path, suffix):
+    """On a machine without the decompressor's library (here hidden by an
+    empty file bound over it in a private mount namespace), the module is
+    found but unsupported, the reason naming the library; its lines are
+    answered as from kallsyms alone and every other answer is unchanged."""
+    lib = LIBRARY_OF[suffix]
+    found = [os.path.join(d, lib) for d in ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
+                                            "/lib64", "/usr/lib64", "/lib", "/usr/lib")
+             if os.path.exists(os.path.join(d, lib))]
+    if not found or not shutil.which("unshare") or os.geteuid() != 0:
+        pytest.skip(f"hiding {lib} needs root, unshare and the library's path")
+    moddir = distro_tree(tmp_path, {"fs/fuse": FUSE_KO}, suffix, True)
+    prog = os.path.join(clib["asan"], "kmodsyms-c")
+    base = ["--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS, "--modules-dir", moddir]
+    hide = " && ".join(f"mount --bind /dev/null {os.path.realpath(p)}" for p in found)
+
+    def hidden(cmd):
+        script = f"{hide} && exec \"$@\""
+        proc = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script,
+                               "sh", prog] + cmd, capture_output=True,
+                              env=dict(os.environ, **SANITIZER_ENV), timeout=300)
+        if proc.returncode != 0 and b"mount" in proc.stderr:
+            pytest.skip(f"cannot bind-mount over {lib}: {proc.stderr.decode()[:200]}")
+        assert proc.returncode == 0, proc.stderr
+        return proc
+    proc = hidden(["modules"] + base)
+    (mod,) = json_lines(proc.stdout)
+    rel = f"kernel/fs/fuse/fuse.ko{suffix}"
+    assert (mod["file"], mod["status"], mod["sized"]) == (rel, "unsupported", 0)
+    assert lib in mod["reason"] and f"compressed ({suffix[1:]})" in mod["reason"]
+    assert proc.stderr.count(b"\n") == 1 and b"module fuse:" in proc.stderr
+    plain = run_c(clib, ["lines", "--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS]).stdout
+    assert hidden(["lines"] + base).stdout == plain
+
+
+def test_fallback_sanitized(clib, fixture_tree):
+    """KMS_LOAD_FALLBACK with no default dtrace_syms on this host: the
+    sanitized program answers from kallsyms alone as the bound library
+    does (every line, kallmodsyms, probes), loaded modules still read, with
+    the one warning load(fallback=True) gives."""
+    default = f"/lib/modules/{os.uname().release}/kernel/dtrace_syms"
+    if os.path.exists(default):
+        pytest.skip(f"{default} is installed: not degraded here")
+    warns = []
+    r = load(None, FIXTURE_KALLSYMS, fallback=True, warn=warns.append, modules_dir=fixture_tree)
+    assert not r.builtin_modules_known and len(warns) == 1
+    base = ["--fallback", "--kallsyms", FIXTURE_KALLSYMS, "--modules-dir", fixture_tree]
+    proc = run_c(clib, ["lines"] + base, sanitized=True)
+    assert proc.stderr.decode().splitlines() == [f"kmodsyms-c: warning: {warns[0]}"]
+    lines = json_lines(proc.stdout)
+    assert [(d["address"], d["name"]) for d in lines] == \
+        [(hex(ln.address), ln.name) for ln in r.lines()]
+    assert_kallmodsyms(run_c(clib, ["kallmodsyms"] + base).stdout, r.kallmodsyms())
+    addrs = probes_of(lines, 2_000)
+    records = json_lines(run_c(clib, ["resolve"] + base, stdin="".join(
+        f"{a:x}\n" for a in addrs).encode(), sanitized=True).stdout)
+    batch = r.resolve_many(addrs)
+    for a, line, rec in zip(addrs, batch.lines.tolist(), records):
+        assert rec == r.record(a, line).to_json(), hex(a)
+    # strict: the same missing file is an error naming it
+    proc = run_c(clib, ["lines", "--kallsyms", FIXTURE_KALLSYMS], check=False)
+    assert proc.returncode == 2 and default.encode() in proc.stderr
 
 
 def test_search_without_modules_dep_equal(clib, fixture_syms, tmp_path):
@@ -639,6 +725,28 @@ def test_corpus_module_ko_equal(clib, corpus, corpus_syms):
     """x86_64: xfs, fuse, isofs (11,985, 717 and 119 lines with an ELF size)."""
     assert corpus_module_check(clib, corpus, corpus_syms, 20_000) == \
         {"xfs": 11_985, "fuse": 717, "isofs": 119}
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("suffix", [".xz", ".zst", ".gz"])
+def test_corpus_compressed_modules_sized_as_plain(clib, corpus, corpus_syms, tmp_path, suffix):
+    """x86_64's xfs, fuse and isofs, signed and compressed by the xz, zstd
+    or gzip tool as a distribution installs them: C sizes every line as
+    readelf -sW of the plain .ko does."""
+    trees = {}
+    for rel in CORPUS_MODULES["x86_64"]:
+        trees[os.path.dirname(rel)] = os.path.join(corpus, rel)
+    moddir = distro_tree(tmp_path, trees, suffix, True, prefix="")
+    kallsyms = os.path.join(corpus, "kallsyms")
+    stats, records, got = module_answers(clib, corpus_syms, kallsyms, 2_000, modules_dir=moddir)
+    assert {st["status"] for st in stats} == {"matched"}
+    sized = {}
+    for rel in CORPUS_MODULES["x86_64"]:
+        module = module_name(os.path.basename(rel))
+        sized[module] = check_against_elf(got, records, kallsyms, module,
+                                          os.path.join(corpus, rel), rel + suffix,
+                                          readelf_symbols)
+    assert sized == {"xfs": 11_985, "fuse": 717, "isofs": 119}
 
 
 @pytest.mark.slow

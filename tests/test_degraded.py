@@ -18,12 +18,7 @@ import pytest
 
 from conftest import ROOT
 from kmodsyms import load
-from kmodsyms.binding import _kms
 from kmodsyms.errors import KmodsymsError
-
-# The library decides the policy (KMS_LOAD_FALLBACK, docs/API.md).
-needs_fallback = pytest.mark.xfail(not hasattr(_kms, "LOAD_FALLBACK"), strict=True,
-                               reason="libkmodsyms has no KMS_LOAD_FALLBACK yet: no degraded mode")
 
 
 def default_syms_path() -> str:
@@ -64,7 +59,6 @@ def _unique_core_functions(rows, count=50):
     return picks[::max(1, len(picks) // count)][:count]
 
 
-@needs_fallback
 def test_cli_answers_from_the_real_kallsyms_alone():
     rows = _live_kallsyms()
     picks = _unique_core_functions(rows)
@@ -85,7 +79,6 @@ def test_cli_answers_from_the_real_kallsyms_alone():
         assert (doc["module"], doc["origin"]) == (module, "loadable")
 
 
-@needs_fallback
 def test_kallmodsyms_keeps_its_shape():
     rows = _live_kallsyms()
     out = _run("kallmodsyms")
@@ -107,7 +100,6 @@ def test_strict_and_named_files_stay_errors(tmp_path):
     assert str(tmp_path / "absent") in named.stderr and len(named.stderr.splitlines()) == 1
 
 
-@needs_fallback
 def test_api_is_strict_unless_asked():
     _live_kallsyms()
     with pytest.raises(KmodsymsError):
@@ -118,7 +110,6 @@ def test_api_is_strict_unless_asked():
     assert degraded.builtin_modules_known is False
 
 
-@needs_fallback
 def test_text_output_claims_no_module_it_does_not_know():
     """Issue 24.2: without dtrace_syms a symbol outside the loaded modules
     may be core kernel or any built-in module: every text format says
@@ -133,7 +124,6 @@ def test_text_output_claims_no_module_it_does_not_know():
     assert kernel.stdout == f"{name}+0x1 [?]\n"
 
 
-@needs_fallback
 def test_modules_needs_no_dtrace_syms_and_quiet_is_quiet():
     """Issue 24.10: 'kmodsyms modules' reads no dtrace_syms, so it does not
     warn about one; --quiet silences the degraded warning of the others."""
@@ -146,7 +136,6 @@ def test_modules_needs_no_dtrace_syms_and_quiet_is_quiet():
     assert _run("kallmodsyms", "--quiet").stderr == ""
 
 
-@needs_fallback
 def test_force_over_another_kernels_file_warns_every_run(fixture_syms):
     rows = _live_kallsyms()
     (address, name), = _unique_core_functions(rows, 1)
@@ -160,7 +149,6 @@ def test_force_over_another_kernels_file_warns_every_run(fixture_syms):
     assert len(warnings) == 1
 
 
-@needs_fallback
 def test_degraded_run_imports_no_numpy():
     rows = _live_kallsyms()
     picks = [f"{a + 2:#x}" for a, _ in _unique_core_functions(rows, 5)]

@@ -304,8 +304,8 @@ int kmsi_map_syms(kms_handle *h, const char *path, kms_error *err)
         int e = errno;
         if (fd >= 0)
             close(fd);
-        return kmsi_fail(err, KMS_E_IO, "cannot read %s: %s; build it with 'kmodsyms build'",
-                         path, strerror(e));
+        return kmsi_fail(err, e == ENOENT ? KMS_E_NO_SYMS : KMS_E_IO,
+                         "cannot read %s: %s; build it with 'kmodsyms build'", path, strerror(e));
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
@@ -326,4 +326,22 @@ int kmsi_map_syms(kms_handle *h, const char *path, kms_error *err)
     }
     close(fd);
     return validate_syms(h, path, err);
+}
+
+int kmsi_no_syms(kms_handle *h, kms_error *err)
+{
+    /* one string (""), one module set (0: the core kernel, no members) */
+    static const unsigned char empty[16];
+    for (int t = 0; t < T_COUNT; t++) {
+        h->table[t] = empty;
+        h->count[t] = 0;
+    }
+    h->count[T_STRINGS] = h->count[T_MODSETS] = 1;
+    h->release = h->build_id = (const char *)empty;
+    h->section_rows = kmsi_scratch(h, 2, sizeof *h->section_rows);
+    if (!h->section_rows || !ALLOC(h, member_name, 0) || !ALLOC(h, object, 0) ||
+        !ALLOC(h, section_object, 0))
+        return kmsi_fail(err, KMS_E_NOMEM, "out of memory");
+    memset(h->section_rows, 0, 2 * sizeof *h->section_rows);
+    return KMS_OK;
 }

@@ -663,6 +663,9 @@ void kms_get_info(const kms_handle *h, struct kms_info *caller)
     out->segments = h->count[T_SEGMENTS];
     out->anchors = h->count[T_ANCHORS];
     out->anchors_verified = h->anchors_verified;
+    out->builtin_modules_known = !h->degraded[0];
+    out->degraded = h->degraded;
+    out->warning = h->warning;
     put_fitting(caller, &all, sizeof all);
 }
 

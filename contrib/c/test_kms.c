@@ -8,8 +8,11 @@
  * Damaged inputs must load or fail with one line of text, never crash.
  * Loaded modules: the fixture's fs/fuse/fuse.ko (beside KALLSYMS) is
  * matched; another build of it, and truncated or damaged copies, are
- * refused for fuse alone; a compressed one is not read.
+ * refused for fuse alone; compressed (xz, zstd, gzip: the tools found on
+ * PATH) it is matched as the plain file, damaged refused.
  */
+#include <fcntl.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +20,32 @@
 #include <threads.h>
 
 #include "kmodsyms.h"
+#include "kms_decompress.h"
+
+/* kms_decompress.h declares the decompressors' types itself: where their
+ * headers are installed, they must agree with them. */
+#define SAME_LAYOUT(ours, theirs, first, last)                                           \
+    _Static_assert(sizeof(ours) == sizeof(theirs) &&                                    \
+                   offsetof(ours, first) == offsetof(theirs, first) &&                  \
+                   offsetof(ours, last) == offsetof(theirs, last), #ours " is " #theirs)
+#if defined(__has_include)
+#if __has_include(<lzma.h>)
+#include <lzma.h>
+SAME_LAYOUT(struct kmsz_lzma_stream, lzma_stream, total_out, reserved_enum2);
+_Static_assert(LZMA_CONCATENATED == 0x08 && LZMA_FINISH == 3 && LZMA_STREAM_END == 1,
+               "liblzma's constants");
+#endif
+#if __has_include(<zstd.h>)
+#include <zstd.h>
+SAME_LAYOUT(struct kmsz_zstd_in, ZSTD_inBuffer, src, pos);
+SAME_LAYOUT(struct kmsz_zstd_out, ZSTD_outBuffer, dst, pos);
+#endif
+#if __has_include(<zlib.h>)
+#include <zlib.h>
+SAME_LAYOUT(struct kmsz_z_stream, z_stream, total_out, reserved);
+_Static_assert(Z_STREAM_END == 1 && Z_BUF_ERROR == -5 && MAX_WBITS == 15, "zlib's constants");
+#endif
+#endif
 
 static int failures;
 
@@ -437,6 +466,57 @@ static kms_handle *load_modules(const char *syms, const char *kallsyms, const ch
     return h;
 }
 
+/* SIGNED (a signed fuse.ko) compressed by each tool found on PATH, then
+ * damaged: matched, then refused for fuse alone. */
+static void check_compressed(const char *syms, const char *kallsyms, const char *dir,
+                             const char *signed_ko)
+{
+    static const char *const tool[][2] = {{"xz", "xz -c --check=crc32"}, {"zst", "zstd -q -c"},
+                                          {"gz", "gzip -n -c"}};
+    char path[4096 + 64], cmd[3 * 4096 + 256];
+    struct kms_module m;
+    struct kms_sym r;
+    for (size_t t = 0; t < sizeof tool / sizeof tool[0]; t++) {
+        snprintf(cmd, sizeof cmd, "command -v %.*s >/dev/null", (int)strcspn(tool[t][1], " "),
+                 tool[t][1]);
+        if (system(cmd) != 0) {
+            fprintf(stderr, "test_kms: no %s tool: .ko.%s not tested\n", tool[t][1], tool[t][0]);
+            continue;
+        }
+        snprintf(path, sizeof path, "%s/fuse.ko.%s", dir, tool[t][0]);
+        snprintf(cmd, sizeof cmd, "%s < '%s' > '%s'", tool[t][1], signed_ko, path);
+        CHECK(system(cmd) == 0, "%s", cmd);
+        char plain[4096 + 64];
+        snprintf(plain, sizeof plain, "%s", signed_ko);
+        char hidden[4096 + 80];
+        snprintf(hidden, sizeof hidden, "%s.keep", plain);
+        rename(plain, hidden);
+        kms_handle *h = load_modules(syms, kallsyms, dir, KMS_MODULE_MATCHED, tool[t][0]);
+        if (h) {
+            kms_resolve(h, 0xffffffffc0a00014u, &r);
+            CHECK(r.sym && !strcmp(r.sym, "fuse_dev_open") && r.sized && r.size == 0x16 &&
+                  r.object && !strncmp(r.object, "fuse.ko.", 8), "%s: fuse_dev_open", tool[t][0]);
+        }
+        kms_free(h);
+        /* damaged: not that compression, or cut short */
+        size_t n;
+        unsigned char *z = slurp(path, &n);
+        for (int cut = 0; cut < 2; cut++) {
+            spit(path, cut ? z : (const unsigned char *)"\177ELF not compressed", cut ? n / 2 : 20);
+            h = load_modules(syms, kallsyms, dir, KMS_MODULE_REFUSED, tool[t][0]);
+            if (h && kms_modules(h, &m, 1) == 1)
+                CHECK(strstr(m.reason, "cannot decompress (") &&
+                      strstr(m.reason, "; reinstall the module"), "%s: '%s'", tool[t][0], m.reason);
+            if (h)
+                check_fixture(h);
+            kms_free(h);
+        }
+        free(z);
+        remove(path);
+        rename(hidden, plain);
+    }
+}
+
 static void check_modules(const char *syms, const char *kallsyms, const char *dir)
 {
     char tree[4096], path[4096 + 64];
@@ -517,17 +597,10 @@ static void check_modules(const char *syms, const char *kallsyms, const char *di
     }
     CHECK(matched > 0 && refused > 0, "flips: %d matched, %d refused", matched, refused);
 
-    /* compressed: found, not read */
-    remove(path);
-    snprintf(path, sizeof path, "%s/fuse.ko.xz", dir);
-    spit(path, ko, len);
-    h = load_modules(syms, kallsyms, dir, KMS_MODULE_UNSUPPORTED, "compressed");
-    if (h && kms_modules(h, &m, 1) == 1)
-        CHECK(!strcmp(m.file, "fuse.ko.xz") && strstr(m.reason, "compressed (.xz)"), "'%s'",
-              m.reason);
-    if (h)
-        check_fixture(h);
-    kms_free(h);
+    /* compressed (signed first, as scripts/Makefile.modinst does), by the
+     * distributions' own tools: matched as the plain file */
+    spit(path, copy, len + 328);
+    check_compressed(syms, kallsyms, dir, path);
     remove(path);
 
     /* options: SIZE is required; KMS_LOAD_NO_MODULES reads nothing */
@@ -540,6 +613,124 @@ static void check_modules(const char *syms, const char *kallsyms, const char *di
     kms_free(h);
     free(ko);
     free(copy);
+}
+
+/*
+ * KMS_LOAD_FALLBACK reads the default file, /lib/modules/$(uname -r)/kernel/
+ * dtrace_syms: this program is linked with --wrap=open so that, while
+ * DEFAULT_SYMS is set, that path opens DEFAULT_SYMS instead (a real file,
+ * bad in a chosen way), and nothing is installed on the host.
+ */
+static const char *default_syms;
+int __real_open(const char *path, int flags, ...);
+int __wrap_open(const char *path, int flags, ...)
+{
+    va_list ap;
+    va_start(ap, flags);
+    int mode = (flags & O_CREAT) ? va_arg(ap, int) : 0;
+    va_end(ap);
+    static const char tail[] = "/kernel/dtrace_syms";
+    size_t n = strlen(path);
+    if (default_syms && !strncmp(path, "/lib/modules/", 13) && n > sizeof tail &&
+        !strcmp(path + n - (sizeof tail - 1), tail))
+        path = default_syms;
+    return __real_open(path, flags, mode);
+}
+
+/* A degraded handle: every line of the core kernel or of its module, the
+ * warning errors.degraded_warning's. */
+static void check_degraded(kms_handle *h, const char *source, const char *why, const char *what)
+{
+    struct kms_info info;
+    struct kms_sym r;
+    char want[512];
+    kms_get_info(h, &info);
+    snprintf(want, sizeof want, "answering from %s alone, built-in modules show as vmlinux: ",
+             source);
+    CHECK(!info.builtin_modules_known && strstr(info.degraded, why) &&
+          !strncmp(info.warning, want, strlen(want)) &&
+          !strcmp(info.warning + strlen(want), info.degraded) && !strchr(info.warning, '\n'),
+          "%s: degraded '%s', warning '%s'", what, info.degraded, info.warning);
+    for (uint64_t a = 0xffffffff81000000u; a < 0xffffffff81003000u; a += 7) {
+        kms_resolve(h, a, &r);
+        CHECK(r.origin != KMS_ORIGIN_BUILTIN && !r.object && !r.sized && !r.ambiguous &&
+              (!r.dso || !strcmp(r.dso, "vmlinux")), "%s: 0x%llx answers %s", what,
+              (unsigned long long)a, r.dso ? r.dso : "(none)");
+    }
+    kms_resolve(h, 0xffffffffc0a00014u, &r);
+    CHECK(r.sym && !strcmp(r.sym, "fuse_dev_open") && r.origin == KMS_ORIGIN_LOADABLE,
+          "%s: loaded modules as before", what);
+}
+
+static void check_fallback(const char *syms, const char *kallsyms, const char *dir,
+                           const unsigned char *simg, size_t slen, const char *moved, size_t mlen)
+{
+    char path[4096 + 32], absent[4096 + 32];
+    kms_error e;
+    kms_handle *h;
+    struct kms_load_opts o = {.size = sizeof o, .kallsyms_path = kallsyms,
+                              .flags = KMS_LOAD_FALLBACK};
+    snprintf(absent, sizeof absent, "%s/absent", dir);
+    default_syms = absent;
+    check_error(kms_load(NULL, kallsyms, 0, &e), &e, KMS_E_NO_SYMS, "strict: no default file");
+    h = kms_load_opts(&o, &e);
+    CHECK(h != NULL, "fallback, no file: %s", e.message);
+    if (h)
+        check_degraded(h, kallsyms, "No such file or directory", "no file");
+    kms_free(h);
+
+    /* corrupt (a flipped byte), without a layout, another kernel's: each
+     * answered from kallsyms alone, saying why */
+    unsigned char *img = malloc(slen);
+    memcpy(img, simg, slen);
+    img[slen / 2] ^= 1;
+    snprintf(path, sizeof path, "%s/fallback-corrupt", dir);
+    spit(path, img, slen);
+    default_syms = path;
+    h = kms_load_opts(&o, &e);
+    CHECK(h != NULL, "fallback, corrupt: %s", e.message);
+    if (h)
+        check_degraded(h, kallsyms, "checksum mismatch", "corrupt");
+    kms_free(h);
+    snprintf(path, sizeof path, "%s/no-layout", dir);
+    h = kms_load_opts(&o, &e);
+    CHECK(h != NULL, "fallback, no layout: %s", e.message);
+    if (h)
+        check_degraded(h, kallsyms, "has no link layout", "no layout");
+    kms_free(h);
+    default_syms = syms;
+    o.kallsyms_path = NULL;
+    o.kallsyms_text = moved;
+    o.kallsyms_len = mlen;
+    o.kallsyms_name = "moved";
+    h = kms_load_opts(&o, &e);
+    CHECK(h != NULL, "fallback, stale: %s", e.message);
+    if (h) {
+        struct kms_info info;
+        kms_get_info(h, &info);
+        CHECK(!info.builtin_modules_known && strstr(info.degraded, "does not match moved"),
+              "stale: '%s'", info.degraded);
+    }
+    kms_free(h);
+    /* FORCE over FALLBACK: the stale file used, with its warning */
+    o.flags |= KMS_LOAD_FORCE;
+    h = kms_load_opts(&o, &e);
+    CHECK(h != NULL, "fallback and force: %s", e.message);
+    if (h) {
+        struct kms_info info;
+        kms_get_info(h, &info);
+        CHECK(info.builtin_modules_known && !strncmp(info.warning, "used anyway", 11),
+              "forced over fallback: '%s'", info.warning);
+    }
+    kms_free(h);
+    /* kallsyms' own faults are never the fallback's to hide */
+    default_syms = absent;
+    o.flags = KMS_LOAD_FALLBACK;
+    o.kallsyms_text = "ffffffff8100000 t x\n";
+    o.kallsyms_len = 20;
+    check_error(kms_load_opts(&o, &e), &e, KMS_E_KALLSYMS, "fallback, bad kallsyms");
+    default_syms = NULL;
+    free(img);
 }
 
 static int count_lines(const struct kms_line *l, void *arg)
@@ -586,8 +777,14 @@ int main(int argc, char **argv)
 
     /* errors, each with its code */
     snprintf(path, sizeof path, "%s/absent", dir);
-    check_error(kms_load(path, kallsyms, 0, &e), &e, KMS_E_IO, "missing dtrace_syms");
+    check_error(kms_load(path, kallsyms, 0, &e), &e, KMS_E_NO_SYMS, "missing dtrace_syms");
+    check_error(kms_load(path, kallsyms, KMS_LOAD_FALLBACK, &e), &e, KMS_E_NO_SYMS,
+                "a named file is never done without");
+    check_error(kms_load(dir, kallsyms, 0, &e), &e, KMS_E_IO, "a directory as dtrace_syms");
     check_error(kms_load(syms, path, 0, &e), &e, KMS_E_IO, "missing kallsyms");
+    for (int c = KMS_OK; c <= KMS_E_NO_SYMS; c++)
+        CHECK(kms_strerror(c)[0] && strcmp(kms_strerror(c), kms_strerror(-1)), "strerror %d", c);
+    CHECK(!strcmp(kms_strerror(KMS_E_NO_SYMS), "no dtrace_syms file"), "strerror");
     check_error(kms_load_buffer(syms, "", 0, NULL, 0, &e), &e, KMS_E_KALLSYMS, "empty kallsyms");
     check_error(kms_load_buffer(syms, "0000000000000000 t x\n", 21, NULL, 0, &e), &e,
                 KMS_E_HIDDEN, "hidden addresses");
@@ -599,9 +796,21 @@ int main(int argc, char **argv)
                                 &e), &e, KMS_E_STALE, "fixture as the live kernel");
     CHECK(strstr(e.message, "is for kernel") && strstr(e.message, "is running"), "'%s'",
           e.message);
+    CHECK(strstr(e.message, "or load with " KMS_FORCE_WORD) &&
+          !strcmp(e.message + strlen(e.message) - strlen(KMS_FORCE_WORD), KMS_FORCE_WORD),
+          "the remedy is the C flag, last: '%s'", e.message);
     h = kms_load_buffer(syms, (const char *)ktext, klen, "/proc/kallsyms",
                         KMS_LOAD_LIVE | KMS_LOAD_FORCE, &e);
     CHECK(h != NULL, "live --force: %s", e.message);
+    if (h) {
+        struct kms_info info;
+        kms_get_info(h, &info);
+        CHECK(info.builtin_modules_known && !info.degraded[0] &&
+              !strncmp(info.warning, "used anyway (KMS_LOAD_FORCE), answers may be wrong: ", 52) &&
+              strstr(info.warning, "is running; use the file of the running kernel") &&
+              !strstr(info.warning, " or load with"), "forced: '%s'", info.warning);
+        check_fixture(h);
+    }
     kms_free(h);
 
     /* without a layout: segments and anchors emptied, CRC repaired */
@@ -644,7 +853,14 @@ int main(int argc, char **argv)
                 "moved lines");
     h = kms_load_buffer(syms, moved, klen, "moved", KMS_LOAD_FORCE, &e);
     CHECK(h != NULL, "--force loads it: %s", e.message);
+    if (h) {
+        struct kms_info info;
+        kms_get_info(h, &info);
+        CHECK(!strncmp(info.warning, "used anyway (KMS_LOAD_FORCE), answers may be wrong: ", 52) &&
+              strstr(info.warning, "does not match moved: of its"), "'%s'", info.warning);
+    }
     kms_free(h);
+    check_fallback(syms, kallsyms, dir, simg, slen, moved, klen);
     free(moved);
 
     /* every truncation, and a flipped bit at every byte with the CRC

@@ -106,6 +106,9 @@ class Resolver:
         self._seen = self._sources_seen() if options.get("text") is None else None
         self._handle = _open(options)
         self._loaded()
+        warning = self.info.warning
+        if warning:
+            warn(_cli_words(warning))
 
     def _loaded(self) -> None:
         self._lines = self._sorted = None
@@ -219,8 +222,13 @@ class Resolver:
 
     @property
     def builtin_modules_known(self) -> bool:
-        """False when answering from kallsyms alone."""
-        return True
+        """False when answering from kallsyms alone (``degraded`` says why)."""
+        return self.info.builtin_modules_known
+
+    @property
+    def degraded(self) -> str:
+        """Why the load answers from kallsyms alone, or ""."""
+        return _cli_words(self.info.degraded)
 
     def refresh(self) -> ModuleChanges:
         """Follow modules loaded or unloaded since the load: when what the
@@ -269,14 +277,20 @@ class Resolver:
         return out
 
 
+def _cli_words(text: str) -> str:
+    """The library's text with its remedy in the words of Python and the
+    CLI: the flag KMS_LOAD_FORCE is load(force=True), --force."""
+    return text.replace(_kms.FORCE_WORD, "--force")
+
+
 def _open(options: dict):
     try:
         return _kms.Handle(**options)
     except _kms.Error as e:
         code, message = e.args
         if code == _kms.E_STALE:
-            raise StaleError(message) from None
-        raise KmodsymsError(message) from None
+            raise StaleError(_cli_words(message)) from None
+        raise KmodsymsError(_cli_words(message)) from None
 
 
 def load(syms: str | None = None, kallsyms: str | None = None, force: bool = False,
@@ -307,7 +321,8 @@ def load(syms: str | None = None, kallsyms: str | None = None, force: bool = Fal
     """
     remove_snapshots()
     warn = warn or _warn
-    flags = _kms.LOAD_FORCE if force else 0
+    flags = (_kms.LOAD_FORCE if force else 0) | (_kms.LOAD_FALLBACK if fallback and syms is None
+                                                 else 0)
     options = dict(syms=_path(syms), kallsyms=_path(kallsyms), modules_dir=_path(modules_dir),
                    sysfs_root=_path(sysfs_root), proc_modules=_path(proc_modules), flags=flags)
     if kallsyms_text is not None:

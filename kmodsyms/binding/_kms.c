@@ -216,10 +216,12 @@ static int need_lines(Handle *self)
     return 0;
 }
 
+/* Whether the load knows the built-in modules (not from kallsyms alone). */
 static int known_builtins(const kms_handle *h)
 {
-    (void)h;
-    return 1;
+    struct kms_info info = {.size = sizeof info};
+    kms_get_info(h, &info);
+    return info.builtin_modules_known;
 }
 
 static void Handle_dealloc(Handle *self)
@@ -653,11 +655,13 @@ static PyObject *Handle_info(Handle *self, PyObject *unused)
     if (!loaded(self))
         return NULL;
     kms_get_info(self->h, &i);
-    PyObject *f[7] = {text_or_none(i.kernel_release), text_or_none(i.build_id),
-                      PyLong_FromSize_t(i.lines), PyLong_FromSize_t(i.core_lines),
-                      PyLong_FromUnsignedLong(i.segments), PyLong_FromUnsignedLong(i.anchors),
-                      PyLong_FromUnsignedLong(i.anchors_verified)};
-    return make_record(info_type, f, 7);
+    PyObject *f[10] = {text_or_none(i.kernel_release), text_or_none(i.build_id),
+                       PyLong_FromSize_t(i.lines), PyLong_FromSize_t(i.core_lines),
+                       PyLong_FromUnsignedLong(i.segments), PyLong_FromUnsignedLong(i.anchors),
+                       PyLong_FromUnsignedLong(i.anchors_verified),
+                       PyBool_FromLong(i.builtin_modules_known), text_or_none(i.degraded),
+                       text_or_none(i.warning)};
+    return make_record(info_type, f, 10);
 }
 
 static PyMethodDef Handle_methods[] = {
@@ -747,6 +751,9 @@ PyMODINIT_FUNC PyInit__kms(void)
     PyModule_AddIntConstant(m, "LOAD_FORCE", KMS_LOAD_FORCE);
     PyModule_AddIntConstant(m, "LOAD_LIVE", KMS_LOAD_LIVE);
     PyModule_AddIntConstant(m, "LOAD_NO_MODULES", KMS_LOAD_NO_MODULES);
+    PyModule_AddIntConstant(m, "LOAD_FALLBACK", KMS_LOAD_FALLBACK);
+    PyModule_AddIntConstant(m, "E_NO_SYMS", KMS_E_NO_SYMS);
+    PyModule_AddStringConstant(m, "FORCE_WORD", KMS_FORCE_WORD);
     PyModule_AddIntConstant(m, "E_STALE", KMS_E_STALE);
     PyModule_AddIntConstant(m, "E_IO", KMS_E_IO);
     PyModule_AddIntConstant(m, "RESOLVE_BATCH", KMS_RESOLVE_BATCH);

@@ -179,10 +179,14 @@ class KernelSymbol(namedtuple("KernelSymbol", ("address", "text", "symbol", "off
 
 
 class Info(namedtuple("Info", ("kernel_release", "build_id", "lines", "core_lines", "segments",
-                               "anchors", "anchors_verified"))):
+                               "anchors", "anchors_verified", "builtin_modules_known",
+                               "degraded", "warning"))):
     """About a load (``struct kms_info``): the file's kernel release and
     vmlinux build-id ("" when not recorded), the kallsyms lines kept (of
     them core kernel), the layout's load segments, and its anchors (how
-    many were found at their link address plus shift)."""
+    many were found at their link address plus shift);
+    ``builtin_modules_known`` False when answered from kallsyms alone,
+    ``degraded`` then why, ``warning`` the one line the load gives a user
+    ("" for none: the degraded reason, or what ``force`` overrode)."""
 
     __slots__ = ()
