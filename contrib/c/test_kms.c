@@ -209,7 +209,7 @@ static void check_growable(kms_handle *h)
             CHECK(tail[k] == 0xA5, "stride record %zu: byte %zu past the struct written", i, k);
     }
 
-    struct kms_info info;
+    struct kms_info info = {.size = sizeof info};
     memset(&info, 0xA5, sizeof info);
     info.size = offsetof(struct kms_info, lines);
     kms_get_info(h, &info);
@@ -474,8 +474,8 @@ static void check_compressed(const char *syms, const char *kallsyms, const char 
     static const char *const tool[][2] = {{"xz", "xz -c --check=crc32"}, {"zst", "zstd -q -c"},
                                           {"gz", "gzip -n -c"}};
     char path[4096 + 64], cmd[3 * 4096 + 256];
-    struct kms_module m;
-    struct kms_sym r;
+    struct kms_module m = {.size = sizeof m};
+    struct kms_sym r = {.size = sizeof r};
     for (size_t t = 0; t < sizeof tool / sizeof tool[0]; t++) {
         snprintf(cmd, sizeof cmd, "command -v %.*s >/dev/null", (int)strcspn(tool[t][1], " "),
                  tool[t][1]);
@@ -494,7 +494,7 @@ static void check_compressed(const char *syms, const char *kallsyms, const char 
         kms_handle *h = load_modules(syms, kallsyms, dir, KMS_MODULE_MATCHED, tool[t][0]);
         if (h) {
             kms_resolve(h, 0xffffffffc0a00014u, &r);
-            CHECK(r.sym && !strcmp(r.sym, "fuse_dev_open") && r.sized && r.size == 0x16 &&
+            CHECK(r.sym && !strcmp(r.sym, "fuse_dev_open") && r.sized && r.sym_size == 0x16 &&
                   r.object && !strncmp(r.object, "fuse.ko.", 8), "%s: fuse_dev_open", tool[t][0]);
         }
         kms_free(h);
@@ -641,8 +641,8 @@ int __wrap_open(const char *path, int flags, ...)
  * warning errors.degraded_warning's. */
 static void check_degraded(kms_handle *h, const char *source, const char *why, const char *what)
 {
-    struct kms_info info;
-    struct kms_sym r;
+    struct kms_info info = {.size = sizeof info};
+    struct kms_sym r = {.size = sizeof r};
     char want[512];
     kms_get_info(h, &info);
     snprintf(want, sizeof want, "answering from %s alone, built-in modules show as vmlinux: ",
@@ -706,7 +706,7 @@ static void check_fallback(const char *syms, const char *kallsyms, const char *d
     h = kms_load_opts(&o, &e);
     CHECK(h != NULL, "fallback, stale: %s", e.message);
     if (h) {
-        struct kms_info info;
+        struct kms_info info = {.size = sizeof info};
         kms_get_info(h, &info);
         CHECK(!info.builtin_modules_known && strstr(info.degraded, "does not match moved"),
               "stale: '%s'", info.degraded);
@@ -717,7 +717,7 @@ static void check_fallback(const char *syms, const char *kallsyms, const char *d
     h = kms_load_opts(&o, &e);
     CHECK(h != NULL, "fallback and force: %s", e.message);
     if (h) {
-        struct kms_info info;
+        struct kms_info info = {.size = sizeof info};
         kms_get_info(h, &info);
         CHECK(info.builtin_modules_known && !strncmp(info.warning, "used anyway", 11),
               "forced over fallback: '%s'", info.warning);
@@ -803,7 +803,7 @@ int main(int argc, char **argv)
                         KMS_LOAD_LIVE | KMS_LOAD_FORCE, &e);
     CHECK(h != NULL, "live --force: %s", e.message);
     if (h) {
-        struct kms_info info;
+        struct kms_info info = {.size = sizeof info};
         kms_get_info(h, &info);
         CHECK(info.builtin_modules_known && !info.degraded[0] &&
               !strncmp(info.warning, "used anyway (KMS_LOAD_FORCE), answers may be wrong: ", 52) &&
@@ -854,7 +854,7 @@ int main(int argc, char **argv)
     h = kms_load_buffer(syms, moved, klen, "moved", KMS_LOAD_FORCE, &e);
     CHECK(h != NULL, "--force loads it: %s", e.message);
     if (h) {
-        struct kms_info info;
+        struct kms_info info = {.size = sizeof info};
         kms_get_info(h, &info);
         CHECK(!strncmp(info.warning, "used anyway (KMS_LOAD_FORCE), answers may be wrong: ", 52) &&
               strstr(info.warning, "does not match moved: of its"), "'%s'", info.warning);
