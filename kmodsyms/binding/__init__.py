@@ -27,7 +27,6 @@ _kms.configure(Symbolization, Line, ModuleStats, ModuleRange, Info, KernelSymbol
                BINDINGS, STATUSES, SIZE_KINDS)
 
 LIVE_KALLSYMS = "/proc/kallsyms"
-NO_LINE = -1    # resolve_many's line for an address no line answers
 
 __all__ = ["Batch", "ModuleChanges", "Resolver", "Symbolization", "load"]
 
@@ -102,7 +101,6 @@ class Resolver:
 
     def __init__(self, options: dict, warn):
         self._options = options
-        self._warn = warn
         self._seen = self._sources_seen() if options.get("text") is None else None
         self._handle = _open(options)
         self._loaded()

@@ -233,14 +233,14 @@ static void Handle_dealloc(Handle *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static int opt_path(PyObject *value, const char **out)
+static int opt_bytes(PyObject *value, const char **out)
 {
     if (value == Py_None) {
         *out = NULL;
         return 0;
     }
     if (!PyBytes_Check(value)) {
-        PyErr_SetString(PyExc_TypeError, "paths are bytes (os.fsencode) or None");
+        PyErr_SetString(PyExc_TypeError, "paths and names are bytes (os.fsencode) or None");
         return -1;
     }
     *out = PyBytes_AS_STRING(value);
@@ -268,9 +268,9 @@ static int Handle_init(Handle *self, PyObject *args, PyObject *kw)
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|OOOOOOOI", names, &syms, &kallsyms, &text_obj,
                                      &name, &modules_dir, &sysfs_root, &proc_modules, &flags))
         return -1;
-    if (opt_path(syms, &opts.syms_path) || opt_path(kallsyms, &opts.kallsyms_path) ||
-        opt_path(name, &opts.kallsyms_name) || opt_path(modules_dir, &opts.modules_dir) ||
-        opt_path(sysfs_root, &opts.sysfs_root) || opt_path(proc_modules, &opts.proc_modules))
+    if (opt_bytes(syms, &opts.syms_path) || opt_bytes(kallsyms, &opts.kallsyms_path) ||
+        opt_bytes(name, &opts.kallsyms_name) || opt_bytes(modules_dir, &opts.modules_dir) ||
+        opt_bytes(sysfs_root, &opts.sysfs_root) || opt_bytes(proc_modules, &opts.proc_modules))
         return -1;
     if (text_obj != Py_None) {
         if (PyObject_GetBuffer(text_obj, &buf, PyBUF_SIMPLE) < 0)
@@ -367,7 +367,7 @@ static PyObject *Handle_lookup(Handle *self, PyObject *args)
     PyObject *mod_obj = Py_None;
     unsigned long long off = 0;
     if (!PyArg_ParseTuple(args, "y|OK", &name, &mod_obj, &off) || !loaded(self) ||
-        opt_path(mod_obj, &mod))
+        opt_bytes(mod_obj, &mod))
         return NULL;
     struct kms_sym stack[8], *recs = stack;
     stack[0].size = sizeof stack[0];
