@@ -462,7 +462,7 @@ int main(int argc, char **argv)
     }
     mods[0].size = sizeof *mods;
     kms_modules(h, mods, nmods);
-    struct kms_info info;
+    struct kms_info info = {.size = sizeof info};
     kms_get_info(h, &info);
     builtin_modules_unknown = !info.builtin_modules_known;
     if (info.warning[0]) /* the CLI's own option is --force */
