@@ -41,7 +41,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--json", metavar="PATH", default=DEFAULT_JSON, help=f"[default: {DEFAULT_JSON}]")
     p.add_argument("--only", metavar="ROW", action="append", default=[],
                    help="run only this row (repeatable or comma-separated): "
-                        + ", ".join(ROWS) + " (or 1-13)")
+                        + ", ".join(ROWS) + " (or 1-14)")
     p.add_argument("--keep", action="store_true", help="keep the scratch directory")
     return p.parse_args(argv)
 

@@ -16,6 +16,7 @@ from typing import Optional
 import numpy as np
 
 from .corpus import Corpus, ar_members, replicate_tree
+from .debuginfo_row import row_debuginfo
 from .measure import interleaved, kmodsyms_cmd, median, wall
 
 N_ADDRESSES = 1_000_000
@@ -655,9 +656,10 @@ ROWS = {
     "c_resolve": row_c_resolve,
     "c_resolve_many": row_c_resolve_many,
     "c_memory": row_c_memory,
+    "debuginfo": row_debuginfo,
 }
 ALIASES = {"1": "build", "2": "rebuild", "3": "load", "4": "resolve_many", "5": "resolve_cli",
            "6": "memory", "7": "scaling", "resolve": "resolve_cli", "mem": "memory",
            "scan_scaling": "scaling", "lookup": "lookup_cli", "8": "refresh", "9": "c_load",
            "10": "c_resolve", "11": "c_memory", "12": "c_load_modules",
-           "13": "c_resolve_many"}
+           "13": "c_resolve_many", "14": "debuginfo"}

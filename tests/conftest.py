@@ -15,6 +15,14 @@ FIXTURE = os.path.join(ROOT, "fixtures", "kbuild")
 FIXTURE_KASLR = 0x2A600000
 
 
+def pytest_report_header(config):
+    """Where the corpus tests read the corpora and unpack them (hundreds of
+    MB, kept between runs), said once at the start of the run."""
+    from bench.corpus import KERNELS, _corpus_cache_dir
+    return (f"kmodsyms corpora: read from {KERNELS} (KMODSYMS_KERNELS), unpacked into "
+            f"{_corpus_cache_dir()} (KMODSYMS_CORPUS_CACHE)")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def private_cache(tmp_path_factory):
     """``kmodsyms resolve`` saves snapshots under $XDG_CACHE_HOME: keep the
@@ -59,7 +67,8 @@ def corpus():
     from bench.corpus import cached_corpus
     tree = cached_corpus(log=lambda *_: None)
     if tree is None:
-        pytest.skip("../shared/kernels/linux-6.12-defconfig.tar.xz is absent")
+        from bench.corpus import CORPUS_TARBALL
+        pytest.skip(f"{CORPUS_TARBALL} is absent")
     return tree
 
 
@@ -80,7 +89,8 @@ def any_corpus(request):
     from bench.corpus import cached_corpus
     tree = cached_corpus(log=lambda *_: None, name=request.param)
     if tree is None:
-        pytest.skip(f"../shared/kernels/{request.param}.tar.xz is absent")
+        from bench.corpus import KERNELS
+        pytest.skip(f"{os.path.join(KERNELS, request.param)}.tar.xz is absent")
     return tree
 
 

@@ -41,6 +41,18 @@ def test_round_trip_equals_a_fresh_scan(fixture_tree, fixture_syms):
         assert sorted(from_file[obj]) == sorted(scanned), obj
 
 
+def test_committed_fixture_file_is_a_fresh_build(fixture_syms):
+    """fixtures/kbuild/dtrace_syms.expected, what the C tests (make -C
+    contrib/c check) read without Python, is byte for byte what a fresh
+    build of the fixture writes."""
+    from conftest import FIXTURE
+    with open(os.path.join(FIXTURE, "dtrace_syms.expected"), "rb") as f:
+        committed = f.read()
+    with open(fixture_syms, "rb") as f:
+        assert f.read() == committed, ("fixtures/kbuild/dtrace_syms.expected is stale: kmodsyms build "
+                                       "--kbuild fixtures/kbuild -o fixtures/kbuild/dtrace_syms.expected")
+
+
 def test_sorted_by_name_then_modules_then_object(fixture_syms):
     syms = read_syms(fixture_syms)
     keys = []

@@ -24,6 +24,7 @@ from __future__ import annotations
 import bisect
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -257,6 +258,29 @@ def test_resolve_arguments_and_errors(clib, fixture_syms):
     assert missing.returncode == 2 and b"cannot read /nonexistent" in missing.stderr
 
 
+def test_resolve_dash_reads_stdin_in_its_place(clib, fixture_syms):
+    """``-`` among the addresses reads stdin there, as ``kmodsyms resolve``
+    does (and, with no address at all, stdin is read too)."""
+    base = ["--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS]
+    r = load(fixture_syms, FIXTURE_KALLSYMS)
+    got = json_lines(run_c(clib, ["resolve"] + base + ["0x1", "-", "0xffffffffab600a98"],
+                           stdin=b"0xffffffffab600400\n").stdout)
+    assert got == [r.resolve(a).to_json() for a in (1, 0xffffffffab600400, 0xffffffffab600a98)]
+    assert json_lines(run_c(clib, ["resolve"] + base + ["-"], stdin=b"0x1\n").stdout) \
+        == [r.resolve(1).to_json()]
+
+
+def test_ranges_of_an_unknown_module_is_an_error(clib, fixture_syms):
+    """``ranges`` of a module that is not there says so and exits 1 (the
+    known ones are still answered), as ``kmodsyms lookup 'nosuch`x'``."""
+    base = ["--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS]
+    proc = run_c(clib, ["ranges"] + base + ["ext4", "nosuch"], check=False)
+    assert proc.returncode == 1
+    assert {rec["module"] for rec in json_lines(proc.stdout)} == {"ext4"}
+    assert proc.stderr == (b"kmodsyms-c: no module 'nosuch': not vmlinux, a built-in module "
+                           b"or a loaded module\n")
+
+
 def test_no_layout_is_refused_with_its_code(clib, fixture_syms, tmp_path):
     from test_fuzz import _without_layout
     path = tmp_path / "no-layout"
@@ -307,7 +331,69 @@ def test_install(clib, tmp_path):
                  "usr/lib/libkmodsyms.so.2", "usr/lib/pkgconfig/kmodsyms.pc", "usr/bin/kmodsyms-c"):
         assert (dest / path).exists(), path
     pc = (dest / "usr/lib/pkgconfig/kmodsyms.pc").read_text()
-    assert "libdir=/usr/lib" in pc and "-lkmodsyms" in pc
+    assert "prefix=/usr\n" in pc and "libdir=${prefix}/lib\n" in pc and "-lkmodsyms" in pc
+
+
+def test_make_check_needs_no_python(tmp_path):
+    """make check runs the C tests on the committed fixture file: none of
+    its commands runs Python or kmodsyms (the comparisons with Python are
+    this file's)."""
+    if shutil.which("make") is None:
+        pytest.skip("make is absent")
+    commands = subprocess.run(["make", "-n", "-B", "-C", CSRC, f"O={tmp_path}", "check"],
+                              capture_output=True, text=True, check=True).stdout
+    assert "test_kms" in commands and "fixtures/kbuild/dtrace_syms.expected" in commands
+    assert not re.search(r"python|-m kmodsyms|kmodsyms build", commands), commands
+
+
+# A program of a user of the installed library: the fixture's first text
+# address, as kms_resolve() answers it.
+USER_PROGRAM = r"""
+#include <stdio.h>
+#include <kmodsyms.h>
+int main(int argc, char **argv)
+{
+    kms_error err;
+    struct kms_sym s;
+    kms_handle *h = kms_load(argv[1], argv[2], 0, &err);
+    if (!h)
+        return 1;
+    kms_resolve(h, 0xffffffffab600400ULL, &s);
+    printf("%s`%.*s+0x%llx\n", s.dso, (int)s.sym_len, s.sym, (unsigned long long)s.symoff);
+    kms_free(h);
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("pkg-config") is None, reason="pkg-config is absent")
+@pytest.mark.parametrize("how", ["--define-prefix", "PKG_CONFIG_SYSROOT_DIR"])
+def test_installed_into_destdir_builds_a_program(clib, tmp_path, how):
+    """make install DESTDIR=..., then cc $(pkg-config ...) of a program
+    compiles, links and runs against the staged copy: the .pc file is
+    relocatable (pkg-config --define-prefix) or read with a sysroot."""
+    dest = tmp_path / "root"
+    subprocess.run(["make", "-s", "-C", CSRC, f"O={clib['plain']}", "install", "PREFIX=/usr",
+                    f"DESTDIR={dest}"], capture_output=True, text=True, check=True)
+    env = {**os.environ, "PKG_CONFIG_LIBDIR": str(dest / "usr/lib/pkgconfig")}
+    env.pop("PKG_CONFIG_PATH", None)
+    args = ["pkg-config", "--cflags", "--libs", "kmodsyms"]
+    if how == "--define-prefix":
+        args.insert(1, "--define-prefix")
+    else:
+        env["PKG_CONFIG_SYSROOT_DIR"] = str(dest)
+    flags = subprocess.run(args, env=env, capture_output=True, text=True, check=True).stdout.split()
+    assert f"-I{dest}/usr/include" in flags and f"-L{dest}/usr/lib" in flags, flags
+    (tmp_path / "user.c").write_text(USER_PROGRAM)
+    cc = os.environ.get("CC", "cc")
+    build = subprocess.run([cc, "-o", str(tmp_path / "user"), str(tmp_path / "user.c"), *flags],
+                           capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    run = subprocess.run([str(tmp_path / "user"), os.path.join(ROOT, "fixtures", "kbuild",
+                                                               "dtrace_syms.expected"), FIXTURE_KALLSYMS],
+                         capture_output=True, text=True, env={**os.environ,
+                                                              "LD_LIBRARY_PATH": str(dest / "usr/lib")})
+    assert run.returncode == 0 and run.stdout == "ext4`init_once+0x10\n", run.stdout + run.stderr
 
 
 # ------------------------------------------------------------------ damaged input

@@ -142,6 +142,41 @@ def test_duplicate_only_sections(direct_tree, direct_syms):
                         ("kernel/trace/trace_probe.o", ["vmlinux"])]
 
 
+def test_same_name_in_sections_of_two_names(direct_tree, direct_syms):
+    """HARD CASE 3 of the README: static alg, alone in .data.rel.local in
+    crypto/sha1_generic.o and crypto/sha256_generic.o (32 bytes), and alone
+    in .data.rel in crypto/chacha_generic.o between them (48 bytes).  ld
+    lays out each section name's copies in link order; the sizes tell which
+    line is chacha's, so each line has its object, as vmlinux.map says."""
+    r = load(syms=direct_syms, kallsyms=os.path.join(direct_tree, "kallsyms"))
+    objects = vmlinux_object_map(os.path.join(direct_tree, "vmlinux.map"), None,
+                                 os.path.join(direct_tree, "vmlinux"))
+    sizes = elf_sizes(direct_tree)
+    got = sorted((rec.start, rec.object, rec.modules, rec.size) for rec in r.lookup("alg"))
+    assert [(obj, size) for _a, obj, _m, size in got] == [
+        ("crypto/sha1_generic.o", 32), ("crypto/chacha_generic.o", 48), ("crypto/sha256_generic.o", 32)]
+    for start, obj, modules, size in got:
+        assert obj == objects.object_at(start - DIRECT_KASLR)
+        assert size == sizes[("alg", start - DIRECT_KASLR)]
+        assert modules == [obj.split("/")[1][:-2]]
+
+
+def test_link_order_of_two_section_names_needs_the_sizes():
+    """HARD CASE 3's shape, as the link-order rule sees it: the copies of
+    .data.rel.local (sha1, sha256: 32 bytes) and of .data.rel (chacha: 48)
+    each in link order, three lines of one output section.  Without the
+    lines' sizes three assignments fit (undecided); with them, one."""
+    from kmodsyms.build.layout.search import _only_link_order_assignment
+    orders, sections, copy_sizes = [[0, 2], [1]], [5, 5, 5], [32, 48, 32]
+    assert _only_link_order_assignment(orders, sections, [None] * 3, copy_sizes) is None
+    assert _only_link_order_assignment(orders, sections, [32, 48, 32], copy_sizes) == [0, 1, 2]
+    assert _only_link_order_assignment(orders, sections, [48, 32, 32], copy_sizes) == [1, 0, 2]
+    # one section name: the link order alone decides; lines of two output
+    # sections cannot be copies of one section name
+    assert _only_link_order_assignment([[0, 1, 2]], sections, [None] * 3, copy_sizes) == [0, 1, 2]
+    assert _only_link_order_assignment([[0, 1, 2]], [5, 5, 6], [None] * 3, copy_sizes) is None
+
+
 def test_verify_reads_the_direct_map(direct_tree, direct_syms):
     """`kmodsyms verify` takes the objects from vmlinux.map itself: no
     vmlinux.o.map is needed, and every System.map line agrees."""

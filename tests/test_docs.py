@@ -121,3 +121,60 @@ def test_every_relative_link_lands():
                                             and anchor not in _anchors(_read(dest))):
                 broken.append(f"{os.path.relpath(page, ROOT)}: {target}")
     assert len(pages) > 10 and broken == []
+
+
+def _fixture_transcript_outputs() -> set[str]:
+    """The paths that the fixture transcripts of README.md and
+    getting-started.md write, run from the checkout: each `-o FILE` (and the
+    build's scan cache next to it, FILE.cache) and each `--mod-path DIR`."""
+    outputs = set()
+    for page in ("README.md", os.path.join("docs", "getting-started.md")):
+        for command in re.findall(r"^\$ (kmodsyms .*fixtures/.*)$", _read(page), re.M):
+            words = command.split()
+            for flag, value in zip(words, words[1:]):
+                if flag in ("-o", "--output"):
+                    outputs |= {value, value + ".cache"}
+                elif flag == "--mod-path":
+                    outputs.add(value + "/")
+    return outputs
+
+
+def test_transcript_outputs_are_ignored_by_git():
+    """What a reader who follows the docs from the checkout writes there does
+    not show up in `git status`."""
+    if not os.path.isdir(os.path.join(ROOT, ".git")) and not os.path.isfile(os.path.join(ROOT, ".git")):
+        import pytest
+        pytest.skip("not a git checkout")
+    outputs = sorted(_fixture_transcript_outputs())
+    assert "stage/" in outputs and "dtrace_syms" in outputs
+    checked = subprocess.run(["git", "check-ignore", "--no-index", "--", *outputs], cwd=ROOT,
+                             capture_output=True, text=True).stdout.split()
+    assert sorted(set(outputs) - set(checked)) == []
+
+
+def test_readme_says_where_the_corpora_are_read_and_unpacked():
+    """The corpus tests write hundreds of MB: README names the place and
+    how to move it, and the place it names by default is the code's."""
+    text = _read("README.md")
+    for words in ("KMODSYMS_CORPUS_CACHE", "KMODSYMS_KERNELS", "${XDG_CACHE_HOME:-~/.cache}/kmodsyms-corpus",
+                  "../shared/kernels"):
+        assert words in text, words
+    env = {k: v for k, v in os.environ.items() if k not in ("KMODSYMS_CORPUS_CACHE", "XDG_CACHE_HOME")}
+    default = subprocess.run([sys.executable, "-c", "from bench.corpus import _corpus_cache_dir; "
+                              "print(_corpus_cache_dir())"], cwd=ROOT, env=env, check=True,
+                             capture_output=True, text=True).stdout.strip()
+    assert default == os.path.expanduser("~/.cache/kmodsyms-corpus")
+
+
+def test_pytest_says_where_it_unpacks_once(tmp_path):
+    """A test run names, once, where it reads the corpora and where it
+    unpacks them, as the environment sets them."""
+    env = {**os.environ, "KMODSYMS_CORPUS_CACHE": str(tmp_path / "cache"),
+           "KMODSYMS_KERNELS": str(tmp_path / "kernels")}
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-p", "no:cacheprovider",
+                          os.path.join(ROOT, "tests", "test_spans.py")], cwd=ROOT, env=env,
+                         capture_output=True, text=True).stdout
+    said = [line for line in out.splitlines() if line.startswith("kmodsyms corpora:")]
+    assert said == [f"kmodsyms corpora: read from {tmp_path / 'kernels'} (KMODSYMS_KERNELS), unpacked "
+                    f"into {tmp_path / 'cache'} (KMODSYMS_CORPUS_CACHE)"], out
+    assert not os.path.exists(tmp_path / "cache")

@@ -124,6 +124,72 @@ def test_make_clean(tree):
     assert not os.path.exists(os.path.join(tree, "dtrace_syms.cache"))
 
 
+# Where users' kmodsyms is when make runs without KMODSYMS: on PATH; only as
+# python3 -m kmodsyms; in a venv whose bin sudo's secure_path left out (sudo -E
+# keeps VIRTUAL_ENV); in ~/.local/bin (pipx, pip --user).
+SECURE_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def _wrapper(path, command: str) -> str:
+    """An executable at ``path`` running ``command`` (this checkout's kmodsyms)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(f"#!/bin/sh\nPYTHONPATH={ROOT} exec {command} \"$@\"\n")
+    os.chmod(path, 0o755)
+    return str(path)
+
+
+def _located(tmp_path, case: str) -> dict:
+    """The environment of a make that finds kmodsyms one way (``case``), or none."""
+    env = {k: v for k, v in os.environ.items() if k not in ("KMODSYMS", "VIRTUAL_ENV", "PYTHONPATH",
+                                                             "SUDO_USER")}
+    home = tmp_path / "home"
+    home.mkdir()
+    env.update(HOME=str(home), PATH=SECURE_PATH)
+    if case == "path":
+        env["PATH"] = os.path.dirname(_wrapper(tmp_path / "bin" / "kmodsyms",
+                                               f"{sys.executable} -m kmodsyms")) + ":" + SECURE_PATH
+    elif case == "python3 -m":
+        env["PATH"] = os.path.dirname(_wrapper(tmp_path / "bin" / "python3", sys.executable)) \
+            + ":" + SECURE_PATH
+    elif case == "venv":
+        _wrapper(tmp_path / "venv" / "bin" / "kmodsyms", f"{sys.executable} -m kmodsyms")
+        env["VIRTUAL_ENV"] = str(tmp_path / "venv")
+    elif case == "pipx":
+        _wrapper(home / ".local" / "bin" / "kmodsyms", f"{sys.executable} -m kmodsyms")
+    return env
+
+
+@needs_make
+@pytest.mark.parametrize("case", ["path", "python3 -m", "venv", "pipx"])
+def test_make_finds_kmodsyms_where_users_install_it(tree, tmp_path, case):
+    env = _located(tmp_path, case)
+    mod_path = tmp_path / "staging"
+    proc = subprocess.run(["make", "-f", FRAGMENT, "-C", tree, "dtrace_syms", "dtrace_syms_install",
+                           f"INSTALL_MOD_PATH={mod_path}"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert_installed(dest_of(mod_path), os.path.join(tree, "dtrace_syms"))
+
+
+@needs_make
+@pytest.mark.parametrize("goal", ["dtrace_syms", "dtrace_syms_install"])
+def test_make_without_kmodsyms_says_how_to_name_it(tree, tmp_path, goal):
+    if subprocess.run(["python3", "-m", "kmodsyms", "--help"], capture_output=True,
+                      env={"PATH": SECURE_PATH}, cwd=tree).returncode == 0:
+        pytest.skip("the system's python3 has kmodsyms installed")
+    env = _located(tmp_path, "none")
+    proc = subprocess.run(["make", "-f", FRAGMENT, "-C", tree, goal, f"INSTALL_MOD_PATH={tmp_path / 'm'}"],
+                          capture_output=True, text=True, env=env)
+    assert proc.returncode != 0
+    errors = [line for line in proc.stderr.splitlines() if "***" in line]
+    assert len(errors) == 1 and "pass KMODSYMS=/path/to/kmodsyms" in errors[0], proc.stderr
+    assert "Error 127" not in proc.stderr and "not found" in errors[0]
+    # docs/kernel-integration.md shows the install's line as make prints it
+    with open(os.path.join(ROOT, "docs", "kernel-integration.md")) as f:
+        assert goal != "dtrace_syms_install" or "\n" + errors[0].replace(os.path.dirname(FRAGMENT) + "/", "") + "\n" in f.read()
+    assert not os.path.exists(os.path.join(tree, "dtrace_syms")) and not os.path.exists(tmp_path / "m")
+
+
 # The pass structure of kbuild's top-level Makefile (6.12, lines 23-45, 208-238
 # and 294-364, reduced to what decides which pass does the work): a first
 # pass that re-invokes make to add --no-print-directory (need-sub-make) and

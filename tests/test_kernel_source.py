@@ -58,6 +58,7 @@ class Kernel:
     cross_compile: str          # CROSS_COMPILE prefix, "" for this machine's gcc
     enable: tuple[str, ...]     # beyond CONFIG_ENABLE
     kaslr_shift: int            # a boot's shift, for its kallsyms
+    disable: tuple[str, ...] = ()   # beyond CONFIG_DISABLE
 
     def make_args(self) -> list[str]:
         return [f"ARCH={self.arch}"] + ([f"CROSS_COMPILE={self.cross_compile}"] if self.cross_compile else [])
@@ -98,7 +99,8 @@ def _build_tree(tarball: str, root: str, kernel: Kernel) -> str:
     records the configuration it was built with)."""
     stamp = os.path.join(root, ".complete")
     enable = CONFIG_ENABLE + kernel.enable
-    recipe = " ".join(kernel.make_args() + list(enable)) + " -" + " -".join(CONFIG_DISABLE) + "\n"
+    disable = CONFIG_DISABLE + kernel.disable
+    recipe = " ".join(kernel.make_args() + list(enable)) + " -" + " -".join(disable) + "\n"
     trees = glob.glob(os.path.join(root, "linux-source-*"))
     if os.path.exists(stamp) and open(stamp).read() == recipe and len(trees) == 1:
         return trees[0]
@@ -109,13 +111,13 @@ def _build_tree(tarball: str, root: str, kernel: Kernel) -> str:
     make = ["make"] + kernel.make_args()
     _run(make + ["-s", "tinyconfig"], cwd=tree)
     switches = [arg for name in enable for arg in ("--enable", name)] + \
-        [arg for name in CONFIG_DISABLE for arg in ("--disable", name)]
+        [arg for name in disable for arg in ("--disable", name)]
     _run(["scripts/config", "--file", ".config", *switches], cwd=tree)
     _run(make + ["-s", "olddefconfig"], cwd=tree)
     with open(os.path.join(tree, ".config")) as f:
         config = f.read()
     missing = [name for name in enable if f"\nCONFIG_{name}=y\n" not in config] + \
-        [f"-{name}" for name in CONFIG_DISABLE if f"\n# CONFIG_{name} is not set\n" not in config]
+        [f"-{name}" for name in disable if f"\n# CONFIG_{name} is not set\n" not in config]
     assert not missing, f"tinyconfig dropped {missing}: their dependencies changed in this kernel"
     _run(make + [f"-j{os.cpu_count() or 1}"], cwd=tree)
     shutil.copy(os.path.join(tree, "Makefile"), os.path.join(tree, "Makefile.pristine"))

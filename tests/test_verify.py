@@ -139,6 +139,47 @@ def test_verify_fixture_with_synthetic_ranges(tmp_path, fixture_tree, fixture_sy
     assert report.ranges.counts["differ"] == 0
 
 
+def test_verify_text_is_for_people_json_for_scripts(tmp_path, fixture_tree, fixture_syms):
+    """The text report says each finding in words (no Python list or dict
+    reprs); --json carries the same findings as data."""
+    import subprocess
+    import sys
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for name in ("System.map", "vmlinux", "vmlinux.map", "vmlinux.o.map"):
+        shutil.copy(os.path.join(fixture_tree, name), tree / name)
+    elf = read_elf_info(os.path.join(fixture_tree, "vmlinux"))
+    text_base = elf.addresses[".text"]
+    sysmap = {line.split()[2]: int(line.split()[0], 16)
+              for line in open(os.path.join(fixture_tree, "System.map"))}
+    # an anchor 0x10 off its section header, an inverted range, a section
+    # vmlinux does not have (no base)
+    (tree / "modules.builtin.ranges").write_text(
+        f".text {sysmap['_text'] - text_base + 0x10:08x}-{sysmap['_text'] - text_base + 0x10:08x} = _text\n"
+        ".text 00000400-00000300 ext4 isofs\n"
+        ".nosuch 00000000-00000010 msr\n")
+    proc = subprocess.run([sys.executable, "-m", "kmodsyms", "verify", "--kbuild", str(tree),
+                           "--syms", fixture_syms], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout
+    assert not any(repr_mark in text for repr_mark in ("[{", "{'", "['", "': ")), text
+    base = text_base - 0x10      # what the anchor gives: _text 0x10 into .text
+    assert "    ranges: 0 (1 inverted, covering nothing)\n" in text
+    assert (f"      inverted: .text {base + 0x400:#x}-{base + 0x300:#x} ext4 isofs "
+            f"(modules.builtin.ranges line 2)\n") in text
+    assert "    sections with no base (not in vmlinux, no anchor line), skipped: .nosuch\n" in text
+    assert (f"    anchor _text puts .text at {base:#x}, its section header at "
+            f"{text_base:#x}\n") in text
+    doc = json.loads(subprocess.run([sys.executable, "-m", "kmodsyms", "verify", "--kbuild", str(tree),
+                                     "--syms", fixture_syms, "--json"],
+                                    capture_output=True, text=True, check=True).stdout)
+    notes = doc["comparisons"]["ranges"]["notes"]
+    assert notes["inverted_ranges"] == [{"section": ".text", "line": 2, "modules": ["ext4", "isofs"],
+                                         "start": f"{base + 0x400:#x}", "end": f"{base + 0x300:#x}"}]
+    assert notes["unanchored_sections"] == [".nosuch"]
+    assert notes["anchor_mismatches"][0]["anchor"] == "_text"
+
+
 # ------------------------------------------------------------------ corpus
 @pytest.fixture(scope="module")
 def corpus_report(corpus, corpus_syms):

@@ -4,8 +4,9 @@
  * CLI prints, for scripts and for the tests that hold the two equal.
  *
  *   kmodsyms-c resolve --syms F --kallsyms K [--force] [--format kernel] [ADDR...]
- *       one JSON object a line, as 'kmodsyms resolve --json' (stdin when no ADDR);
- *       --format kernel: each as the kernel's %pS prints it (kms_resolve_kernel())
+ *       one JSON object a line, as 'kmodsyms resolve --json'; an ADDR '-' (or no ADDR)
+ *       reads one address a line of stdin there; --format kernel: each as the
+ *       kernel's %pS prints it (kms_resolve_kernel())
  *   kmodsyms-c lookup --syms F --kallsyms K [--force] [MOD`]NAME...
  *       one JSON object per match, as 'kmodsyms lookup --json'; exit 1 if a name has none
  *   kmodsyms-c kallmodsyms --syms F --kallsyms K [--force]
@@ -14,7 +15,8 @@
  *   kmodsyms-c lines --syms F --kallsyms K [--force]
  *       every kallsyms line as kms_foreach() gives it, one JSON object a line
  *   kmodsyms-c ranges --syms F --kallsyms K [--force] MOD...
- *       kms_module_ranges() of each MOD: {"module", "start", "end", "text"} a line
+ *       kms_module_ranges() of each MOD: {"module", "start", "end", "text"} a line; exit 1
+ *       if a MOD is not there
  *   kmodsyms-c spans --syms F --kallsyms K [--force] MOD...
  *       kms_module_spans() of each MOD, the same way
  *   kmodsyms-c symbols --syms F --kallsyms K [--force] MOD...
@@ -429,7 +431,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "resolve"))
         for (int i = 0; i < nargs; i++) {
             unsigned long long a;
-            if (parse_address(args[i], &a) != 0) { /* refuse before loading */
+            if (strcmp(args[i], "-") && parse_address(args[i], &a) != 0) { /* refuse before loading */
                 fprintf(stderr, "kmodsyms-c: error: bad address '%s': give it in hex, e.g. "
                         "0xffffffff81000000\n", args[i]);
                 return free(args), 2;
@@ -475,12 +477,20 @@ int main(int argc, char **argv)
                             malloc(KMS_RESOLVE_BATCH * sizeof *p.rec), kernel};
         if (!p.addr || !p.rec) {
             status = die("out of memory");
-        } else if (nargs) {
-            for (int i = 0; i < nargs; i++)
-                resolve_text(&p, args[i]); /* checked before loading */
+        } else {
+            /* the arguments in order ('-': stdin there), all checked before loading */
+            for (int i = 0; i < (nargs ? nargs : 1) && status >= 0; i++) {
+                if (nargs && strcmp(args[i], "-")) {
+                    resolve_text(&p, args[i]);
+                    continue;
+                }
+                answer_pending(&p);
+                int bad = resolve_stdin(&p);
+                status = bad < 0 ? bad : status | bad;
+            }
             answer_pending(&p);
-        } else if ((status = resolve_stdin(&p)) < 0) {
-            status = die("out of memory");
+            if (status < 0)
+                status = die("out of memory");
         }
         free(p.addr);
         free(p.rec);
@@ -530,16 +540,17 @@ int main(int argc, char **argv)
         size_t (*ranges)(const kms_handle *, const char *, struct kms_range *, size_t) =
             strcmp(cmd, "spans") ? kms_module_ranges : kms_module_spans;
         for (int i = 0; i < nargs; i++) {
+            if (!kms_module_known(h, args[i])) {
+                fprintf(stderr, "kmodsyms-c: no module '%s': not vmlinux, a built-in module or a "
+                        "loaded module\n", args[i]);
+                status = 1;
+                continue;
+            }
             size_t n = ranges(h, args[i], NULL, 0);
             struct kms_range *r = malloc((n ? n : 1) * sizeof *r);
             if (!r) {
                 status = die("out of memory");
                 break;
-            }
-            if (!n && !kms_module_known(h, args[i])) {
-                fprintf(stderr, "kmodsyms-c: no module '%s': not vmlinux, a built-in module "
-                        "or a loaded module\n", args[i]);
-                status = 1;
             }
             r[0].size = sizeof *r;
             n = ranges(h, args[i], r, n);

@@ -400,8 +400,9 @@ struct kms_ksym {
     uint64_t offset;       /* address - sym_start */
     uint64_t sym_size;     /* the kernel's size: the gap to the next kallsyms address, or
                             * to the end of the kernel's text or module memory */
-    const char *module;    /* " [module]" of %pS: a loaded or pseudo-module, NULL for the
-                            * core kernel (built-in modules included, as the kernel prints) */
+    const char *module;    /* " [module]" of %pS: a loaded module, bpf or __builtin__ftrace;
+                            * NULL for the core kernel (built-in modules included, as the
+                            * kernel prints) */
     uint8_t exact;         /* 1: sym_size is the kernel's; 0: the end is a bound only
                             * approximated (a module's core, a pseudo-module's last line) */
     char text[KMS_KSYM_TEXT]; /* "name+0xoff/0xsize [module]", or "0xaddress" */
@@ -431,6 +432,8 @@ struct kms_info {
     const char *degraded;       /* "" or why (the dtrace_syms file's fault, one line) */
     const char *warning;        /* "" or the one line a front end shows once: the degraded
                                  * reason, or what KMS_LOAD_FORCE overrode */
+    uint32_t file_flags;        /* the dtrace_syms header's flags (docs/format.md; 0 when
+                                 * degraded): FLAG_GUESSED_MODULES, a guessed module map */
 };
 void kms_get_info(const kms_handle *h, struct kms_info *out);
 

@@ -7,20 +7,16 @@
 #include "kms_internal.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 /*
  * Memory for what only loading needs: mappings carved in order, and given
  * back as a stack (a step's scratch, once it returns), all unmapped once
- * the index is built.  A page faulted in costs more than most steps spend
- * on a line (the kernel zeroes it, and under a hypervisor the fault is
- * dearer still: ~3 us here), so the mappings are aligned to huge pages and
- * ask for them (THP, where the kernel gives them on request): the load's
- * scratch is then a few faults, not ~1,500.  What a step gives back is
- * kept for the next steps (a huge page given to the kernel costs ~0.3 ms
- * to fault in and zero again: placement, attribution and the regions each
- * reach into the same second one), until kmsi_scratch_trim gives the kernel
- * every whole huge page above what is in use, before the steps that add
- * the most to the resident set.  Like malloc's, scratch memory is not
+ * the index is built.  What a step gives back stays resident for the next
+ * steps (placement, attribution and the regions each reach into the same
+ * pages: a page faulted in again is zeroed again), until kmsi_scratch_trim
+ * gives the kernel every page above what is in use, before the steps that
+ * add the most to the resident set.  Like malloc's, scratch memory is not
  * zeroed.
  */
 #define SCRATCH_MAPPING ((size_t)16 << 20) /* address space: only what is touched is memory */
@@ -35,25 +31,16 @@ void *kmsi_scratch(kms_handle *h, size_t count, size_t size)
 {
     struct scratch *s = h->scratch;
     size_t need;
-    if (size && count > (SIZE_MAX - 2 * HUGE_PAGE) / size)
+    if (size && count > (SIZE_MAX - 2 * SCRATCH_ALIGN) / size)
         return NULL;
     need = round_up(count * size, SCRATCH_ALIGN);
     if (!s || s->size - s->used < need) {
-        size_t map = need + SCRATCH_ALIGN > SCRATCH_MAPPING
-            ? round_up(need + SCRATCH_ALIGN, HUGE_PAGE) : SCRATCH_MAPPING;
-        /* a huge page's worth more, to cut an aligned mapping from */
-        unsigned char *m = mmap(NULL, map + HUGE_PAGE, PROT_READ | PROT_WRITE,
-                                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        size_t map = need + SCRATCH_ALIGN > SCRATCH_MAPPING ? need + SCRATCH_ALIGN
+                                                            : SCRATCH_MAPPING;
+        void *m = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (m == MAP_FAILED)
             return NULL;
-        uintptr_t at = ((uintptr_t)m + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
-        if (at > (uintptr_t)m)
-            munmap(m, at - (uintptr_t)m);
-        munmap((void *)(at + map), (uintptr_t)m + HUGE_PAGE - at);
-#ifdef MADV_HUGEPAGE
-        madvise((void *)at, map, MADV_HUGEPAGE); /* only a hint: small pages otherwise */
-#endif
-        s = (struct scratch *)at;
+        s = m;
         s->prev = h->scratch;
         s->size = map;
         s->used = SCRATCH_ALIGN;
@@ -89,13 +76,13 @@ void kmsi_scratch_release(kms_handle *h, struct scratch_mark m)
         h->scratch->used = m.used;
 }
 
-/* The scratch's whole huge pages above what is in use (part of one would
- * split it), given back to the kernel. */
+/* The scratch's whole pages above what is in use, given back to the kernel. */
 void kmsi_scratch_trim(kms_handle *h)
 {
 #ifdef MADV_DONTNEED
     struct scratch *s = h->scratch;
-    size_t keep = s ? round_up(s->used, HUGE_PAGE) : 0;
+    long page = sysconf(_SC_PAGESIZE);
+    size_t keep = s && page > 0 ? round_up(s->used, (size_t)page) : 0;
     if (s && s->size > keep)
         madvise((unsigned char *)s + keep, s->size - keep, MADV_DONTNEED);
 #else
@@ -104,28 +91,36 @@ void kmsi_scratch_trim(kms_handle *h)
 }
 
 /*
- * Huge pages (THP, where the kernel gives them on request) for the names
- * and rows: each 2 MiB of them is then one page fault, not 512.  Asked for
- * only where the text read so far predicts they will be filled (each
+ * Huge pages (THP, where the kernel gives them on request) for the arrays a
+ * handle keeps that grow with kallsyms: the names, the rows and the
+ * pieces.  A page faulted in costs the kernel more than parsing the lines
+ * it holds (it is zeroed, and under a hypervisor the fault is dearer still),
+ * and the rows and pieces are then read at random by every resolve: in 2
+ * MiB pages they take a few faults and TLB entries, not thousands.  Asked
+ * for only where the text read so far predicts they will be filled (each
  * untouched 2 MiB that the prediction fills to 7/8 at least): the rest
  * stays in small pages, so that little more memory is held than they fill
- * (the predictions err by a few percent, their last one by none).  The arrays
- * begin on a huge page (kmsi_alloc_hugeable), and the first prediction is made
- * before any line is parsed (advise_sample): the first 2 MiB too are huge.
+ * (the predictions err by a few percent, their last one by none).  The
+ * arrays begin on a huge page (kmsi_alloc_hugeable), and the first
+ * prediction is made before any line is parsed (advise_sample): the first
+ * 2 MiB too are huge.  KMS_PORTABLE_ALLOC asks for none (plain malloc, as
+ * where the kernel has no THP): make check builds test_kms so too.
  */
 void *kmsi_alloc_hugeable(size_t size)
 {
-    if (size < HUGE_PAGE)
-        return malloc(size);
+#ifndef KMS_PORTABLE_ALLOC
     if (size > SIZE_MAX - HUGE_PAGE)
         return NULL;
-    return aligned_alloc(HUGE_PAGE, round_up(size, HUGE_PAGE));
+    if (size >= HUGE_PAGE)
+        return aligned_alloc(HUGE_PAGE, round_up(size, HUGE_PAGE));
+#endif
+    return malloc(size);
 }
 
 /* BASE: an array of CAP bytes, USED of them filled, EXPECT predicted. */
 void kmsi_advise_huge(void *base, size_t cap, size_t *asked, size_t used, uint64_t expect)
 {
-#ifdef MADV_HUGEPAGE
+#if defined(MADV_HUGEPAGE) && !defined(KMS_PORTABLE_ALLOC)
     uintptr_t b = (uintptr_t)base;
     size_t from = *asked > used ? *asked : used;
     uintptr_t lo = (b + from + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
 /*
- * Attribution (docs/resolver.md §3): each core kallsyms line matched with
- * its dtrace_syms entry by address and name in its placed section, else
- * with a zero-size entry at a section's end, else found ambiguous between
- * unplaced sized copies.  Follows placement (kms_place.c); the index
+ * Attribution (docs/resolver.md R20): each core kallsyms line matched with
+ * its dtrace_syms entry by address and name in its placed section (R21),
+ * else with a zero-size entry at a section's end (R22), else found
+ * ambiguous between unplaced sized copies (R25).  Follows placement (kms_place.c); the index
  * (kms_index.c) is built from what it finds.
  */
 #include "kms_internal.h"
@@ -46,7 +46,7 @@ static inline int name_eq(const kms_handle *h, size_t i, uint32_t off)
 }
 
 /*
- * Entries by the key section << 32 | value (docs/resolver.md §3):
+ * Entries by the key section << 32 | value (docs/resolver.md R20):
  * one array of rows grouped by section (a counting sort), each section's
  * by value, equal values in entry order (as the Python's stable sort keeps
  * equal keys).  Lines in address order come in each placed section's
@@ -200,7 +200,7 @@ static int32_t entry_named(const kms_handle *h, const struct entry_keys *ek, siz
     return NO;
 }
 
-/* docs/resolver.md §3's match for one line and section: the entry of SEC
+/* R20's match for one line and section: the entry of SEC
  * at the line's offset with its name, or -1. */
 static int32_t match_entry(const kms_handle *h, const struct entry_keys *ek, size_t i,
                            int32_t sec)
@@ -251,7 +251,10 @@ static long row_of_line(const kms_handle *h, const struct entry_keys *ek, struct
 }
 
 /* A line whose key has rows, compared LAG lines later: its entry's name and
- * row are fetched meanwhile. */
+ * row are fetched meanwhile.  The lines come in address order, but their
+ * entries' names and rows lie at random in the string and symbol tables,
+ * a cache miss each: fetched a ring of lines ahead, those misses overlap,
+ * where compared at once each line would wait for its own. */
 #define LAG 16
 struct pending {
     uint32_t line, row, end;
@@ -299,7 +302,7 @@ static int line_name_cmp(const kms_handle *h, size_t i, const char *name)
 }
 
 /*
- * Attribution (docs/resolver.md §3): a core line is in the placed section
+ * Attribution (docs/resolver.md R20): a core line is in the placed section
  * holding its address, and is the entry of that section at that offset with
  * its name; a line in none is a zero-size symbol at the end of a section
  * ending exactly there, if one has it; a line still in none whose name only
@@ -410,7 +413,7 @@ int kmsi_attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
             }
         }
     }
-    /* Ambiguous: loose lines whose name only unplaced sized copies carry. */
+    /* Ambiguous: loose lines whose name only unplaced sized copies carry (R25). */
     size_t ncand = 0;
     if (!SCRATCH(h, cand, nsym)) {
         rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
@@ -485,11 +488,11 @@ int kmsi_attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
             goto out;
         }
         for (size_t c = 0; c < ncand; c++) {
-            uint32_t modset = le32(ent(h, T_SYMBOLS, cand[c]) + 4);
+            uint32_t modset = le32(ent(h, T_SYMBOLS, cand[c]) + SYM_MODSET);
             const unsigned char *ms = ent(h, T_MODSETS, modset);
             h->cand_modset[c] = modset;
-            h->cand_list[c].nmodules = le32(ms + 4);
-            h->cand_list[c].modules = h->member_name + le32(ms);
+            h->cand_list[c].nmodules = le32(ms + MODSET_COUNT);
+            h->cand_list[c].modules = h->member_name + le32(ms + MODSET_FIRST);
             if (!h->cand_list[c].nmodules) {
                 h->cand_list[c].nmodules = 1;
                 h->cand_list[c].modules = kmsi_vmlinux_list;

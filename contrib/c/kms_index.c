@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
 /*
- * The address index (docs/resolver.md §4): the lines sorted by address,
+ * The address index (docs/resolver.md R26-R32): the lines sorted by address,
  * loaded modules' .ko sections joined (kms_modules.c), each line's region
  * and the core ranges, then the address space cut into pieces answered
  * alike, their clusters' bucket tables and the owners whose record tails
@@ -29,8 +29,8 @@ static int has_prefix(const kms_handle *h, size_t i, const char *p)
     return h->line[i].name_len >= 6 && memcmp(line_name(h, i), p, 6) == 0;
 }
 
-/* Preference among intervals of one start (Resolver._build_index): the
- * greater is preferred, i.e. sorts later. */
+/* Preference among intervals of one start (R26's ties): the greater is
+ * preferred, i.e. sorts later. */
 static int prefer_cmp(const kms_handle *h, uint32_t a, uint32_t b)
 {
     int64_t la = h->line[a].size, lb = h->line[b].size;
@@ -110,7 +110,7 @@ static size_t upper_bound_by_address(const kms_handle *h, uint64_t x)
     return lo;
 }
 
-/* resolver._core_ranges: where core lines answer (the kernel's is_ksym_addr()). */
+/* Where core lines answer (R29: the kernel's is_ksym_addr()). */
 static void core_ranges(kms_handle *h, const struct core_seen *c)
 {
     h->ncore_ranges = 0;
@@ -140,9 +140,9 @@ static void core_ranges(kms_handle *h, const struct core_seen *c)
 }
 
 /*
- * Resolver._regions: every line's region, the end of each group's (a
- * loaded module's lines inside its core, as the kernel says, apart from
- * those outside it), the lines that may answer by address, and which
+ * Every line's region (R29-R31), the end of each group's (a loaded
+ * module's lines inside its core, as the kernel says, apart from those
+ * outside it), the lines that may answer by address (R5, R46), and which
  * extents queries see.  The same pass notes which placed sections hold
  * text, names each core line's object, and gathers the core ranges'.
  */
@@ -220,7 +220,7 @@ int kmsi_build_index(kms_handle *h, kms_error *err)
 {
     size_t n = h->n;
 
-    /* Padding (__pfx_/__cfi_) inside a placed section: its size is the
+    /* Padding (__pfx_/__cfi_) inside a placed section (R23): its size is the
      * distance to the next distinct address above, if one of the (first 4)
      * lines there is the function it prefixes. */
     for (size_t k = 0; k < n; k++) {
@@ -269,7 +269,7 @@ int kmsi_build_index(kms_handle *h, kms_error *err)
 }
 
 /*
- * Resolver.resolve_many's unsized fallback for an address Q in no sized
+ * The unsized fallback (R27, R28) for an address Q in no sized
  * interval: CAND is the last line that may answer at the greatest address
  * <= Q (-1 none), E how many extents (from ext_first) start at or below Q.
  * The piece answer of Q.
@@ -353,8 +353,8 @@ static int push(struct stack *s, uint32_t x)
 }
 
 /*
- * The pieces, in one walk up the address space.  Resolver.resolve_many
- * answers Q with the innermost sized interval holding it: the intervals
+ * The pieces, in one walk up the address space.  Q is answered by the
+ * innermost sized interval holding it (R26): the intervals
  * (answering lines of size > 0) by start, ties in preference order, each
  * with its container, the nearest earlier interval whose chain holds it
  * (_containers), searched from the last interval starting at or below Q up
@@ -362,7 +362,7 @@ static int push(struct stack *s, uint32_t x)
  * (each interval pops those ending before it, or all when it starts past
  * every end so far); intervals ending at or below Q are popped as Q passes
  * them (a container search would only step over them).  With no interval
- * holding Q, the unsized fallback (unsized_at) answers.  The answer may
+ * holding Q, the unsized fallback (unsized_at) answers, else nothing (R32).  The answer may
  * change only at a line's address, at the end of the answering interval,
  * and (unsized) at an extent's start or end, the end of the candidate's
  * region and the core ranges' bounds: each such address is answered, and
@@ -710,7 +710,7 @@ static int same_list(const struct kms_modlist *a, const struct kms_modlist *b)
 /*
  * Every owner's record tail (the answer record's module part,
  * docs/resolver.md §5): none, each object (.ko files too), each module of
- * mod_name, each ambiguous line, the core kernel; owner_first[] is where
+ * mod_name, each ambiguous line (R35), the core kernel; owner_first[] is where
  * each WHO tag's owners begin, so that a record copies its owner's tail
  * without a branch on the tag.
  */

@@ -17,13 +17,15 @@
  * modules' .ko files.  The functions shared between files are named
  * kmsi_*: hidden (the shared library exports only libkmodsyms.map's
  * kms_*), and apart from the public API's names in the static library.
- * docs/resolver.md states the rules they follow.
+ * docs/resolver.md states the rules they follow, numbered R1...; the code
+ * cites each by its number where it applies it.
  */
 #ifndef KMS_INTERNAL_H
 #define KMS_INTERNAL_H
 
 #define _DEFAULT_SOURCE /* mmap, madvise, uname: include this header first */
 #include "kmodsyms.h"
+#include "kms_format.h"
 #include "kms_modules.h"
 
 #include <stddef.h>
@@ -36,28 +38,12 @@
 #endif
 
 #define NO (-1)
-#define NO_ADDRESS UINT64_MAX
 #define HUGE_PAGE ((uintptr_t)1 << 21)
 
 /* ------------------------------------------------------------ dtrace_syms */
 
-/* Directory order of the tables and their entry sizes (docs/format.md). */
-enum { T_STRINGS, T_MODULES, T_MEMBERS, T_MODSETS, T_OBJECTS, T_SECNAMES, T_SECTIONS,
-       T_SYMBOLS, T_SEGMENTS, T_ANCHORS, T_COUNT };
-static const uint32_t entry_size[T_COUNT] = {1, 4, 4, 8, 16, 4, 40, 40, 16, 8};
-
-/* Field offsets within entries. */
-#define SEC_OBJECT 0
-#define SEC_FLAGS 8
-#define SEC_SIZE 16
-#define SEC_ADDRESS 24
-#define SEC_PLACEMENT 32
-#define SYM_NAME 0
-#define SYM_SECTION 12
-#define SYM_VALUE 16
-#define SYM_SIZE 24
-#define SYM_TYPE 32
-#define SYM_BINDING 33
+/* The format's facts: header fields, tables, entry sizes and fields,
+ * codes (generated from kmodsyms/format/fileformat.py). */
 #define SHF_EXECINSTR 0x4u
 
 static inline uint32_t le32(const unsigned char *p)
@@ -140,8 +126,8 @@ struct owner {
 #define OWNER_OBJECT(o) (1u + (o)) /* the objects' owners follow none's */
 
 /* A cluster's bucket: its first piece (the one holding the bucket's start)
- * and that piece's answer, whose line a resolve fetches ahead while it
- * searches the pieces: the address is most often in that piece. */
+ * and that piece's answer, which answers without reading any piece when
+ * that piece holds the whole bucket (every other bucket). */
 struct bucket {
     uint32_t first;
     uint32_t answer;
@@ -159,8 +145,16 @@ struct cluster {
 #define CLUSTER_GAP (UINT64_C(1) << 24) /* core kernel to modules is more */
 #define PIECES_PER_BUCKET 4
 
-/* Fetch the cache line at P ahead of its use, where the compiler can. */
-#if defined(__GNUC__) || defined(__clang__)
+/*
+ * Fetch the cache line at P ahead of its use, where the compiler can.  Two
+ * loops use it, where each step's loads are cache misses at random places
+ * that do not depend on each other: attribution (its entries' names and
+ * rows, a ring of lines ahead, kms_attr.c) and kms_resolve_many() (each
+ * step over a batch of addresses, kms_query.c).  There many misses are
+ * then in flight at once instead of one.  KMS_PORTABLE_PREFETCH makes it
+ * nothing, as with other compilers: make check builds test_kms so too.
+ */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(KMS_PORTABLE_PREFETCH)
 #define PREFETCH(p) __builtin_prefetch(p)
 #else
 #define PREFETCH(p) ((void)(p))

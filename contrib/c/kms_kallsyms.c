@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
 /*
- * Input, the kallsyms text (docs/resolver.md §1; kmodsyms.build.kallsyms): a file
+ * Input, the kallsyms text (docs/resolver.md R1-R5; kmodsyms.build.kallsyms): a file
  * read block by block or a caller's buffer, each line parsed into a row
  * (struct line) and its name, loaded and pseudo-modules numbered, and each
  * core line whose name is an anchor's noted for placement (kms_place.c).
@@ -10,13 +10,6 @@
 
 #include <errno.h>
 #include <unistd.h>
-
-/* KMS_PORTABLE_SCAN: find_eol's memchr way only, as without SSE2 (make
- * check builds test_kms so too, with KMS_PORTABLE_CRC) */
-#if defined(__SSE2__) && (defined(__GNUC__) || defined(__clang__)) && !defined(KMS_PORTABLE_SCAN)
-#include <emmintrin.h> /* find_eol */
-#define SCAN_SSE2 1
-#endif
 
 #define BYTES(b) (UINT64_C(0x0101010101010101) * (b)) /* B in each of 8 bytes */
 
@@ -125,7 +118,7 @@ static uint32_t add_module(kms_handle *h, struct parse *ps, const char *t, size_
 }
 
 /* A line without an entry: its binding and preference from its letter
- * (an upper-case letter ranks as global). */
+ * (an upper-case letter ranks as global: R26). */
 static uint8_t letter_binding(unsigned char c)
 {
     if (c == 'w' || c == 'W' || c == 'v' || c == 'V')
@@ -140,7 +133,7 @@ static uint8_t letter_prefer(unsigned char c)
 
 /* One line of kallsyms (LEN bytes without its "\n"; NL: one followed it;
  * TAB: its first '\t', NULL none), as kmodsyms.build.kallsyms.Kallsyms._parse
- * reads it. */
+ * reads it: its layout (R1), a hidden address (R2), core or [MOD] (R3, R4). */
 static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t len, int nl,
                       const char *tab, kms_error *err)
 {
@@ -241,29 +234,11 @@ static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t 
 }
 
 /* The first "\n" from P on (before END), NULL none; *TAB: the first '\t'
- * before it (before END when there is none), NULL none.  Both are found in
- * one pass, 16 bytes at a time where SSE2 is: a line is two searches
- * otherwise (its end, and the tab before a module's name), each a call. */
+ * before it (before END when there is none), NULL none. */
 static inline const char *find_eol(const char *p, const char *end, const char **tab)
 {
-    *tab = NULL;
-#ifdef SCAN_SSE2
-    const __m128i nl = _mm_set1_epi8('\n'), ht = _mm_set1_epi8('\t');
-    for (; end - p >= 16; p += 16) {
-        __m128i x = _mm_loadu_si128((const __m128i *)p);
-        unsigned at_nl = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, nl));
-        unsigned at_tab = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, ht));
-        if (at_nl)
-            at_tab &= (1u << __builtin_ctz(at_nl)) - 1; /* the tabs before it */
-        if (at_tab && !*tab)
-            *tab = p + __builtin_ctz(at_tab);
-        if (at_nl)
-            return p + __builtin_ctz(at_nl);
-    }
-#endif
     const char *e = memchr(p, '\n', (size_t)(end - p));
-    if (!*tab)
-        *tab = memchr(p, '\t', (size_t)((e ? e : end) - p));
+    *tab = memchr(p, '\t', (size_t)((e ? e : end) - p));
     return e;
 }
 

@@ -3,7 +3,7 @@
  * Loading: the public kms_load*() and kms_free(), and the order of the
  * stages -- inputs (kms_format.c, kms_kallsyms.c), placement (kms_place.c),
  * attribution (kms_attr.c), the index (kms_index.c) -- with the running
- * kernel's check (docs/resolver.md §8) and the error every stage reports
+ * kernel's check (docs/resolver.md R40) and the error every stage reports
  * through (kmsi_fail).
  */
 #include "kms_internal.h"

@@ -5,7 +5,7 @@
  * kmodsyms/loadable.py does (each function names the Python it mirrors).
  *
  * For every loaded module of kallsyms (pseudo-modules skipped):
- *   1. its file under the modules directory: the first modules.dep entry of
+ *   1. its file under the modules directory (R43): the first modules.dep entry of
  *      its name, else a search for NAME.ko (updates/ over extra/ over the
  *      rest), file names read as the kernel spells module names ('-' as '_');
  *   2. the file read as installed: a .ko, .ko.xz, .ko.zst or .ko.gz
@@ -17,7 +17,8 @@
  *      srcversion, notes/.note.gnu.build-id, and the module's core from
  *      /proc/modules or /sys/module/NAME/coresize;
  *   4. the match: sections placed from sysfs, else by anchors, else by
- *      shape; the file refused (for that module only) on any disagreement.
+ *      shape (R44); the file refused (for that module only) on any
+ *      disagreement (R45); its lines answered from its symbols (R46).
  */
 #define _DEFAULT_SOURCE /* strdup, lstat */
 #include "kms_modules.h"
@@ -66,7 +67,8 @@ int kms_is_pseudo_module(const char *name)
     return strcmp(name, "bpf") == 0 || strncmp(name, "__builtin__", 11) == 0;
 }
 
-/* loadable.is_mapping_symbol: .L*, L0*, $a $d $t $x (alone or with a '.' suffix). */
+/* loadable.is_mapping_symbol: .L*, L0*, $a $d $t $x (alone or with a '.' suffix),
+ * which never answer an address (R46). */
 int kms_is_mapping_symbol(const char *p, uint32_t len)
 {
     if ((len >= 2 && p[0] == '.' && p[1] == 'L') || (len >= 2 && p[0] == 'L' && p[1] == '0'))

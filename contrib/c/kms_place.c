@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
 /*
- * Placement (docs/resolver.md §2): the anchors indexed before kallsyms is
+ * Placement (docs/resolver.md R7): the anchors indexed before kallsyms is
  * read and their core lines found as it is, then each load segment's shift
- * voted by them and checked (§8), and every section with a link address
+ * voted by them and checked (R36, R37), and every section with a link address
  * placed; the placed sections are the extents attribution (kms_attr.c)
  * looks lines up in.  Follows the inputs (kms_format.c, kms_kallsyms.c).
  */
@@ -60,7 +60,7 @@ int kmsi_index_anchors(kms_handle *h, kms_error *err)
         !(ai->by_len = malloc((nanch ? nanch : 1) * sizeof *ai->by_len)))
         return kmsi_fail(err, KMS_E_NOMEM, "out of memory reading anchors");
     for (uint32_t a = 0; a < nanch; a++) {
-        const unsigned char *sym = ent(h, T_SYMBOLS, le32(ent(h, T_ANCHORS, a)));
+        const unsigned char *sym = ent(h, T_SYMBOLS, le32(ent(h, T_ANCHORS, a) + ANCHOR_SYMBOL));
         ai->name[a] = str(h, le32(sym + SYM_NAME));
         ai->len[a] = strlen(ai->name[a]);
         if (ai->len[a]) { /* (no line's name is empty) */
@@ -110,21 +110,21 @@ static uint64_t sym_link(const kms_handle *h, uint32_t s)
 }
 
 /* placement.linked.MISPLACED_ANCHORS_ALLOWED: in kallsyms of the file's own kernel,
- * every anchor it shows is at its link address plus its segment's shift. */
+ * every anchor it shows is at its link address plus its segment's shift (R36). */
 #define MISPLACED_ANCHORS_ALLOWED 0u
-/* placement.linked.SHIFT_ALIGNMENT: KASLR shifts by whole pages. */
+/* placement.linked.SHIFT_ALIGNMENT: KASLR shifts by whole pages (R36). */
 #define SHIFT_ALIGNMENT 4096u
 
 /* An anchor in a section without a link address locates nothing: skipped. */
 static int anchor_usable(const kms_handle *h, uint32_t a)
 {
-    uint32_t s = le32(ent(h, T_ANCHORS, a));
+    uint32_t s = le32(ent(h, T_ANCHORS, a) + ANCHOR_SYMBOL);
     return le64(ent(h, T_SECTIONS, le32(ent(h, T_SYMBOLS, s) + SYM_SECTION)) + SEC_ADDRESS) !=
            NO_ADDRESS;
 }
 
 /*
- * The segments' shifts (docs/resolver.md §2.0, §8): each segment's shift is
+ * The segments' shifts (docs/resolver.md R7, R36, R37): each segment's shift is
  * the one most of
  * its anchors' core lines vote for (ties: the lowest); each anchor is then
  * placed (a line of its name at link address + shift), misplaced (lines of
@@ -164,7 +164,7 @@ int kmsi_place_sections(kms_handle *h, const char *syms_path, const char *source
         uint32_t *vc = NULL;
         for (uint32_t a = 0; a < nanch; a++) {
             const unsigned char *an = ent(h, T_ANCHORS, a);
-            if (le32(an + 4) != seg || !usable[a])
+            if (le32(an + ANCHOR_SEGMENT) != seg || !usable[a])
                 continue;
             uint64_t link = sym_link(h, le32(an));
             for (size_t f = 0; f < nfound; f++) {
@@ -218,7 +218,7 @@ int kmsi_place_sections(kms_handle *h, const char *syms_path, const char *source
         free(vc);
         for (uint32_t a = 0; a < nanch; a++) {
             const unsigned char *an = ent(h, T_ANCHORS, a);
-            if (le32(an + 4) != seg || !usable[a])
+            if (le32(an + ANCHOR_SEGMENT) != seg || !usable[a])
                 continue;
             uint32_t s = le32(an);
             uint64_t at = sym_link(h, s) + shift[seg];
@@ -247,7 +247,8 @@ int kmsi_place_sections(kms_handle *h, const char *syms_path, const char *source
         order[g] = g;
     for (uint32_t g = 1; g < nseg; g++) { /* stable insertion sort by start */
         uint32_t x = order[g], j = g;
-        while (j > 0 && le64(ent(h, T_SEGMENTS, order[j - 1])) > le64(ent(h, T_SEGMENTS, x))) {
+        while (j > 0 && le64(ent(h, T_SEGMENTS, order[j - 1]) + SEG_START) >
+                            le64(ent(h, T_SEGMENTS, x) + SEG_START)) {
             order[j] = order[j - 1];
             j--;
         }
@@ -315,13 +316,13 @@ int kmsi_place_sections(kms_handle *h, const char *syms_path, const char *source
             continue;
         for (uint32_t g = 0; g < nseg; g++) {
             const unsigned char *sg = ent(h, T_SEGMENTS, g);
-            if (known[g] && address >= le64(sg) && address <= le64(sg + 8))
+            if (known[g] && address >= le64(sg + SEG_START) && address <= le64(sg + SEG_END))
                 seg_of = g;
         }
         if (seg_of < 0)
             continue;
         h->section_base[sec] = address + shift[seg_of];
-        h->placed[sec] = (uint8_t)le32(se + SEC_PLACEMENT) != 0 ? PLACED : 0;
+        h->placed[sec] = (uint8_t)le32(se + SEC_PLACEMENT) != PLACEMENT_UNPLACED ? PLACED : 0;
         if (h->placed[sec] && le64(se + SEC_SIZE) > 0) {
             ext[next].key = h->section_base[sec];
             ext[next++].idx = sec;

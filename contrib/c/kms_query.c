@@ -136,10 +136,6 @@ void kms_resolve(const kms_handle *h, uint64_t addr, struct kms_sym *out)
     struct probe p;
     probe_bucket(h, addr, &p);
     probe_pieces(h, &p);
-    /* The first piece's line, fetched while the pieces are searched: the
-     * address is in that piece 2 times in 3 (uniform over the core kernel),
-     * and the two loads, a cache miss each, then overlap. */
-    PREFETCH(answer_line(h, p.answer));
     uint32_t answer = probe_answer(&p);
     if (caller_size(out) >= sizeof *out) {
         record(h, addr, answer, out);
@@ -249,7 +245,7 @@ struct lookup_ctx {
     size_t stride, max, found;
 };
 
-/* Whether module NAME is MOD (MODLEN bytes, '-' read as '_'). */
+/* Whether module NAME is MOD (MODLEN bytes, '-' read as '_': R34). */
 static int module_is(const char *name, const char *mod, size_t modlen)
 {
     if (strnlen(name, modlen + 1) != modlen)
@@ -336,7 +332,7 @@ size_t kms_lookup(const kms_handle *h, const char *spec, struct kms_sym *out, si
         name = tick + 1;
     }
     len = strlen(name);
-    /* DTrace's mod`name+0xoff: the last '+' followed by a hex number */
+    /* R52: DTrace's mod`name+0xoff, the last '+' followed by a hex number */
     if ((plus = strrchr(name, '+')) != NULL && plus > name &&
         parse_offset(plus + 1, len - (size_t)(plus + 1 - name), &offset) == 0)
         len = (size_t)(plus - name);
@@ -382,8 +378,8 @@ static void fill_line(const kms_handle *h, size_t i, struct kms_line *l)
         l->nmodules = 0;
         if (k == n) {
             const unsigned char *set = ent(h, T_MODSETS, ms[0]);
-            l->nmodules = le32(set + 4);
-            l->modules = h->member_name + le32(set);
+            l->nmodules = le32(set + MODSET_COUNT);
+            l->modules = h->member_name + le32(set + MODSET_FIRST);
         }
     }
 }
@@ -505,9 +501,9 @@ static void ranges_init(struct ranges *r, void *out, size_t max)
     r->max = r->stride ? max : 0;
 }
 
-/* The one text and one data range of a loaded or pseudo-module M: [lowest,
- * highest end) of its answering lines of each kind, a line ending at its
- * address + its exact or estimated size, or + 1 (none). */
+/* R50, R51: the one text and one data range of a loaded or pseudo-module
+ * M: [lowest, highest end) of its answering lines of each kind, a line
+ * ending at its address + its exact or estimated size, or + 1 (none). */
 static size_t loaded_ranges(const kms_handle *h, uint32_t m, struct ranges *r, int spans)
 {
     uint64_t lo[2] = {UINT64_MAX, UINT64_MAX}, hi[2] = {0, 0};
@@ -559,8 +555,9 @@ static int extent_member(const kms_handle *h, uint32_t k, uint32_t builtin, int 
     if (h->ext[k].sec >= h->count[T_SECTIONS])
         return 0; /* a loaded module's .ko section */
     const unsigned char *se = ent(h, T_SECTIONS, h->ext[k].sec);
-    const unsigned char *ms = ent(h, T_MODSETS, le32(ent(h, T_OBJECTS, le32(se)) + 4));
-    uint32_t first = le32(ms), n = le32(ms + 4);
+    const unsigned char *ob = ent(h, T_OBJECTS, le32(se + SEC_OBJECT));
+    const unsigned char *ms = ent(h, T_MODSETS, le32(ob + OBJ_MODSET));
+    uint32_t first = le32(ms + MODSET_FIRST), n = le32(ms + MODSET_COUNT);
     if (core)
         return n == 0;
     for (uint32_t j = 0; j < n; j++)
@@ -586,7 +583,7 @@ size_t kms_module_ranges(const kms_handle *h, const char *mod, struct kms_range 
      * see (a per-cpu section's are offsets, not addresses); two of one kind
      * with no other extent between them are one range when the gap between
      * them is less than the second's alignment, ld's padding
-     * (docs/resolver.md §11.2) */
+     * (docs/resolver.md R50) */
     int last_member = 0;
     for (uint32_t k = h->ext_first; k < h->next; k++) {
         if (!extent_member(h, k, builtin, core)) {
@@ -594,7 +591,8 @@ size_t kms_module_ranges(const kms_handle *h, const char *mod, struct kms_range 
             continue;
         }
         uint64_t start = h->ext_start[k], align = start & (~start + 1);
-        int join = last_member && r.open && (start <= r.cur.end || !align || start - r.cur.end < align);
+        int join = last_member && r.open &&
+                   (start <= r.cur.end || !align || start - r.cur.end < align);
         range_add(&r, start, h->ext[k].end,
                   (le32(ent(h, T_SECTIONS, h->ext[k].sec) + SEC_FLAGS) & SHF_EXECINSTR) ||
                       (h->placed[h->ext[k].sec] & HOLDS_TEXT),
@@ -618,7 +616,7 @@ size_t kms_module_spans(const kms_handle *h, const char *mod, struct kms_range *
         return loaded_ranges(h, m, &r, 1);
     if (!builtin_index(h, want, &builtin, &core))
         return 0;
-    /* runs of its lines among the core kernel's by address (per-cpu 'A'
+    /* R51: runs of its lines among the core kernel's by address (per-cpu 'A'
      * lines answer no address and are in none), text the t/T/w/W lines */
     int run = 0;
     for (uint32_t k = h->group_first[0]; k < h->group_first[1]; k++) {
@@ -644,7 +642,7 @@ int kms_module_known(const kms_handle *h, const char *mod)
     if (module_is("vmlinux", mod, len))
         return 1;
     for (uint32_t m = 0; m < h->count[T_MODULES]; m++)
-        if (module_is(str(h, le32(ent(h, T_MODULES, m))), mod, len))
+        if (module_is(str(h, le32(ent(h, T_MODULES, m) + MOD_NAME)), mod, len))
             return 1;
     for (uint32_t m = 1; m < h->nmods; m++)
         if (module_is(h->mod_name[m], mod, len))
@@ -666,6 +664,7 @@ void kms_get_info(const kms_handle *h, struct kms_info *caller)
     out->builtin_modules_known = !h->degraded[0];
     out->degraded = h->degraded;
     out->warning = h->warning;
+    out->file_flags = h->map && h->map_size >= HDR_FLAGS + 4 ? le32(h->map + HDR_FLAGS) : 0;
     put_fitting(caller, &all, sizeof all);
 }
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
 /*
- * Sizes that say what they are (docs/resolver.md §11.1): every answering
+ * Sizes that say what they are (docs/resolver.md R48, R49): every answering
  * kallsyms line grouped by the module whose address lookup the kernel
  * would make for it (the core kernel, each loaded or pseudo-module), each
  * group by address; from that, the estimated size of every line with no
@@ -22,8 +22,13 @@ static uint32_t group_of(const kms_handle *h, size_t i)
 
 /* The core kernel's markers the kernel's own lookups read
  * (include/asm-generic/sections.h), by name. */
-static const char *const marker_name[K_MARKERS] = {
-    "_stext", "_etext", "_sinittext", "_einittext", "_end", "__init_begin", "__init_end"};
+#define MARKER(s) {s, sizeof s - 1}
+static const struct {
+    const char *name;
+    uint32_t len;
+} marker_name[K_MARKERS] = {MARKER("_stext"), MARKER("_etext"), MARKER("_sinittext"),
+                            MARKER("_einittext"), MARKER("_end"), MARKER("__init_begin"),
+                            MARKER("__init_end")};
 
 static int seen(const kms_handle *h, int k)
 {
@@ -36,7 +41,7 @@ static int between(const kms_handle *h, int a, int b, uint64_t addr)
     return seen(h, a) && seen(h, b) && h->marker[a] <= addr && addr < h->marker[b];
 }
 
-/* is_ksym_addr() (include/linux/kallsyms.h): with CONFIG_KALLSYMS_ALL
+/* R53: is_ksym_addr() (include/linux/kallsyms.h): with CONFIG_KALLSYMS_ALL
  * (kallsyms lists _end) [_stext, _end) and [__init_begin, __init_end),
  * else [_stext, _etext) and [_sinittext, _einittext).  Without the
  * markers (a partial kallsyms), where core lines answer. */
@@ -53,7 +58,7 @@ static int ksym_addr(const kms_handle *h, uint64_t addr)
     return between(h, K_STEXT, K_ETEXT, addr) || between(h, K_SINITTEXT, K_EINITTEXT, addr);
 }
 
-/* Where group G's addresses end when nothing above bounds them: for the
+/* R49: where group G's addresses end when nothing above bounds them: for the
  * core kernel get_symbol_pos()'s fallback (_einittext in the init text,
  * else _end with CONFIG_KALLSYMS_ALL, else _etext), for a loaded module
  * the end of its core when ADDR is in it; 0 for none. */
@@ -74,36 +79,42 @@ static uint64_t group_bound(const kms_handle *h, uint32_t g, uint64_t addr)
 int kmsi_group_lines(kms_handle *h, kms_error *err)
 {
     size_t n = h->n, ng = h->nmods ? h->nmods : 1;
-    if (!ALLOC(h, group_first, ng + 1) || !ALLOC(h, grouped, n) || !ALLOC(h, estimate, n))
+    uint32_t *at;
+    if (!ALLOC(h, group_first, ng + 1) ||
+        !(h->grouped = malloc((n ? n : 1) * sizeof *h->grouped)) ||
+        !(h->estimate = malloc((n ? n : 1) * sizeof *h->estimate)) ||
+        !(at = malloc(ng * sizeof *at)))
         return kmsi_fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
-    /* the markers: the first core line of each name */
+    /* each line's group in kallsyms order (in estimate[], until the
+     * estimates are written; UINT32_MAX: none), the markers with them: the
+     * first core line of each name */
     h->marker_seen = 0;
-    for (size_t i = 0; i < h->n; i++)
+    for (size_t i = 0; i < n; i++) {
+        uint32_t g = group_of(h, i);
+        h->estimate[i] = h->line[i].answers ? g : UINT32_MAX;
+        h->group_first[g + 1] += h->line[i].answers;
+        if (g || h->line[i].name_len > sizeof "__init_begin" - 1 || line_name(h, i)[0] != '_')
+            continue;
         for (int k = 0; k < K_MARKERS; k++)
-            if (!seen(h, k) && kmsi_loaded_module(h, i) == 0 &&
-                line_name_is(h, i, marker_name[k], strlen(marker_name[k]))) {
+            if (!seen(h, k) && line_name_is(h, i, marker_name[k].name, marker_name[k].len)) {
                 h->marker[k] = h->line[i].addr;
                 h->marker_seen |= 1u << k;
             }
+    }
     /* counting sort of the lines by address into their groups: stable, so
      * that lines of one address keep kallsyms order */
-    for (size_t k = 0; k < n; k++) {
-        uint32_t i = h->by_address[k];
-        if (h->line[i].answers)
-            h->group_first[group_of(h, i) + 1]++;
-    }
     for (size_t g = 0; g < ng; g++)
         h->group_first[g + 1] += h->group_first[g];
-    uint32_t *at = h->estimate; /* scratch until the estimates are written */
     memcpy(at, h->group_first, ng * sizeof *at);
     for (size_t k = 0; k < n; k++) {
-        uint32_t i = h->by_address[k];
-        if (h->line[i].answers)
-            h->grouped[at[group_of(h, i)]++] = i;
+        uint32_t i = h->by_address[k], g = h->estimate[i];
+        if (g != UINT32_MAX)
+            h->grouped[at[g]++] = i;
     }
+    free(at);
     for (size_t i = 0; i < n; i++)
         h->estimate[i] = NO_ESTIMATE;
-    /* each group from its top: the next greater address seen so far */
+    /* R49: each group from its top, the next greater address seen so far */
     for (uint32_t g = 0; g < ng; g++) {
         uint64_t above = 0, here = 0; /* 0: none yet (no line is above address 0) */
         for (uint32_t k = h->group_first[g + 1]; k-- > h->group_first[g];) {
@@ -153,15 +164,23 @@ static int memory_kind(uint8_t type)
     }
 }
 
+/* R54: whether kallsyms_lookup_buildid() asks pseudo-module NAME's owner:
+ * bpf_address_lookup() and ftrace_mod_address_lookup() only (a kprobe
+ * instruction page, say, prints as a bare address). */
+static int kernel_looks_up(const char *name)
+{
+    return strcmp(name, "bpf") == 0 || strcmp(name, "__builtin__ftrace") == 0;
+}
+
 /*
- * %pS (kernel/kallsyms.c __sprint_symbol(), docs/resolver.md §11.4).  The
+ * %pS (kernel/kallsyms.c __sprint_symbol(), docs/resolver.md R53-R55).  The
  * core kernel (is_ksym_addr(): the core ranges): get_symbol_pos(), the
  * last address at or below ADDR, its first line in kallsyms order, size
  * the gap to the next greater address, else to the range's end.  A loaded
  * module (the one whose lines answer ADDR): find_kallsyms_symbol(), the
  * same over that module's lines but its mapping symbols, the size bounded
- * by its core when the kernel said where that is.  A pseudo-module's
- * (bpf, ftrace trampolines) the same, its size estimated.
+ * by its core when the kernel said where that is.  The bpf and ftrace
+ * pseudo-modules the same, their sizes only estimated.
  */
 int kms_resolve_kernel(const kms_handle *h, uint64_t addr, struct kms_ksym *caller)
 {
@@ -178,7 +197,8 @@ int kms_resolve_kernel(const kms_handle *h, uint64_t addr, struct kms_ksym *call
     } else {
         struct kms_sym rec = {.size = sizeof rec};
         kms_resolve(h, addr, &rec);
-        if ((rec.origin == KMS_ORIGIN_LOADABLE || rec.origin == KMS_ORIGIN_PSEUDO) &&
+        if ((rec.origin == KMS_ORIGIN_LOADABLE || (rec.origin == KMS_ORIGIN_PSEUDO &&
+                                                   kernel_looks_up(rec.dso))) &&
             rec.modules >= h->mod_name && rec.modules < h->mod_name + h->nmods)
             g = (uint32_t)(rec.modules - h->mod_name);
     }
@@ -223,7 +243,7 @@ int kms_resolve_kernel(const kms_handle *h, uint64_t addr, struct kms_ksym *call
             found = 1;
         }
     }
-    /* the kernel's vsprintf writes %#lx of 0 as 0x0 (C's printf as 0) */
+    /* R55: the kernel's vsprintf writes %#lx of 0 as 0x0 (C's printf as 0) */
     if (found && out.module)
         snprintf(out.text, sizeof out.text, "%.*s+0x%llx/0x%llx [%s]", (int)out.sym_len, out.sym,
                  (unsigned long long)out.offset, (unsigned long long)out.sym_size, out.module);

@@ -283,11 +283,45 @@ static void check_v2(kms_handle *h)
           !strcmp(k.text, "__pfx_fuse_exit+0x0/0x10 [fuse]"), "%%pS alias: %s", k.text);
     CHECK(kms_resolve_kernel(h, 0x10, &k) == 0 && !strcmp(k.text, "0x10") && !k.sym,
           "%%pS of no symbol: %s", k.text);
+    CHECK(kms_resolve_kernel(h, 0xffffffffc0901008u, &k) == 1 && !k.exact &&
+          !strcmp(k.module, "bpf"), "%%pS of a bpf program: %s", k.text);
+    CHECK(kms_resolve_kernel(h, 0xffffffffc0902008u, &k) == 0 &&
+          !strcmp(k.text, "0xffffffffc0902008"), "%%pS of a kprobe page: %s", k.text);
 
     /* without its .ko, a loaded module's line has the gap to its next line */
     kms_resolve(h, 0xffffffffc0a00020u, &r);
     CHECK(r.size_kind == KMS_SIZE_ESTIMATED && r.sym_size == 0x20 && !r.sized &&
           r.sym_end == 0xffffffffc0a00030u, "estimated size: %lld", (long long)r.sym_size);
+}
+
+/* A loaded module's core from /proc/modules bounds its last line's estimate. */
+static void check_core_bound(const char *syms, const char *kallsyms, const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/proc_modules", dir);
+    const char *text = "fuse 8448 0 - Live 0xffffffffc0a00000\n"; /* 0x2100 bytes */
+    spit(path, text, strlen(text));
+    struct kms_load_opts o = {.size = sizeof o, .syms_path = syms, .kallsyms_path = kallsyms,
+                              .proc_modules = path};
+    kms_error e;
+    kms_handle *h = kms_load_opts(&o, &e);
+    CHECK(h != NULL, "load with /proc/modules: %s", e.message);
+    if (!h)
+        return;
+    struct kms_sym r = {.size = sizeof r};
+    kms_resolve(h, 0xffffffffc0a020b0u, &r); /* fuse_inode_count, fuse's highest line */
+    CHECK(r.sym && !strcmp(r.sym, "fuse_inode_count") && r.size_kind == KMS_SIZE_ESTIMATED &&
+          r.sym_size == 0x50, "bounded by the core: %d %lld", r.size_kind, (long long)r.sym_size);
+    struct kms_ksym k = {.size = sizeof k};
+    CHECK(kms_resolve_kernel(h, 0xffffffffc0a020b8u, &k) == 1 && !k.exact &&
+          !strcmp(k.text, "fuse_inode_count+0x8/0x50 [fuse]"), "%%pS to the core's end: %s", k.text);
+    kms_free(h);
+    h = kms_load(syms, kallsyms, 0, &e);
+    if (h) {
+        kms_resolve(h, 0xffffffffc0a020b0u, &r);
+        CHECK(r.size_kind == KMS_SIZE_UNKNOWN && r.sym_size == -1, "no core, nothing above: unknown");
+    }
+    kms_free(h);
 }
 
 /* Threads querying one handle at once must get the single-threaded answers. */
@@ -768,6 +802,7 @@ int main(int argc, char **argv)
     CHECK(kms_foreach(h, count_lines, &lines) == 0 && lines > 200, "foreach: %zu lines", lines);
     kms_free(h);
     check_modules(syms, kallsyms, dir);
+    check_core_bound(syms, kallsyms, dir);
 
     h = kms_load_buffer(syms, (const char *)ktext, klen, "fixture", 0, &e);
     CHECK(h != NULL, "load_buffer: %s", e.message);

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "kmodsyms.h"
+#include "kms_format.h" /* the file format's flags, from its one table */
 
 #if PY_VERSION_HEX < 0x030A0000
 static inline PyObject *Py_NewRef(PyObject *o)
@@ -655,13 +656,14 @@ static PyObject *Handle_info(Handle *self, PyObject *unused)
     if (!loaded(self))
         return NULL;
     kms_get_info(self->h, &i);
-    PyObject *f[10] = {text_or_none(i.kernel_release), text_or_none(i.build_id),
+    PyObject *f[11] = {text_or_none(i.kernel_release), text_or_none(i.build_id),
                        PyLong_FromSize_t(i.lines), PyLong_FromSize_t(i.core_lines),
                        PyLong_FromUnsignedLong(i.segments), PyLong_FromUnsignedLong(i.anchors),
                        PyLong_FromUnsignedLong(i.anchors_verified),
                        PyBool_FromLong(i.builtin_modules_known), text_or_none(i.degraded),
-                       text_or_none(i.warning)};
-    return make_record(info_type, f, 10);
+                       text_or_none(i.warning),
+                       PyBool_FromLong((i.file_flags & FLAG_GUESSED_MODULES) != 0)};
+    return make_record(info_type, f, 11);
 }
 
 static PyMethodDef Handle_methods[] = {

@@ -180,13 +180,15 @@ class KernelSymbol(namedtuple("KernelSymbol", ("address", "text", "symbol", "off
 
 class Info(namedtuple("Info", ("kernel_release", "build_id", "lines", "core_lines", "segments",
                                "anchors", "anchors_verified", "builtin_modules_known",
-                               "degraded", "warning"))):
+                               "degraded", "warning", "guessed_modules"))):
     """About a load (``struct kms_info``): the file's kernel release and
     vmlinux build-id ("" when not recorded), the kallsyms lines kept (of
     them core kernel), the layout's load segments, and its anchors (how
     many were found at their link address plus shift);
     ``builtin_modules_known`` False when answered from kallsyms alone,
     ``degraded`` then why, ``warning`` the one line the load gives a user
-    ("" for none: the degraded reason, or what ``force`` overrode)."""
+    ("" for none: the degraded reason, or what ``force`` overrode);
+    ``guessed_modules`` True when the file's module map is a guess
+    (``kmodsyms build --guess-modules``), not kbuild's."""
 
     __slots__ = ()

@@ -90,6 +90,23 @@ def read_symbols(path: str, image: Image):
         raise KmodsymsError(f"cannot read {path}: {e.strerror}") from None
 
 
+def symbol_sizes(path: str, image: Image, wanted: list[tuple[int, bytes]]) -> list[int | None]:
+    """The st_size of each of ``wanted`` (address, name) pairs in the
+    image's symbol table (the largest of a name's entries at that address),
+    None where it has none."""
+    import numpy as np
+    table = read_symbols(path, image)
+    if table is None:
+        return [None] * len(wanted)
+    symbols, strings = table
+    addresses = np.array([a for a, _ in wanted], dtype=np.uint64)
+    sizes: dict[tuple[int, bytes], int] = {}
+    for k in np.flatnonzero(np.isin(symbols["value"].astype(np.uint64), addresses)).tolist():
+        key = (int(symbols["value"][k]), cstring(strings, int(symbols["name"][k])))
+        sizes[key] = max(int(symbols["size"][k]), sizes.get(key, 0))
+    return [sizes.get(pair) for pair in wanted]
+
+
 def missing_symbols(path: str, image: Image, wanted: list[tuple[int, bytes]]) -> list[bytes] | None:
     """The names of ``wanted`` (address, name) pairs that the image's own
     symbol table does not have at that address, or None when it has no

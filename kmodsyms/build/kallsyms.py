@@ -114,6 +114,7 @@ class Kallsyms:
         return KmodsymsError(f"{self.source}:{line_index + 1}: {what}: {lines[line_index][:80]!r}")
 
     def _parse(self) -> None:
+        """The lines' columns, as R1-R4 read them."""
         text = self.text.replace(b"\r\n", b"\n") if b"\r" in self.text else self.text
         self.text = text
         buf = np.frombuffer(text, dtype=np.uint8)

@@ -12,7 +12,7 @@ import os
 import numpy as np
 
 from .elfdefs import STT_FUNC
-from .elfimage import Image, missing_symbols
+from .elfimage import Image, missing_symbols, symbol_sizes
 from .elfscan import ObjectScan
 from ..errors import KmodsymsError, StaleError
 from .kallsyms import Kallsyms, never_listed
@@ -127,7 +127,7 @@ ANCHORS_PER_SEGMENT = 16
 
 def record_layout(kbuild: str, image: Image, sysmap: Kallsyms, meta: Meta,
                   strings: StringTable, tables: dict) -> None:
-    """Place every object section in vmlinux at build time, by the same
+    """Place every object section in vmlinux at build time (R6), by the same
     search the loader would otherwise do, against ``sysmap`` (System.map:
     kallsyms before KASLR), and record its link address, vmlinux's load
     segments and a few anchor symbols per segment by which the loader finds
@@ -139,8 +139,10 @@ def record_layout(kbuild: str, image: Image, sysmap: Kallsyms, meta: Meta,
     from .layout import SearchPlacer
     from ..format.symsfile import SymsFile
     try:
+        vmlinux = os.path.join(kbuild, "vmlinux")
         placer = SearchPlacer(SymsFile.from_tables(meta, strings, tables), sysmap,
-                              output_sections=image.sections)
+                              output_sections=image.sections,
+                              symbol_sizes=lambda wanted: symbol_sizes(vmlinux, image, wanted))
     except StaleError as e:
         raise KmodsymsError(f"{sysmap.source} does not match the objects of {kbuild} "
                             f"({e.evidence}): it is stale; run make in the tree again, "
@@ -174,7 +176,7 @@ def record_layout(kbuild: str, image: Image, sysmap: Kallsyms, meta: Meta,
                 picked += inside[np.linspace(0, len(inside) - 1,
                                              min(ANCHORS_PER_SEGMENT, len(inside))).astype(int)].tolist()
         anchors += [(int(entry[lines[k]]), index) for k in sorted(set(picked))]
-    # System.map is vmlinux's symbol table, filtered: one left from another
+    # R39: System.map is vmlinux's symbol table, filtered: one left from another
     # build of the tree places every section off (consistently, when the
     # code only moved), so the anchors are looked up in vmlinux itself.
     wanted = [(int(sysmap.address[line]), sysmap.name_bytes(int(line))) for line in

@@ -235,6 +235,25 @@ class Comparison:
     def agreement(self) -> float:
         return self.counts[AGREE] / self.compared if self.compared else 1.0
 
+    def format_notes(self) -> list[str]:
+        """The notes as lines a person reads (``to_json`` has them as data)."""
+        notes, out = self.notes, []
+        if "ranges" in notes:
+            inverted = notes.get("inverted_ranges", [])
+            out.append(f"    ranges: {notes['ranges']}"
+                       + (f" ({len(inverted)} inverted, covering nothing)" if inverted else ""))
+            out += [f"      inverted: {r['section']} {r['start']}-{r['end']} {' '.join(r['modules'])} "
+                    f"(modules.builtin.ranges line {r['line']})" for r in inverted]
+        if notes.get("unanchored_sections"):
+            out.append("    sections with no base (not in vmlinux, no anchor line), skipped: "
+                       + ", ".join(notes["unanchored_sections"]))
+        out += [f"    anchor {m['anchor']} puts {m['section']} at {m['anchor_base']}, its section header "
+                f"at {m['section_header']}" for m in notes.get("anchor_mismatches", [])]
+        if notes.get("objects_without_module_entry"):
+            out.append("    objects of the linker maps not in dtrace_syms (counted as vmlinux): "
+                       + ", ".join(notes["objects_without_module_entry"]))
+        return out
+
     def to_json(self) -> dict:
         return {"against": self.against, "counts": dict(self.counts),
                 "compared": self.compared, "disagreements": self.disagreements,
@@ -295,9 +314,7 @@ class Report:
                 if bad:
                     out.append(f"    {sect}: agree {per[AGREE]}, differ {per[DIFFER]}, "
                                f"only-ours {per[ONLY_OURS]}, only-theirs {per[ONLY_THEIRS]}, edge {per[EDGE]}")
-            for key, value in comp.notes.items():
-                if value:
-                    out.append(f"    note: {key}: {value}")
+            out += comp.format_notes()
             for ex in comp.examples:
                 out.append(f"    {ex['address']} {ex['name']} [{ex['section']}]: ours {','.join(ex['ours'])}"
                            f" ({ex.get('our_object') or '-'}), theirs {','.join(ex['theirs'])}"

@@ -70,7 +70,7 @@ class _Progress:
 
 @app.command()
 def build(
-    kbuild: str = typer.Option(..., "--kbuild", "-k", help="Kernel build tree (objtree)."),
+    kbuild: Optional[str] = typer.Option(None, "--kbuild", "-k", help="Kernel build tree (objtree)."),
     thick: Optional[str] = typer.Option(
         None, "--thick", help="modules_thick.builtin to use (default: DIR/modules_thick.builtin, "
                               "then DIR/modules.builtin.objs, else derived from .cmd files)."),
@@ -84,14 +84,45 @@ def build(
                                    help="Do not record link addresses from vmlinux and System.map "
                                         "(a file without them cannot be loaded: for the "
                                         "layout search's tests)."),
+    source: Optional[str] = typer.Option(
+        None, "--source", help="Kernel source (directory or tarball): take the module map from its "
+                               "kbuild Makefiles evaluated against the kernel's config (with --kbuild: "
+                               "DIR/.config, for a tree without .cmd files)."),
+    debuginfo: Optional[str] = typer.Option(
+        None, "--debuginfo", help="Build from this debug vmlinux (a distribution's -dbg/-debuginfo "
+                                  "package) instead of a build tree; see docs/distributions.md."),
+    release: Optional[str] = typer.Option(
+        None, "--release", help="With no build tree: the kernel release whose distribution files to "
+                                "read (default: the debug vmlinux's name, else the running kernel)."),
+    system_map: Optional[str] = typer.Option(None, "--system-map", help="With --debuginfo: System.map "
+                                             "(default: /usr/lib/debug/boot or /boot/System.map-REL)."),
+    config: Optional[str] = typer.Option(None, "--config", help="With --debuginfo: the kernel's config "
+                                         "(default: /boot/config-REL)."),
+    modules_dir: Optional[str] = typer.Option(None, "--modules-dir", help="With --debuginfo: "
+                                              "/lib/modules/REL (modules.builtin)."),
+    guess_modules: bool = typer.Option(False, "--guess-modules", help="With --debuginfo and no --source: "
+                                       "guess each object's module from modules.builtin.modinfo's file= "
+                                       "entries (not exact; recorded as such)."),
+    as_json: bool = typer.Option(False, "--json", help="With --debuginfo: print the summary as JSON."),
 ):
-    """Scan a kernel build tree into one dtrace_syms file."""
+    """Scan a kernel build tree into one dtrace_syms file, or build one from
+    a distribution's debug vmlinux (--debuginfo)."""
     from ..build.archive import vmlinux_objects
     from ..build.writer import build as run_build
     from ..build.modmap import choose_module_map
+    if debuginfo or release or system_map or config or modules_dir or guess_modules:
+        if kbuild:
+            _die("give --kbuild, or --debuginfo and its files, not both")
+        _build_debuginfo(debuginfo, release, system_map, config, modules_dir, source, guess_modules,
+                         output, jobs, as_json)
+        return
+    if not kbuild:
+        _die("give the kernel build tree (--kbuild DIR), or a debug vmlinux (--debuginfo VMLINUX)")
     if not os.path.isdir(kbuild):
         _die(f"{kbuild}: not a directory (give the kernel build tree with --kbuild)")
-    thick_map, thick_source = choose_module_map(kbuild, thick)
+    if source and thick:
+        _die("give --thick or --source, not both")
+    thick_map, thick_source = choose_module_map(kbuild, thick, source)
     output = output or os.path.join(kbuild, "dtrace_syms")
     # The bar's length costs a second read of vmlinux.a: only on a terminal.
     total = len(vmlinux_objects(kbuild)[0]) if sys.stderr.isatty() else 0
@@ -106,6 +137,39 @@ def build(
                f"(module map: {result.thick_source}), {result.layout}, {result.seconds:.2f}s")
 
 
+def _build_debuginfo(vmlinux, release, system_map, config, modules_dir, source, guess_modules,
+                     output, jobs, as_json) -> None:
+    from ..build.debuginfo import build_from_debuginfo, default_inputs, release_of_vmlinux
+    if source and guess_modules:
+        _die("give --source or --guess-modules, not both")
+    if not output:
+        _die("give the output file (-o FILE) to build from debug info")
+    release = release or (release_of_vmlinux(vmlinux) if vmlinux else "")
+    inputs = default_inputs(release)
+    inputs.vmlinux = vmlinux or inputs.vmlinux
+    inputs.system_map = system_map or inputs.system_map
+    inputs.config = config or inputs.config
+    inputs.modules_dir = modules_dir or inputs.modules_dir
+    r = build_from_debuginfo(inputs, output, source, guess_modules=guess_modules, jobs=jobs)
+    if as_json:
+        typer.echo(json.dumps(r.summary(), indent=2))
+        return
+    c = r.counts
+    typer.echo(f"{r.output}: {r.symbols} symbols, {r.objects} objects (from debug info), "
+               f"{r.modules} built-in modules (module map: {r.module_map}), link layout recorded, "
+               f"{r.seconds:.2f}s")
+    typer.echo(f"  of {c['symbols']} System.map symbols: {c['symbols'] - c['unattributed']} "
+               f"attributed ({c['file run']} by file run, {c['code range']} by code range, "
+               f"{c['variable']} by variable, {c['padding']} __pfx_, {c['static call']} __SCT__), "
+               f"{c['no object']} of units outside vmlinux's objects, {c['unattributed']} unattributed "
+               "(in no object: see --json)")
+    if r.self_check:
+        k = r.self_check
+        typer.echo(f"  self-check: {k['initcalls_wrong']} of {k['initcalls_checked']} __initcall__kmod_ "
+                   f"symbols and {k['params_wrong']} of {k['params_checked']} __param_ symbols of "
+                   "modules.builtin.modinfo's parameters name another module than their object's")
+
+
 @app.command()
 def info(
     file: str = typer.Argument(..., help="A dtrace_syms file."),
@@ -113,7 +177,7 @@ def info(
 ):
     """Show a dtrace_syms file's header, counts and modules."""
     from ..format.fileformat import FORMAT_VERSION
-    from ..format.symsfile import read_syms
+    from ..format.symsfile import FLAG_FROM_DEBUG_INFO, FLAG_GUESSED_MODULES, read_syms
     syms = read_syms(file)
     counts = syms.module_symbol_counts()
     core = int((syms.symbols["modset"] == 0).sum())
@@ -129,6 +193,8 @@ def info(
         "symbols": len(syms.symbols),
         "core_symbols": core,
         "missing_objects": syms.missing_objects,
+        "from_debug_info": bool(syms.flags & FLAG_FROM_DEBUG_INFO),
+        "modules_guessed": bool(syms.flags & FLAG_GUESSED_MODULES),
         "layout": ({"segments": len(syms.segments), "anchors": len(syms.anchors),
                     "placement": json.loads(syms.meta_placement)}
                    if syms.has_layout and syms.meta_placement else None),
@@ -148,7 +214,21 @@ def info(
                f"symbols:         {doc['symbols']} ({core} core kernel)\n"
                f"built-in modules: {len(counts)}")
     layout = doc["layout"]
-    if layout:
+    debug = layout["placement"].get("debug_info") if layout else None
+    if doc["from_debug_info"] and debug:
+        check = debug.get("self_check") or {}
+        typer.echo(f"built from:      debug info{' (modules GUESSED from modules.builtin.modinfo)' if doc['modules_guessed'] else ''}; "
+                   f"of {debug['symbols']} System.map symbols, "
+                   f"{debug['symbols'] - debug['unattributed'] - debug['no object']} in an object of "
+                   f"vmlinux, {debug['no object']} in units of no object (.vmlinux.export.c...), "
+                   f"{debug['unattributed']} in no unit"
+                   + (f"; self-check: {check['initcalls_wrong']} of {check['initcalls_checked']} "
+                      f"__initcall__kmod_ and {check.get('params_wrong', 0)} of "
+                      f"{check.get('params_checked', 0)} __param_ symbols in another module"
+                      if check else ""))
+        typer.echo(f"link layout:     from debug info: {len(syms.sections)} sections at their link "
+                   f"addresses; {layout['segments']} segments")
+    elif layout:
         p = layout["placement"]
         typer.echo(f"link layout:     {len(syms.sections) - p['sections_unplaced']} of "
                    f"{len(syms.sections)} sections placed against System.map "

@@ -1,10 +1,14 @@
 """The dtrace_syms file: write it atomically, read and validate it.
 
-The byte-level layout is specified in docs/format.md; this module is its
-reference implementation.  In short: a 128-byte little-endian header with a
-CRC-32 of everything after its first 16 bytes, then eight tables at 8-aligned
-offsets: strings, modules, module-set members, module sets, objects, section
-names, object sections, and the symbol array sorted by name.
+The byte-level layout is specified in docs/format.md, and its facts --
+the header's fields, the tables in directory order, their entries' fields
+and sizes, the codes -- are one table, :mod:`.fileformat`, from which this
+module makes its header structs and numpy dtypes (as the C library's
+``kms_format.h`` is made from it).  In short: a little-endian header with
+a CRC-32 of everything after its first 16 bytes, then the tables at
+8-aligned offsets: strings, modules, module-set members, module sets,
+objects, section names, object sections, the symbol array sorted by name,
+and the link layout's segments and anchors.
 
 Reading is one ``read()``; the fixed-width tables become numpy arrays over
 that buffer (no per-symbol Python objects), and names are decoded only when
@@ -29,45 +33,47 @@ import numpy as np
 
 from ..build.elfdefs import BINDING_NAMES
 from ..errors import KmodsymsError
-from .fileformat import CRC_COVERS_FROM, FORMAT_VERSION, HEADER_SIZE, MAGIC
+from .fileformat import (CRC_COVERS_FROM, DIRECTORY_AT, FLAG_FROM_DEBUG_INFO, FLAG_GUESSED_MODULES,
+                         FLAG_MISSING_OBJECTS, FORMAT_VERSION,  # noqa: F401
+                         HEADER, HEADER_AT, HEADER_SIZE, HEADER_STRINGS, MAGIC, MAX_ENTRIES, NO_ADDRESS,
+                         OBJECT_MISSING, TABLE_ALIGN, Table, struct_format)
+from .fileformat import TABLES as FORMAT_TABLES
 from .spans import spans_in_order
 
 # The first line of a kallsyms or System.map, given where a dtrace_syms is due.
 _KALLSYMS_LINE = re.compile(rb"(?:[0-9a-fA-F]{8}|[0-9a-fA-F]{16}) [A-Za-z?] \S")
-FLAG_MISSING_OBJECTS = 1
-OBJECT_MISSING = 1
 
-_HEADER = struct.Struct("<8sIIQII6I")          # up to the table directory
-_DIRECTORY = struct.Struct("<20I")             # 10 x (offset, count)
-_DIRECTORY_AT = _HEADER.size                   # 56
+_NUMPY_CODE = {"B": "u1", "H": "<u2", "I": "<u4", "Q": "<u8"}
 
-MODULE_DTYPE = np.dtype([("name", "<u4")])
-MEMBER_DTYPE = np.dtype("<u4")
-MODSET_DTYPE = np.dtype([("first", "<u4"), ("count", "<u4")])
-OBJECT_DTYPE = np.dtype([("path", "<u4"), ("modset", "<u4"), ("flags", "<u4"), ("reserved", "<u4")])
-SECNAME_DTYPE = np.dtype([("name", "<u4")])
-SECTION_DTYPE = np.dtype([("object", "<u4"), ("name", "<u4"), ("flags", "<u4"),
-                          ("align", "<u4"), ("size", "<u8"), ("address", "<u8"),
-                          ("placement", "<u4"), ("reserved", "<u4")])
-SEGMENT_DTYPE = np.dtype([("start", "<u8"), ("end", "<u8")])
-ANCHOR_DTYPE = np.dtype([("symbol", "<u4"), ("segment", "<u4")])
-NO_ADDRESS = 0xFFFFFFFFFFFFFFFF   # section address: not placed at build time
-SYMBOL_DTYPE = np.dtype([("name", "<u4"), ("modset", "<u4"), ("object", "<u4"),
-                         ("section", "<u4"), ("value", "<u8"), ("size", "<u8"),
-                         ("type", "u1"), ("binding", "u1"), ("reserved16", "<u2"),
-                         ("reserved32", "<u4")])
+
+def _dtype(table: Table) -> np.dtype:
+    """A table's entries as numpy sees them: a bare integer for a plain
+    table, else a record of its fields, the reserved ones too (so that the
+    writer's zeroed arrays write them as zero): "reserved", or, when an
+    entry has several, "reserved" and its width in bits."""
+    if table.plain:
+        return np.dtype(_NUMPY_CODE[table.fields[0].code])
+    reserved = [f for f in table.fields if not f.name]
+    return np.dtype([(f.name or ("reserved" if len(reserved) == 1 else f"reserved{8 * f.size}"),
+                      _NUMPY_CODE[f.code]) for f in table.fields])
+
+
 # Table order in the directory; "strings" counts bytes, the others entries.
-TABLES = (("strings", np.dtype("u1")), ("modules", MODULE_DTYPE),
-          ("modset_members", MEMBER_DTYPE), ("modsets", MODSET_DTYPE),
-          ("objects", OBJECT_DTYPE), ("section_names", SECNAME_DTYPE),
-          ("sections", SECTION_DTYPE), ("symbols", SYMBOL_DTYPE),
-          ("segments", SEGMENT_DTYPE), ("anchors", ANCHOR_DTYPE))
-# A header claiming more than this many entries in any table is refused
-# before anything is allocated (a real kernel has ~10^5-10^6 symbols).
-MAX_ENTRIES = 1 << 28
+TABLES = tuple((t.name, _dtype(t)) for t in FORMAT_TABLES)
+(MODULE_DTYPE, MEMBER_DTYPE, MODSET_DTYPE, OBJECT_DTYPE, SECNAME_DTYPE, SECTION_DTYPE,
+ SYMBOL_DTYPE, SEGMENT_DTYPE, ANCHOR_DTYPE) = (d for _, d in TABLES[1:])
 
-HEADER_STRINGS = ("kernel_release", "build_id", "tool_version", "object_source",
-                  "thick_source", "placement")
+
+def _header_part(start: int, end: int) -> struct.Struct:
+    """The header's named fields from byte START up to END."""
+    return struct.Struct(struct_format(f for f in HEADER if start <= HEADER_AT.get(f.name, -1) < end))
+
+
+_LEAD = _header_part(0, CRC_COVERS_FROM)                    # magic, version, crc32
+_FIXED = _header_part(CRC_COVERS_FROM, DIRECTORY_AT)        # file_size .. the header strings
+_HEADER = _header_part(0, DIRECTORY_AT)
+_DIRECTORY = struct.Struct(f"<{2 * len(TABLES)}I")          # (offset, count) per table
+
 TYPE_NAMES = {0: "notype", 1: "object", 2: "func", 6: "tls"}
 
 
@@ -172,14 +178,14 @@ def encode(meta: Meta, strings: StringTable, tables: dict[str, np.ndarray]) -> b
     for blob in blobs:
         directory += [pos, len(blob)]
         raw = blob.tobytes()
-        pad = -len(raw) % 8
+        pad = -len(raw) % TABLE_ALIGN
         parts.append(raw + b"\0" * pad)
         pos += len(raw) + pad
-    body = (_DIRECTORY.pack(*directory) + b"\0" * (HEADER_SIZE - _DIRECTORY_AT - _DIRECTORY.size)
+    body = (_DIRECTORY.pack(*directory) + b"\0" * (HEADER_SIZE - DIRECTORY_AT - _DIRECTORY.size)
             + b"".join(parts))
-    fixed = struct.pack("<QII6I", pos, HEADER_SIZE, meta.flags, *header_strings)
+    fixed = _FIXED.pack(pos, HEADER_SIZE, meta.flags, *header_strings)
     crc = zlib.crc32(body, zlib.crc32(fixed))
-    return MAGIC + struct.pack("<II", FORMAT_VERSION, crc) + fixed + body
+    return _LEAD.pack(MAGIC, FORMAT_VERSION, crc) + fixed + body
 
 
 TEMP_PREFIX = ".dtrace_syms."
@@ -312,12 +318,12 @@ class SymsFile:
 
     def _validate_header(self) -> None:
         data = self.data
-        if len(data) < 16 or data[:8] != MAGIC:
+        if len(data) < _LEAD.size or data[:len(MAGIC)] != MAGIC:
             if _KALLSYMS_LINE.match(bytes(data[:80])):
                 raise KmodsymsError(f"{self.source} is a kallsyms text, not a dtrace_syms file: "
                                     "were --syms and --kallsyms swapped?")
             raise KmodsymsError(f"{self.source}: not a dtrace_syms file (bad magic)")
-        version, crc = struct.unpack_from("<II", data, 8)
+        _magic, version, crc = _LEAD.unpack_from(data)
         if version != FORMAT_VERSION:
             raise KmodsymsError(
                 f"{self.source}: dtrace_syms format version {version}; this kmodsyms reads "
@@ -335,11 +341,11 @@ class SymsFile:
 
     def _load_tables(self) -> None:
         data = self.data
-        directory = _DIRECTORY.unpack_from(data, _DIRECTORY_AT)
+        directory = _DIRECTORY.unpack_from(data, DIRECTORY_AT)
         tables = {}
         for i, (name, dtype) in enumerate(TABLES):
             off, count = directory[2 * i], directory[2 * i + 1]
-            if count > MAX_ENTRIES or off % 8 or off < HEADER_SIZE or \
+            if count > MAX_ENTRIES or off % TABLE_ALIGN or off < HEADER_SIZE or \
                     off + count * dtype.itemsize > len(data):
                 raise self._fail(f"table {name} out of bounds (offset {off}, {count} entries)")
             tables[name] = np.frombuffer(data, dtype=dtype, count=count, offset=off)

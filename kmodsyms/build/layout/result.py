@@ -12,13 +12,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...format.fileformat import PLACEMENT_CODES
 from ...format.symsfile import SymsFile
 
 NO = -1
 U64 = np.uint64
 MASK = (1 << 64) - 1      # addresses are modulo 2^64, as the linker's
-# Placement methods, per object section (stored in dtrace_syms too).
-UNPLACED, BY_ANCHOR, BY_ELIMINATION, BY_NEIGHBOURS = 0, 1, 2, 3
+# Placement methods, per object section: the codes dtrace_syms stores.
+UNPLACED, BY_ANCHOR, BY_ELIMINATION, BY_NEIGHBOURS = (
+    PLACEMENT_CODES[k] for k in ("UNPLACED", "BY_ANCHOR", "BY_ELIMINATION", "BY_NEIGHBOURS"))
 # How a kallsyms line got its object.
 LINE_NONE, LINE_SYMBOL, LINE_EXTENT, LINE_AMBIGUOUS = 0, 1, 2, 3
 

@@ -26,7 +26,8 @@ at build time, which is the same list before KASLR).
    else is core kernel.  A line whose name matches only unplaced copies in
    different modules is ambiguous: reported with every candidate.
 
-docs/resolver.md states the rules in full.
+docs/resolver.md states the rules in full: R8-R19 (placing), R21-R25
+(attributing), R38 (the anchor check without a layout).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ MIN_SEARCH_ANCHORS = 16
 
 
 def conflicting_votes_allowed(anchors: int) -> int:
+    """R38: how many anchors may disagree in a file of this kernel."""
     return max(8, anchors // 20)
 
 
@@ -59,13 +61,17 @@ class SearchPlacer(Placer):
     :meth:`result` is the :class:`~kmodsyms.build.layout.result.Placement`."""
 
     def __init__(self, syms: SymsFile, ks: Kallsyms, check_anchors: bool = True,
-                 output_sections: list[tuple[int, int]] = ()):
+                 output_sections: list[tuple[int, int]] = (), symbol_sizes=None):
         syms.check_sorted()   # equal names must be neighbours
         self.syms = syms
         self.ks = ks
         # vmlinux's output sections [start, end), when known (at build time):
         # the link-order rule holds within one.
         self.output_sections = list(output_sections)
+        # symbol_sizes([(address, name)...]) -> the size of each in vmlinux's
+        # symbol table (None where absent), when known (at build time): which
+        # copy of a name a line can be.
+        self.symbol_sizes = symbol_sizes
         self.stats = PlacementStats()
         self._place()
         if check_anchors:
@@ -144,9 +150,9 @@ class SearchPlacer(Placer):
     def _eliminate(self) -> None:
         """Place sections whose names are all duplicated, until nothing changes:
 
-        * elimination: when one copy of a name is still unplaced and one of
+        * elimination (R12): when one copy of a name is still unplaced and one of
           its kallsyms lines is still unmatched, they are the same symbol;
-        * shape: a section whose symbols, at their offsets, match free
+        * shape (R13): a section whose symbols, at their offsets, match free
           kallsyms lines at exactly one candidate base is placed there (the
           pattern of names and distances identifies it even when no name
           does);
@@ -183,54 +189,75 @@ class SearchPlacer(Placer):
 
     def _by_link_order(self, copies: dict, free_lines: dict, address: list, by_section: dict,
                        line_at: dict, group_lines: dict) -> list[tuple[int, int]]:
-        """Sections placed by link order (docs/resolver.md §2).
+        """Sections placed by link order (docs/resolver.md R16).
 
         ld lays out the input sections that one output-section statement
         gathers in the order of its input files, vmlinux.a's order (the
         objects table's), whether into vmlinux.o's same-named section first
-        or straight into vmlinux.  So when a name's n unplaced copies sit in
-        sections of one name, each of another object, and its n unmatched
-        lines lie in one output section of vmlinux, the k-th line by address
-        is the copy of the k-th object.  A section so placed must also have
-        every other symbol on a free line of its name, where kallsyms shows
-        that name.  Needs vmlinux's output sections (known at build time)
-        and objects in link order."""
+        or straight into vmlinux.  So a name's unplaced copies in sections of
+        one name, each of another object, take in link order that name's
+        lines of one output section in address order.  With copies in
+        sections of several names (one order per section name, interleaved
+        as their objects are), a copy takes only a line of its own size
+        (vmlinux's symbol table); the copies are placed when exactly one
+        such assignment takes every free line of the name.  A section so
+        placed must also have every other symbol on a free line of its
+        name, where kallsyms shows that name.  Needs vmlinux's output
+        sections (known at build time) and objects in link order."""
         if self.syms.meta_object_source != "vmlinux.a" or not self.output_sections:
             return []
         import bisect
         starts = [start for start, _end in self.output_sections]
-        mask = (1 << 64) - 1
 
         def output_section(addr: int) -> int:
             i = bisect.bisect_right(starts, addr) - 1
             return i if i >= 0 and addr < self.output_sections[i][1] else NO
 
-        sections = self.syms.sections
-        proposals: dict[int, int] = {}
-        refused: set[int] = set()
+        sections, symbols = self.syms.sections, self.syms.symbols
+        decidable = {}
         for g, mine in copies.items():
             lines = sorted(free_lines[g], key=lambda line: address[line])
             if len(lines) != len(mine) or len(lines) < 2:
                 continue
-            secs = [sec for _e, sec, _v in mine]
-            objects = [int(sections["object"][sec]) for sec in secs]
-            if len({int(sections["name"][sec]) for sec in secs}) != 1 or len(set(objects)) != len(objects):
+            if NO in {output_section(address[line]) for line in lines}:
                 continue
-            if len({output_section(address[line]) for line in lines} | {NO}) != 2:
-                continue
-            by_link = sorted(zip(objects, mine))
-            for line, (_obj, (_e, sec, v)) in zip(lines, by_link):
-                base = (address[line] - v) & mask
+            decidable[g] = (lines, mine)
+        line_sizes = self._line_sizes([line for lines, _m in decidable.values() for line in lines])
+        proposals: dict[int, int] = {}
+        refused: set[int] = set()
+        for g, (lines, mine) in decidable.items():
+            by_name: dict[int, list[tuple[int, int]]] = {}      # section name -> (object, copy)
+            for k, (_e, sec, _v) in enumerate(mine):
+                by_name.setdefault(int(sections["name"][sec]), []).append((int(sections["object"][sec]), k))
+            orders = [[k for _obj, k in sorted(group)] for group in by_name.values()]
+            if any(len({int(sections["object"][mine[k][1]]) for k in order}) != len(order)
+                   for order in orders):
+                continue                                         # two copies in one object
+            taken = _only_link_order_assignment(
+                orders, [output_section(address[line]) for line in lines],
+                [line_sizes.get(line) for line in lines],
+                [int(symbols["size"][e]) for e, _sec, _v in mine])
+            for line, k in zip(lines, taken or ()):
+                _e, sec, v = mine[k]
+                base = (address[line] - v) & MASK
                 if proposals.setdefault(sec, base) != base:
                     refused.add(sec)
         forced = []
         for sec, base in proposals.items():
             if sec in refused:
                 continue
-            if all((base + v) & mask in [address[line] for line in free_lines[g]]
+            if all((base + v) & MASK in [address[line] for line in free_lines[g]]
                    for _e, g, v in by_section.get(sec, ()) if g in group_lines):
                 forced.append((sec, base))
         return forced
+
+    def _line_sizes(self, lines: list[int]) -> dict[int, int]:
+        """The size of each of ``lines`` in vmlinux's symbol table, where
+        known (``symbol_sizes``)."""
+        if not lines or self.symbol_sizes is None:
+            return {}
+        sizes = self.symbol_sizes([(int(self.ks.address[line]), self.ks.name_bytes(line)) for line in lines])
+        return {line: size for line, size in zip(lines, sizes) if size is not None}
 
     def _block_offsets(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
         """For each section name: its sections in link order and their offsets
@@ -267,7 +294,7 @@ class SearchPlacer(Placer):
         return blocks
 
     def _forced_by_neighbours(self, candidates: dict[int, list]):
-        """Sections placed by their block (see :meth:`_block_offsets`).
+        """Sections placed by their block (R14, R15; see :meth:`_block_offsets`).
 
         A block's placed sections each imply where the block starts; when they
         all agree, every other section of the block is placed from it.  A
@@ -338,7 +365,7 @@ class SearchPlacer(Placer):
         return False
 
     def _place_bare_blocks(self, loose: np.ndarray) -> bool:
-        """Place blocks that hold no symbol at all (``__bug_table``,
+        """Place blocks that hold no symbol at all (R17, R18: ``__bug_table``,
         ``.smp_locks``, ``.pci_fixup_*``...) by the linker-made symbols that
         bracket them: the linker script defines one at the start of such a
         block and one after its end, possibly after aligning
@@ -474,7 +501,7 @@ class SearchPlacer(Placer):
         self.line_section[rest] = inside
         self.line_how[rest[inside >= 0]] = LINE_EXTENT
         # A zero-size symbol at the end of its (non-empty) section, where no
-        # other object's bytes are: still its own object's (docs/resolver.md).
+        # other object's bytes are: still its own object's (R22).
         own = rest[(inside < 0) & has_entry[rest]]
         own = own[self.syms.sections["size"][sym["section"][self.line_entry[own]]] > 0]
         self.line_section[own] = sym["section"][self.line_entry[own]]
@@ -630,8 +657,62 @@ class _DuplicateNames:
         self.claim(sec, base)
 
 
+# How many partial assignments _only_link_order_assignment tries at most
+# before it gives up (a name of many copies in sections of many names).
+LINK_ORDER_STEPS = 100_000
+
+
+def _only_link_order_assignment(orders: list[list[int]], line_sections: list[int],
+                                line_sizes: list, copy_sizes: list[int]) -> list[int] | None:
+    """The copy each line (in address order) is, when exactly one assignment
+    fits ld's rule, else None.  ``orders``: per section name, its copies in
+    link order, which take lines in address order, all in one output section
+    (``line_sections``); a copy takes only a line of its size, where the
+    line's is known (``line_sizes``, None where not).  A depth-first search
+    over the lines, each taken by the next copy of one order."""
+    n = len(line_sections)
+    next_of = [0] * len(orders)                    # per order: its next copy
+    section_of: list[int | None] = [None] * len(orders)
+    chosen: list[tuple[int, int | None]] = []      # per line so far: (order, its section before)
+    taken: list[int] = []                          # per line so far: the copy
+    found = None
+    steps = 0
+    o = 0                                          # the next order to try for line len(chosen)
+    while True:
+        i = len(chosen)
+        if i == n:
+            if found is not None:
+                return None                        # two assignments fit
+            found = list(taken)
+            o = len(orders)
+        while o < len(orders):
+            steps += 1
+            if steps > LINK_ORDER_STEPS:
+                return None
+            if next_of[o] < len(orders[o]):
+                k = orders[o][next_of[o]]
+                if (line_sizes[i] is None or line_sizes[i] == copy_sizes[k]) \
+                        and section_of[o] in (None, line_sections[i]):
+                    break
+            o += 1
+        if o < len(orders):
+            chosen.append((o, section_of[o]))
+            section_of[o] = line_sections[i]
+            taken.append(orders[o][next_of[o]])
+            next_of[o] += 1
+            o = 0
+            continue
+        if not chosen:
+            return found
+        o, before = chosen.pop()
+        section_of[o] = before
+        next_of[o] -= 1
+        taken.pop()
+        o += 1
+
+
 def _letter_compatible(letters: np.ndarray, bindings: np.ndarray) -> np.ndarray:
-    """Whether kallsyms type letters agree with ELF bindings: weak symbols
+    """Whether kallsyms type letters agree with ELF bindings (R10): weak symbols
     print as W/V (w/v), other globals upper case, locals lower case.  'A'/'a'
     (per-cpu data printed as absolute) and '?' say nothing."""
     letters = np.asarray(letters)
