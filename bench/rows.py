@@ -600,6 +600,128 @@ def row_c_load_modules(b: Bench) -> list[dict]:
                    f"user reads it (no cores)")]
 
 
+N_COMPRESSED_MODULES = 150   # a distribution host's loaded modules (issue 21 part 3)
+
+
+def _compressed_install(b: Bench, suffix: str) -> tuple[str, str, str, int]:
+    """A host with N_COMPRESSED_MODULES loaded modules installed compressed
+    as a distribution does (signed is immaterial to the cost): the
+    corpus's loaded modules with a .ko, copied round-robin under new names
+    (MOD_cNNN, its kallsyms lines moved to a base of its own above every
+    other line), each .ko compressed by the distribution's tool, with a
+    modules.dep.  Returns (kallsyms, modules directory, an empty
+    /proc/modules, bytes of compressed files)."""
+    from kmodsyms.loadable import find_module_files
+    tool = {".xz": ["xz", "-c", "-T1"], ".zst": ["zstd", "-q", "-c"]}[suffix]
+    with open(b.corpus.kallsyms, "rb") as f:
+        text = f.read()
+    core, lines_of = [], {}
+    for line in text.splitlines(keepends=True):
+        tag = line.rstrip(b"\n").rpartition(b"\t")[2]
+        if tag.startswith(b"["):
+            lines_of.setdefault(tag[1:-1].decode(), []).append(line)
+        else:
+            core.append(line)
+    found = find_module_files(b.corpus.load_root, list(lines_of))
+    names = [m for m in lines_of if m in found]
+    if not names:
+        raise RuntimeError(f"no .ko of kallsyms' loaded modules under {b.corpus.load_root}")
+    top = max(int(line.split()[0], 16) for line in text.splitlines() if line.strip())
+    align = 1 << 20
+    base = (top // align + 1) * align
+    moddir = os.path.dirname(b.path(f"c_load_compressed{suffix}", "lib", "modules.dep"))
+    out, dep, size = list(core), [], 0
+    packed = {}
+    for k in range(N_COMPRESSED_MODULES):
+        mod = names[k % len(names)]
+        new = f"{mod}_c{k:03d}"
+        addrs = [int(line.split()[0], 16) for line in lines_of[mod]]
+        low, high = min(addrs), max(addrs)
+        for line, a in zip(lines_of[mod], addrs):
+            fields = line.split(b" ", 1)
+            rest = fields[1].rpartition(b"\t")[0]
+            out.append(b"%016x %s\t[%s]\n" % (base + a - low, rest, new.encode()))
+        base += ((high - low) // align + 2) * align
+        if base >= 2**64:
+            raise RuntimeError("the copies do not fit above the kernel's lines")
+        rel = f"kernel/{os.path.dirname(found[mod])}/{new}.ko{suffix}"
+        if mod not in packed:
+            with open(os.path.join(b.corpus.load_root, found[mod]), "rb") as f:
+                packed[mod] = subprocess.run(tool, input=f.read(), capture_output=True,
+                                             check=True).stdout
+        os.makedirs(os.path.join(moddir, os.path.dirname(rel)), exist_ok=True)
+        with open(os.path.join(moddir, rel), "wb") as f:
+            f.write(packed[mod])
+        size += len(packed[mod])
+        dep.append(f"{rel}:\n")
+    with open(os.path.join(moddir, "modules.dep"), "w") as f:
+        f.writelines(dep)
+    kallsyms = b.path(f"c_load_compressed{suffix}", "kallsyms")
+    with open(kallsyms, "wb") as f:
+        f.writelines(out)
+    proc_modules = b.path(f"c_load_compressed{suffix}", "modules")
+    open(proc_modules, "wb").close()
+    return kallsyms, moddir, proc_modules, size
+
+
+def row_c_load_compressed(b: Bench) -> list[dict]:
+    """Cold kms_load_opts() of a host with 150 loaded modules installed as
+    .ko.xz and as .ko.zst (each read, decompressed and matched at every
+    load), the first load of a process and a second one in it (nothing is
+    kept between loads: the second costs what the first does), against
+    kms_load() of the same kallsyms reading no .ko; and the lazy way
+    (KMS_LOAD_DEFER_MODULES, then kms_read_modules() of the one module a
+    caller first asks about) in the note."""
+    rows = []
+    for suffix in (".xz", ".zst"):
+        tool = {".xz": "xz", ".zst": "zstd"}[suffix]
+        rid = f"c_load_compressed{suffix.replace('.', '_')}"
+        what = (f"C kms_load_opts() with {N_COMPRESSED_MODULES} loaded modules' .ko{suffix}, "
+                "cold / again / reading no .ko")
+        if not shutil.which(tool):
+            rows.append(result(rid, what, "s", status="skipped", note=f"no {tool} tool"))
+            continue
+        syms = b.syms()
+        kallsyms, moddir, proc_modules, size = _compressed_install(b, suffix)
+        last: dict = {}
+
+        again: list[float] = []
+
+        def cold() -> float:
+            last.update(_kms(b, "load-modules", syms, kallsyms, moddir, proc_modules, 2))
+            again.append(last["seconds"][1])
+            return last["seconds"][0]
+
+        def plain() -> float:
+            return _kms(b, "load", syms, kallsyms, 1)["seconds"][0]
+
+        deferred: dict = {"first": []}
+
+        def lazy() -> float:
+            got = _kms(b, "load-deferred", syms, kallsyms, moddir, proc_modules, 1)
+            deferred["first"] += got["first"]
+            deferred["module"] = got["module"]
+            return got["seconds"][0]
+
+        samples = interleaved([cold, plain, lazy], b.runs)
+        if last["matched"] != N_COMPRESSED_MODULES:
+            raise RuntimeError(f"kms-bench load-modules matched {last['matched']} of the "
+                               f"{N_COMPRESSED_MODULES} .ko{suffix} files")
+        o, p, a = median(samples[0]), median(samples[1]), median(again[-len(samples[0]):])
+        lz, first = median(samples[2]), median(deferred["first"][-len(samples[2]):])
+        rows.append(result(rid, what, "s", o, p, o / p, "(measured: issue 21 part 3)", None,
+                           {"ours": samples[0], "again": again[-len(samples[0]):],
+                            "baseline": samples[1], "deferred": samples[2],
+                            "first_module": deferred["first"][-len(samples[2]):]},
+                           f"again (a second load in the process): {a:.3f}s, {a / p:.2f}x; "
+                           f"KMS_LOAD_DEFER_MODULES: the load {lz:.3f}s ({lz / p:.2f}x), then "
+                           f"kms_read_modules() of one ({deferred['module']}) {first:.3f}s; "
+                           f"{N_COMPRESSED_MODULES} copies of the corpus's loaded modules "
+                           f"({size:,} bytes compressed, {last['sized']:,} lines sized); "
+                           f"baseline: kms_load() of the same kallsyms, no .ko read"))
+    return rows
+
+
 def _c_resolve_row(b: Bench, mode: str, row_id: str, what: str) -> list[dict]:
     """Rows c_resolve and c_resolve_many: kms-bench MODE of the same N_ADDRESSES
     addresses (kms-bench makes them from the range)."""
@@ -653,6 +775,7 @@ ROWS = {
     "refresh": row_refresh,
     "c_load": row_c_load,
     "c_load_modules": row_c_load_modules,
+    "c_load_compressed": row_c_load_compressed,
     "c_resolve": row_c_resolve,
     "c_resolve_many": row_c_resolve_many,
     "c_memory": row_c_memory,
@@ -662,4 +785,4 @@ ALIASES = {"1": "build", "2": "rebuild", "3": "load", "4": "resolve_many", "5": 
            "6": "memory", "7": "scaling", "resolve": "resolve_cli", "mem": "memory",
            "scan_scaling": "scaling", "lookup": "lookup_cli", "8": "refresh", "9": "c_load",
            "10": "c_resolve", "11": "c_memory", "12": "c_load_modules",
-           "13": "c_resolve_many", "14": "debuginfo"}
+           "13": "c_resolve_many", "14": "debuginfo", "15": "c_load_compressed"}

@@ -31,7 +31,9 @@
  * --sysfs-root DIR, --proc-modules FILE (as kmodsyms.load(sysfs_root=,
  * proc_modules=)); with the live /proc/kallsyms they default to the running
  * kernel's.  --fallback: KMS_LOAD_FALLBACK (without --syms, a missing, bad
- * or stale default file answers from kallsyms alone).  The load's warning
+ * or stale default file answers from kallsyms alone).  --defer: the load
+ * with KMS_LOAD_DEFER_MODULES, then kms_read_modules() of every module (the
+ * lazy way to the same answers).  The load's warning
  * (kms_info.warning: degraded, or what --force overrode) and each module
  * whose .ko is refused or not read: one warning line on stderr each, as
  * 'kmodsyms' prints.  Bad input: one line on stderr, exit status 2.
@@ -47,7 +49,8 @@
 
 static const char *const origin_names[] = {NULL, "core", "builtin", "loadable", "pseudo"};
 static const char *const binding_names[] = {"local", "global", "weak"};
-static const char *const status_names[] = {"matched", "missing", "refused", "unsupported"};
+static const char *const status_names[] = {"matched", "missing", "refused", "unsupported",
+                                           "deferred"};
 
 /* A JSON string as Python's json.dumps writes it (ensure_ascii): bytes
  * decoded as UTF-8 with surrogateescape, everything non-ASCII as \uXXXX. */
@@ -197,7 +200,8 @@ static int usage(void)
 {
     fputs("usage: kmodsyms-c {resolve|lookup|kallmodsyms|lines|ranges|spans|symbols|builtin|"
           "modules} [--syms F] [--kallsyms K] [--modules-dir DIR] [--sysfs-root DIR] "
-          "[--proc-modules FILE] [--force] [--fallback] [--format kernel] [ARG...]\n", stderr);
+          "[--proc-modules FILE] [--force] [--fallback] [--defer] [--format kernel] [ARG...]\n",
+          stderr);
     return 2;
 }
 
@@ -418,6 +422,8 @@ int main(int argc, char **argv)
             kernel = ++i > 0;
         else if (!strcmp(argv[i], "--fallback"))
             opts.flags |= KMS_LOAD_FALLBACK;
+        else if (!strcmp(argv[i], "--defer"))
+            opts.flags |= KMS_LOAD_DEFER_MODULES;
         else if (!strcmp(argv[i], "--") )
             while (++i < argc)
                 args[nargs++] = argv[i];
@@ -451,7 +457,9 @@ int main(int argc, char **argv)
             return free(args), 2;
         }
     }
-    if (!(h = kms_load_opts(&opts, &err))) {
+    if (!(h = kms_load_opts(&opts, &err)) ||
+        ((opts.flags & KMS_LOAD_DEFER_MODULES) && kms_read_modules(h, NULL, 0, &err))) {
+        kms_free(h);
         free(args);
         return die(err.message);
     }

@@ -86,8 +86,10 @@ enum kms_code {
     KMS_E_SYMS,         /* dtrace_syms is not a valid file: rebuild it */
     KMS_E_VERSION,      /* dtrace_syms of another format version: rebuild it */
     KMS_E_NO_LAYOUT,    /* dtrace_syms has no link layout: rebuild it with one */
-    KMS_E_KALLSYMS,     /* kallsyms text is malformed or empty */
-    KMS_E_HIDDEN,       /* every kallsyms address is 0: kernel.kptr_restrict, run as root */
+    KMS_E_KALLSYMS,     /* kallsyms text is malformed or empty, or not text (compressed,
+                         * ELF, binary: the message says which) */
+    KMS_E_HIDDEN,       /* every kallsyms address is 0: the message says why, by the
+                         * kernel's rule (kptr_restrict, perf_event_paranoid, CAP_SYSLOG) */
     KMS_E_STALE,        /* dtrace_syms is for another kernel (release, build-id, anchors) */
     KMS_E_ARG,          /* bad argument (NULL handle, malformed "mod`name") */
     KMS_E_NO_SYMS       /* no dtrace_syms file at the path (a host with none installed:
@@ -120,6 +122,9 @@ typedef struct kms_error {
                              * /proc/kallsyms, so check release and build-id */
 #define KMS_LOAD_NO_MODULES 0x4u /* read no .ko, sysfs or /proc/modules, even for the
                                   * running kernel: loaded modules' lines stay unsized */
+#define KMS_LOAD_DEFER_MODULES 0x10u /* find each loaded module's file but read none
+                                     * (KMS_MODULE_DEFERRED) until kms_read_modules()
+                                     * asks: a start that decompresses nothing.  Since 2.0 */
 #define KMS_LOAD_FALLBACK 0x8u /* the default dtrace_syms (syms_path NULL) missing, unreadable,
                                 * corrupt, without a link layout or another kernel's: answer
                                 * from kallsyms alone (kms_info.degraded says why) rather than
@@ -362,8 +367,10 @@ enum kms_module_status {
     KMS_MODULE_MATCHED = 0,  /* its .ko is the loaded module: its lines have ELF sizes */
     KMS_MODULE_MISSING,      /* no file found (or no modules directory): unsized */
     KMS_MODULE_REFUSED,      /* the file is not the loaded module, or cannot be read: unsized */
-    KMS_MODULE_UNSUPPORTED   /* compressed (.ko.xz, .ko.zst, .ko.gz), and the library that
+    KMS_MODULE_UNSUPPORTED,  /* compressed (.ko.xz, .ko.zst, .ko.gz), and the library that
                               * decompresses it cannot be loaded: unsized */
+    KMS_MODULE_DEFERRED      /* KMS_LOAD_DEFER_MODULES: found, not read yet
+                              * (kms_read_modules()): unsized.  Since 2.0 */
 };
 
 /* One loaded module (not the pseudo-modules), as 'kmodsyms modules' lists it. */
@@ -416,6 +423,47 @@ struct kms_ksym {
  * it).  Never fails on a loaded handle.
  */
 int kms_resolve_kernel(const kms_handle *h, uint64_t addr, struct kms_ksym *out);
+
+/*
+ * What kms_refresh() found: modules loaded, unloaded and reloaded (the same
+ * name with other lines or addresses), pseudo-modules included, in kallsyms
+ * order.  Set SIZE to sizeof(struct kms_changes); the library fills what
+ * SIZE covers.  The names stay valid until the next kms_refresh() or
+ * kms_free() of the handle.  Since 2.0.
+ */
+struct kms_changes {
+    size_t size;
+    size_t nloaded;
+    const char *const *loaded;
+    size_t nunloaded;
+    const char *const *unloaded;
+    size_t nreloaded;
+    const char *const *reloaded;
+};
+
+/*
+ * Follow modules loaded or unloaded since H was loaded (Resolver.refresh()):
+ * when the /proc/modules it read (the proc_modules source) is unchanged, use
+ * counts aside, nothing else is read and OUT says no change; otherwise H is
+ * loaded again from the same sources (kallsyms, dtrace_syms, the modules
+ * directory, sysfs) with the same flags, and OUT lists what changed.  On
+ * failure H is unchanged and the code is returned (KMS_E_ARG for a handle
+ * loaded from a caller's kallsyms text, which cannot be read again).  Not
+ * concurrent with queries on H: its answers and strings change.  Since 2.0.
+ */
+int kms_refresh(kms_handle *h, struct kms_changes *out, kms_error *err);
+
+/*
+ * Read the .ko of the loaded modules MODS[0..N) (N 0: every deferred one)
+ * of a handle loaded with KMS_LOAD_DEFER_MODULES: they become MATCHED (or
+ * REFUSED, UNSUPPORTED) and their lines sized; modules read before stay
+ * read.  H is loaded again from its sources (as kms_refresh(): the cost of
+ * one load plus those files; kallsyms read again, so a module loaded or
+ * unloaded meanwhile is followed too).  On failure H is unchanged.  Not
+ * concurrent with queries on H.  Names already read, or not loaded, are
+ * no error.  Since 2.0.
+ */
+int kms_read_modules(kms_handle *h, const char *const *mods, size_t n, kms_error *err);
 
 /* About the loaded files. */
 struct kms_info {

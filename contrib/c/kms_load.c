@@ -236,9 +236,15 @@ bad:
 
 kms_handle *kms_load_opts(const struct kms_load_opts *opts, kms_error *err)
 {
+    return kmsi_load_reading(opts, NULL, 0, err);
+}
+
+kms_handle *kmsi_load_reading(const struct kms_load_opts *opts, const char *const *read,
+                              size_t nread, kms_error *err)
+{
     struct kms_load_opts o;
     char modules_dir[400];
-    struct kallsyms_source ks = {-1, NULL, 0, NULL};
+    struct kallsyms_source ks = {-1, NULL, 0, NULL, 0};
     struct stat st;
     int live;
     memset(&o, 0, sizeof o);
@@ -265,8 +271,9 @@ kms_handle *kms_load_opts(const struct kms_load_opts *opts, kms_error *err)
             ks.len = (size_t)st.st_size;
         live = strcmp(ks.name, LIVE_KALLSYMS) == 0;
     }
+    ks.live = live;
     /* live.module_sources: the running kernel's, for its own kallsyms */
-    struct kms_sources src = {o.modules_dir, o.sysfs_root, o.proc_modules};
+    struct kms_sources src = {o.modules_dir, o.sysfs_root, o.proc_modules, 0, NULL, 0};
     if (live && !src.modules_dir) {
         struct utsname u;
         if (uname(&u) != 0)
@@ -280,6 +287,9 @@ kms_handle *kms_load_opts(const struct kms_load_opts *opts, kms_error *err)
         src.proc_modules = "/proc/modules";
     if (o.flags & KMS_LOAD_NO_MODULES)
         src.modules_dir = src.sysfs_root = src.proc_modules = NULL;
+    src.defer = (o.flags & KMS_LOAD_DEFER_MODULES) != 0;
+    src.read = read;
+    src.nread = nread;
     int syms_fault;
     kms_error own;
     if (!err) /* the fallback's reason is the first load's error */
@@ -297,6 +307,14 @@ kms_handle *kms_load_opts(const struct kms_load_opts *opts, kms_error *err)
     }
     if (ks.fd >= 0)
         close(ks.fd);
+    if (h && !o.kallsyms_text) {
+        struct kms_load_opts again = o;
+        again.kallsyms_path = ks.name;
+        if (kmsi_remember_sources(h, &again, &src, err)) {
+            kms_free(h);
+            return NULL;
+        }
+    }
     return h;
 }
 
@@ -350,6 +368,7 @@ void kms_free(kms_handle *h)
     free(h->estimate);
     free_build(h);
     kms_modules_free(&h->mods);
+    kmsi_forget_sources(h);
     if (h->degraded && h->degraded[0])
         free((char *)h->degraded);
     if (h->warning && h->warning[0])

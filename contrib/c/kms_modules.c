@@ -1422,8 +1422,8 @@ static int add_status(struct kms_loaded *out, const char *name, char *file, uint
     st->sized = 0;
     st->reason = reason;
     st->warning = warning;
-    return (status == KMS_MODULE_MATCHED || status == KMS_MODULE_MISSING || (reason && warning))
-               ? 0 : -1;
+    return (status == KMS_MODULE_MATCHED || status == KMS_MODULE_MISSING ||
+            status == KMS_MODULE_DEFERRED || (reason && warning)) ? 0 : -1;
 }
 
 /* The section count of every matched .ko is unknown until read: extents
@@ -1636,8 +1636,12 @@ int kms_modules_match(struct kms_loaded *out, const struct kms_mline *lines, siz
             free(coresize);
         }
         w.path[k - 1] = NULL; /* owned by the status from here */
-        if (!path) {
-            if (add_status(out, mod_name[m], NULL, KMS_MODULE_MISSING, nl, NULL, NULL))
+        int deferred = src->defer && path;
+        for (size_t r = 0; deferred && r < src->nread; r++)
+            deferred = strcmp(src->read[r], mod_name[m]) != 0;
+        if (!path || deferred) {
+            if (add_status(out, mod_name[m], path, path ? KMS_MODULE_DEFERRED : KMS_MODULE_MISSING,
+                           nl, NULL, NULL))
                 goto nomem_live;
         } else if (!(full = join(src->modules_dir, path))) {
             free(path);

@@ -21,6 +21,7 @@
 
 #include "kmodsyms.h"
 #include "kms_decompress.h"
+#include "kms_internal.h" /* kmsi_hidden_cause */
 
 /* kms_decompress.h declares the decompressors' types itself: where their
  * headers are installed, they must agree with them. */
@@ -637,6 +638,34 @@ static void check_modules(const char *syms, const char *kallsyms, const char *di
     check_compressed(syms, kallsyms, dir, path);
     remove(path);
 
+    /* KMS_LOAD_DEFER_MODULES: found, read when asked, kept read by a refresh */
+    struct kms_load_opts d = {.size = sizeof d, .syms_path = syms, .kallsyms_path = kallsyms,
+                              .modules_dir = tree, .flags = KMS_LOAD_DEFER_MODULES};
+    h = kms_load_opts(&d, &e);
+    CHECK(h && kms_modules(h, &m, 1) == 1 && m.status == KMS_MODULE_DEFERRED && m.sized == 0 &&
+          !strcmp(m.file, "fs/fuse/fuse.ko"), "deferred: %s", h ? "" : e.message);
+    if (h) {
+        check_fixture(h); /* as from kallsyms alone */
+        const char *fuse[] = {"fuse", "nosuch"};
+        CHECK(kms_read_modules(h, fuse, 2, &e) == KMS_OK, "read fuse: %s", e.message);
+        CHECK(kms_modules(h, &m, 1) == 1 && m.status == KMS_MODULE_MATCHED && m.sized == 22,
+              "read: status %d", m.status);
+        kms_resolve(h, 0xffffffffc0a00014u, &r);
+        CHECK(r.sized && r.size == 0x16 && r.object && !strcmp(r.object, "fs/fuse/fuse.ko"),
+              "fuse_dev_open sized after kms_read_modules");
+        CHECK(kms_read_modules(h, NULL, 0, &e) == KMS_OK, "nothing left: %s", e.message);
+        CHECK(kms_read_modules(h, fuse, 1, &e) == KMS_OK && kms_modules(h, &m, 1) == 1 &&
+              m.status == KMS_MODULE_MATCHED, "asked again: %s", e.message);
+        struct kms_changes c = {.size = sizeof c};
+        CHECK(kms_refresh(h, &c, &e) == KMS_OK && kms_modules(h, &m, 1) == 1 &&
+              m.status == KMS_MODULE_MATCHED, "a refresh keeps it read");
+    }
+    kms_free(h);
+    h = kms_load_opts(&d, &e);
+    CHECK(h && kms_read_modules(h, NULL, 0, &e) == KMS_OK && kms_modules(h, &m, 1) == 1 &&
+          m.status == KMS_MODULE_MATCHED, "every deferred one read");
+    kms_free(h);
+
     /* options: SIZE is required; KMS_LOAD_NO_MODULES reads nothing */
     struct kms_load_opts o = {.syms_path = syms, .kallsyms_path = kallsyms, .modules_dir = tree};
     check_error(kms_load_opts(&o, &e), &e, KMS_E_ARG, "opts without size");
@@ -767,6 +796,162 @@ static void check_fallback(const char *syms, const char *kallsyms, const char *d
     free(img);
 }
 
+/* Why the running kernel hides addresses: kernel/ksyms_common.c
+ * kallsyms_show_value(), each case's remedy the one that would help. */
+static void check_hidden_cause(int kptr, int paranoid, int cap, const char *want,
+                               const char *unwanted)
+{
+    char buf[400];
+    kmsi_hidden_cause(kptr, paranoid, cap, buf, sizeof buf);
+    CHECK(strstr(buf, want) && (!unwanted || !strstr(buf, unwanted)),
+          "kptr_restrict %d, perf_event_paranoid %d, CAP_SYSLOG %d: '%s'", kptr, paranoid, cap, buf);
+}
+
+/* kallsyms that is not text, or empty: the file named once, and what it is. */
+static void check_bad_kallsyms(const char *syms)
+{
+    static const struct { const char *data; size_t len; const char *what; } bad[] = {
+        {"\x1f\x8b\x08\x08\0\0\0\0", 8, "K: gzip data: decompress it first"},
+        {"\xfd" "7zXZ\0\0\x04\xe6", 10, "K: xz data: decompress it first"},
+        {"\x28\xb5\x2f\xfd\x24\x00", 6, "K: zstd data: decompress it first"},
+        {"BZh91AY&SY", 10, "K: bzip2 data: decompress it first"},
+        {"\x7f" "ELF\x02\x01\x01", 7, "K: an ELF file, not kallsyms text"},
+        {"\x01\x02garbage\x03 t x\n", 15, "K: binary data, not kallsyms text"},
+    };
+    kms_error e;
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        check_error(kms_load_buffer(syms, bad[k].data, bad[k].len, "K", 0, &e), &e,
+                    KMS_E_KALLSYMS, bad[k].what);
+        CHECK(!strncmp(e.message, bad[k].what, strlen(bad[k].what)), "'%s'", e.message);
+    }
+    /* a text file's own fault keeps its line */
+    check_error(kms_load_buffer(syms, "hello world\n", 12, "K", 0, &e), &e, KMS_E_KALLSYMS, "text");
+    CHECK(!strncmp(e.message, "K:1: ", 5), "'%s'", e.message);
+    check_error(kms_load_buffer(syms, "\n\n", 2, "K", 0, &e), &e, KMS_E_KALLSYMS, "blank");
+    CHECK(!strcmp(e.message, "K: empty: no symbols (is this a kallsyms file?)"), "'%s'",
+          e.message);
+
+    check_hidden_cause(2, 1, 1, "kernel.kptr_restrict is 2, which hides them from every reader, "
+                       "root included: set 'sysctl kernel.kptr_restrict=1'", NULL);
+    check_hidden_cause(1, 2, 0, "kernel.kptr_restrict is 1, which shows them only to readers with "
+                       "CAP_SYSLOG", "sysctl");
+    check_hidden_cause(1, 1, 0, "or set 'sysctl kernel.kptr_restrict=0'", NULL);
+    check_hidden_cause(0, 2, 0, "kernel.perf_event_paranoid is 2, so the kernel shows them only to "
+                       "readers with CAP_SYSLOG: read it as root (with CAP_SYSLOG), or set "
+                       "'sysctl kernel.perf_event_paranoid=1'", "kptr_restrict");
+    check_hidden_cause(0, 3, 0, "kernel.perf_event_paranoid is 3", "kptr_restrict");
+    check_hidden_cause(0, 1, 0, "the kernel hid them when it was read", "sysctl");
+    check_hidden_cause(1, 2, 1, "the kernel hid them when it was read", "sysctl");
+    check_hidden_cause(-1, -1, -1, "none readable here", "sysctl");
+}
+
+/* Lines of KTEXT (LEN bytes) into PATH: all (WHICH 0), without fuse's (1),
+ * or with fuse's moved up by 0x1000 (2). */
+static void write_kallsyms(const char *path, const unsigned char *ktext, size_t len, int which)
+{
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL, "cannot write %s", path);
+    if (!f)
+        return;
+    for (const char *line = (const char *)ktext, *end = line + len; line < end;) {
+        const char *nl = memchr(line, '\n', (size_t)(end - line));
+        size_t n = nl ? (size_t)(nl - line) + 1 : (size_t)(end - line);
+        int fuse = n > 8 && !memcmp(line + n - 8, "\t[fuse]\n", 8);
+        if (fuse && which == 1) {
+        } else if (fuse && which == 2) {
+            fprintf(f, "%016llx%.*s", strtoull(line, NULL, 16) + 0x1000, (int)(n - 16), line + 16);
+        } else {
+            fwrite(line, 1, n, f);
+        }
+        line += n;
+    }
+    fclose(f);
+}
+
+static int same_list(const char *const *names, size_t n, const char *want)
+{
+    return want ? n == 1 && !strcmp(names[0], want) : n == 0;
+}
+
+/* kms_refresh(): modules loaded, reloaded and unloaded between reads of a
+ * kallsyms file; an unchanged /proc/modules reads nothing more. */
+static void check_refresh(const char *syms, const unsigned char *ktext, size_t klen,
+                          const char *dir)
+{
+    char path[4096 + 32], procmod[4096 + 32];
+    kms_error e;
+    struct kms_changes c = {.size = sizeof c};
+    struct kms_sym r;
+    snprintf(path, sizeof path, "%s/refresh-kallsyms", dir);
+    write_kallsyms(path, ktext, klen, 1);
+    kms_handle *h = kms_load(syms, path, 0, &e);
+    CHECK(h != NULL, "refresh: %s", e.message);
+    if (!h)
+        return;
+    kms_resolve(h, 0xffffffffc0a00014u, &r);
+    CHECK(!r.sym || strcmp(r.sym, "fuse_dev_open"), "no fuse before");
+    write_kallsyms(path, ktext, klen, 0);
+    CHECK(kms_refresh(h, &c, &e) == KMS_OK, "refresh: %s", e.message);
+    CHECK(same_list(c.loaded, c.nloaded, "fuse") && same_list(c.unloaded, c.nunloaded, NULL) &&
+          same_list(c.reloaded, c.nreloaded, NULL), "loaded: %zu %zu %zu", c.nloaded,
+          c.nunloaded, c.nreloaded);
+    kms_resolve(h, 0xffffffffc0a00014u, &r);
+    CHECK(r.sym && !strcmp(r.sym, "fuse_dev_open") && r.origin == KMS_ORIGIN_LOADABLE,
+          "fuse after loading");
+    check_fixture(h);
+    CHECK(kms_refresh(h, &c, &e) == KMS_OK && !c.nloaded && !c.nunloaded && !c.nreloaded,
+          "unchanged");
+    write_kallsyms(path, ktext, klen, 2);
+    CHECK(kms_refresh(h, &c, &e) == KMS_OK, "refresh: %s", e.message);
+    CHECK(same_list(c.reloaded, c.nreloaded, "fuse") && !c.nloaded && !c.nunloaded,
+          "reloaded: %zu %zu %zu", c.nloaded, c.nunloaded, c.nreloaded);
+    kms_resolve(h, 0xffffffffc0a01014u, &r);
+    CHECK(r.sym && !strcmp(r.sym, "fuse_dev_open") && r.symoff == 4,
+          "fuse moved: %s+0x%llx", r.sym ? r.sym : "-", (unsigned long long)r.symoff);
+    write_kallsyms(path, ktext, klen, 1);
+    CHECK(kms_refresh(h, &c, &e) == KMS_OK, "refresh: %s", e.message);
+    CHECK(same_list(c.unloaded, c.nunloaded, "fuse") && !c.nloaded && !c.nreloaded,
+          "unloaded: %zu %zu %zu", c.nloaded, c.nunloaded, c.nreloaded);
+    /* a failed refresh leaves the handle as it was */
+    struct kms_info before, after;
+    kms_get_info(h, &before);
+    spit(path, "", 0);
+    CHECK(kms_refresh(h, &c, &e) == KMS_E_KALLSYMS, "refresh of an empty file: %d", e.code);
+    kms_get_info(h, &after);
+    CHECK(after.lines == before.lines && after.lines == 244 - 22, "unchanged: %zu lines",
+          after.lines);
+    write_kallsyms(path, ktext, klen, 0);
+    CHECK(kms_refresh(h, &c, &e) == KMS_OK && same_list(c.loaded, c.nloaded, "fuse"), "again");
+    check_fixture(h);
+    kms_free(h);
+
+    /* with /proc/modules: unchanged (use counts aside), kallsyms is not read */
+    snprintf(procmod, sizeof procmod, "%s/refresh-modules", dir);
+    spit(procmod, "fuse 200704 3 - Live 0xffffffffc0a00000\n", 40);
+    write_kallsyms(path, ktext, klen, 0);
+    struct kms_load_opts o = {.size = sizeof o, .syms_path = syms, .kallsyms_path = path,
+                              .proc_modules = procmod};
+    h = kms_load_opts(&o, &e);
+    CHECK(h != NULL, "refresh with /proc/modules: %s", e.message);
+    if (!h)
+        return;
+    write_kallsyms(path, ktext, klen, 2);
+    spit(procmod, "fuse 200704 5 - Live 0xffffffffc0a00000\n", 40);
+    CHECK(kms_refresh(h, &c, &e) == KMS_OK && !c.nloaded && !c.nunloaded && !c.nreloaded,
+          "use count changed: nothing read");
+    kms_resolve(h, 0xffffffffc0a00014u, &r);
+    CHECK(r.sym && !strcmp(r.sym, "fuse_dev_open") && r.symoff == 0x4, "not moved");
+    spit(procmod, "fuse 200704 5 - Live 0xffffffffc0a01000\n", 40);
+    CHECK(kms_refresh(h, &c, &e) == KMS_OK && same_list(c.reloaded, c.nreloaded, "fuse"),
+          "moved: %s", e.message);
+    kms_free(h);
+
+    /* a caller's text cannot be read again */
+    h = kms_load_buffer(syms, (const char *)ktext, klen, "fixture", 0, &e);
+    CHECK(h && kms_refresh(h, &c, &e) == KMS_E_ARG, "refresh of a buffer load");
+    kms_free(h);
+}
+
 static int count_lines(const struct kms_line *l, void *arg)
 {
     size_t *n = arg;
@@ -810,6 +995,8 @@ int main(int argc, char **argv)
         check_fixture(h);
     kms_free(h);
 
+    check_refresh(syms, ktext, klen, dir);
+
     /* errors, each with its code */
     snprintf(path, sizeof path, "%s/absent", dir);
     check_error(kms_load(path, kallsyms, 0, &e), &e, KMS_E_NO_SYMS, "missing dtrace_syms");
@@ -823,6 +1010,10 @@ int main(int argc, char **argv)
     check_error(kms_load_buffer(syms, "", 0, NULL, 0, &e), &e, KMS_E_KALLSYMS, "empty kallsyms");
     check_error(kms_load_buffer(syms, "0000000000000000 t x\n", 21, NULL, 0, &e), &e,
                 KMS_E_HIDDEN, "hidden addresses");
+    CHECK(strstr(e.message, "kallsyms: every address is 0: the kernel hid them from whoever saved "
+                 "it (kernel.kptr_restrict, kernel.perf_event_paranoid and CAP_SYSLOG decide)"),
+          "'%s'", e.message);
+    check_bad_kallsyms(syms);
     check_error(kms_load_buffer(syms, "ffffffff8100000 t x\n", 20, NULL, 0, &e), &e,
                 KMS_E_KALLSYMS, "malformed line");
 

@@ -101,7 +101,6 @@ class Resolver:
 
     def __init__(self, options: dict, warn):
         self._options = options
-        self._seen = self._sources_seen() if options.get("text") is None else None
         self._handle = _open(options)
         self._loaded()
         warning = self.info.warning
@@ -229,50 +228,22 @@ class Resolver:
         return _cli_words(self.info.degraded)
 
     def refresh(self) -> ModuleChanges:
-        """Follow modules loaded or unloaded since the load: when what the
-        kernel lists changed (``/proc/modules`` without its use counts, or
-        the kallsyms text itself when there is no /proc/modules to read),
-        load the same sources again and say what changed; otherwise answer
-        at once that nothing did (false).  On failure the resolver is
-        unchanged."""
+        """Follow modules loaded or unloaded since the load (libkmodsyms'
+        ``kms_refresh()``): an unchanged ``/proc/modules`` (use counts
+        aside) reads nothing more; otherwise the same sources are loaded
+        again and the modules compared.  Returns what changed (false when
+        nothing did).  On failure the resolver is unchanged."""
         if self._options.get("text") is not None:
             raise KmodsymsError("refresh() needs kallsyms read from a path (load(kallsyms=PATH))")
-        seen = self._sources_seen()
-        if seen == self._seen:
-            return ModuleChanges()
-        before = self._module_lines()
-        handle = _open(self._options)
-        self._handle, self._seen = handle, seen
-        self._loaded()
-        after = self._module_lines()
-        return ModuleChanges(tuple(m for m in after if m not in before),
-                             tuple(m for m in before if m not in after),
-                             tuple(m for m in after if m in before and after[m] != before[m]))
-
-    def _sources_seen(self):
-        """What refresh() compares: /proc/modules' modules (name, size,
-        state, address; use counts change with no module coming or going),
-        else the kallsyms file's identity (device, inode, size, mtime)."""
-        proc_modules = self._options.get("proc_modules")
-        kallsyms = self._options.get("kallsyms") or os.fsencode(LIVE_KALLSYMS)
-        if proc_modules is None and kallsyms == os.fsencode(LIVE_KALLSYMS):
-            proc_modules = b"/proc/modules"
         try:
-            if proc_modules is not None:
-                with open(proc_modules, "rb") as f:
-                    return [(x[0], x[1], x[4:5], x[5:6]) for x in map(bytes.split, f) if x]
-            st = os.stat(kallsyms)
-            return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
-        except OSError:
-            return None
-
-    def _module_lines(self) -> dict[str, list]:
-        """Each loaded or pseudo-module's (address, name) lines."""
-        out: dict[str, list] = {}
-        for ln in self.lines():
-            if ln.origin in (Origin.LOADABLE, Origin.PSEUDO):
-                out.setdefault(ln.modules[0], []).append((ln.address, ln.name))
-        return out
+            changes = ModuleChanges(*self._handle.refresh())
+        except _kms.Error as e:
+            code, message = e.args
+            raise (StaleError if code == _kms.E_STALE else KmodsymsError)(
+                _cli_words(message)) from None
+        if changes:
+            self._loaded()
+        return changes
 
 
 def _cli_words(text: str) -> str:

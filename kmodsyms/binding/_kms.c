@@ -572,6 +572,59 @@ static int kallmodsyms_line(const struct kms_line *l, void *arg)
     return put(o, "\n", 1);
 }
 
+static PyObject *names_tuple(size_t n, const char *const *names)
+{
+    PyObject *t = PyTuple_New((Py_ssize_t)n);
+    for (size_t k = 0; t && k < n; k++) {
+        PyObject *name = text_or_none(names[k]);
+        if (!name) {
+            Py_CLEAR(t);
+            break;
+        }
+        PyTuple_SET_ITEM(t, (Py_ssize_t)k, name);
+    }
+    return t;
+}
+
+/* refresh() -> (loaded, unloaded, reloaded): kms_refresh(), the GIL
+ * released; the lines kept for line() are dropped (they were the old
+ * load's).  Raises Error(code, message); the handle is unchanged then. */
+static PyObject *Handle_refresh(Handle *self, PyObject *unused)
+{
+    (void)unused;
+    struct kms_changes c = {.size = sizeof c};
+    kms_error err;
+    int rc;
+    if (!loaded(self))
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = kms_refresh(self->h, &c, &err);
+    Py_END_ALLOW_THREADS
+    if (rc != KMS_OK) {
+        PyObject *e = Py_BuildValue("(is)", err.code, err.message);
+        if (e) {
+            PyErr_SetObject(KmsError, e);
+            Py_DECREF(e);
+        }
+        return NULL;
+    }
+    if (c.nloaded || c.nunloaded || c.nreloaded) {
+        PyMem_RawFree(self->lines);
+        self->lines = NULL;
+        self->nlines = 0;
+        Py_CLEAR(self->strings);
+    }
+    PyObject *f[3] = {names_tuple(c.nloaded, c.loaded), names_tuple(c.nunloaded, c.unloaded),
+                      names_tuple(c.nreloaded, c.reloaded)};
+    if (!f[0] || !f[1] || !f[2]) {
+        Py_XDECREF(f[0]);
+        Py_XDECREF(f[1]);
+        Py_XDECREF(f[2]);
+        return NULL;
+    }
+    return Py_BuildValue("(NNN)", f[0], f[1], f[2]);
+}
+
 /* kallmodsyms() -> bytes: what UEK's /proc/kallmodsyms printed. */
 static PyObject *Handle_kallmodsyms(Handle *self, PyObject *unused)
 {
@@ -686,6 +739,8 @@ static PyMethodDef Handle_methods[] = {
     {"symbol", (PyCFunction)Handle_symbol, METH_VARARGS,
      "symbol(index, address) -> Symbolization of ADDRESS answered by line INDEX"},
     {"kallmodsyms", (PyCFunction)Handle_kallmodsyms, METH_NOARGS, "kallmodsyms() -> bytes"},
+    {"refresh", (PyCFunction)Handle_refresh, METH_NOARGS,
+     "refresh() -> (loaded, unloaded, reloaded) module names (kms_refresh)"},
     {"modules", (PyCFunction)Handle_modules, METH_NOARGS, "modules() -> [ModuleStats]"},
     {"module_ranges", (PyCFunction)Handle_module_ranges, METH_VARARGS,
      "module_ranges(mod: bytes) -> [ModuleRange]"},

@@ -46,6 +46,7 @@ class ModuleStatus(_Named):
     MISSING = "missing"          # no file found (or no modules directory): unsized
     REFUSED = "refused"          # the file is not the loaded module, or unreadable: unsized
     UNSUPPORTED = "unsupported"  # a file the library cannot read (reason says why): unsized
+    DEFERRED = "deferred"        # found, not read yet (KMS_LOAD_DEFER_MODULES): unsized
 
 
 class SizeKind(_Named):
@@ -60,7 +61,7 @@ class SizeKind(_Named):
 ORIGINS = (None, Origin.CORE, Origin.BUILTIN, Origin.LOADABLE, Origin.PSEUDO)
 BINDINGS = (Binding.LOCAL, Binding.GLOBAL, Binding.WEAK)
 STATUSES = (ModuleStatus.MATCHED, ModuleStatus.MISSING, ModuleStatus.REFUSED,
-            ModuleStatus.UNSUPPORTED)
+            ModuleStatus.UNSUPPORTED, ModuleStatus.DEFERRED)
 SIZE_KINDS = (SizeKind.UNKNOWN, SizeKind.EXACT, SizeKind.ESTIMATED)
 
 
