@@ -323,6 +323,9 @@ static const char *looks_like(const unsigned char *p, size_t n)
  * all: the error names what it is instead of quoting a line. */
 static void name_binary(kms_error *err, const char *source, const unsigned char *head, size_t n)
 {
+    /* a dtrace_syms file given as kallsyms already says so (parse_line) */
+    if (n >= 8 && !memcmp(head, "KMODSYMS", 8))
+        return;
     const char *what = err && err->code == KMS_E_KALLSYMS ? looks_like(head, n) : NULL;
     if (what)
         kmsi_fail(err, KMS_E_KALLSYMS, "%s: %s", source, what);
