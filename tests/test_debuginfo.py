@@ -74,7 +74,6 @@ def test_every_symbol_has_the_linkers_object_or_none(debug_tree, debug_syms):
     from kmodsyms import load
     from kmodsyms.build.linkmap import vmlinux_object_map
     out, result = debug_syms
-    ks, _ = linker_objects(debug_tree)
     om = vmlinux_object_map(*(os.path.join(debug_tree, n)
                               for n in ("vmlinux.map", "vmlinux.o.map", "vmlinux")))
     # System.map read by the library as a kallsyms at the link addresses
@@ -90,7 +89,7 @@ def test_every_symbol_has_the_linkers_object_or_none(debug_tree, debug_syms):
     defined = {name.decode() for o in vmlinux_objects(debug_tree)[0]
                for name in scan_object(os.path.join(debug_tree, o)).sym_name}
     assert set(result.unattributed).isdisjoint(defined)
-    assert set(ks.name(i) for i, t in enumerate(theirs) if t is None) <= set(result.unattributed)
+    assert {ln.name for ln, t in zip(lines, theirs) if t is None} <= set(result.unattributed)
     assert result.counts["unattributed"] == len(result.unattributed) > 0
     for rule in ("file run", "code range", "variable", "padding"):
         assert result.counts[rule] > 0, rule

@@ -651,7 +651,7 @@ static void check_modules(const char *syms, const char *kallsyms, const char *di
         CHECK(kms_modules(h, &m, 1) == 1 && m.status == KMS_MODULE_MATCHED && m.sized == 22,
               "read: status %d", m.status);
         kms_resolve(h, 0xffffffffc0a00014u, &r);
-        CHECK(r.sized && r.size == 0x16 && r.object && !strcmp(r.object, "fs/fuse/fuse.ko"),
+        CHECK(r.sized && r.sym_size == 0x16 && r.object && !strcmp(r.object, "fs/fuse/fuse.ko"),
               "fuse_dev_open sized after kms_read_modules");
         CHECK(kms_read_modules(h, NULL, 0, &e) == KMS_OK, "nothing left: %s", e.message);
         CHECK(kms_read_modules(h, fuse, 1, &e) == KMS_OK && kms_modules(h, &m, 1) == 1 &&
@@ -881,7 +881,7 @@ static void check_refresh(const char *syms, const unsigned char *ktext, size_t k
     char path[4096 + 32], procmod[4096 + 32];
     kms_error e;
     struct kms_changes c = {.size = sizeof c};
-    struct kms_sym r;
+    struct kms_sym r = {.size = sizeof r};
     snprintf(path, sizeof path, "%s/refresh-kallsyms", dir);
     write_kallsyms(path, ktext, klen, 1);
     kms_handle *h = kms_load(syms, path, 0, &e);
@@ -913,7 +913,7 @@ static void check_refresh(const char *syms, const unsigned char *ktext, size_t k
     CHECK(same_list(c.unloaded, c.nunloaded, "fuse") && !c.nloaded && !c.nreloaded,
           "unloaded: %zu %zu %zu", c.nloaded, c.nunloaded, c.nreloaded);
     /* a failed refresh leaves the handle as it was */
-    struct kms_info before, after;
+    struct kms_info before = {.size = sizeof before}, after = {.size = sizeof after};
     kms_get_info(h, &before);
     spit(path, "", 0);
     CHECK(kms_refresh(h, &c, &e) == KMS_E_KALLSYMS, "refresh of an empty file: %d", e.code);
