@@ -71,22 +71,25 @@ def linker_objects(tree: str):
 
 
 def test_every_symbol_has_the_linkers_object_or_none(debug_tree, debug_syms):
-    from kmodsyms.resolver import Resolver
-    from kmodsyms.format.symsfile import read_syms
+    from kmodsyms import load
+    from kmodsyms.build.linkmap import vmlinux_object_map
     out, result = debug_syms
-    ks, theirs = linker_objects(debug_tree)
-    resolver = Resolver(read_syms(out), ks)
-    ours = [resolver.syms.object_path(o) if o >= 0 else None for o in resolver.line_object.tolist()]
-    wrong = [(ks.name(i), o, t) for i, (o, t) in enumerate(zip(ours, theirs)) if o is not None and o != t]
+    om = vmlinux_object_map(*(os.path.join(debug_tree, n)
+                              for n in ("vmlinux.map", "vmlinux.o.map", "vmlinux")))
+    # System.map read by the library as a kallsyms at the link addresses
+    lines = load(syms=out, kallsyms=os.path.join(debug_tree, "System.map")).lines()
+    ours = [line.object for line in lines]
+    theirs = [om.object_at(line.address) for line in lines]
+    wrong = [(ln.name, o, t) for ln, o, t in zip(lines, ours, theirs) if o is not None and o != t]
     assert wrong == []
-    missed = sorted(ks.name(i) for i, (o, t) in enumerate(zip(ours, theirs)) if o is None and t is not None)
+    missed = sorted(ln.name for ln, o, t in zip(lines, ours, theirs) if o is None and t is not None)
     assert missed == []
     # What no rule decides is what the linker script made: in no object's symbol table.
     from kmodsyms.build.elfscan import scan_object
     defined = {name.decode() for o in vmlinux_objects(debug_tree)[0]
                for name in scan_object(os.path.join(debug_tree, o)).sym_name}
     assert set(result.unattributed).isdisjoint(defined)
-    assert set(ks.name(i) for i, t in enumerate(theirs) if t is None) <= set(result.unattributed)
+    assert {ln.name for ln, t in zip(lines, theirs) if t is None} <= set(result.unattributed)
     assert result.counts["unattributed"] == len(result.unattributed) > 0
     for rule in ("file run", "code range", "variable", "padding"):
         assert result.counts[rule] > 0, rule
@@ -218,6 +221,6 @@ def test_answers_from_guessed_modules_warn(debug_tree, tmp_path):
                                "--modules-dir", debug_tree, "--guess-modules", "-o", out],
                    capture_output=True, text=True, check=True)
     run = subprocess.run(KMODSYMS + ["kallmodsyms", "--syms", out, "--kallsyms",
-                                     os.path.join(debug_tree, "kallsyms"), "--no-cache"],
+                                     os.path.join(debug_tree, "kallsyms")],
                          capture_output=True, text=True)
     assert run.returncode == 0 and "are guessed from modules.builtin.modinfo" in run.stderr

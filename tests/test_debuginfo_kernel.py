@@ -45,24 +45,22 @@ def built(debug_kernel, tmp_path_factory):
 def test_every_line_has_the_linkers_object_or_none(debug_kernel, built):
     from kmodsyms.build.kallsyms import read_kallsyms
     from kmodsyms.build.linkmap import vmlinux_object_map
-    from kmodsyms.resolver import Resolver
-    from kmodsyms.format.symsfile import read_syms
+    from kmodsyms import load
     tree = debug_kernel
     out, summary = built
     om = vmlinux_object_map(*(os.path.join(tree, n) for n in ("vmlinux.map", "vmlinux.o.map", "vmlinux")))
-    ks = read_kallsyms(os.path.join(tree, "System.map"), zero_is_hidden=False)
-    resolver = Resolver(read_syms(out), ks)
-    ours = [resolver.syms.object_path(o) if o >= 0 else None for o in resolver.line_object.tolist()]
-    theirs = [om.object_at(int(a)) for a in ks.address.tolist()]
+    lines = load(syms=out, kallsyms=os.path.join(tree, "System.map")).lines()
+    ours = [line.object for line in lines]
+    theirs = [om.object_at(line.address) for line in lines]
     # An edge (a zero-size symbol where one object's bytes end and the
     # next's begin, or none's) may go either way, as in kmodsyms verify.
     from kmodsyms.build.verify import read_elf_info
     sizes = read_elf_info(os.path.join(tree, "vmlinux")).sizes
     ends = {int(e) for e in om.end.tolist()}
-    edge = [sizes.get((ks.name_bytes(i), int(a)), 0) == 0 and int(a) in ends
-            for i, a in enumerate(ks.address.tolist())]
-    wrong = [(ks.name(i), o, t) for i, (o, t) in enumerate(zip(ours, theirs))
-             if o is not None and o != t and not edge[i]]
+    edge = [sizes.get((ln.name.encode(), ln.address), 0) == 0 and ln.address in ends
+            for ln in lines]
+    wrong = [(ln.name, o, t) for ln, o, t, e in zip(lines, ours, theirs, edge)
+             if o is not None and o != t and not e]
     assert wrong == []
     attributed = sum(1 for o, t in zip(ours, theirs) if t is not None and o == t)
     with_object = sum(1 for t in theirs if t is not None)

@@ -7,8 +7,9 @@
  * (/proc/kallsyms or a saved copy), places the file's object sections by its
  * recorded link layout (one KASLR shift per load segment, found and checked
  * by the anchors), attributes every kallsyms line and builds an address
- * index.  The answers are those of the Python resolver (kmodsyms.load(),
- * docs/resolver.md), which the tests hold it to.
+ * index, by the rules of docs/resolver.md.  It is the one resolver: the
+ * Python package reaches it through its binding (kmodsyms.load()), and the
+ * tests hold its answers to the linker maps.
  *
  * Ownership and lifetime.  Every string and array the library returns in
  * struct kms_sym, struct kms_line, struct kms_module and struct kms_info points into memory the
@@ -241,6 +242,22 @@ void kms_resolve(const kms_handle *h, uint64_t addr, struct kms_sym *out);
  */
 void kms_resolve_many(const kms_handle *h, const uint64_t *addrs, size_t n, struct kms_sym *out);
 
+/*
+ * The columnar form of kms_resolve_many: LINE[i] is the index, in kallsyms
+ * order (kms_foreach's), of the line answering ADDRS[i] (UINT32_MAX when
+ * none does), SIZED[i] its kms_sym.sized.  For callers that keep columns
+ * (the Python binding's resolve_many).  Never fails on a loaded handle.
+ */
+void kms_resolve_lines(const kms_handle *h, const uint64_t *addrs, size_t n, uint32_t *line,
+                       uint8_t *sized);
+
+/*
+ * The record of ADDR answered by kallsyms line INDEX (< kms_info.lines; a
+ * kms_resolve_lines answer), as kms_resolve fills it, sized when the
+ * line's symbol holds ADDR.
+ */
+void kms_line_sym(const kms_handle *h, uint32_t index, uint64_t addr, struct kms_sym *out);
+
 /* A batch for kms_resolve_many whose records (448 KiB on LP64) stay in the
  * cache until the caller reads them: one call over a much larger array
  * spends its time writing records out to memory (docs/loader.md). */
@@ -463,6 +480,8 @@ struct kms_info {
     const char *degraded;       /* "" or why (the dtrace_syms file's fault, one line) */
     const char *warning;        /* "" or the one line a front end shows once: the degraded
                                  * reason, or what KMS_LOAD_FORCE overrode */
+    uint32_t file_flags;        /* the dtrace_syms header's flags (docs/format.md; 0 when
+                                 * degraded): FLAG_GUESSED_MODULES, a guessed module map */
 };
 void kms_get_info(const kms_handle *h, struct kms_info *out);
 

@@ -58,6 +58,17 @@ static int in_range(const kms_handle *h, int t, uint32_t field, uint64_t bound)
     return 1;
 }
 
+/* Whether D starts as a kallsyms line does: 8 or 16 hex digits, a space, a
+ * letter, a space. */
+static int looks_like_kallsyms(const unsigned char *d, size_t size)
+{
+    size_t k = 0;
+    while (k < size && k < 16 && ((d[k] >= '0' && d[k] <= '9') || (d[k] >= 'a' && d[k] <= 'f')))
+        k++;
+    return (k == 8 || k == 16) && size > k + 3 && d[k] == ' ' && d[k + 2] == ' ' &&
+           ((d[k + 1] >= 'a' && d[k + 1] <= 'z') || (d[k + 1] >= 'A' && d[k + 1] <= 'Z'));
+}
+
 /* kmodsyms.format.symsfile.SymsFile's checks, in its order and with its words. */
 static int validate_syms(kms_handle *h, const char *path, kms_error *err)
 {
@@ -66,8 +77,12 @@ static int validate_syms(kms_handle *h, const char *path, kms_error *err)
     const char *why = NULL;
     uint32_t nstr;
 
-    if (size < CRC_COVERS_FROM || memcmp(d + HDR_MAGIC, FORMAT_MAGIC, FORMAT_MAGIC_SIZE) != 0)
+    if (size < CRC_COVERS_FROM || memcmp(d + HDR_MAGIC, FORMAT_MAGIC, FORMAT_MAGIC_SIZE) != 0) {
+        if (looks_like_kallsyms(d, size))
+            return kmsi_fail(err, KMS_E_SYMS, "%s is a kallsyms text, not a dtrace_syms file: "
+                             "were the dtrace_syms and kallsyms paths swapped?", path);
         return kmsi_fail(err, KMS_E_SYMS, "%s: not a dtrace_syms file (bad magic)", path);
+    }
     if (le32(d + HDR_VERSION) != FORMAT_VERSION)
         return kmsi_fail(err, KMS_E_VERSION,
                          "%s: dtrace_syms format version %lu; this reader reads version %u: "

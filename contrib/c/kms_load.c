@@ -193,7 +193,7 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
     if (!why && h->count[T_SEGMENTS] == 0) {
         kmsi_fail(err, KMS_E_NO_LAYOUT, "%s has no link layout (built with --no-layout, or from a "
                   "tree without vmlinux and System.map): rebuild it with 'kmodsyms build' in the "
-                  "kernel's build tree, or use kmodsyms' Python resolver", syms_path);
+                  "kernel's build tree", syms_path);
         *syms_fault = 1;
         goto bad;
     }

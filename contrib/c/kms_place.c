@@ -287,7 +287,8 @@ int kmsi_place_sections(kms_handle *h, const char *syms_path, const char *source
             if ((rc = kmsi_forced(h, stale.message, err)) != KMS_OK)
                 goto out;
         }
-        if (absent_functions) {
+        /* forced (KMS_LOAD_FORCE), as the stale check: answer anyway */
+        if (absent_functions && check != CHECK_WARN) {
             rc = kmsi_fail(err, KMS_E_KALLSYMS, "%s lacks %u function symbols that every kallsyms of "
                            "this kernel lists (such as %.80s), though the %u it has are where %s says: "
                            "it is truncated or filtered; read /proc/kallsyms again, whole and as root",

@@ -4,7 +4,7 @@
  * fixture tree's dtrace_syms and kallsyms (make check runs them under
  * AddressSanitizer and UndefinedBehaviorSanitizer).  The expected answers
  * are the fixture's documented ones (docs/resolver.md, docs/format.md); the
- * full comparison with the Python resolver is tests/test_clib.py.
+ * comparisons with the linker maps are tests/test_clib.py's.
  * Damaged inputs must load or fail with one line of text, never crash.
  * Loaded modules: the fixture's fs/fuse/fuse.ko (beside KALLSYMS) is
  * matched; another build of it, and truncated or damaged copies, are
