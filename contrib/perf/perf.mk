@@ -1,0 +1,43 @@
+# SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
+#
+# contrib/perf: kmodsyms-dlfilter.so, a perf script --dlfilter (contrib/perf/README.md).
+# Included by contrib/c/Makefile, whose variables it uses; built by its 'all'
+# when perf's <perf/perf_dlfilter.h> is installed (Debian: linux-perf), and
+# installed by its 'install' into PERF_DLFILTERDIR, where perf finds a
+# dlfilter by its bare name (perf --exec-path, then dlfilters/: upstream
+# $(PREFIX)/libexec/perf-core, Debian /usr/lib/perf-core).
+PERF_SRC := $(SRC)/../perf
+PERF_INCLUDE ?= /usr/include
+PERF_DLFILTERDIR ?= $(PREFIX)/libexec/perf-core/dlfilters
+DLFILTER := $(O)/kmodsyms-dlfilter.so
+# The library's own objects, linked in: the filter needs no libkmodsyms.so
+# beside it at run time, and exports only perf's entry points.
+KMS_PIC := $(patsubst $(SRC)/%.c,$(O)/pic/%.o,$(LIB_SRC))
+
+ifneq ($(wildcard $(PERF_INCLUDE)/perf/perf_dlfilter.h),)
+all: $(DLFILTER) $(O)/test_dlfilter
+install: install-dlfilter
+endif
+
+$(O)/pic/kmodsyms-dlfilter.o: $(PERF_SRC)/kmodsyms-dlfilter.c $(HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -I$(SRC) -isystem $(PERF_INCLUDE) $(CPPFLAGS) -fPIC -c -o $@ $<
+
+$(DLFILTER): $(O)/pic/kmodsyms-dlfilter.o $(KMS_PIC) $(PERF_SRC)/dlfilter.map
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -shared -Wl,--version-script,$(PERF_SRC)/dlfilter.map \
+		-o $@ $(filter %.o,$^)
+
+# Drives the filter as perf does (dlopen, perf_dlfilter_fns, start,
+# filter_event on real sample structs, stop): tests/test_dlfilter.py.
+$(O)/test_dlfilter: $(PERF_SRC)/test_dlfilter.c
+	$(CC) $(ALL_CFLAGS) -isystem $(PERF_INCLUDE) $(CPPFLAGS) $(LDFLAGS) -o $@ $< -ldl
+
+install-dlfilter: $(DLFILTER)
+	install -d $(DESTDIR)$(PERF_DLFILTERDIR)
+	install -m 0755 $(DLFILTER) $(DESTDIR)$(PERF_DLFILTERDIR)/
+
+clean: clean-dlfilter
+clean-dlfilter:
+	rm -f $(DLFILTER) $(O)/pic/kmodsyms-dlfilter.o $(O)/test_dlfilter
+
+.PHONY: install-dlfilter clean-dlfilter
