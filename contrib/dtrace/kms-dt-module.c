@@ -36,6 +36,9 @@
  *            (a module's range but no symbol), or ADDR - (no module)
  *   name     MOD`NAME lines from stdin, dtrace_lookup_by_name() of each:
  *            MOD`NAME ADDR SIZE, or MOD`NAME -
+ *   time     what building the table cost, one JSON line (bench/rows.py):
+ *            "read" seconds (the load, or the read loop, with every line
+ *            added), "sort" seconds (the tables sorted), lines, modules
  *
  * Bad usage or input: one line on stderr, exit status 2.
  */
@@ -46,6 +49,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kmodsyms.h"
 
@@ -89,14 +93,16 @@ struct module {
     uint32_t nsized;
     struct symrange *ranges; /* formed by finish_symtab() */
     uint32_t nranges;
-    uint32_t *name_hash;     /* NAME_BUCKETS heads */
+    uint32_t *head, *tail;   /* each name bucket's first and last symbol, or NONE */
+    uint32_t nbuckets;       /* a power of two, at least half the symbols */
 };
 
-#define NAME_BUCKETS 4096u
+#define MOD_BUCKETS 1024u
 
 struct table {
     struct module *mods;     /* in dtrace's module-list order once finished */
     size_t nmods, capmods;
+    uint32_t mod_hash[MOD_BUCKETS]; /* module index + 1 by name (dt_module_hval()); 0: empty */
     int gap_sizes;           /* plain kallsyms: sizes become gaps (dt_symtab_sort flag) */
     /* dt_kasstate_t: where the reading is */
     int kernel_end_seen, loadable, in_init_scratch;
@@ -136,9 +142,15 @@ static uint32_t str_hash(const char *s)
 /* dt_module_lookup_by_name(), else dt_module_create(). */
 static size_t module_get(struct table *t, const char *name)
 {
-    for (size_t i = 0; i < t->nmods; i++)
-        if (strcmp(t->mods[i].name, name) == 0)
-            return i;
+    uint32_t b = str_hash(name) % MOD_BUCKETS;
+    for (; t->mod_hash[b]; b = (b + 1) % MOD_BUCKETS)
+        if (strcmp(t->mods[t->mod_hash[b] - 1].name, name) == 0)
+            return t->mod_hash[b] - 1;
+    if (t->nmods + 1 == MOD_BUCKETS) {
+        fprintf(stderr, PROG ": more than %u modules\n", MOD_BUCKETS - 1);
+        exit(2);
+    }
+    t->mod_hash[b] = (uint32_t)t->nmods + 1;
     if (t->nmods == t->capmods) {
         t->capmods = t->capmods ? 2 * t->capmods : 64;
         t->mods = xrealloc(t->mods, t->capmods * sizeof *t->mods);
@@ -146,9 +158,6 @@ static size_t module_get(struct table *t, const char *name)
     struct module *m = &t->mods[t->nmods];
     memset(m, 0, sizeof *m);
     m->name = xstrdup(name);
-    m->name_hash = xrealloc(NULL, NAME_BUCKETS * sizeof *m->name_hash);
-    for (uint32_t b = 0; b < NAME_BUCKETS; b++)
-        m->name_hash[b] = NONE;
     return t->nmods++;
 }
 
@@ -160,6 +169,29 @@ static struct addr_range *range_append(struct range_list *l, uint64_t va, uint64
     }
     l->r[l->n] = (struct addr_range){va, size};
     return &l->r[l->n++];
+}
+
+/* A symbol appended to its name's chain: the first inserted answers a name. */
+static void hash_append(struct module *m, uint32_t id)
+{
+    uint32_t b = str_hash(m->syms[id].name) & (m->nbuckets - 1);
+    m->syms[id].next_same = NONE;
+    if (m->tail[b] == NONE)
+        m->head[b] = id;
+    else
+        m->syms[m->tail[b]].next_same = id;
+    m->tail[b] = id;
+}
+
+static void rehash(struct module *m)
+{
+    m->nbuckets = m->nbuckets ? 2 * m->nbuckets : 16;
+    m->head = xrealloc(m->head, m->nbuckets * sizeof *m->head);
+    m->tail = xrealloc(m->tail, m->nbuckets * sizeof *m->tail);
+    for (uint32_t b = 0; b < m->nbuckets; b++)
+        m->head[b] = m->tail[b] = NONE;
+    for (uint32_t id = 0; id < m->nsyms; id++)
+        hash_append(m, id);
 }
 
 /* The symbols dt_modsym_addsym() keeps out of the symbol table (they still
@@ -195,13 +227,12 @@ static void add_symbol(struct table *t, size_t mi, const char *name, uint64_t ad
             m->syms = xrealloc(m->syms, m->capsyms * sizeof *m->syms);
             m->sized = xrealloc(m->sized, m->capsyms * sizeof *m->sized);
         }
-        uint32_t b = str_hash(name) % NAME_BUCKETS, id = m->nsyms++;
-        /* appended to its chain, so that the first inserted answers a name */
+        uint32_t id = m->nsyms++;
         m->syms[id] = (struct symbol){xstrdup(name), addr, size, type, NONE};
-        uint32_t *link = &m->name_hash[b];
-        while (*link != NONE)
-            link = &m->syms[*link].next_same;
-        *link = id;
+        if (m->nsyms > 2 * m->nbuckets)
+            rehash(m);
+        else
+            hash_append(m, id);
         if (size > 0)
             m->sized[m->nsized++] = id;
     }
@@ -456,7 +487,9 @@ static const struct symbol *lookup_by_name(const struct table *t, const char *mo
         const struct module *m = &t->mods[i];
         if (strcmp(m->name, mod) != 0)
             continue;
-        for (uint32_t id = m->name_hash[str_hash(name) % NAME_BUCKETS]; id != NONE;
+        if (!m->nbuckets)
+            return NULL;
+        for (uint32_t id = m->head[str_hash(name) & (m->nbuckets - 1)]; id != NONE;
              id = m->syms[id].next_same)
             if (strcmp(m->syms[id].name, name) == 0)
                 return &m->syms[id];
@@ -592,7 +625,7 @@ static int usage(void)
 {
     fputs("usage: " PROG " [--syms F] [--kallsyms K] [--modules-dir D] [--sysfs-root S] "
           "[--proc-modules P] [--force] | [--kallmodsyms FILE] | [--plain-kallsyms FILE]  "
-          "{lines|modules|lookup|name}\n", stderr);
+          "{lines|modules|lookup|name|time}\n", stderr);
     return 2;
 }
 
@@ -630,10 +663,12 @@ int main(int argc, char **argv)
         }
     }
     if (!cmd || (strcmp(cmd, "lines") && strcmp(cmd, "modules") && strcmp(cmd, "lookup") &&
-                 strcmp(cmd, "name")))
+                 strcmp(cmd, "name") && strcmp(cmd, "time")))
         return usage();
 
     struct table t = {.last_mod = SIZE_MAX, .last_text = -1};
+    struct timespec t0, t1, t2;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     if (strcmp(cmd, "lines") == 0)
         t.lines_out = stdout;
     int rc = 0;
@@ -665,8 +700,17 @@ int main(int argc, char **argv)
     }
     if (rc)
         return rc;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
     finish_table(&t);
-    if (strcmp(cmd, "modules") == 0)
+    clock_gettime(CLOCK_MONOTONIC, &t2);
+    if (strcmp(cmd, "time") == 0) {
+        size_t lines = 0;
+        for (size_t i = 0; i < t.nmods; i++)
+            lines += t.mods[i].nsyms;
+        printf("{\"read\": %.6f, \"sort\": %.6f, \"symbols\": %zu, \"modules\": %zu}\n",
+               (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9,
+               (double)(t2.tv_sec - t1.tv_sec) + (t2.tv_nsec - t1.tv_nsec) / 1e9, lines, t.nmods);
+    } else if (strcmp(cmd, "modules") == 0)
         cmd_modules(&t);
     else if (strcmp(cmd, "lookup") == 0)
         rc = cmd_lookup(&t);
