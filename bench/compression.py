@@ -62,8 +62,8 @@ def main(argv=None) -> int:
         print("the corpus (../shared/kernels) is absent", file=sys.stderr)
         return 2
     import kmodsyms
-    from kmodsyms.build import build
-    from kmodsyms.thick import read_thick
+    from kmodsyms.build.writer import build
+    from kmodsyms.build.thick import read_thick
     work = tempfile.mkdtemp(prefix="kmodsyms-compress-")
     try:
         os.environ["XDG_CACHE_HOME"] = os.path.join(work, "cache")   # snapshots of this run only

@@ -271,7 +271,7 @@ def row_resolve_cli(b: Bench) -> list[dict]:
                               lambda: wall(cmd + ["--no-cache"], env=env)], b.runs)
     o, r = median(s), median(c) + median(p)
     quick_imports = import_time_us("kmodsyms.quick", runs=3 if b.quick else 5)
-    cli_imports = import_time_us("kmodsyms.cli", runs=3 if b.quick else 5)
+    cli_imports = import_time_us("kmodsyms.cli.app", runs=3 if b.quick else 5)
     snapshots = os.path.join(cache_home, "kmodsyms")
     size = sum(os.path.getsize(os.path.join(snapshots, n)) for n in os.listdir(snapshots))
     return [result("resolve_cli", "kmodsyms resolve ADDR (process wall)", "s", o, r, o / r,
@@ -280,7 +280,7 @@ def row_resolve_cli(b: Bench) -> list[dict]:
                    f"({median(p):.3f}s); answered from the snapshot the first run saved "
                    f"({size / 2**20:.1f} MiB); a full load (--no-cache, as a first run) takes "
                    f"{median(f):.3f}s ({median(f) / r:.1f}x); imports (-X importtime, cumulative): "
-                   f"kmodsyms.quick {quick_imports / 1000:.1f} ms, kmodsyms.cli "
+                   f"kmodsyms.quick {quick_imports / 1000:.1f} ms, kmodsyms.cli.app "
                    f"{cli_imports / 1000:.1f} ms; answer: {out.stdout.strip()}")]
 
 
@@ -314,7 +314,7 @@ def row_lookup_cli(b: Bench) -> list[dict]:
 # -- 6. loader memory ------------------------------------------------------------
 _MEM_SCRIPT = r"""
 import gc, json, os, resource, sys
-import numpy, kmodsyms, kmodsyms.resolver, kmodsyms.kallsyms, kmodsyms.symsfile
+import numpy, kmodsyms, kmodsyms.resolver, kmodsyms.build.kallsyms, kmodsyms.format.symsfile
 syms, ks, mode, cache = sys.argv[1:5]
 cache = cache == "cache"
 

@@ -28,7 +28,7 @@ import typer.main  # noqa: E402
 
 typer.core.HAS_RICH = False  # in case typer was imported before the variable was set
 
-from kmodsyms.cli import app  # noqa: E402
+from kmodsyms.cli.app import app  # noqa: E402
 
 WIDTH = 100
 

@@ -2,17 +2,17 @@
 
 The pipeline, one module per stage:
 
-* :mod:`kmodsyms.thick` reads modules_thick.builtin (which objects make up
-  each built-in module); :mod:`kmodsyms.kbuild` derives it from a tree's
+* :mod:`kmodsyms.build.thick` reads modules_thick.builtin (which objects make up
+  each built-in module); :mod:`kmodsyms.build.kbuild` derives it from a tree's
   ``.cmd`` files when the kernel does not write it.
-* :mod:`kmodsyms.archive` lists vmlinux's objects; :mod:`kmodsyms.elfscan`
-  scans each; :mod:`kmodsyms.build` writes them as one dtrace_syms file,
-  whose layout :mod:`kmodsyms.symsfile` implements and docs/format.md
+* :mod:`kmodsyms.build.archive` lists vmlinux's objects; :mod:`kmodsyms.build.elfscan`
+  scans each; :mod:`kmodsyms.build.writer` writes them as one dtrace_syms file,
+  whose layout :mod:`kmodsyms.format.symsfile` implements and docs/format.md
   specifies (with vmlinux's segments and build-id from
-  :mod:`kmodsyms.elfimage`).  The three read ELF files (objects, vmlinux,
-  .ko) through one layer, :mod:`kmodsyms.elffile`, with the constants of
-  :mod:`kmodsyms.elfdefs`.
-* :mod:`kmodsyms.kallsyms` reads /proc/kallsyms; :mod:`kmodsyms.placement`
+  :mod:`kmodsyms.build.elfimage`).  The three read ELF files (objects, vmlinux,
+  .ko) through one layer, :mod:`kmodsyms.build.elffile`, with the constants of
+  :mod:`kmodsyms.build.elfdefs`.
+* :mod:`kmodsyms.build.kallsyms` reads /proc/kallsyms; :mod:`kmodsyms.build.layout`
   places every object of the file in the running kernel;
   :mod:`kmodsyms.loadable` matches each loaded module with its own .ko;
   :mod:`kmodsyms.resolver` indexes it all and answers address ->
@@ -21,7 +21,7 @@ The pipeline, one module per stage:
 * :mod:`kmodsyms.snapshot` saves a loaded resolver's state so that the next
   load restores it and the next ``kmodsyms resolve`` answers without numpy
   (:mod:`kmodsyms.quick`; entry point: :mod:`kmodsyms.__main__`; CLI:
-  :mod:`kmodsyms.cli`, output shared by both in :mod:`kmodsyms.frontend`).
+  :mod:`kmodsyms.cli.app`, output shared by both in :mod:`kmodsyms.cli.frontend`).
   docs/resolver.md section 10 shows the layers.
 
 :func:`load` is the entry point a tracer's start-up code calls.

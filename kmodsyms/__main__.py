@@ -4,7 +4,7 @@
 :func:`kmodsyms.quick.quick_run`, which answers from a saved snapshot
 without importing typer or numpy (~0.15 s of imports, where the whole
 answer then takes ~70 ms); everything else, and whatever it declines, runs
-the typer CLI in :mod:`kmodsyms.cli`.
+the typer CLI in :mod:`kmodsyms.cli.app`.
 """
 
 import sys
@@ -17,7 +17,7 @@ def main() -> None:
         status = quick_run(args[0], args[1:])
         if status is not None:
             sys.exit(status)
-    from .cli import main as cli_main
+    from .cli.app import main as cli_main
     cli_main()
 
 

@@ -6,7 +6,7 @@ Data flows one way, as blazesym's sources -> symbolizer -> ``Sym``: the
 resolver (:mod:`kmodsyms.resolver`: numpy arrays) or a snapshot
 (:mod:`kmodsyms.snapshot`: memoryviews of its file) fills a table, the
 :class:`Answerer` each of them holds makes the records from it, and the
-output (:mod:`kmodsyms.frontend`) writes them.  Plain Python (no numpy):
+output (:mod:`kmodsyms.cli.frontend`) writes them.  Plain Python (no numpy):
 the quick ``resolve`` path answers through it too, so a snapshot and the
 resolver give the same record by construction.
 """
@@ -16,10 +16,10 @@ from __future__ import annotations
 import bisect
 import operator
 
-from .elfdefs import BINDING_NAMES
+from .build.elfdefs import BINDING_NAMES
 from .errors import KmodsymsError
 from .kernelnames import is_pseudo_module, kernel_spelling
-from .namehash import name_hash
+from .format.namehash import name_hash
 
 
 def check_address(address) -> int:

@@ -1,6 +1,6 @@
 """How the kernel names modules in kallsyms, /proc/modules and sysfs.
 
-Plain Python (no numpy): the kallsyms reader (:mod:`kmodsyms.kallsyms`)
+Plain Python (no numpy): the kallsyms reader (:mod:`kmodsyms.build.kallsyms`)
 and the quick ``resolve`` path from a snapshot (:mod:`kmodsyms.quick`) both
 read it, and the quick path imports neither numpy nor the reader.
 """

@@ -24,7 +24,7 @@ def default_modules_dir() -> str:
 
 def running_build_id() -> str:
     """The running kernel's build-id from /sys/kernel/notes, or ""."""
-    from .elfimage import parse_notes
+    from .build.elfimage import parse_notes
     try:
         with open("/sys/kernel/notes", "rb") as f:
             return parse_notes(f.read())

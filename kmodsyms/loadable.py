@@ -39,10 +39,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .elfdefs import STB_GLOBAL, STB_GNU_UNIQUE
-from .elffile import ElfFile
-from .elfimage import parse_notes
-from .elfscan import scan_elf
+from .build.elfdefs import STB_GLOBAL, STB_GNU_UNIQUE
+from .build.elffile import ElfFile
+from .build.elfimage import parse_notes
+from .build.elfscan import scan_elf
 from .errors import KmodsymsError
 from .kernelnames import is_pseudo_module
 from .live import ModuleSources, parse_proc_modules
@@ -148,7 +148,7 @@ def read_ko_bytes(path: str) -> bytes:
 
 @dataclass
 class KoFile:
-    """The symbols and sections of one ``.ko`` (kept as :mod:`kmodsyms.elfscan`
+    """The symbols and sections of one ``.ko`` (kept as :mod:`kmodsyms.build.elfscan`
     keeps them), its srcversion and build-id."""
 
     path: str                        # relative to the modules directory
@@ -394,7 +394,7 @@ class LoadedModules:
 
 
 def load_modules(ks, sources: ModuleSources, ko_cache: dict | None = None) -> LoadedModules:
-    """Match every loaded module of ``ks`` (a :class:`kmodsyms.kallsyms.Kallsyms`)
+    """Match every loaded module of ``ks`` (a :class:`kmodsyms.build.kallsyms.Kallsyms`)
     with its .ko under ``sources.modules_dir``.  ``ko_cache`` keeps across
     calls (:meth:`kmodsyms.resolver.Resolver.refresh`) the files found, the
     files read (by path, size and mtime) and each module's match."""

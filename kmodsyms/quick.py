@@ -1,8 +1,8 @@
 """The quick path into ``kmodsyms resolve`` and ``kmodsyms lookup``: answer
 from a snapshot (:mod:`kmodsyms.snapshot`) in plain Python, without
 importing numpy, typer or the resolver; whatever it declines, the typer
-CLI (:mod:`kmodsyms.cli`) runs instead.  Both read one table of options
-and write through one output (:mod:`kmodsyms.frontend`).
+CLI (:mod:`kmodsyms.cli.app`) runs instead.  Both read one table of options
+and write through one output (:mod:`kmodsyms.cli.frontend`).
 
 Plain Python: nothing here may pull in numpy or typer.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from .errors import KmodsymsError, StaleError, degraded_warning, forced_warning
-from .frontend import (byte_exact_stdout, check_addresses, guarded, output_format, parse_args,
+from .cli.frontend import (byte_exact_stdout, check_addresses, guarded, output_format, parse_args,
                        parse_name, run_lookup, run_resolve, warn)
 from .live import LIVE_KALLSYMS, check_live, default_syms_path, module_sources
 from .snapshot import Snapshot, open_saved, snapshot_path

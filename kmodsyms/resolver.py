@@ -2,7 +2,7 @@
 kernel, from dtrace_syms and kallsyms.
 
 Every object section is first placed in the kernel's address space
-(:mod:`kmodsyms.placement`): from the link addresses that ``kmodsyms build``
+(:mod:`kmodsyms.build.layout`): from the link addresses that ``kmodsyms build``
 recorded (then only the KASLR shift of each load segment is found here), or,
 for a file without them, by searching kallsyms.  Each kallsyms line then has
 its object, module(s) and size; a loaded module's lines take theirs from its
@@ -35,15 +35,15 @@ import numpy as np
 
 from .answer import Answerer, AnswerTable, Symbolization, check_address
 from .errors import KmodsymsError, StaleError, degraded_warning, forced_warning
-from .fileformat import CRC_FIELD
-from .kallsyms import Kallsyms, read_text
+from .format.fileformat import CRC_FIELD
+from .build.kallsyms import Kallsyms, read_text
 from .kernelnames import kernel_spelling
 from .live import LIVE_KALLSYMS, ModuleSources, check_live, default_syms_path, module_sources
 from .loadable import ModuleStats, is_mapping_symbol, load_modules
-from .placement import NO, place, saved_placement
+from .build.layout import NO, place, saved_placement
 from .snapshot import State, open_saved, save
-from .spans import equal_spans, hash_spans
-from .symsfile import SymsFile, read_syms
+from .format.spans import equal_spans, hash_spans
+from .format.symsfile import SymsFile, read_syms
 
 _U64 = np.uint64
 _PADDING_PREFIXES = (b"__pfx_", b"__cfi_")
@@ -840,7 +840,7 @@ def _check_live(source: str, release: str, build_id: str, force: bool, warn) -> 
 
 def _no_syms() -> SymsFile:
     """A dtrace_syms with no objects, no symbols and no modules."""
-    from .symsfile import MODSET_DTYPE, TABLES, Meta, StringTable, encode
+    from .format.symsfile import MODSET_DTYPE, TABLES, Meta, StringTable, encode
     tables = {name: np.zeros(0, dtype) for name, dtype in TABLES[1:]}
     tables["modsets"] = np.zeros(1, MODSET_DTYPE)   # module set 0: core kernel
     return SymsFile(encode(Meta(), StringTable(), tables), "(no dtrace_syms)")

@@ -44,7 +44,7 @@ import zlib
 from . import __version__
 from .answer import Answerer, AnswerTable, check_address
 from .errors import KmodsymsError
-from .fileformat import CRC_COVERS_FROM, CRC_FIELD
+from .format.fileformat import CRC_COVERS_FROM, CRC_FIELD
 from .live import parse_proc_modules
 
 MAGIC = b"KMSNAP\0\7"            # the last byte: this format's version
@@ -85,7 +85,7 @@ class State:
     dtrace_syms symbol and object section placement gave it (-1: none);
     ``vmlinux_extent_*``, vmlinux's placed sections alone; ``ambiguous``,
     an ambiguous line's candidate symbol entries; ``stats``, the
-    placement's (:class:`kmodsyms.placement.PlacementStats` fields); per
+    placement's (:class:`kmodsyms.build.layout.PlacementStats` fields); per
     loaded module, ``module_stats`` (:class:`kmodsyms.loadable.ModuleStats`
     fields, in order) and ``module_warnings``; ``ko_files``, the .ko files
     read (path, size, mtime).  And what it was made from: the dtrace_syms
@@ -235,7 +235,7 @@ def evict() -> None:
 
 def clear() -> int:
     """Delete every snapshot (and temp file of a killed writer); how many."""
-    from .symsfile import TEMP_PREFIX
+    from .format.symsfile import TEMP_PREFIX
     directory = cache_dir()
     try:
         entries = list(os.scandir(directory)) if directory else []
@@ -318,7 +318,7 @@ def save(resolver, syms_path: str, kallsyms_path: str) -> None:
     from these two paths with its checks on, or from kallsyms alone because
     the file at ``syms_path`` is missing) as their snapshot.  Failure to
     write is no error: it is only a cache."""
-    from .symsfile import write_atomic
+    from .format.symsfile import write_atomic
     state = resolver.state()
     syms_state = (None if state.syms_id is None
                   else state.syms_id + (os.stat(syms_path).st_mtime_ns,))

@@ -44,8 +44,8 @@ def fixture_tree(tmp_path_factory):
 @pytest.fixture(scope="session")
 def fixture_syms(fixture_tree):
     """dtrace_syms of the fixture tree, built once."""
-    from kmodsyms.build import build
-    from kmodsyms.thick import read_thick
+    from kmodsyms.build.writer import build
+    from kmodsyms.build.thick import read_thick
     out = os.path.join(fixture_tree, "dtrace_syms")
     thick = os.path.join(fixture_tree, "modules_thick.builtin")
     build(fixture_tree, read_thick(thick), thick, out, jobs=1)
@@ -66,8 +66,8 @@ def corpus():
 @pytest.fixture(scope="session")
 def corpus_syms(corpus, tmp_path_factory):
     """dtrace_syms of the corpus, built with the reference thick file."""
-    from kmodsyms.build import build
-    from kmodsyms.thick import read_thick
+    from kmodsyms.build.writer import build
+    from kmodsyms.build.thick import read_thick
     out = str(tmp_path_factory.mktemp("corpus") / "dtrace_syms")
     thick = os.path.join(corpus, "modules_thick.builtin.reference")
     build(corpus, read_thick(thick), thick, out, use_cache=False)
@@ -90,8 +90,8 @@ _built: dict = {}
 @pytest.fixture(scope="session")
 def any_corpus_syms(any_corpus, tmp_path_factory):
     """dtrace_syms of ``any_corpus`` (default build: with its link layout)."""
-    from kmodsyms.build import build
-    from kmodsyms.thick import read_thick
+    from kmodsyms.build.writer import build
+    from kmodsyms.build.thick import read_thick
     if any_corpus not in _built:
         out = str(tmp_path_factory.mktemp("corpus") / "dtrace_syms")
         thick = os.path.join(any_corpus, "modules_thick.builtin.reference")

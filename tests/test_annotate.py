@@ -25,7 +25,7 @@ import pytest
 
 from conftest import FIXTURE, ROOT
 from kmodsyms import load
-from kmodsyms.annotate import Annotator
+from kmodsyms.cli.annotate import Annotator
 
 DATA = os.path.join(ROOT, "tests", "data")
 PERF_CAPTURES = ("perf-script-callchain.txt", "perf-script-flat.txt")

@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from kmodsyms.archive import archive_members, vmlinux_objects
+from kmodsyms.build.archive import archive_members, vmlinux_objects
 from kmodsyms.errors import KmodsymsError
 
 

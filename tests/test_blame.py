@@ -9,10 +9,10 @@ import sys
 import pytest
 
 from conftest import FIXTURE
-from kmodsyms.build import build
+from kmodsyms.build.writer import build
 from kmodsyms.errors import KmodsymsError, StaleError
 from kmodsyms.resolver import load
-from kmodsyms.thick import read_thick
+from kmodsyms.build.thick import read_thick
 
 KALLSYMS = os.path.join(FIXTURE, "kallsyms")
 

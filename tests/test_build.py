@@ -7,13 +7,13 @@ import subprocess
 
 import pytest
 
-from kmodsyms.archive import vmlinux_objects
-from kmodsyms.build import build
+from kmodsyms.build.archive import vmlinux_objects
+from kmodsyms.build.writer import build
 from elf_reference import rows
-from kmodsyms.elfscan import scan_object
+from kmodsyms.build.elfscan import scan_object
 from kmodsyms.errors import KmodsymsError
-from kmodsyms.symsfile import SymsFile, read_syms
-from kmodsyms.thick import read_thick
+from kmodsyms.format.symsfile import SymsFile, read_syms
+from kmodsyms.build.thick import read_thick
 
 
 def entries(syms, name):

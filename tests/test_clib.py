@@ -35,9 +35,9 @@ from hypothesis import given, settings
 from conftest import FIXTURE, ROOT
 from kallsyms_variants import text_only
 from kmodsyms.errors import KmodsymsError
-from kmodsyms.frontend import parse_name
+from kmodsyms.cli.frontend import parse_name
 from kmodsyms.resolver import load
-from kmodsyms.symsfile import SymsFile
+from kmodsyms.format.symsfile import SymsFile
 from test_fuzz import _COMMON, kallsyms_mutation, mutate_kallsyms, mutate_syms, syms_mutation
 from kmodsyms.loadable import module_name
 from test_loadable import (CORPUS_MODULES, FUSE_CORE, FUSE_KO, OTHER_FUSE_KO, ByStart,
@@ -596,7 +596,7 @@ def _damage_sections(data: bytearray, shoff: int, index: int, **fields) -> bytea
 
 def _damaged_ko(data: bytearray, path: str, damage: str) -> bytes:
     """fuse.ko (ELF64, little-endian) damaged one way: each of the ways
-    kmodsyms/elffile.py words a refusal, and a file without section headers."""
+    kmodsyms/build/elffile.py words a refusal, and a file without section headers."""
     shoff = struct.unpack_from("<Q", data, 0x28)[0]
     if damage == "bad section index":    # every symbol's st_shndx past the section count
         from elftools.elf.elffile import ELFFile

@@ -10,7 +10,7 @@ import pytest
 
 from kallsyms_variants import text_only
 from kmodsyms.errors import KmodsymsError, StaleError
-from kmodsyms.kallsyms import Kallsyms
+from kmodsyms.build.kallsyms import Kallsyms
 from kmodsyms.resolver import load
 
 
@@ -103,7 +103,7 @@ def _unplace_sections_of(syms_path, name, out):
     import struct
     import zlib
     import numpy as np
-    from kmodsyms.symsfile import NO_ADDRESS, SECTION_DTYPE, read_syms
+    from kmodsyms.format.symsfile import NO_ADDRESS, SECTION_DTYPE, read_syms
     syms = read_syms(syms_path)
     entries = [e for e in range(len(syms.symbols))
                if syms.raw_string(int(syms.symbols["name"][e])) == name.encode()]

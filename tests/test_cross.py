@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from elf_reference import rows, scan_object_pyelftools
-from kmodsyms.elfscan import scan_object
+from kmodsyms.build.elfscan import scan_object
 from kmodsyms.errors import KmodsymsError
 from test_elfscan import readelf_rows
 

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import ROOT
 from kmodsyms import load
-from kmodsyms.placement import Placed
+from kmodsyms.build.layout import Placed
 from kmodsyms.errors import KmodsymsError, StaleError
 from kmodsyms.live import default_syms_path
 

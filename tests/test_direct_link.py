@@ -17,10 +17,10 @@ import pytest
 
 from conftest import ROOT
 from kallsyms_variants import text_only
-from kmodsyms.kallsyms import Kallsyms
-from kmodsyms.linkmap import parse_map, vmlinux_object_map
+from kmodsyms.build.kallsyms import Kallsyms
+from kmodsyms.build.linkmap import parse_map, vmlinux_object_map
 from kmodsyms.resolver import load
-from kmodsyms.thick import read_thick
+from kmodsyms.build.thick import read_thick
 
 DIRECT = os.path.join(ROOT, "fixtures", "kbuild-direct")
 # The direct tree's kallsyms is its vmlinux moved by this KASLR offset
@@ -39,7 +39,7 @@ def direct_tree(tmp_path_factory):
 @pytest.fixture(scope="module")
 def direct_syms(direct_tree):
     """dtrace_syms of the direct tree, default build (with its link layout)."""
-    from kmodsyms.build import build
+    from kmodsyms.build.writer import build
     out = os.path.join(direct_tree, "dtrace_syms")
     thick = os.path.join(direct_tree, "modules_thick.builtin")
     build(direct_tree, read_thick(thick), thick, out, jobs=1, use_cache=False)

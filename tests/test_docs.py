@@ -50,7 +50,7 @@ def test_examples_are_generated_from_the_fixture():
 
 def test_cli_md_covers_every_command():
     from typer.main import get_command
-    from kmodsyms.cli import app
+    from kmodsyms.cli.app import app
     text = _read("docs", "cli.md")
     for name in get_command(app).commands:
         assert f"## `kmodsyms {name}`" in text

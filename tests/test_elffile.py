@@ -1,4 +1,4 @@
-"""kmodsyms.elffile, the one ELF structures layer, held to pyelftools: every
+"""kmodsyms.build.elffile, the one ELF structures layer, held to pyelftools: every
 section header, section's contents, program header and symbol of files of
 both classes and byte orders (the fixture's objects, vmlinux and fuse.ko;
 fixtures/cross' five architectures), in both its readings (from bytes and
@@ -14,8 +14,8 @@ from elftools.elf import enums
 from elftools.elf.elffile import ELFFile
 
 from conftest import FIXTURE
-from kmodsyms.elffile import ElfFile
-from kmodsyms.elfscan import scan_elf
+from kmodsyms.build.elffile import ElfFile
+from kmodsyms.build.elfscan import scan_elf
 from kmodsyms.errors import KmodsymsError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

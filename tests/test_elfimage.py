@@ -1,4 +1,4 @@
-"""kmodsyms.elfimage (vmlinux's segments and build-id, read with struct)
+"""kmodsyms.build.elfimage (vmlinux's segments and build-id, read with struct)
 held to pyelftools: on the fixture's and the corpus' vmlinux, and on small
 images of every ELF class and byte order assembled here byte by byte."""
 
@@ -10,7 +10,7 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from conftest import FIXTURE
-from kmodsyms.elfimage import read_image
+from kmodsyms.build.elfimage import read_image
 
 
 def _reference(path_or_bytes):

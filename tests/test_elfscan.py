@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from elf_reference import rows, scan_object_pyelftools
-from kmodsyms.elfscan import scan_object
+from kmodsyms.build.elfscan import scan_object
 from kmodsyms.errors import KmodsymsError
 
 TYPES = {"NOTYPE": 0, "OBJECT": 1, "FUNC": 2, "TLS": 6}
@@ -68,7 +68,7 @@ def test_fast_path_equals_pyelftools(fixture_tree):
 
 
 def test_fast_path_equals_pyelftools_on_corpus_sample(corpus):
-    from kmodsyms.archive import vmlinux_objects
+    from kmodsyms.build.archive import vmlinux_objects
     objects, _ = vmlinux_objects(corpus)
     for obj in objects[::25]:
         path = os.path.join(corpus, obj)

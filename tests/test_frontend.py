@@ -15,7 +15,7 @@ import pytest
 from conftest import FIXTURE, FIXTURE_KASLR, ROOT
 from kmodsyms import load
 from kmodsyms.errors import KmodsymsError
-from kmodsyms.frontend import format_dtrace, format_kernel, parse_address
+from kmodsyms.cli.frontend import format_dtrace, format_kernel, parse_address
 
 KALLSYMS = os.path.join(FIXTURE, "kallsyms")
 
@@ -154,7 +154,7 @@ def test_lookup_runs_from_the_snapshot_without_numpy_or_typer(files):
     assert (second.returncode, second.stdout) == (0, first.stdout)
     assert len(first.stdout.splitlines()) == 4     # ext4, isofs, core, fuse
     imported = {line.rsplit("|", 1)[-1].strip() for line in second.stderr.splitlines()}
-    assert not imported & {"numpy", "typer", "kmodsyms.resolver", "kmodsyms.cli"}
+    assert not imported & {"numpy", "typer", "kmodsyms.resolver", "kmodsyms.cli.app"}
 
 
 def test_version_and_help():
@@ -176,8 +176,8 @@ def test_typer_and_the_quick_path_read_one_table(command):
     """Every option of the typer command is in the table the quick path
     parses with, with the same flags, and nothing else is."""
     from typer.main import get_command
-    from kmodsyms.cli import app
-    from kmodsyms.frontend import COMMAND_OPTIONS, OPTIONS
+    from kmodsyms.cli.app import app
+    from kmodsyms.cli.frontend import COMMAND_OPTIONS, OPTIONS
     params = get_command(app).commands[command].params
     typer_flags = {tuple(p.opts) for p in params if p.opts[0].startswith("-")} - {("-h", "--help")}
     table_flags = {OPTIONS[name].flags for name in COMMAND_OPTIONS[command]}

@@ -30,10 +30,10 @@ from hypothesis import strategies as st
 
 from conftest import FIXTURE, ROOT
 from kmodsyms.errors import KmodsymsError
-from kmodsyms.kallsyms import Kallsyms
+from kmodsyms.build.kallsyms import Kallsyms
 from kmodsyms.resolver import Resolver
-from kmodsyms.fileformat import HEADER_SIZE
-from kmodsyms.symsfile import TABLES, SymsFile
+from kmodsyms.format.fileformat import HEADER_SIZE
+from kmodsyms.format.symsfile import TABLES, SymsFile
 
 FIXTURE_KALLSYMS = os.path.join(FIXTURE, "kallsyms")
 N_TABLES = len(TABLES)  # directory at offset 56: N_TABLES x (u32 offset, u32 count)

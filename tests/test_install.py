@@ -1,5 +1,5 @@
 """Installing dtrace_syms: contrib/kbuild/Makefile.dtrace_syms, 'kmodsyms
-install' and kmodsyms.install.install()."""
+install' and kmodsyms.build.install.install()."""
 
 import glob
 import os
@@ -15,9 +15,9 @@ import pytest
 
 from docblocks import section_blocks
 from kmodsyms.errors import KmodsymsError
-from kmodsyms.install import install
-from kmodsyms.modmap import DERIVED, choose_module_map
-from kmodsyms.symsfile import read_syms
+from kmodsyms.build.install import install
+from kmodsyms.build.modmap import DERIVED, choose_module_map
+from kmodsyms.format.symsfile import read_syms
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FRAGMENT = os.path.join(ROOT, "contrib", "kbuild", "Makefile.dtrace_syms")

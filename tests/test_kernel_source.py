@@ -33,7 +33,7 @@ from docblocks import section_blocks
 from kallsyms_image import proc_kallsyms
 from kallsyms_variants import text_only
 from test_clib import clib, compare_all  # noqa: F401 (clib: the fixture)
-from kmodsyms.symsfile import read_syms
+from kmodsyms.format.symsfile import read_syms
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FRAGMENT = os.path.join(ROOT, "contrib", "kbuild", "Makefile.dtrace_syms")
@@ -310,9 +310,9 @@ def test_real_text_only_kallsyms_is_answered_as_the_linker_placed_it(any_kernel,
     its modules the ones upstream's ranges give there (lines at an object's
     very end, with no bytes, excepted).  A line reported ambiguous names the
     right modules as its only candidates."""
-    from kmodsyms.linkmap import links_vmlinux_o, vmlinux_object_map
+    from kmodsyms.build.linkmap import links_vmlinux_o, vmlinux_object_map
     from kmodsyms.resolver import load
-    from kmodsyms.verify import parse_ranges, read_elf_info
+    from kmodsyms.build.verify import parse_ranges, read_elf_info
 
     kernel, tree = any_kernel
     path = lambda name: os.path.join(tree, name)  # noqa: E731

@@ -20,7 +20,7 @@ import pytest
 from conftest import FIXTURE, ROOT
 from kmodsyms.answer import Symbolization
 from kmodsyms.loadable import find_module_files, module_name, read_ko_bytes
-from kmodsyms.placement import Placed
+from kmodsyms.build.layout import Placed
 from kmodsyms.resolver import load
 
 FIXTURE_KALLSYMS = os.path.join(FIXTURE, "kallsyms")
@@ -548,8 +548,8 @@ def test_corpus_every_loadable_size(arch, request, tmp_path):
         syms = request.getfixturevalue("corpus_syms")
     else:
         from bench.corpus import pick_thick
-        from kmodsyms.build import build
-        from kmodsyms.thick import read_thick
+        from kmodsyms.build.writer import build
+        from kmodsyms.build.thick import read_thick
         syms = str(tmp_path / "dtrace_syms")
         thick = pick_thick(tree)
         build(tree, read_thick(thick), thick, syms, use_cache=False)

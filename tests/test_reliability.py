@@ -26,9 +26,9 @@ import pytest
 
 from conftest import FIXTURE, ROOT
 from kmodsyms.errors import KmodsymsError, StaleError
-from kmodsyms.kallsyms import Kallsyms, read_kallsyms
+from kmodsyms.build.kallsyms import Kallsyms, read_kallsyms
 from kmodsyms.resolver import Resolver, load
-from kmodsyms.symsfile import Meta, StringTable, SymsFile, TABLES, encode, write_atomic
+from kmodsyms.format.symsfile import Meta, StringTable, SymsFile, TABLES, encode, write_atomic
 
 FIXTURE_KALLSYMS = os.path.join(FIXTURE, "kallsyms")
 STRICT_ENV = dict(os.environ, PYTHONIOENCODING="utf-8:strict")  # a user's UTF-8 terminal

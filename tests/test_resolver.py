@@ -11,10 +11,10 @@ import pytest
 
 from conftest import FIXTURE_KASLR
 from kmodsyms.errors import KmodsymsError, StaleError
-from kmodsyms.kallsyms import Kallsyms
-from kmodsyms.linkmap import vmlinux_object_map
+from kmodsyms.build.kallsyms import Kallsyms
+from kmodsyms.build.linkmap import vmlinux_object_map
 from kmodsyms.resolver import Symbolization, load
-from kmodsyms.thick import read_thick
+from kmodsyms.build.thick import read_thick
 
 TYPE_RANK = {"STT_NOTYPE": 0}
 BIND_RANK = {"STB_GLOBAL": 2, "STB_WEAK": 1, "STB_LOCAL": 0}

@@ -15,8 +15,8 @@ import pytest
 
 from conftest import FIXTURE
 from kmodsyms import load
-from kmodsyms.frontend import parse_args
-from kmodsyms.placement import Placed
+from kmodsyms.cli.frontend import parse_args
+from kmodsyms.build.layout import Placed
 from kmodsyms.snapshot import Snapshot, open_saved, save, snapshot_path
 
 FIXTURE_KALLSYMS = os.path.join(FIXTURE, "kallsyms")
@@ -110,7 +110,7 @@ def test_second_resolve_runs_without_numpy_or_typer(fixture_syms, tmp_path):
     assert (second.returncode, second.stdout) == (0, first.stdout)
     imported = {line.rsplit("|", 1)[-1].strip() for line in second.stderr.splitlines()}
     assert "numpy" in {line.rsplit("|", 1)[-1].strip() for line in first.stderr.splitlines()}
-    assert not imported & {"numpy", "typer", "kmodsyms.resolver", "kmodsyms.cli"}
+    assert not imported & {"numpy", "typer", "kmodsyms.resolver", "kmodsyms.cli.app"}
 
 
 def _damage(path, at, what):

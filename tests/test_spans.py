@@ -1,10 +1,10 @@
-"""kmodsyms.spans against plain Python byte comparison, including spans
+"""kmodsyms.format.spans against plain Python byte comparison, including spans
 that end in the last bytes of their buffer (read through the padded tail)."""
 
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from kmodsyms.spans import equal_spans, hash_spans, spans_in_order
+from kmodsyms.format.spans import equal_spans, hash_spans, spans_in_order
 
 # Small alphabets make equal and prefix-related spans common.
 buffers = st.binary(min_size=0, max_size=40).map(lambda b: bytes(x % 3 + 1 for x in b))

@@ -10,9 +10,9 @@ import time
 import pytest
 
 from kmodsyms import live
-from kmodsyms.elfimage import parse_notes
+from kmodsyms.build.elfimage import parse_notes
 from kmodsyms.errors import StaleError
-from kmodsyms.symsfile import TEMP_PREFIX, read_syms, write_atomic
+from kmodsyms.format.symsfile import TEMP_PREFIX, read_syms, write_atomic
 
 
 class _Uname:

@@ -11,7 +11,7 @@ import pytest
 from conftest import FIXTURE
 from kallsyms_variants import text_only
 from kmodsyms.errors import KmodsymsError, StaleError
-from kmodsyms.kallsyms import Kallsyms
+from kmodsyms.build.kallsyms import Kallsyms
 from kmodsyms.resolver import load
 
 TEXT_ONLY = os.path.join(FIXTURE, "kallsyms.text-only")

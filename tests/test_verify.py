@@ -1,4 +1,4 @@
-"""kmodsyms.verify: the modules.builtin.ranges parser, verify on the fixture
+"""kmodsyms.build.verify: the modules.builtin.ranges parser, verify on the fixture
 tree (linker maps only) and on the real 6.12 corpus (maps and ranges)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from kmodsyms.errors import KmodsymsError
-from kmodsyms.verify import parse_ranges, read_elf_info, verify
+from kmodsyms.build.verify import parse_ranges, read_elf_info, verify
 
 # Sections where upstream's modules.builtin.ranges is known to miss built-in
 # module data (generate_builtin_ranges.awk skips .percpu and non-dot output
@@ -111,8 +111,8 @@ def test_verify_missing_inputs(tmp_path, fixture_tree, fixture_syms):
 def test_verify_fixture_with_synthetic_ranges(tmp_path, fixture_tree, fixture_syms):
     """Ranges only (no maps): a ranges file derived from the fixture's own
     maps must agree with our attribution."""
-    from kmodsyms.linkmap import vmlinux_object_map
-    from kmodsyms.symsfile import read_syms
+    from kmodsyms.build.linkmap import vmlinux_object_map
+    from kmodsyms.format.symsfile import read_syms
     tree = tmp_path / "tree"
     tree.mkdir()
     for name in ("System.map", "vmlinux"):
@@ -231,8 +231,8 @@ def test_arm64_corpus_linker_map_names_the_objects(tmp_path):
     objects, and the vmlinux.o.map beside it (modpost's ld -r) is not the
     layout of vmlinux.  Every line agrees with the map."""
     from bench.corpus import cached_corpus
-    from kmodsyms.build import build
-    from kmodsyms.thick import read_thick
+    from kmodsyms.build.writer import build
+    from kmodsyms.build.thick import read_thick
     tree = cached_corpus(log=lambda *_: None, name="linux-6.12-arm64")
     if tree is None:
         pytest.skip("../shared/kernels/linux-6.12-arm64.tar.xz is absent")

@@ -35,7 +35,7 @@
 #include <unistd.h>
 
 #define NO (-1)
-/* ELF constants (kmodsyms/elfdefs.py) */
+/* ELF constants (kmodsyms/build/elfdefs.py) */
 #define SHT_SYMTAB 2u
 #define SHT_NOBITS 8u
 #define SHT_SYMTAB_SHNDX 18u

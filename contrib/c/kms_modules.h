@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0 */
 /*
  * Internal to libkmodsyms (not installed): loaded modules matched with their
- * own .ko files (kms_modules.c, after kmodsyms/loadable.py), for kmodsyms.c.
+ * own .ko files (kms_modules.c, after kmodsyms/loadable.py), for the index.
  *
- * kmodsyms.c hands over the kallsyms lines of loaded modules
+ * kms_index.c hands over the kallsyms lines of loaded modules
  * (struct kms_mline, in kallsyms order) and where to look (struct
  * kms_sources); kms_modules_match() fills a struct kms_loaded: per line the
  * ELF size, type and binding of its .ko symbol and the placed .ko section

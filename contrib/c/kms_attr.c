@@ -1,0 +1,502 @@
+// SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
+/*
+ * Attribution (docs/resolver.md §3): each core kallsyms line matched with
+ * its dtrace_syms entry by address and name in its placed section, else
+ * with a zero-size entry at a section's end, else found ambiguous between
+ * unplaced sized copies.  Follows placement (kms_place.c); the index
+ * (kms_index.c) is built from what it finds.
+ */
+#include "kms_internal.h"
+
+/* Whether line I is called the string at OFF of the string table (read no
+ * further than its NUL, or within the table).  A line's name may hold a
+ * NUL: then it differs, as the string would end there. */
+static inline int name_eq(const kms_handle *h, size_t i, uint32_t off)
+{
+    const char *name = str(h, off), *l = line_name(h, i);
+    uint32_t len = h->line[i].name_len, k = 0;
+    /* eight bytes at a time while they lie within the table (the string
+     * may end sooner: a NUL among them ends the comparison) */
+    if ((uint64_t)off + len < h->count[T_STRINGS]) {
+        for (; k + 8 <= len; k += 8) {
+            uint64_t x, y;
+            memcpy(&x, name + k, 8);
+            memcpy(&y, l + k, 8);
+            if (x != y || ((x - UINT64_C(0x0101010101010101)) & ~x & UINT64_C(0x8080808080808080)))
+                return 0; /* differs, or the string ends here */
+        }
+        if ((uint64_t)off + k + 8 <= h->count[T_STRINGS]) {
+            /* the rest and the string's NUL in one word: the bytes up to the
+             * line's NUL the same, and none of the string's a NUL before it
+             * (the masks in memory order, whichever the byte order) */
+            static const unsigned char ones[16] = {255, 255, 255, 255, 255, 255, 255, 255};
+            const uint64_t low7 = UINT64_C(0x7F7F7F7F7F7F7F7F), high = ~low7;
+            uint64_t x, y, upto_nul, before_nul;
+            memcpy(&x, name + k, 8);
+            memcpy(&y, l + k, 8); /* (the names end in 8 spare bytes) */
+            memcpy(&upto_nul, ones + 7 - (len - k), 8);
+            memcpy(&before_nul, ones + 8 - (len - k), 8);
+            uint64_t nonzero = (((x & low7) + low7) | x) & high; /* no carry between bytes */
+            return !((x ^ y) & upto_nul) && !(~nonzero & high & before_nul);
+        }
+    }
+    while (k < len && name[k] == l[k] && name[k])
+        k++;
+    return k == len && name[len] == 0;
+}
+
+/*
+ * Entries by the key section << 32 | value (docs/resolver.md §3):
+ * one array of rows grouped by section (a counting sort), each section's
+ * by value, equal values in entry order (as the Python's stable sort keeps
+ * equal keys).  Lines in address order come in each placed section's
+ * together and by offset, so a cursor walking that section's rows finds
+ * each line's entries without a search; a row holds what a line compares
+ * (value and name), so that the walk reads the symbol table only for the
+ * entry taken.
+ */
+struct entry_row {
+    uint32_t value;      /* the entry's value (every value is below 2^32, or nothing is keyed) */
+    uint32_t name;       /* its name's offset in the string table */
+    uint32_t sym;        /* the entry */
+};
+struct entry_keys {
+    struct entry_row *row;
+    uint32_t *first;     /* per section: its first row; first[nsec]: the rows */
+};
+
+/* Room to sort a section's rows (sort_rows): its keys twice, its rows once. */
+struct row_sort {
+    uint64_t *key, *tmp;
+    struct entry_row *copy;
+};
+
+/*
+ * Stable sort of N rows by value: insertion for a few, else each row's
+ * value << 32 | its place sorted (one integer each, all distinct: equal
+ * values keep their order), runs of 8 by insertion then merged bottom-up
+ * from one array to the other, and the rows put in that order (a section's
+ * rows are in name order, their values in none).
+ */
+static void sort_rows(struct entry_row *a, size_t n, const struct row_sort *rs)
+{
+    size_t i;
+    if (n <= 16) {
+        for (i = 1; i < n; i++) {
+            struct entry_row x = a[i];
+            size_t j = i;
+            for (; j > 0 && a[j - 1].value > x.value; j--)
+                a[j] = a[j - 1];
+            a[j] = x;
+        }
+        return;
+    }
+    for (i = 1; i < n && a[i].value >= a[i - 1].value; i++)
+        ;
+    if (i >= n)
+        return;
+    uint64_t *src = rs->key, *dst = rs->tmp;
+    for (i = 0; i < n; i++)
+        src[i] = (uint64_t)a[i].value << 32 | i;
+    for (size_t r = 0; r < n; r += 8) {
+        size_t top = r + 8 < n ? r + 8 : n;
+        for (i = r + 1; i < top; i++) {
+            uint64_t x = src[i];
+            size_t j = i;
+            for (; j > r && src[j - 1] > x; j--)
+                src[j] = src[j - 1];
+            src[j] = x;
+        }
+    }
+    for (size_t w = 8; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t m = lo + w < n ? lo + w : n, hi = m + w < n ? m + w : n, p = lo, q = m, o = lo;
+            while (p < m && q < hi) { /* without a branch on the keys: they are in no order */
+                uint64_t x = src[p], y = src[q];
+                int later = y < x;
+                dst[o++] = later ? y : x;
+                q += later;
+                p += !later;
+            }
+            while (p < m)
+                dst[o++] = src[p++];
+            while (q < hi)
+                dst[o++] = src[q++];
+        }
+        uint64_t *sw = src;
+        src = dst;
+        dst = sw;
+    }
+    memcpy(rs->copy, a, n * sizeof *a);
+    for (i = 0; i < n; i++)
+        a[i] = rs->copy[(uint32_t)src[i]];
+}
+
+/* The entries keyed (ek): 1, or 0 when some value is 2^32 or more (the
+ * Python keys entries only when every value is below it); -1 out of memory. */
+static int index_entries(kms_handle *h, struct entry_keys *ek)
+{
+    uint32_t nsym = h->count[T_SYMBOLS], nsec = h->count[T_SECTIONS], most = 0;
+    uint32_t *first = ek->first = h->section_rows;
+    struct row_sort rs;
+    if (h->wide_values)
+        return 0;
+    if (!SCRATCH(h, ek->row, nsym))
+        return -1;
+    /* each section's rows counted at first[sec + 2] (validate_syms), then
+     * where they begin at first[sec + 1], then (filled) where they end */
+    for (uint32_t sec = 0; sec < nsec; sec++) {
+        most = first[sec + 2] > most ? first[sec + 2] : most;
+        first[sec + 2] += first[sec + 1];
+    }
+    for (uint32_t s = 0; s < nsym; s++) {
+        const unsigned char *sy = ent(h, T_SYMBOLS, s);
+        struct entry_row *r = &ek->row[first[le32(sy + SYM_SECTION) + 1]++];
+        r->value = le32(sy + SYM_VALUE);
+        r->name = le32(sy + SYM_NAME);
+        r->sym = s;
+    }
+    if (!SCRATCH(h, rs.key, most) || !SCRATCH(h, rs.tmp, most) || !SCRATCH(h, rs.copy, most))
+        return -1;
+    for (uint32_t sec = 0; sec < nsec; sec++)
+        sort_rows(ek->row + first[sec], first[sec + 1] - first[sec], &rs);
+    return 1;
+}
+
+/* The first row with KEY (its section's rows searched), or -1; *END: where
+ * its section's rows end.  The key of a line whose offset is 2^32 or more
+ * (a section of 4 GiB or more: damaged) has that offset's high bits ORed
+ * into the section's, as the Python's key does, and matches whatever entry
+ * has that key. */
+static long row_with_key(const kms_handle *h, const struct entry_keys *ek, uint64_t key,
+                         uint32_t *end)
+{
+    uint64_t sec = key >> 32;
+    uint32_t value = (uint32_t)key;
+    if (sec >= h->count[T_SECTIONS])
+        return NO;
+    size_t lo = ek->first[sec], n = ek->first[sec + 1] - lo;
+    while (n > 0) {
+        size_t half = n / 2;
+        if (ek->row[lo + half].value < value) {
+            lo += half + 1;
+            n -= half + 1;
+        } else {
+            n = half;
+        }
+    }
+    *end = ek->first[sec + 1];
+    return lo < *end && ek->row[lo].value == value ? (long)lo : NO;
+}
+
+/* Of rows R.. (before END) with R's value, the first entry with line I's
+ * name, or -1. */
+static int32_t entry_named(const kms_handle *h, const struct entry_keys *ek, size_t i,
+                           uint32_t r, uint32_t end)
+{
+    for (uint32_t value = ek->row[r].value; r < end && ek->row[r].value == value; r++)
+        if (name_eq(h, i, ek->row[r].name))
+            return (int32_t)ek->row[r].sym;
+    return NO;
+}
+
+/* docs/resolver.md §3's match for one line and section: the entry of SEC
+ * at the line's offset with its name, or -1. */
+static int32_t match_entry(const kms_handle *h, const struct entry_keys *ek, size_t i,
+                           int32_t sec)
+{
+    uint32_t end;
+    long r = row_with_key(h, ek, (uint64_t)sec << 32 | (h->line[i].addr - h->section_base[sec]),
+                          &end);
+    return r < 0 ? NO : entry_named(h, ek, i, (uint32_t)r, end);
+}
+
+/* Line I is entry S: what the index needs of the entry (size, binding,
+ * preference) is read now, while its row is at hand. */
+static inline void take_entry(kms_handle *h, size_t i, int32_t s)
+{
+    const unsigned char *sy = ent(h, T_SYMBOLS, (uint32_t)s);
+    struct line *l = &h->line[i];
+    int64_t size = (int64_t)le64(sy + SYM_SIZE);
+    h->line_matched[i] = 1;
+    l->size = size < 0 ? -1 : size; /* read as negative: unknown */
+    l->binding = sy[SYM_BINDING] <= 2 ? sy[SYM_BINDING] : KMS_BINDING_UNKNOWN;
+    l->prefer = symbol_prefer(sy[SYM_TYPE] != 0, sy[SYM_BINDING]);
+}
+
+/* The walk of one section's rows by the lines in it, in address order. */
+struct cursor {
+    int32_t sec;         /* its section, -1 none yet */
+    uint32_t at, end;    /* the row reached, and where the section's rows end */
+};
+
+/* The first row of the key of line I in SEC, or -1; *END: where its
+ * section's rows end.  Lines of SEC come in address order, so the cursor
+ * only moves up its rows; an offset of 2^32 or more searches. */
+static long row_of_line(const kms_handle *h, const struct entry_keys *ek, struct cursor *c,
+                        size_t i, int32_t sec, uint32_t *end)
+{
+    uint64_t off = h->line[i].addr - h->section_base[sec];
+    if (off >> 32)
+        return row_with_key(h, ek, (uint64_t)sec << 32 | off, end);
+    if (c->sec != sec) {
+        c->sec = sec;
+        c->at = ek->first[sec];
+        c->end = ek->first[sec + 1];
+    }
+    while (c->at < c->end && ek->row[c->at].value < off)
+        c->at++;
+    *end = c->end;
+    return c->at < c->end && ek->row[c->at].value == off ? (long)c->at : NO;
+}
+
+/* A line whose key has rows, compared LAG lines later: its entry's name and
+ * row are fetched meanwhile. */
+#define LAG 16
+struct pending {
+    uint32_t line, row, end;
+};
+
+static void settle(kms_handle *h, const struct entry_keys *ek, const struct pending *p)
+{
+    int32_t got = entry_named(h, ek, p->line, p->row, p->end);
+    if (got >= 0)
+        take_entry(h, p->line, got);
+}
+
+/* Stable merge sort of entry indices by name (strcmp); TMP: room for N. */
+static void sort_by_name(const kms_handle *h, uint32_t *a, size_t n, uint32_t *tmp)
+{
+    if (n < 2)
+        return;
+    size_t m = n / 2;
+    sort_by_name(h, a, m, tmp);
+    sort_by_name(h, a + m, n - m, tmp);
+    size_t i = 0, j = m, o = 0;
+    while (i < m && j < n)
+        tmp[o++] = strcmp(sym_name(h, a[j]), sym_name(h, a[i])) < 0 ? a[j++] : a[i++];
+    while (i < m)
+        tmp[o++] = a[i++];
+    while (j < n)
+        tmp[o++] = a[j++];
+    memcpy(a, tmp, n * sizeof *a);
+}
+
+/* Compare line I's name (bytes) with NAME (strcmp order). */
+static int line_name_cmp(const kms_handle *h, size_t i, const char *name)
+{
+    const unsigned char *p = (const unsigned char *)line_name(h, i);
+    const unsigned char *q = (const unsigned char *)name;
+    uint32_t len = h->line[i].name_len;
+    for (uint32_t k = 0;; k++) {
+        if (k == len)
+            return q[k] ? -1 : 0;
+        if (!q[k])
+            return 1;
+        if (p[k] != q[k])
+            return p[k] < q[k] ? -1 : 1;
+    }
+}
+
+/*
+ * Attribution (docs/resolver.md §3): a core line is in the placed section
+ * holding its address, and is the entry of that section at that offset with
+ * its name; a line in none is a zero-size symbol at the end of a section
+ * ending exactly there, if one has it; a line still in none whose name only
+ * unplaced sized copies carry is ambiguous between them (_find_ambiguous).
+ */
+int kmsi_attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
+{
+    uint32_t nsym = h->count[T_SYMBOLS];
+    struct scratch_mark mark = kmsi_scratch_mark(h);
+    struct entry_keys ek = {NULL, NULL};
+    struct keyed *ends;
+    uint32_t *cand, *loose;
+    const char **cand_name;
+    size_t nloose = 0;
+    int keyed = nsym > 0 ? index_entries(h, &ek) : 0, rc = KMS_OK;
+
+    if (keyed < 0 || !SCRATCH(h, loose, h->n)) {
+        rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
+        goto out;
+    }
+    /* Lines in address order walk the extents and, in each, its section's
+     * rows (no search).  The names and rows of the entries they find are
+     * read at random: each is fetched LAG lines ahead of its comparison. */
+    struct pending ring[LAG];
+    struct cursor cur = {NO, 0, 0};
+    size_t looked = 0;
+    for (size_t k = 0, e = 0; k < h->n; k++) {
+        size_t i = h->by_address[k];
+        while (e < h->next && h->ext_start[e] <= h->line[i].addr)
+            e++;
+        h->line_section[i] = NO;
+        if (line_module(h, i) != 0)
+            continue;
+        if (e == 0 || h->line[i].addr >= h->ext[e - 1].end) {
+            loose[nloose++] = (uint32_t)i; /* a core line in no extent */
+            continue;
+        }
+        int32_t sec = h->line_section[i] = (int32_t)h->ext[e - 1].sec;
+        uint32_t end;
+        long r = keyed ? row_of_line(h, &ek, &cur, i, sec, &end) : NO;
+        if (r < 0)
+            continue;
+        /* the name, as long as the line's (its end may lie past the table),
+         * and both cache lines a symbol's row may span */
+        const char *name = str(h, ek.row[r].name);
+        const unsigned char *sy = ent(h, T_SYMBOLS, ek.row[r].sym);
+        PREFETCH(name);
+        PREFETCH((const void *)((uintptr_t)name + h->line[i].name_len));
+        PREFETCH(sy);
+        PREFETCH(sy + entry_size[T_SYMBOLS] - 1);
+        if (looked >= LAG)
+            settle(h, &ek, &ring[looked % LAG]);
+        ring[looked++ % LAG] = (struct pending){(uint32_t)i, (uint32_t)r, end};
+    }
+    for (size_t t = looked > LAG ? looked - LAG : 0; t < looked; t++) /* the last lines' */
+        settle(h, &ek, &ring[t % LAG]);
+    kmsi_scratch_shrink(h, loose, nloose, sizeof *loose);
+    /* Lines in no extent, at the end of placed sections ending there: the
+     * sections by end (stably), each line tried against each in order; the
+     * last match wins (the Python assigns all matches in turn). */
+    if (!SCRATCH(h, ends, h->next)) {
+        rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
+        goto out;
+    }
+    /* the Python sorts the placed sections by end in section order: the
+     * extents' sections (placed, sized) taken in that order.  The extents
+     * are by start: when their ends ascend too, each distinct, that is the
+     * order by end (none to keep in section order), and nothing is sorted. */
+    int by_start = 1;
+    for (uint32_t k = 0; k < h->next; k++) {
+        ends[k].key = h->ext[k].end;
+        ends[k].idx = h->ext[k].sec;
+        by_start &= k == 0 || ends[k].key > ends[k - 1].key;
+    }
+    for (uint32_t sec = 0, k = 0; !by_start && sec < h->count[T_SECTIONS] && k < h->next; sec++) {
+        uint64_t size = le64(ent(h, T_SECTIONS, sec) + SEC_SIZE);
+        if ((h->placed[sec] & PLACED) && size > 0) {
+            ends[k].key = h->section_base[sec] + size;
+            ends[k++].idx = sec;
+        }
+    }
+    if (!by_start && kmsi_sort_keyed(h, ends, h->next)) {
+        rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
+        goto out;
+    }
+    if (keyed && h->next) {
+        uint64_t *end_key;
+        if (!SCRATCH(h, end_key, h->next)) {
+            rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
+            goto out;
+        }
+        for (uint32_t k = 0; k < h->next; k++)
+            end_key[k] = ends[k].key;
+        /* (the loose lines are in address order: the ends' first at or above each only moves up) */
+        for (size_t k = 0, first = 0; k < nloose; k++) {
+            size_t i = loose[k];
+            int32_t got = NO;
+            while (first < h->next && end_key[first] < h->line[i].addr)
+                first++;
+            for (size_t j = first; j < h->next && end_key[j] == h->line[i].addr; j++) {
+                int32_t m = match_entry(h, &ek, i, (int32_t)ends[j].idx);
+                if (m >= 0)
+                    got = m;
+            }
+            if (got >= 0) {
+                take_entry(h, i, got);
+                h->line_section[i] = (int32_t)le32(ent(h, T_SYMBOLS, (uint32_t)got) + SYM_SECTION);
+            }
+        }
+    }
+    /* Ambiguous: loose lines whose name only unplaced sized copies carry. */
+    size_t ncand = 0;
+    if (!SCRATCH(h, cand, nsym)) {
+        rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
+        goto out;
+    }
+    for (uint32_t s = 0; s < nsym; s++) {
+        const unsigned char *sy = ent(h, T_SYMBOLS, s);
+        if (!(h->placed[le32(sy + SYM_SECTION)] & PLACED) && le64(sy + SYM_SIZE) > 0)
+            cand[ncand++] = s;
+    }
+    kmsi_scratch_shrink(h, cand, ncand, sizeof *cand);
+    if (ncand) {
+        /* by name, then index: the file's own order when it is sorted, as
+         * kmodsyms writes it (checked here, not assumed) */
+        if (!SCRATCH(h, cand_name, ncand)) {
+            rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
+            goto out;
+        }
+        size_t c = 1;
+        cand_name[0] = sym_name(h, cand[0]);
+        for (; c < ncand; c++) {
+            cand_name[c] = sym_name(h, cand[c]);
+            if (strcmp(cand_name[c - 1], cand_name[c]) > 0)
+                break;
+        }
+        uint32_t *tmp;
+        if (c < ncand && !SCRATCH(h, tmp, ncand)) {
+            rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
+            goto out;
+        }
+        if (c < ncand)
+            sort_by_name(h, cand, ncand, tmp);
+        for (c = 0; c < ncand; c++)
+            cand_name[c] = sym_name(h, cand[c]);
+        for (size_t k = 0; k < nloose; k++) {
+            size_t i = loose[k];
+            if (h->line_section[i] >= 0)
+                continue;
+            size_t lo = 0, hi = ncand;
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (line_name_cmp(h, i, cand_name[mid]) > 0)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            size_t end = lo;
+            while (end < ncand && line_name_cmp(h, i, cand_name[end]) == 0)
+                end++;
+            if (end == lo)
+                continue;
+            if (h->namb % 64 == 0) {
+                size_t nc = h->namb + 64;
+                uint32_t *nf = realloc(h->amb_first, nc * sizeof *nf);
+                if (nf)
+                    h->amb_first = nf;
+                uint32_t *nn = nf ? realloc(h->amb_count, nc * sizeof *nn) : NULL;
+                if (!nn) {
+                    rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
+                    goto out;
+                }
+                h->amb_count = nn;
+            }
+            h->line[i].who = WHO(WHO_AMBIGUOUS, h->namb);
+            h->amb_first[h->namb] = (uint32_t)lo;
+            h->amb_count[h->namb++] = (uint32_t)(end - lo);
+        }
+    }
+    if (h->namb) { /* each candidate's module list */
+        if (!ALLOC(h, cand_list, ncand) || !ALLOC(h, cand_modset, ncand)) {
+            rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
+            goto out;
+        }
+        for (size_t c = 0; c < ncand; c++) {
+            uint32_t modset = le32(ent(h, T_SYMBOLS, cand[c]) + 4);
+            const unsigned char *ms = ent(h, T_MODSETS, modset);
+            h->cand_modset[c] = modset;
+            h->cand_list[c].nmodules = le32(ms + 4);
+            h->cand_list[c].modules = h->member_name + le32(ms);
+            if (!h->cand_list[c].nmodules) {
+                h->cand_list[c].nmodules = 1;
+                h->cand_list[c].modules = kmsi_vmlinux_list;
+            }
+        }
+    }
+out:
+    kmsi_scratch_release(h, mark);
+    return rc;
+}

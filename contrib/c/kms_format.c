@@ -1,0 +1,314 @@
+// SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
+/*
+ * Input, the dtrace_syms file (docs/format.md): mapped read-only, its CRC-32
+ * checked, every table and cross-reference checked against its bounds
+ * (kmodsyms.format.symsfile.SymsFile's checks), and the objects' module lists read.
+ * First step of a load, before kallsyms is read (kms_kallsyms.c).
+ */
+#include "kms_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(KMS_PORTABLE_CRC)
+#include <immintrin.h> /* crc32_clmul */
+#endif
+#ifndef MAP_POPULATE /* Linux's; elsewhere the pages fault in as read */
+#define MAP_POPULATE 0
+#endif
+
+static const char *const table_names[T_COUNT] = {
+    "strings", "modules", "modset_members", "modsets",
+    "objects", "section_names", "sections", "symbols", "segments", "anchors"};
+
+const char *const kmsi_vmlinux_list[1] = {"vmlinux"};
+
+#define FORMAT_VERSION 1u
+#define HEADER_SIZE 160u
+#define DIRECTORY_AT 56u
+#define MAX_ENTRIES (UINT32_C(1) << 28)
+
+/* ISO-HDLC (zlib's crc32()), slicing by 16; the table is the caller's so
+ * that nothing global is written. */
+static void crc_table(uint32_t tab[16][256])
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        tab[0][i] = c;
+    }
+    for (int i = 0; i < 256; i++)
+        for (int k = 1; k < 16; k++)
+            tab[k][i] = tab[0][tab[k - 1][i] & 0xFF] ^ (tab[k - 1][i] >> 8);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(KMS_PORTABLE_CRC)
+/* KMS_PORTABLE_CRC builds the table's way only, as on other processors:
+ * make check builds test_kms so too, so that both ways are tested here. */
+#define CRC_CLMUL 1
+/* The CRC state after N bytes at P (N a multiple of 16, at least 64) from
+ * state C, by carry-less multiplication: four 128-bit lanes folded 64 bytes
+ * at a time, then into one, then reduced (Gopal et al., "Fast CRC
+ * Computation for Generic Polynomials Using PCLMULQDQ", Intel 2009; the
+ * constants of the reflected ISO-HDLC polynomial, as zlib's). */
+__attribute__((target("pclmul,sse4.1")))
+static uint32_t crc32_clmul(const unsigned char *p, size_t n, uint32_t c)
+{
+    const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596, 0x0154442bd4);
+    const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009e, 0x01751997d0);
+    const __m128i k5k0 = _mm_set_epi64x(0, 0x0163cd6124);
+    const __m128i poly = _mm_set_epi64x(0x01f7011641, 0x01db710641);
+    const __m128i low32 = _mm_setr_epi32(~0, 0, ~0, 0);
+    __m128i x1 = _mm_loadu_si128((const __m128i *)p), x2 = _mm_loadu_si128((const __m128i *)(p + 16));
+    __m128i x3 = _mm_loadu_si128((const __m128i *)(p + 32)), x4 = _mm_loadu_si128((const __m128i *)(p + 48));
+    __m128i x5;
+    x1 = _mm_xor_si128(x1, _mm_cvtsi32_si128((int)c));
+    for (p += 64, n -= 64; n >= 64; p += 64, n -= 64) {
+        __m128i f1 = _mm_clmulepi64_si128(x1, k1k2, 0x00), f2 = _mm_clmulepi64_si128(x2, k1k2, 0x00);
+        __m128i f3 = _mm_clmulepi64_si128(x3, k1k2, 0x00), f4 = _mm_clmulepi64_si128(x4, k1k2, 0x00);
+        x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k1k2, 0x11), f1),
+                           _mm_loadu_si128((const __m128i *)p));
+        x2 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x2, k1k2, 0x11), f2),
+                           _mm_loadu_si128((const __m128i *)(p + 16)));
+        x3 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x3, k1k2, 0x11), f3),
+                           _mm_loadu_si128((const __m128i *)(p + 32)));
+        x4 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x4, k1k2, 0x11), f4),
+                           _mm_loadu_si128((const __m128i *)(p + 48)));
+    }
+    /* the four lanes into one, then the 16-byte blocks left */
+    x5 = _mm_clmulepi64_si128(x1, k3k4, 0x00);
+    x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k3k4, 0x11), x2), x5);
+    x5 = _mm_clmulepi64_si128(x1, k3k4, 0x00);
+    x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k3k4, 0x11), x3), x5);
+    x5 = _mm_clmulepi64_si128(x1, k3k4, 0x00);
+    x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k3k4, 0x11), x4), x5);
+    for (; n >= 16; p += 16, n -= 16) {
+        x5 = _mm_clmulepi64_si128(x1, k3k4, 0x00);
+        x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k3k4, 0x11),
+                                         _mm_loadu_si128((const __m128i *)p)), x5);
+    }
+    /* 128 bits to 64, then Barrett's reduction to 32 */
+    x2 = _mm_clmulepi64_si128(x1, k3k4, 0x10);
+    x1 = _mm_xor_si128(_mm_srli_si128(x1, 8), x2);
+    x2 = _mm_srli_si128(x1, 4);
+    x1 = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(x1, low32), k5k0, 0x00), x2);
+    x2 = _mm_clmulepi64_si128(_mm_and_si128(x1, low32), poly, 0x10);
+    x2 = _mm_clmulepi64_si128(_mm_and_si128(x2, low32), poly, 0x00);
+    x1 = _mm_xor_si128(x1, x2);
+    return (uint32_t)_mm_extract_epi32(x1, 1);
+}
+#endif
+
+static uint32_t crc32_bytes(const unsigned char *p, size_t n)
+{
+    uint32_t tab[16][256];
+    uint32_t c = 0xFFFFFFFFu;
+#ifdef CRC_CLMUL
+    /* where the processor has it, all whole 16-byte blocks at once */
+    if (n >= 64 && __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1")) {
+        size_t m = n & ~(size_t)15;
+        c = crc32_clmul(p, m, c);
+        p += m;
+        n -= m;
+    }
+#endif
+    crc_table(tab);
+    for (; n >= 16; n -= 16, p += 16) {
+        uint32_t w0 = c ^ le32(p), w1 = le32(p + 4), w2 = le32(p + 8), w3 = le32(p + 12);
+        c = tab[15][w0 & 0xFF] ^ tab[14][(w0 >> 8) & 0xFF] ^ tab[13][(w0 >> 16) & 0xFF] ^
+            tab[12][w0 >> 24] ^ tab[11][w1 & 0xFF] ^ tab[10][(w1 >> 8) & 0xFF] ^
+            tab[9][(w1 >> 16) & 0xFF] ^ tab[8][w1 >> 24] ^ tab[7][w2 & 0xFF] ^
+            tab[6][(w2 >> 8) & 0xFF] ^ tab[5][(w2 >> 16) & 0xFF] ^ tab[4][w2 >> 24] ^
+            tab[3][w3 & 0xFF] ^ tab[2][(w3 >> 8) & 0xFF] ^ tab[1][(w3 >> 16) & 0xFF] ^
+            tab[0][w3 >> 24];
+    }
+    for (; n; n--, p++)
+        c = tab[0][(c ^ *p) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+/* Every u32 field at byte FIELD of every entry of table T is < BOUND. */
+static int in_range(const kms_handle *h, int t, uint32_t field, uint64_t bound)
+{
+    for (uint32_t i = 0; i < h->count[t]; i++)
+        if (le32(ent(h, t, i) + field) >= bound)
+            return 0;
+    return 1;
+}
+
+/* kmodsyms.format.symsfile.SymsFile's checks, in its order and with its words. */
+static int validate_syms(kms_handle *h, const char *path, kms_error *err)
+{
+    const unsigned char *d = h->map;
+    size_t size = h->map_size;
+    const char *why = NULL;
+    uint32_t nstr;
+
+    if (size < 16 || memcmp(d, "KMODSYMS", 8) != 0)
+        return kmsi_fail(err, KMS_E_SYMS, "%s: not a dtrace_syms file (bad magic)", path);
+    if (le32(d + 8) != FORMAT_VERSION)
+        return kmsi_fail(err, KMS_E_VERSION,
+                         "%s: dtrace_syms format version %lu; this reader reads version %u: "
+                         "rebuild it with a matching kmodsyms",
+                         path, (unsigned long)le32(d + 8), FORMAT_VERSION);
+    if (size < HEADER_SIZE)
+        return kmsi_fail(err, KMS_E_SYMS, "%s: truncated (%zu bytes, header needs %u); "
+                         "rebuild it with 'kmodsyms build'", path, size, HEADER_SIZE);
+    if (le64(d + 16) != (uint64_t)size)
+        return kmsi_fail(err, KMS_E_SYMS, "%s: truncated or padded: header says %llu bytes, file "
+                         "has %zu; rebuild it with 'kmodsyms build'",
+                         path, (unsigned long long)le64(d + 16), size);
+    if (le32(d + 24) != HEADER_SIZE)
+        why = "bad header size";
+    else if (crc32_bytes(d + 16, size - 16) != le32(d + 12))
+        why = "checksum mismatch (corrupt file)";
+    if (why)
+        return kmsi_fail(err, KMS_E_SYMS, "%s: %s; rebuild it with 'kmodsyms build'", path, why);
+
+    for (int t = 0; t < T_COUNT; t++) {
+        uint64_t off = le32(d + DIRECTORY_AT + 8 * t);
+        uint64_t count = le32(d + DIRECTORY_AT + 8 * t + 4);
+        /* off < 2^32 and count <= 2^28: no overflow in 64 bits. */
+        if (count > MAX_ENTRIES || off % 8 != 0 || off < HEADER_SIZE ||
+            off + count * entry_size[t] > (uint64_t)size)
+            return kmsi_fail(err, KMS_E_SYMS, "%s: table %s out of bounds (offset %llu, %llu "
+                             "entries); rebuild it with 'kmodsyms build'", path, table_names[t],
+                             (unsigned long long)off, (unsigned long long)count);
+        h->table[t] = d + off;
+        h->count[t] = (uint32_t)count;
+    }
+    nstr = h->count[T_STRINGS];
+    if (nstr == 0 || h->table[T_STRINGS][nstr - 1] != 0)
+        why = "string table not NUL-terminated";
+    for (int i = 0; !why && i < 6; i++)
+        if (le32(d + 32 + 4 * i) >= nstr)
+            why = "header string out of range";
+    if (why)
+        ;
+    else if (!in_range(h, T_MODULES, 0, nstr))
+        why = "module name out of range";
+    else if (!in_range(h, T_MEMBERS, 0, h->count[T_MODULES]))
+        why = "module-set member out of range";
+    else {
+        for (uint32_t i = 0; i < h->count[T_MODSETS]; i++) {
+            const unsigned char *e = ent(h, T_MODSETS, i);
+            if ((uint64_t)le32(e) + le32(e + 4) > h->count[T_MEMBERS])
+                why = "module set out of range";
+        }
+    }
+    if (why)
+        ;
+    else if (!in_range(h, T_OBJECTS, 0, nstr))
+        why = "object path out of range";
+    else if (!in_range(h, T_OBJECTS, 4, h->count[T_MODSETS]))
+        why = "object module set out of range";
+    else if (!in_range(h, T_SECNAMES, 0, nstr))
+        why = "section name out of range";
+    else if (!in_range(h, T_SECTIONS, 0, h->count[T_OBJECTS]))
+        why = "section object out of range";
+    else if (!in_range(h, T_SECTIONS, 4, h->count[T_SECNAMES]))
+        why = "section name index out of range";
+    else {
+        /* the symbols' five checks in one pass (the largest table): each
+         * failure noted, the first in the order above reported */
+        static const char *const sym_why[5] = {
+            "symbol name out of range", "symbol module set out of range",
+            "symbol object out of range", "symbol section out of range",
+            "symbol section belongs to another object"};
+        uint32_t nmodsets = h->count[T_MODSETS], nobj = h->count[T_OBJECTS];
+        uint32_t nsec = h->count[T_SECTIONS], bad = 0, wide = 0;
+        /* the same pass counts each section's symbols, for index_entries (a
+         * failure to allocate is told where the other allocations' are) */
+        uint32_t *rows = h->section_rows = kmsi_scratch(h, (size_t)nsec + 2, sizeof *rows);
+        if (rows)
+            memset(rows, 0, ((size_t)nsec + 2) * sizeof *rows);
+        for (uint32_t i = 0; i < h->count[T_SYMBOLS]; i++) {
+            const unsigned char *s = ent(h, T_SYMBOLS, i);
+            uint32_t sec = le32(s + SYM_SECTION), obj = le32(s + 8);
+            bad |= (uint32_t)(le32(s) >= nstr) | (uint32_t)(le32(s + 4) >= nmodsets) << 1 |
+                   (uint32_t)(obj >= nobj) << 2 | (uint32_t)(sec >= nsec) << 3;
+            wide |= le32(s + SYM_VALUE + 4);
+            if (sec < nsec) {
+                if (le32(ent(h, T_SECTIONS, sec) + SEC_OBJECT) != obj)
+                    bad |= 1u << 4;
+                if (rows)
+                    rows[sec + 2]++;
+            }
+        }
+        h->wide_values = wide != 0;
+        for (int k = 0; !why && k < 5; k++)
+            if (bad >> k & 1)
+                why = sym_why[k];
+    }
+    if (why)
+        ;
+    else if (!in_range(h, T_ANCHORS, 0, h->count[T_SYMBOLS]))
+        why = "anchor symbol out of range";
+    else if (!in_range(h, T_ANCHORS, 4, h->count[T_SEGMENTS]))
+        why = "anchor segment out of range";
+    if (why)
+        return kmsi_fail(err, KMS_E_SYMS, "%s: %s; rebuild it with 'kmodsyms build'", path, why);
+    h->release = str(h, le32(d + 32));
+    h->build_id = str(h, le32(d + 36));
+    if (!ALLOC(h, member_name, h->count[T_MEMBERS]))
+        return kmsi_fail(err, KMS_E_NOMEM, "out of memory reading %s", path);
+    for (uint32_t k = 0; k < h->count[T_MEMBERS]; k++)
+        h->member_name[k] = str(h, le32(ent(h, T_MODULES, le32(ent(h, T_MEMBERS, k)))));
+    if (!h->section_rows || !ALLOC(h, object, h->count[T_OBJECTS]) ||
+        !ALLOC(h, section_object, h->count[T_SECTIONS]))
+        return kmsi_fail(err, KMS_E_NOMEM, "out of memory reading %s", path);
+    for (uint32_t o = 0; o < h->count[T_OBJECTS]; o++) {
+        const unsigned char *ob = ent(h, T_OBJECTS, o);
+        const unsigned char *ms = ent(h, T_MODSETS, le32(ob + 4));
+        struct object_info *info = &h->object[o];
+        info->path = str(h, le32(ob));
+        info->modules.nmodules = le32(ms + 4);
+        info->modules.modules = h->member_name + le32(ms);
+        info->origin = KMS_ORIGIN_BUILTIN;
+        if (!info->modules.nmodules) {
+            info->modules.modules = kmsi_vmlinux_list;
+            info->modules.nmodules = 1;
+            info->origin = KMS_ORIGIN_CORE;
+        }
+        info->dso = info->modules.modules[0];
+    }
+    for (uint32_t c = 0; c < h->count[T_SECTIONS]; c++)
+        h->section_object[c] = le32(ent(h, T_SECTIONS, c) + SEC_OBJECT);
+    return KMS_OK;
+}
+
+int kmsi_map_syms(kms_handle *h, const char *path, kms_error *err)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return kmsi_fail(err, KMS_E_IO, "cannot read %s: %s; build it with 'kmodsyms build'",
+                         path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return kmsi_fail(err, KMS_E_IO, "cannot read %s: not a regular file; build it with "
+                         "'kmodsyms build'", path);
+    }
+    h->map_size = (size_t)st.st_size;
+    if (h->map_size) {
+        /* every page is read (the CRC): map them all at once, not fault by fault */
+        void *m = mmap(NULL, h->map_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+        if (m == MAP_FAILED) {
+            int e = errno;
+            close(fd);
+            h->map_size = 0;
+            return kmsi_fail(err, KMS_E_IO, "cannot map %s: %s", path, strerror(e));
+        }
+        h->map = m;
+    }
+    close(fd);
+    return validate_syms(h, path, err);
+}

@@ -1,0 +1,772 @@
+// SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
+/*
+ * The address index (docs/resolver.md §4): the lines sorted by address,
+ * loaded modules' .ko sections joined (kms_modules.c), each line's region
+ * and the core ranges, then the address space cut into pieces answered
+ * alike, their clusters' bucket tables and the owners whose record tails
+ * answers copy.  Follows attribution (kms_attr.c); queries (kms_query.c)
+ * read only what it builds.
+ */
+#include "kms_internal.h"
+
+static size_t lower_bound(const uint64_t *v, size_t n, uint64_t x)
+{
+    size_t lo = 0;
+    while (n > 0) {
+        size_t half = n / 2;
+        if (v[lo + half] < x) {
+            lo += half + 1;
+            n -= half + 1;
+        } else {
+            n = half;
+        }
+    }
+    return lo;
+}
+
+static int has_prefix(const kms_handle *h, size_t i, const char *p)
+{
+    return h->line[i].name_len >= 6 && memcmp(line_name(h, i), p, 6) == 0;
+}
+
+/* Preference among intervals of one start (Resolver._build_index): the
+ * greater is preferred, i.e. sorts later. */
+static int prefer_cmp(const kms_handle *h, uint32_t a, uint32_t b)
+{
+    int64_t la = h->line[a].size, lb = h->line[b].size;
+    if (la != lb)
+        return la < lb ? 1 : -1; /* smaller size preferred */
+    uint8_t pa = h->line[a].prefer, pb = h->line[b].prefer;
+    if (pa != pb)
+        return pa > pb ? 1 : -1;
+    /* the name that sorts first is preferred; equal names: the later line */
+    size_t na = h->line[a].name_len, nb = h->line[b].name_len;
+    int c = memcmp(line_name(h, a), line_name(h, b), na < nb ? na : nb);
+    if (c == 0 && na != nb)
+        c = na < nb ? -1 : 1;
+    if (c)
+        return c < 0 ? 1 : -1;
+    return a > b ? 1 : -1;
+}
+
+/* resolver._core_ranges, what one pass over the lines gathers of the core
+ * lines that may answer: their lowest and highest addresses, and where the
+ * (last) line of each marker is. */
+#define MARKER(s) {s, sizeof s - 1}
+static const struct {
+    const char *name;
+    uint32_t len;
+} core_marker[4] = {MARKER("_etext"), MARKER("_sinittext"), MARKER("_einittext"), MARKER("_end")};
+
+struct core_seen {
+    uint64_t lowest, highest, at[4];
+    int seen[4], any;
+};
+
+static void core_line(const kms_handle *h, size_t i, struct core_seen *c)
+{
+    const struct line *l = &h->line[i];
+    c->any = 1;
+    c->lowest = l->addr < c->lowest ? l->addr : c->lowest;
+    c->highest = l->addr > c->highest ? l->addr : c->highest;
+    if (l->name_len > sizeof "_sinittext" - 1 || h->text[l->name] != '_') /* no marker */
+        return;
+    for (int k = 0; k < 4; k++)
+        if (line_name_is(h, i, core_marker[k].name, core_marker[k].len)) {
+            c->at[k] = l->addr; /* the last such line, as the Python's dict keeps */
+            c->seen[k] = 1;
+        }
+}
+
+static int in_core_ranges(const kms_handle *h, uint64_t q)
+{
+    /* the last range starting at or below q (the starts are ascending) */
+    long k = NO;
+    for (uint32_t r = 0; r < h->ncore_ranges; r++)
+        if (h->core_range[2 * r] <= q)
+            k = r;
+    return k >= 0 && q <= h->core_range[2 * k + 1];
+}
+
+/* The address of the K-th line by address. */
+static inline uint64_t addr_at(const kms_handle *h, size_t k)
+{
+    return h->line[h->by_address[k]].addr;
+}
+
+/* How many lines are at or below X. */
+static size_t upper_bound_by_address(const kms_handle *h, uint64_t x)
+{
+    size_t lo = 0, n = h->n;
+    while (n > 0) {
+        size_t half = n / 2;
+        if (addr_at(h, lo + half) <= x) {
+            lo += half + 1;
+            n -= half + 1;
+        } else {
+            n = half;
+        }
+    }
+    return lo;
+}
+
+/* resolver._core_ranges: where core lines answer (the kernel's is_ksym_addr()). */
+static void core_ranges(kms_handle *h, const struct core_seen *c)
+{
+    h->ncore_ranges = 0;
+    if (!c->any)
+        return;
+    h->core_range[0] = c->lowest;
+    h->core_range[1] = c->highest;
+    h->ncore_ranges = 1;
+    if (!c->seen[0] || c->seen[3])
+        return;
+    /* a core line that may answer past _etext (outside the init text when
+     * both its markers are seen): every symbol is listed */
+    int init = c->seen[1] && c->seen[2];
+    const uint64_t *at = c->at;
+    if (c->highest > at[0] && (!init || c->highest > at[2]))
+        return;
+    if (init) /* one below the init text? the lines just above _etext say */
+        for (size_t k = upper_bound_by_address(h, at[0]); k < h->n && addr_at(h, k) < at[1]; k++)
+            if (line_module(h, h->by_address[k]) == 0 && h->line[h->by_address[k]].answers)
+                return;
+    h->core_range[1] = at[0];
+    if (init) {
+        h->core_range[2] = at[1];
+        h->core_range[3] = at[2];
+        h->ncore_ranges = 2;
+    }
+}
+
+/*
+ * Resolver._regions: every line's region, the end of each group's (a
+ * loaded module's lines inside its core, as the kernel says, apart from
+ * those outside it), the lines that may answer by address, and which
+ * extents queries see.  The same pass notes which placed sections hold
+ * text, names each core line's object, and gathers the core ranges'.
+ */
+static int regions(kms_handle *h, kms_error *err)
+{
+    size_t n = h->n, nmods = h->nmods, k = 0;
+    const uint8_t *origin = h->mod_origin;
+    struct core_seen core = {UINT64_MAX, 0, {0, 0, 0, 0}, {0, 0, 0, 0}, 0};
+    /* groups: two per module (inside its core, outside), then one per
+     * pseudo-module line (at most the lines not of the core) */
+    size_t most = 2 * nmods + (n - h->core_lines);
+    uint64_t *highest;
+    if (!SCRATCH(h, h->region_end, most))
+        return kmsi_fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
+    struct scratch_mark mark = kmsi_scratch_mark(h);
+    if (!SCRATCH(h, highest, most))
+        return kmsi_fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
+    memset(highest, 0, 2 * nmods * sizeof *highest);
+    h->line_region = h->line_section; /* rewritten in place: a placed section stays */
+    for (size_t i = 0; i < n; i++) {
+        struct line *l = &h->line[i];
+        int32_t sec = h->line_section[i];
+        uint32_t mod = line_module(h, i);
+        size_t g;
+        if (sec >= 0) {
+            if (l->type == 't' || l->type == 'T')
+                h->placed[sec] |= HOLDS_TEXT;
+            if (WHO_TAG(l->who) == WHO_CORE)
+                l->who = WHO(WHO_OBJECT, h->section_object[sec]);
+        }
+        l->answers = l->type != 'A' &&
+                     !(mod && kms_is_mapping_symbol(line_name(h, i), l->name_len));
+        if (origin[mod] == KMS_ORIGIN_PSEUDO) {
+            g = 2 * nmods + k++;
+            highest[g] = 0;
+        } else {
+            /* (the core kernel is no loaded module: it has no core to be outside) */
+            g = 2 * (size_t)mod + (size_t)(mod && kms_modules_outside_core(&h->mods, mod, l->addr));
+        }
+        if (!l->answers)
+            g = 1;
+        else if (mod == 0)
+            core_line(h, i, &core);
+        h->line_region[i] = sec >= 0 ? sec : -1 - (int32_t)g;
+        if (l->addr > highest[g])
+            highest[g] = l->addr;
+    }
+    for (size_t g = 0; g < 2 * nmods + k; g++) {
+        size_t above = upper_bound_by_address(h, highest[g]);
+        uint64_t end = g < 2 ? highest[g] : above < n ? addr_at(h, above) - 1 : UINT64_MAX;
+        uint64_t core_last;
+        int module = g >= 2 && g < 2 * nmods && g % 2 == 0;
+        if (module && kms_modules_core_last(&h->mods, (uint32_t)(g / 2), &core_last)) {
+            if (core_last < end)
+                end = core_last; /* within its core, as the kernel says */
+        } else if (module && above >= n && highest[g] <= UINT64_MAX - 4095 &&
+                   highest[g] + 4095 < end) {
+            end = highest[g] + 4095; /* the highest module, its end unknown: a page */
+        }
+        /* a pseudo-module line (its group's only one) answers at most a page;
+         * wraps, as the Python's uint64 */
+        if (g >= 2 * nmods && highest[g] + 4095 < end)
+            end = highest[g] + 4095;
+        h->region_end[g] = end;
+    }
+    kmsi_scratch_release(h, mark);
+    core_ranges(h, &core);
+    /* the extents at or above the lowest core line that may answer */
+    uint64_t lowest = h->ncore_ranges ? h->core_range[0] : 0;
+    h->ext_first = (uint32_t)lower_bound(h->ext_start, h->next, lowest);
+    return KMS_OK;
+}
+
+int kmsi_build_index(kms_handle *h, kms_error *err)
+{
+    size_t n = h->n;
+
+    /* Padding (__pfx_/__cfi_) inside a placed section: its size is the
+     * distance to the next distinct address above, if one of the (first 4)
+     * lines there is the function it prefixes. */
+    for (size_t k = 0; k < n; k++) {
+        size_t i = h->by_address[k], nxt = k + 1;
+        if (h->line_matched[i] || h->line_section[i] < 0 ||
+            !(has_prefix(h, i, "__pfx_") || has_prefix(h, i, "__cfi_")))
+            continue;
+        while (nxt < n && addr_at(h, nxt) == h->line[i].addr)
+            nxt++;
+        if (nxt >= n)
+            continue;
+        for (size_t j = 0; j < 4; j++) {
+            size_t at = nxt + j < n ? nxt + j : n - 1;
+            if (addr_at(h, at) != addr_at(h, nxt))
+                break;
+            if (line_name_is(h, h->by_address[at], line_name(h, i) + 6, h->line[i].name_len - 6)) {
+                int64_t size = (int64_t)(addr_at(h, nxt) - h->line[i].addr);
+                h->line[i].size = size < 0 ? -1 : size; /* read as negative: unknown */
+                break;
+            }
+        }
+    }
+    /* Loadable lines: size, binding and type from their module's own .ko. */
+    for (size_t k = 0; k < h->mods.nlines; k++) {
+        const struct kms_ml_result *r = &h->mods.line[k];
+        if (r->ko.size >= 0) {
+            struct line *l = &h->line[r->line];
+            l->size = r->ko.size;
+            l->binding = r->ko.binding <= 2 ? r->ko.binding : KMS_BINDING_UNKNOWN;
+            l->prefer = symbol_prefer(r->ko.typed, r->ko.binding);
+        }
+    }
+    if (regions(h, err))
+        return err ? err->code : KMS_E_NOMEM;
+    /* A loaded module's line in a placed section of its .ko answers with the
+     * .ko as its object (the regions above still saw its module). */
+    for (size_t k = 0; k < h->mods.nlines; k++) {
+        uint32_t i = h->mods.line[k].line;
+        if (h->mods.line[k].ko.extent >= 0)
+            h->line[i].who = WHO(WHO_OBJECT, h->section_object[h->line_region[i]]);
+    }
+    /* what only attribution needed (line_section's array lives on as line_region) */
+    h->line_matched = NULL;
+    h->line_section = NULL;
+    return KMS_OK;
+}
+
+/*
+ * Resolver.resolve_many's unsized fallback for an address Q in no sized
+ * interval: CAND is the last line that may answer at the greatest address
+ * <= Q (-1 none), E how many extents (from ext_first) start at or below Q.
+ * The piece answer of Q.
+ */
+static uint32_t unsized_at(const kms_handle *h, uint64_t q, int32_t cand, size_t e)
+{
+    /* the placed extent holding q: the last starting at or below it */
+    size_t x = h->ext_first + e;
+    int32_t rq = x > h->ext_first && q < h->ext[x - 1].end ? (int32_t)h->ext[x - 1].sec : NO;
+    uint32_t none = PIECE_NO_LINE | (rq >= 0 ? OWNER_OBJECT(h->section_object[rq]) : OWNER_NONE);
+    /* the last line at the greatest address <= q, in the same region as q */
+    if (cand < 0)
+        return none;
+    int32_t rc = h->line_region[cand];
+    if (rq >= 0)
+        return rc == rq ? (uint32_t)cand : none;
+    if (rc >= 0 || q > h->region_end[-1 - rc])
+        return none;
+    /* the core kernel's lines answer only inside its ranges */
+    return rc != -1 || in_core_ranges(h, q) ? (uint32_t)cand : none;
+}
+
+/* The next breakpoint: B when it is above Q and below *NEXT (or the first). */
+static void consider(uint64_t *next, int *found, uint64_t q, uint64_t b)
+{
+    if (b > q && (!*found || b < *next)) {
+        *next = b;
+        *found = 1;
+    }
+}
+
+static uint64_t line_end(const kms_handle *h, uint32_t i)
+{
+    return h->line[i].addr + (uint64_t)h->line[i].size; /* wraps, as the Python's uint64 */
+}
+
+/* A growing array of line indices. */
+struct stack {
+    uint32_t *v;
+    size_t n, cap;
+};
+
+/* The chain of sized intervals holding an address (kmsi_build_pieces): their
+ * lines, each with its end. */
+struct link {
+    uint64_t end;
+    uint32_t line;
+};
+struct chain {
+    struct link *v;
+    size_t n, cap;
+};
+
+static int chain_push(struct chain *c, uint32_t line, uint64_t end)
+{
+    if (c->n == c->cap) {
+        size_t nc = c->cap ? c->cap * 2 : 64;
+        struct link *nv = realloc(c->v, nc * sizeof *nv);
+        if (!nv)
+            return -1;
+        c->v = nv;
+        c->cap = nc;
+    }
+    c->v[c->n].end = end;
+    c->v[c->n++].line = line;
+    return 0;
+}
+
+static int push(struct stack *s, uint32_t x)
+{
+    if (s->n == s->cap) {
+        size_t nc = s->cap ? s->cap * 2 : 64;
+        uint32_t *nv = realloc(s->v, nc * sizeof *nv);
+        if (!nv)
+            return -1;
+        s->v = nv;
+        s->cap = nc;
+    }
+    s->v[s->n++] = x;
+    return 0;
+}
+
+/*
+ * The pieces, in one walk up the address space.  Resolver.resolve_many
+ * answers Q with the innermost sized interval holding it: the intervals
+ * (answering lines of size > 0) by start, ties in preference order, each
+ * with its container, the nearest earlier interval whose chain holds it
+ * (_containers), searched from the last interval starting at or below Q up
+ * the containers while they end at or below Q.  That chain is a stack
+ * (each interval pops those ending before it, or all when it starts past
+ * every end so far); intervals ending at or below Q are popped as Q passes
+ * them (a container search would only step over them).  With no interval
+ * holding Q, the unsized fallback (unsized_at) answers.  The answer may
+ * change only at a line's address, at the end of the answering interval,
+ * and (unsized) at an extent's start or end, the end of the candidate's
+ * region and the core ranges' bounds: each such address is answered, and
+ * a new piece begins where the answer differs from the last.
+ */
+/* Pieces are first made in scratch: when there are this many, the array
+ * the handle keeps is made, asked huge as far as the lines so far predict
+ * it fills (kmsi_advise_huge), and they are copied in; those of an index with
+ * fewer are copied into one of their size. */
+#define PIECE_SAMPLE 4096
+/* The bytes of pieces that NP pieces from K of N lines predict: as many per line. */
+#define PREDICT_PIECES(np, k, n) ((k) ? (uint64_t)(np) * (n) / (k) * sizeof(struct piece) : 0)
+
+int kmsi_build_pieces(kms_handle *h, kms_error *err)
+{
+    size_t n = h->n, next_ext = h->next - h->ext_first, k = 0, e = 0, cap = PIECE_SAMPLE, np = 0;
+    const uint64_t *ext_start = h->ext_start + h->ext_first;
+    struct stack tie = {NULL, 0, 0};
+    struct chain st = {NULL, 0, 0};
+    uint64_t q = 0, reach = 0, last_start = 0, at = n ? addr_at(h, 0) : 0; /* line k's */
+    struct cluster *cl = NULL;
+    struct piece *pc; /* the first PIECE_SAMPLE pieces in scratch, then h->piece */
+    size_t ccap = 0, asked = 0;
+    int32_t cand = NO;
+    int any = 0, rc = KMS_OK;
+
+    if (!SCRATCH(h, pc, cap))
+        return kmsi_fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
+    for (;;) {
+        /* the lines at or below q, a run of one address at a time */
+        while (k < n && at <= q) {
+            uint64_t a = at;
+            tie.n = 0;
+            do {
+                uint32_t i = h->by_address[k];
+                if (h->line[i].answers) {
+                    cand = (int32_t)i;
+                    if (h->line[i].size > 0 && push(&tie, i))
+                        goto nomem;
+                }
+                at = ++k < n ? addr_at(h, k) : 0;
+            } while (k < n && at == a);
+            for (size_t t = 1; t < tie.n; t++) { /* insertion sort of the tie run */
+                uint32_t x = tie.v[t];
+                size_t j = t;
+                for (; j > 0 && prefer_cmp(h, tie.v[j - 1], x) > 0; j--)
+                    tie.v[j] = tie.v[j - 1];
+                tie.v[j] = x;
+            }
+            for (size_t t = 0; t < tie.n; t++) {
+                uint32_t i = tie.v[t];
+                uint64_t end = line_end(h, i);
+                if (!any || a >= reach)
+                    st.n = 0;
+                while (st.n && st.v[st.n - 1].end < end)
+                    st.n--;
+                if (chain_push(&st, i, end))
+                    goto nomem;
+                if (!any || end > reach)
+                    reach = end;
+                any = 1;
+            }
+        }
+        while (e < next_ext && ext_start[e] <= q)
+            e++;
+        while (st.n && st.v[st.n - 1].end <= q)
+            st.n--;
+        uint32_t v = st.n ? PIECE_SIZED | st.v[st.n - 1].line : unsized_at(h, q, cand, e);
+        if (np == 0 || v != pc[np - 1].answer) {
+            if (np == cap && !h->piece) { /* the array kept, asked huge before it is touched */
+                size_t most = n + n / 2 + 2 * next_ext + 16;
+                cap = most > 2 * np ? most : 2 * np;
+                if (!(h->piece = kmsi_alloc_hugeable(cap * sizeof *h->piece)))
+                    goto nomem;
+                kmsi_advise_huge(h->piece, cap * sizeof *pc, &asked, 0, PREDICT_PIECES(np, k, n));
+                pc = memcpy(h->piece, pc, np * sizeof *pc);
+            } else if (np == cap) {
+                struct piece *nv = realloc(h->piece, (cap *= 2) * sizeof *nv);
+                if (!nv)
+                    goto nomem;
+                pc = h->piece = nv;
+                asked = 0;
+            } else if (np % PIECE_SAMPLE == 0 && h->piece) {
+                kmsi_advise_huge(pc, cap * sizeof *pc, &asked, np * sizeof *pc, PREDICT_PIECES(np, k, n));
+            }
+            if (np == 0 || q - last_start > CLUSTER_GAP || q - cl->base > UINT32_MAX) {
+                if (h->ncluster == ccap) {
+                    struct cluster *nc = realloc(h->cluster, (ccap = 2 * ccap + 4) * sizeof *nc);
+                    if (!nc)
+                        goto nomem;
+                    h->cluster = nc;
+                }
+                if (h->ncluster)
+                    h->cluster[h->ncluster - 1].last = (uint32_t)np - 1;
+                cl = &h->cluster[h->ncluster++];
+                cl->base = q;
+                cl->first = (uint32_t)np;
+            }
+            pc[np].low = (uint32_t)(q - cl->base);
+            pc[np++].answer = v;
+            last_start = q;
+        }
+        /* the next address where the answer may change */
+        uint64_t nq = 0;
+        int found = 0;
+        if (k < n)
+            consider(&nq, &found, q, at);
+        if (st.n) {
+            consider(&nq, &found, q, st.v[st.n - 1].end);
+        } else {
+            if (e < next_ext)
+                consider(&nq, &found, q, ext_start[e]);
+            if (e > 0)
+                consider(&nq, &found, q, h->ext[h->ext_first + e - 1].end);
+            if (cand >= 0) {
+                int32_t r = h->line_region[cand];
+                if (r < 0 && h->region_end[-1 - r] < UINT64_MAX)
+                    consider(&nq, &found, q, h->region_end[-1 - r] + 1);
+            }
+            for (uint32_t r = 0; r < h->ncore_ranges; r++) {
+                consider(&nq, &found, q, h->core_range[2 * r]);
+                if (h->core_range[2 * r + 1] < UINT64_MAX)
+                    consider(&nq, &found, q, h->core_range[2 * r + 1] + 1);
+            }
+        }
+        if (!found)
+            break;
+        q = nq;
+    }
+    if (!h->piece && !(h->piece = malloc(np * sizeof *h->piece))) /* (np >= 1) */
+        goto nomem;
+    if (pc != h->piece)
+        memcpy(h->piece, pc, np * sizeof *pc);
+    h->npiece = np;
+    h->cluster[h->ncluster - 1].last = (uint32_t)np - 1;
+    goto out;
+nomem:
+    rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
+out:
+    free(st.v);
+    free(tie.v);
+    return rc;
+}
+
+/*
+ * Match the loaded modules with their .ko files (kms_modules.c).  Each
+ * placed .ko section becomes section count[T_SECTIONS] + k (its object
+ * count[T_OBJECTS] + the .ko's number), and each line from a .ko is in its
+ * section, as Resolver._build_index numbers them.
+ */
+int kmsi_match_modules(kms_handle *h, const struct kms_sources *src, kms_error *err)
+{
+    size_t nml = 0;
+    struct scratch_mark mark = kmsi_scratch_mark(h);
+    struct kms_mline *ml;
+    if (!SCRATCH(h, ml, h->n - h->core_lines))
+        return kmsi_fail(err, KMS_E_NOMEM, "out of memory reading loaded modules");
+    for (size_t i = h->modules_from; i < h->n; i++)
+        if (line_module(h, i)) {
+            ml[nml].addr = h->line[i].addr;
+            ml[nml].name = line_name(h, i);
+            ml[nml].name_len = h->line[i].name_len;
+            ml[nml].module = line_module(h, i);
+            ml[nml++].line = (uint32_t)i;
+        }
+    int rc = kms_modules_match(&h->mods, ml, nml, h->mod_name, h->nmods, src, err);
+    kmsi_scratch_release(h, mark);
+    if (rc)
+        return rc;
+    uint32_t nsec = h->count[T_SECTIONS], nobj = h->count[T_OBJECTS];
+    size_t next = h->mods.nextent, nko = h->mods.nko;
+    uint32_t *so = realloc(h->section_object, (nsec + next + 1) * sizeof *so);
+    if (so)
+        h->section_object = so;
+    uint8_t *placed = so ? realloc(h->placed, nsec + next + 1) : NULL;
+    if (placed)
+        h->placed = placed;
+    struct object_info *obj = placed ? realloc(h->object, (nobj + nko + 1) * sizeof *obj) : NULL;
+    if (!obj)
+        return kmsi_fail(err, KMS_E_NOMEM, "out of memory reading loaded modules");
+    h->object = obj;
+    for (size_t e = 0; e < next; e++) {
+        h->section_object[nsec + e] = nobj + h->mods.extent[e].ko;
+        h->placed[nsec + e] = 0;
+    }
+    for (size_t k = 0; k < nko; k++) {
+        const struct kms_module *st = &h->mods.status[h->mods.ko_status[k]];
+        uint32_t m = 1;
+        while (h->mod_name[m] != st->name)
+            m++;
+        h->object[nobj + k].path = st->file;
+        h->object[nobj + k].modules.modules = h->mod_name + m;
+        h->object[nobj + k].modules.nmodules = 1;
+        h->object[nobj + k].dso = h->mod_name[m];
+        h->object[nobj + k].origin = KMS_ORIGIN_LOADABLE;
+    }
+    for (size_t k = 0; k < h->mods.nlines; k++)
+        if (h->mods.line[k].ko.extent >= 0)
+            h->line_section[h->mods.line[k].line] = (int32_t)nsec + h->mods.line[k].ko.extent;
+    return KMS_OK;
+}
+
+/* Resolver._extents: the placed .ko sections join the extents that queries
+ * see, by start (dtrace_syms' first among equal starts), however low they
+ * lie (arm64 loads modules below the kernel image). */
+int kmsi_add_ko_extents(kms_handle *h, kms_error *err)
+{
+    size_t nk = h->mods.nextent, nv = h->next;
+    if (!nk)
+        return KMS_OK;
+    struct scratch_mark mark = kmsi_scratch_mark(h);
+    struct keyed *ko = kmsi_scratch(h, nk, sizeof *ko);
+    uint64_t *start = realloc(h->ext_start, (nv + nk) * sizeof *start);
+    if (start)
+        h->ext_start = start;
+    void *ext = start ? realloc(h->ext, (nv + nk) * sizeof *h->ext) : NULL;
+    if (ext)
+        h->ext = ext;
+    for (size_t e = 0; ko && e < nk; e++) {
+        ko[e].key = h->mods.extent[e].start;
+        ko[e].idx = (uint32_t)e;
+    }
+    if (!ko || !ext || kmsi_sort_keyed(h, ko, nk)) {
+        return kmsi_fail(err, KMS_E_NOMEM, "out of memory indexing loaded modules");
+    }
+    /* merge from the top: the .ko's above dtrace_syms' at equal starts */
+    size_t i = nv, j = nk, o = nv + nk;
+    while (j > 0) {
+        o--;
+        if (i > h->ext_first && h->ext_start[i - 1] > ko[j - 1].key) {
+            i--;
+            h->ext_start[o] = h->ext_start[i];
+            h->ext[o] = h->ext[i];
+        } else {
+            j--;
+            h->ext_start[o] = ko[j].key;
+            h->ext[o].end = h->mods.extent[ko[j].idx].end;
+            h->ext[o].sec = h->count[T_SECTIONS] + ko[j].idx;
+        }
+    }
+    h->next = (uint32_t)(nv + nk);
+    kmsi_scratch_release(h, mark);
+    return KMS_OK;
+}
+
+/* h->by_address: the lines stably sorted by address.  Kallsyms lists the
+ * core kernel by address, then each loaded module's lines in its symbol
+ * table's order: only the lines after the sorted prefix are sorted (with
+ * room for them alone), then merged with it. */
+int kmsi_sort_by_address(kms_handle *h)
+{
+    size_t n = h->n, p = h->unsorted_at ? h->unsorted_at : n, m;
+    if (!SCRATCH(h, h->by_address, n))
+        return -1;
+    if (p >= n) {
+        for (size_t i = 0; i < n; i++)
+            h->by_address[i] = (uint32_t)i;
+        return 0;
+    }
+    m = n - p;
+    struct scratch_mark mark = kmsi_scratch_mark(h);
+    struct keyed *rest;
+    if (!SCRATCH(h, rest, 2 * m))
+        return -1;
+    for (size_t k = 0; k < m; k++) {
+        rest[k].key = h->line[p + k].addr;
+        rest[k].idx = (uint32_t)(p + k);
+    }
+    kmsi_stable_sort(rest, m, rest + m);
+    /* the prefix's lines at or below the rest's lowest come first, as they
+     * are (loaded modules most often lie above the core kernel: all of it) */
+    size_t i = 0, j = 0, o, below = p;
+    while (below > 0) {
+        size_t half = below / 2;
+        if (h->line[i + half].addr <= rest[0].key) {
+            i += half + 1;
+            below -= half + 1;
+        } else {
+            below = half;
+        }
+    }
+    for (o = 0; o < i; o++)
+        h->by_address[o] = (uint32_t)o;
+    while (i < p && j < m)
+        h->by_address[o++] = rest[j].key < h->line[i].addr ? rest[j++].idx : (uint32_t)i++;
+    while (i < p)
+        h->by_address[o++] = (uint32_t)i++;
+    while (j < m)
+        h->by_address[o++] = rest[j++].idx;
+    kmsi_scratch_release(h, mark);
+    return 0;
+}
+
+/* Each cluster's bucket table: about one bucket per PIECES_PER_BUCKET
+ * pieces, over the offsets from its first piece's start to its last's. */
+int kmsi_build_buckets(kms_handle *h, kms_error *err)
+{
+    size_t total = 0;
+    for (size_t c = 0; c < h->ncluster; c++) {
+        struct cluster *cl = &h->cluster[c];
+        uint32_t count = cl->last - cl->first + 1, want = count / PIECES_PER_BUCKET;
+        cl->last_low = h->piece[cl->last].low;
+        cl->shift = 0;
+        while (cl->shift < 32 && (cl->last_low >> cl->shift) >= (want ? want : 1))
+            cl->shift++;
+        cl->bucket = (uint32_t)total;
+        total += (size_t)(cl->shift < 32 ? cl->last_low >> cl->shift : 0) + 2;
+    }
+    if (!(h->bucket = malloc(total * sizeof *h->bucket)))
+        return kmsi_fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
+    h->nbucket = total;
+    for (size_t c = 0; c < h->ncluster; c++) {
+        const struct cluster *cl = &h->cluster[c];
+        size_t nb = (size_t)(cl->shift < 32 ? cl->last_low >> cl->shift : 0) + 1;
+        uint32_t k = cl->first;
+        for (size_t b = 0; b < nb; b++) {
+            uint64_t off = (uint64_t)b << cl->shift;
+            while (k < cl->last && h->piece[k + 1].low <= off)
+                k++;
+            h->bucket[cl->bucket + b].first = k;
+            h->bucket[cl->bucket + b].answer = h->piece[k].answer;
+        }
+        h->bucket[cl->bucket + nb].first = cl->last;
+        h->bucket[cl->bucket + nb].answer = h->piece[cl->last].answer;
+    }
+    return KMS_OK;
+}
+
+/* Owner O's record tail: OWNER's bytes from dso on. */
+static void set_owner(kms_handle *h, size_t o, const struct kms_sym *owner)
+{
+    memcpy(h->owner[o].tail, (const char *)owner + OWNER_AT, OWNER_SIZE);
+}
+
+static int same_list(const struct kms_modlist *a, const struct kms_modlist *b)
+{
+    if (a->nmodules != b->nmodules)
+        return 0;
+    for (uint32_t k = 0; k < a->nmodules; k++)
+        if (strcmp(a->modules[k], b->modules[k]) != 0)
+            return 0;
+    return 1;
+}
+
+/*
+ * Every owner's record tail (the answer record's module part,
+ * docs/resolver.md §5): none, each object (.ko files too), each module of
+ * mod_name, each ambiguous line, the core kernel; owner_first[] is where
+ * each WHO tag's owners begin, so that a record copies its owner's tail
+ * without a branch on the tag.
+ */
+int kmsi_build_owners(kms_handle *h, kms_error *err)
+{
+    size_t nobj = (size_t)h->count[T_OBJECTS] + h->mods.nko;
+    size_t count = 1 + nobj + h->nmods + h->namb + 1;
+    struct kms_sym r;
+    if (!(h->owner = aligned_alloc(sizeof *h->owner, count * sizeof *h->owner)))
+        return kmsi_fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
+    memset(h->owner, 0, count * sizeof *h->owner);
+    h->owner_first[WHO_OBJECT] = OWNER_OBJECT(0);
+    h->owner_first[WHO_MODULE] = (uint32_t)(1 + nobj);
+    h->owner_first[WHO_AMBIGUOUS] = (uint32_t)(1 + nobj + h->nmods);
+    h->owner_first[WHO_CORE] = (uint32_t)(1 + nobj + h->nmods + h->namb);
+    for (size_t o = 0; o < nobj; o++) {
+        const struct object_info *info = &h->object[o];
+        memset(&r, 0, sizeof r);
+        r.object = info->path;
+        r.modules = info->modules.modules;
+        r.nmodules = info->modules.nmodules;
+        r.origin = info->origin;
+        r.dso = info->dso;
+        set_owner(h, OWNER_OBJECT(o), &r);
+    }
+    for (uint32_t m = 0; m < h->nmods; m++) {
+        memset(&r, 0, sizeof r);
+        r.modules = h->mod_name + m;
+        r.nmodules = 1;
+        r.dso = h->mod_name[m];
+        r.origin = h->mod_origin[m];
+        set_owner(h, h->owner_first[WHO_MODULE] + m, &r);
+    }
+    for (size_t a = 0; a < h->namb; a++) {
+        const struct kms_modlist *c = h->cand_list + h->amb_first[a];
+        uint32_t n = h->amb_count[a], k = 1;
+        memset(&r, 0, sizeof r);
+        r.ambiguous = 1;
+        r.candidates = c;
+        r.ncandidates = n;
+        while (k < n && same_list(&c[k], &c[0]))
+            k++;
+        if (k == n) { /* the same module(s): only the object is unknown */
+            r.modules = c[0].modules;
+            r.nmodules = c[0].nmodules;
+            r.dso = c[0].modules[0];
+            r.origin = c[0].nmodules == 1 && !strcmp(c[0].modules[0], "vmlinux")
+                ? KMS_ORIGIN_CORE : KMS_ORIGIN_BUILTIN;
+        }
+        set_owner(h, h->owner_first[WHO_AMBIGUOUS] + a, &r);
+    }
+    memset(&r, 0, sizeof r);
+    r.modules = kmsi_vmlinux_list;
+    r.nmodules = 1;
+    r.dso = kmsi_vmlinux_list[0];
+    r.origin = KMS_ORIGIN_CORE;
+    set_owner(h, h->owner_first[WHO_CORE], &r);
+    return KMS_OK;
+}

@@ -1,0 +1,368 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0 */
+/*
+ * libkmodsyms' private header (not installed): what the stages of a load
+ * share -- the handle, the dtrace_syms tables' layout, the kallsyms line
+ * rows and the index's pieces, the small helpers reading them, and each
+ * stage's entry points.  The stages, one file each, in the order a load
+ * runs them (kms_load.c):
+ *
+ *   inputs       kms_format.c (dtrace_syms), kms_kallsyms.c (kallsyms),
+ *                kms_alloc.c (their memory)
+ *   placement    kms_place.c (anchors -> where each section is)
+ *   attribution  kms_attr.c (each kallsyms line -> its dtrace_syms entry)
+ *   index        kms_index.c (the address space cut into answered pieces)
+ *   queries      kms_query.c (the public kms_resolve(), kms_lookup(), ...)
+ *
+ * kms_sort.c sorts for several of them; kms_modules.c reads loaded
+ * modules' .ko files.  The functions shared between files are named
+ * kmsi_*: hidden (the shared library exports only libkmodsyms.map's
+ * kms_*), and apart from the public API's names in the static library.
+ * docs/resolver.md states the rules they follow.
+ */
+#ifndef KMS_INTERNAL_H
+#define KMS_INTERNAL_H
+
+#define _DEFAULT_SOURCE /* mmap, madvise, uname: include this header first */
+#include "kmodsyms.h"
+#include "kms_modules.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC visibility push(hidden)
+#endif
+
+#define NO (-1)
+#define NO_ADDRESS UINT64_MAX
+#define HUGE_PAGE ((uintptr_t)1 << 21)
+
+/* ------------------------------------------------------------ dtrace_syms */
+
+/* Directory order of the tables and their entry sizes (docs/format.md). */
+enum { T_STRINGS, T_MODULES, T_MEMBERS, T_MODSETS, T_OBJECTS, T_SECNAMES, T_SECTIONS,
+       T_SYMBOLS, T_SEGMENTS, T_ANCHORS, T_COUNT };
+static const uint32_t entry_size[T_COUNT] = {1, 4, 4, 8, 16, 4, 40, 40, 16, 8};
+
+/* Field offsets within entries. */
+#define SEC_OBJECT 0
+#define SEC_FLAGS 8
+#define SEC_SIZE 16
+#define SEC_ADDRESS 24
+#define SEC_PLACEMENT 32
+#define SYM_NAME 0
+#define SYM_SECTION 12
+#define SYM_VALUE 16
+#define SYM_SIZE 24
+#define SYM_TYPE 32
+#define SYM_BINDING 33
+#define SHF_EXECINSTR 0x4u
+
+static inline uint32_t le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline uint64_t le64(const unsigned char *p)
+{
+    return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
+}
+
+/* ------------------------------------------------------------ the handle */
+
+#define PLACED 1
+#define HOLDS_TEXT 2
+
+/* What an answer says of an object: its path and modules. */
+struct object_info {
+    const char *path;
+    struct kms_modlist modules; /* "vmlinux" for the core kernel */
+    const char *dso;            /* modules.modules[0] */
+    uint8_t origin;             /* KMS_ORIGIN_CORE or KMS_ORIGIN_BUILTIN; a loaded
+                                 * module's .ko: KMS_ORIGIN_LOADABLE */
+};
+
+/*
+ * Who a line is, as an answer names it: a tag (the top two bits) and an
+ * index.  Parsing gives a core line WHO_CORE and a loaded or pseudo-module's
+ * line WHO_MODULE; attribution turns core lines into WHO_OBJECT or
+ * WHO_AMBIGUOUS, and once the regions are known a loaded module's line that
+ * is a symbol of a placed section of its .ko into WHO_OBJECT (the .ko).
+ */
+#define WHO_OBJECT 0u    /* index: the object (of its placed section) */
+#define WHO_MODULE 1u    /* index: into mod_name (>= 1) */
+#define WHO_AMBIGUOUS 2u /* index: into amb_* */
+#define WHO_CORE 3u      /* core kernel, no object */
+#define WHO(tag, index) ((uint32_t)(tag) << 30 | (uint32_t)(index))
+#define WHO_TAG(w) ((w) >> 30)
+#define WHO_INDEX(w) ((w) & 0x3FFFFFFFu)
+
+/* One kallsyms line: all an answer needs of it in half a cache line (what
+ * only building needs -- entry, section, region -- is in arrays of its own,
+ * freed once the index is built). */
+struct line {
+    uint64_t addr;
+    int64_t size;       /* -1 unknown (and only -1 is negative) */
+    uint32_t name;      /* offset of the name in h->text */
+    uint32_t name_len;
+    uint32_t who;       /* WHO(tag, index) */
+    uint8_t type;       /* kallsyms letter */
+    uint8_t binding;    /* ELF STB_*: the entry's, else from the letter; KMS_BINDING_UNKNOWN */
+    uint8_t answers;    /* may answer an address: not per-cpu 'A', not a module's mapping symbol */
+    uint8_t prefer;     /* among lines of one start and size (prefer_cmp): typed << 2 | rank */
+};
+
+/* A piece's answer (kms_handle.piece_answer). */
+#define PIECE_SIZED 0x80000000u   /* | line: [start, end) of the line holds the piece */
+#define PIECE_NO_LINE 0x40000000u /* | the owner of the extent's object holding it, or
+                                   * OWNER_NONE */
+#define PIECE_INDEX 0x3FFFFFFFu
+
+/* A piece of the address space answered alike: from its cluster's base +
+ * low to the next piece's start. */
+struct piece {
+    uint32_t low;
+    uint32_t answer;    /* PIECE_SIZED | line, a line, or PIECE_NO_LINE | owner */
+};
+
+/* Who answers (an object, a module, an ambiguous line's candidates, the
+ * core kernel, or none): the bytes of its records' kms_sym from dso on, in
+ * one cache line. */
+struct owner {
+    _Alignas(64) unsigned char tail[64];
+};
+#define OWNER_NONE 0u
+#define OWNER_OBJECT(o) (1u + (o)) /* the objects' owners follow none's */
+
+/* A cluster's bucket: its first piece (the one holding the bucket's start)
+ * and that piece's answer, whose line a resolve fetches ahead while it
+ * searches the pieces: the address is most often in that piece. */
+struct bucket {
+    uint32_t first;
+    uint32_t answer;
+};
+
+/* Pieces first..last, their starts within 2^32 of the first's (base). */
+struct cluster {
+    uint64_t base;
+    uint32_t first, last;
+    uint32_t last_low;  /* piece[last].low */
+    uint32_t bucket;    /* its bucket table: bucket[bucket .. bucket + nb], the last = last */
+    uint32_t shift;     /* an offset's bucket: offset >> shift */
+};
+
+#define CLUSTER_GAP (UINT64_C(1) << 24) /* core kernel to modules is more */
+#define PIECES_PER_BUCKET 4
+
+/* Fetch the cache line at P ahead of its use, where the compiler can. */
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void)(p))
+#endif
+
+struct kms_handle {
+    /* dtrace_syms, mapped read-only */
+    const unsigned char *map;
+    size_t map_size;
+    const unsigned char *table[T_COUNT];
+    uint32_t count[T_COUNT];
+    const char *release, *build_id;
+    const char **member_name;   /* module name of each modset_members entry */
+    struct object_info *object; /* per object */
+    uint32_t *section_object;   /* per section: its object */
+    uint32_t *section_rows;     /* at [sec + 2], each section's symbols (counted as they are
+                                 * checked; index_entries makes it ek.first); scratch */
+    int wide_values;            /* a symbol's value is 2^32 or more */
+
+    /* kallsyms: the names (each NUL-terminated) and one row per kept line */
+    char *text;
+    size_t n;
+    struct line *line;
+    uint32_t nmods;
+    const char **mod_name;      /* [0] "vmlinux"; loaded and pseudo-modules */
+    uint8_t *mod_origin;        /* KMS_ORIGIN_LOADABLE or _PSEUDO, per mod_name */
+    size_t core_lines;
+    size_t modules_from;        /* the first loaded or pseudo-module's line (n: none) */
+    size_t unsorted_at;         /* the first line below the one before it, 0 for none */
+
+    /* placement */
+    uint64_t *section_base;     /* per section: where it is (scratch: only while loading) */
+    uint8_t *placed;            /* per section: PLACED (moved by a known shift, placement
+                                 * != 0), HOLDS_TEXT (a t/T kallsyms line is in it) */
+    size_t namb;                /* ambiguous lines (WHO_AMBIGUOUS), and their candidates */
+    uint32_t *amb_first, *amb_count;
+    struct kms_modlist *cand_list; /* module list of each candidate entry */
+    uint32_t *cand_modset;
+    uint32_t next;              /* placed extents, by base */
+    uint64_t *ext_start;
+    struct { uint64_t end; uint32_t sec; } *ext;
+    uint32_t ext_first;         /* addresses see the extents from here: those at or above the
+                                 * lowest core address (x86's per-cpu sections hold none) */
+    uint64_t core_range[4];     /* where core lines answer (is_ksym_addr()): [start, last]... */
+    uint32_t ncore_ranges;
+    uint32_t anchors_verified;
+
+    /*
+     * The address index: the address space cut where any answer changes,
+     * each piece's answer precomputed.  Pieces are grouped in clusters
+     * (split at gaps of more than CLUSTER_GAP, so that a start is its
+     * cluster's base plus 32 bits), each with a bucket table (offset >>
+     * shift -> the piece holding that offset): an address finds its piece
+     * with a search of a few pieces of one cache line.  Answers copy the
+     * record fields of who answers from owner[], one cache line each.
+     */
+    size_t npiece, ncluster, nbucket;
+    struct piece *piece;
+    struct cluster *cluster;
+    struct bucket *bucket;
+    struct owner *owner;        /* owners: none, the objects, then as owner_first[] says */
+    uint32_t owner_first[4];    /* per WHO tag: its index 0's owner */
+
+    /* loaded modules' .ko files (kms_modules.c): their placed sections are
+     * sections count[T_SECTIONS] + k, their files objects count[T_OBJECTS] + k;
+     * after loading only the statuses (kms_modules()) and cores are kept */
+    struct kms_loaded mods;
+
+    /* only while loading (in scratch memory, freed once the index is built) */
+    struct scratch *scratch;    /* the mappings they are carved from */
+    uint8_t *line_matched;      /* per line: 1 when it is a dtrace_syms entry (take_entry) */
+    int32_t *line_section;      /* per line: placed section holding it (or its entry's), -1 */
+    int32_t *line_region;       /* per line: its placed section, else -1 - its region group
+                                 * (regions() rewrites line_section's array into it) */
+    uint32_t *by_address;       /* lines, stably sorted by address */
+    uint64_t *region_end;       /* per region group (Resolver._regions) */
+    struct anchor_index *anchors; /* the anchors, and the core lines of their names */
+};
+
+/* The module list of the core kernel (kms_format.c). */
+extern const char *const kmsi_vmlinux_list[1];
+
+/* X rounded up to a multiple of ALIGN (a power of two). */
+static inline size_t round_up(size_t x, size_t align)
+{
+    return (x + align - 1) & ~(align - 1);
+}
+
+/* SCRATCH(h, var, count): var = room for COUNT items of scratch; true on success. */
+#define SCRATCH(h, var, count) (((var) = kmsi_scratch((h), (count), sizeof *(var))) != NULL)
+
+/* Where the scratch ends: what a step gives back on return (kmsi_scratch_release). */
+struct scratch_mark {
+    struct scratch *at;
+    size_t used;
+};
+
+static inline const unsigned char *ent(const kms_handle *h, int t, uint32_t i)
+{
+    return h->table[t] + (size_t)i * entry_size[t];
+}
+
+static inline const char *str(const kms_handle *h, uint32_t off)
+{
+    return (const char *)h->table[T_STRINGS] + off;
+}
+
+/* Allocate COUNT zeroed items for h->FIELD; true on success. */
+#define ALLOC(h, field, count)                                                       \
+    (((h)->field = calloc((count) ? (size_t)(count) : 1, sizeof *(h)->field)) != NULL)
+
+/* Where kallsyms text comes from: a file read block by block (never held
+ * whole: only the names are kept), or a caller's buffer, read in place. */
+struct kallsyms_source {
+    int fd;               /* -1: the buffer */
+    const char *buf;
+    size_t len;           /* the buffer's length; for a file its size when known, else 0 */
+    const char *name;
+};
+
+static inline const char *line_name(const kms_handle *h, size_t i)
+{
+    return h->text + h->line[i].name;
+}
+
+/* The line's loaded or pseudo-module (index into mod_name), 0 for core. */
+static inline uint32_t line_module(const kms_handle *h, size_t i)
+{
+    uint32_t w = h->line[i].who;
+    return WHO_TAG(w) == WHO_MODULE ? WHO_INDEX(w) : 0;
+}
+
+static inline int line_name_is(const kms_handle *h, size_t i, const char *s, size_t len)
+{
+    return h->line[i].name_len == len && memcmp(line_name(h, i), s, len) == 0;
+}
+
+struct keyed {
+    uint64_t key;
+    uint32_t idx;
+};
+
+static inline const char *sym_name(const kms_handle *h, uint32_t s)
+{
+    return str(h, le32(ent(h, T_SYMBOLS, s) + SYM_NAME));
+}
+
+/* What prefer_cmp weighs after the size: a typed symbol (STT_* != 0) over
+ * none, then global over weak over local. */
+static inline uint8_t symbol_prefer(int typed, uint8_t binding)
+{
+    return (uint8_t)((typed != 0) << 2 | (binding == 1 ? 2 : binding == 2 ? 1 : 0));
+}
+
+/* A kms_sym's fields from dso on, all but sym_binding, type and sized, are
+ * its owner's (struct owner); those before dso are its line's. */
+#define OWNER_AT offsetof(struct kms_sym, dso)
+#define OWNER_SIZE (sizeof(struct kms_sym) - OWNER_AT)
+_Static_assert(OWNER_SIZE <= sizeof(struct owner), "an owner holds a kms_sym's tail");
+
+/* ------------------------------------------------------------ the stages */
+
+/* kms_alloc.c: scratch memory and huge pages */
+void *kmsi_scratch(kms_handle *h, size_t count, size_t size);
+struct scratch_mark kmsi_scratch_mark(const kms_handle *h);
+void kmsi_scratch_shrink(kms_handle *h, const void *p, size_t count, size_t size);
+void kmsi_scratch_release(kms_handle *h, struct scratch_mark m);
+void kmsi_scratch_trim(kms_handle *h);
+void *kmsi_alloc_hugeable(size_t size);
+void kmsi_advise_huge(void *base, size_t cap, size_t *asked, size_t used, uint64_t expect);
+
+/* kms_format.c: the dtrace_syms file */
+int kmsi_map_syms(kms_handle *h, const char *path, kms_error *err);
+
+/* kms_kallsyms.c: the kallsyms text */
+int kmsi_parse_kallsyms(kms_handle *h, const struct kallsyms_source *src, kms_error *err);
+
+/* kms_place.c: anchors and placement */
+void kmsi_free_anchors(struct anchor_index *ai);
+int kmsi_index_anchors(kms_handle *h, kms_error *err);
+int kmsi_find_anchors(struct anchor_index *ai, uint32_t line, const char *name, size_t len);
+int kmsi_place_sections(kms_handle *h, const char *syms_path, const char *source, int check,
+                               kms_error *err);
+
+/* kms_sort.c: sorting */
+void kmsi_stable_sort(struct keyed *a, size_t n, struct keyed *tmp);
+int kmsi_sort_keyed(kms_handle *h, struct keyed *a, size_t n);
+
+/* kms_attr.c: attribution */
+int kmsi_attribute_lines(kms_handle *h, const char *syms_path, kms_error *err);
+
+/* kms_index.c: the address index */
+int kmsi_build_index(kms_handle *h, kms_error *err);
+int kmsi_build_pieces(kms_handle *h, kms_error *err);
+int kmsi_match_modules(kms_handle *h, const struct kms_sources *src, kms_error *err);
+int kmsi_add_ko_extents(kms_handle *h, kms_error *err);
+int kmsi_sort_by_address(kms_handle *h);
+int kmsi_build_buckets(kms_handle *h, kms_error *err);
+int kmsi_build_owners(kms_handle *h, kms_error *err);
+
+/* kms_load.c: loading */
+int kmsi_fail(kms_error *err, int code, const char *fmt, ...);
+
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC visibility pop
+#endif
+
+#endif /* KMS_INTERNAL_H */

@@ -1,0 +1,340 @@
+// SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
+/*
+ * Placement (docs/resolver.md §2): the anchors indexed before kallsyms is
+ * read and their core lines found as it is, then each load segment's shift
+ * voted by them and checked (§8), and every section with a link address
+ * placed; the placed sections are the extents attribution (kms_attr.c)
+ * looks lines up in.  Follows the inputs (kms_format.c, kms_kallsyms.c).
+ */
+#include "kms_internal.h"
+
+struct anchor_line {
+    uint32_t anchor, line;
+};
+
+/*
+ * The core lines of each anchor's name (placement's votes), found in one
+ * pass as kallsyms is read, in its order.  A line is compared only with the
+ * anchors of its name's length (bucketed by length; longer than MAX_BUCKET
+ * share the last), and only when its length and first, middle and last
+ * bytes hash to a bit of the filter that an anchor set.
+ */
+#define MAX_BUCKET 512
+#define FILTER_BITS 14
+struct anchor_index {
+    uint64_t filter[(1u << FILTER_BITS) / 64];
+    const char **name;
+    size_t *len;
+    uint32_t *by_len;
+    uint32_t bucket[MAX_BUCKET + 2];
+    struct anchor_line *found;
+    size_t nfound, capfound;
+};
+
+void kmsi_free_anchors(struct anchor_index *ai)
+{
+    if (ai) {
+        free((void *)ai->name);
+        free(ai->len);
+        free(ai->by_len);
+        free(ai->found);
+        free(ai);
+    }
+}
+
+static inline uint32_t anchor_hash(const char *name, size_t len)
+{
+    uint64_t x = (uint64_t)len ^ (uint64_t)(unsigned char)name[0] << 32 ^
+                 (uint64_t)(unsigned char)name[len / 2] << 40 ^
+                 (uint64_t)(unsigned char)name[len - 1] << 48;
+    return (uint32_t)((x * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - FILTER_BITS));
+}
+
+/* The anchors bucketed by their names' lengths (h->anchors). */
+int kmsi_index_anchors(kms_handle *h, kms_error *err)
+{
+    uint32_t nanch = h->count[T_ANCHORS];
+    struct anchor_index *ai = h->anchors = calloc(1, sizeof *ai);
+    if (!ai || !(ai->name = malloc((nanch ? nanch : 1) * sizeof *ai->name)) ||
+        !(ai->len = malloc((nanch ? nanch : 1) * sizeof *ai->len)) ||
+        !(ai->by_len = malloc((nanch ? nanch : 1) * sizeof *ai->by_len)))
+        return kmsi_fail(err, KMS_E_NOMEM, "out of memory reading anchors");
+    for (uint32_t a = 0; a < nanch; a++) {
+        const unsigned char *sym = ent(h, T_SYMBOLS, le32(ent(h, T_ANCHORS, a)));
+        ai->name[a] = str(h, le32(sym + SYM_NAME));
+        ai->len[a] = strlen(ai->name[a]);
+        if (ai->len[a]) { /* (no line's name is empty) */
+            uint32_t f = anchor_hash(ai->name[a], ai->len[a]);
+            ai->filter[f / 64] |= UINT64_C(1) << f % 64;
+        }
+        ai->bucket[(ai->len[a] < MAX_BUCKET ? ai->len[a] : MAX_BUCKET) + 1]++;
+    }
+    for (uint32_t b = 0; b <= MAX_BUCKET; b++)
+        ai->bucket[b + 1] += ai->bucket[b];
+    uint32_t fill[MAX_BUCKET + 1];
+    memcpy(fill, ai->bucket, sizeof fill);
+    for (uint32_t a = 0; a < nanch; a++)
+        ai->by_len[fill[ai->len[a] < MAX_BUCKET ? ai->len[a] : MAX_BUCKET]++] = a;
+    return KMS_OK;
+}
+
+/* Core line LINE, called NAME (LEN bytes): the anchors of its name; -1 out of memory. */
+int kmsi_find_anchors(struct anchor_index *ai, uint32_t line, const char *name, size_t len)
+{
+    size_t b = len < MAX_BUCKET ? len : MAX_BUCKET;
+    uint32_t f = anchor_hash(name, len);
+    if (!(ai->filter[f / 64] >> f % 64 & 1))
+        return 0;
+    for (uint32_t k = ai->bucket[b]; k < ai->bucket[b + 1]; k++) {
+        uint32_t a = ai->by_len[k];
+        if (ai->len[a] != len || ai->name[a][0] != name[0] || memcmp(name, ai->name[a], len) != 0)
+            continue;
+        if (ai->nfound == ai->capfound) {
+            size_t nc = ai->capfound ? 2 * ai->capfound : 64;
+            struct anchor_line *nf = realloc(ai->found, nc * sizeof *nf);
+            if (!nf)
+                return -1;
+            ai->found = nf;
+            ai->capfound = nc;
+        }
+        ai->found[ai->nfound].anchor = a;
+        ai->found[ai->nfound++].line = line;
+    }
+    return 0;
+}
+
+static uint64_t sym_link(const kms_handle *h, uint32_t s)
+{
+    const unsigned char *sym = ent(h, T_SYMBOLS, s);
+    return le64(ent(h, T_SECTIONS, le32(sym + SYM_SECTION)) + SEC_ADDRESS) + le64(sym + SYM_VALUE);
+}
+
+/* placement.linked.MISPLACED_ANCHORS_ALLOWED: in kallsyms of the file's own kernel,
+ * every anchor it shows is at its link address plus its segment's shift. */
+#define MISPLACED_ANCHORS_ALLOWED 0u
+/* placement.linked.SHIFT_ALIGNMENT: KASLR shifts by whole pages. */
+#define SHIFT_ALIGNMENT 4096u
+
+/* An anchor in a section without a link address locates nothing: skipped. */
+static int anchor_usable(const kms_handle *h, uint32_t a)
+{
+    uint32_t s = le32(ent(h, T_ANCHORS, a));
+    return le64(ent(h, T_SECTIONS, le32(ent(h, T_SYMBOLS, s) + SYM_SECTION)) + SEC_ADDRESS) !=
+           NO_ADDRESS;
+}
+
+/*
+ * The segments' shifts (docs/resolver.md §2.0, §8): each segment's shift is
+ * the one most of
+ * its anchors' core lines vote for (ties: the lowest); each anchor is then
+ * placed (a line of its name at link address + shift), misplaced (lines of
+ * its name, none there) or absent (AnchorCheck); a segment none of whose
+ * anchors is present moves with the segments around it when they moved
+ * alike; each section with a link address moves with the (last) segment
+ * holding it.
+ */
+int kmsi_place_sections(kms_handle *h, const char *syms_path, const char *source, int check,
+                               kms_error *err)
+{
+    uint32_t nseg = h->count[T_SEGMENTS], nanch = h->count[T_ANCHORS];
+    uint32_t nsec = h->count[T_SECTIONS];
+    uint64_t *shift = calloc(nseg ? nseg : 1, sizeof *shift);
+    uint8_t *known = calloc(nseg ? nseg : 1, 1);
+    uint8_t *usable = malloc(nanch ? nanch : 1);
+    uint32_t *order = malloc((nseg ? nseg : 1) * sizeof *order);
+    const struct anchor_line *found = h->anchors->found;
+    size_t nfound = h->anchors->nfound;
+    uint32_t verified = 0, misplaced = 0, absent = 0, absent_functions = 0;
+    const char *example_absent = "";
+    struct scratch_mark mark = kmsi_scratch_mark(h);
+    int rc = KMS_OK;
+
+    if (!shift || !known || !usable || !order) {
+        rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
+        goto out;
+    }
+    /* the core lines of each anchor's name were found as kallsyms was read */
+    for (uint32_t a = 0; a < nanch; a++)
+        usable[a] = (uint8_t)anchor_usable(h, a);
+    for (uint32_t seg = 0; seg < nseg; seg++) {
+        /* votes: each anchor once for each distinct shift its lines imply */
+        size_t nvotes = 0, cap = 0;
+        uint32_t best = 0;
+        uint64_t *vs = NULL;
+        uint32_t *vc = NULL;
+        for (uint32_t a = 0; a < nanch; a++) {
+            const unsigned char *an = ent(h, T_ANCHORS, a);
+            if (le32(an + 4) != seg || !usable[a])
+                continue;
+            uint64_t link = sym_link(h, le32(an));
+            for (size_t f = 0; f < nfound; f++) {
+                if (found[f].anchor != a)
+                    continue;
+                uint64_t sh = h->line[found[f].line].addr - link;
+                /* distinct within this anchor's shifts */
+                int dup = 0;
+                for (size_t g = 0; g < f; g++)
+                    if (found[g].anchor == a && h->line[found[g].line].addr - link == sh)
+                        dup = 1;
+                if (dup)
+                    continue;
+                size_t v = 0;
+                while (v < nvotes && vs[v] != sh)
+                    v++;
+                if (v == nvotes) {
+                    if (nvotes == cap) {
+                        size_t nc = cap ? 2 * cap : 16;
+                        uint64_t *nvs = realloc(vs, nc * sizeof *nvs);
+                        if (nvs)
+                            vs = nvs;
+                        uint32_t *nvc = nvs ? realloc(vc, nc * sizeof *nvc) : NULL;
+                        if (!nvc) {
+                            free(vs);
+                            free(vc);
+                            rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
+                            goto out;
+                        }
+                        vc = nvc;
+                        cap = nc;
+                    }
+                    vs[nvotes] = sh;
+                    vc[nvotes++] = 0;
+                }
+                vc[v]++;
+            }
+        }
+        uint64_t best_shift = 0;
+        for (size_t v = 0; v < nvotes; v++) /* most votes; ties: the lowest shift */
+            if (v == 0 || vc[v] > best || (vc[v] == best && vs[v] < best_shift)) {
+                best_shift = vs[v];
+                best = vc[v];
+            }
+        /* a shift by part of a page is no KASLR: the segment stays unknown */
+        if (nvotes && best_shift % SHIFT_ALIGNMENT == 0) {
+            shift[seg] = best_shift;
+            known[seg] = 1;
+        }
+        free(vs);
+        free(vc);
+        for (uint32_t a = 0; a < nanch; a++) {
+            const unsigned char *an = ent(h, T_ANCHORS, a);
+            if (le32(an + 4) != seg || !usable[a])
+                continue;
+            uint32_t s = le32(an);
+            uint64_t at = sym_link(h, s) + shift[seg];
+            int present = 0, placed = 0;
+            for (size_t f = 0; f < nfound; f++)
+                if (found[f].anchor == a) {
+                    present = 1;
+                    placed |= known[seg] && h->line[found[f].line].addr == at;
+                }
+            if (placed)
+                verified++;
+            else if (present)
+                misplaced++;
+            else {
+                absent++;
+                if (ent(h, T_SYMBOLS, s)[SYM_TYPE] == 2 /* STT_FUNC */) {
+                    if (!absent_functions)
+                        example_absent = sym_name(h, s);
+                    absent_functions++;
+                }
+            }
+        }
+    }
+    /* _shift_between: segments in address order */
+    for (uint32_t g = 0; g < nseg; g++)
+        order[g] = g;
+    for (uint32_t g = 1; g < nseg; g++) { /* stable insertion sort by start */
+        uint32_t x = order[g], j = g;
+        while (j > 0 && le64(ent(h, T_SEGMENTS, order[j - 1])) > le64(ent(h, T_SEGMENTS, x))) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = x;
+    }
+    for (uint32_t r = 0; r < nseg; r++) {
+        uint32_t seg = order[r];
+        long below = NO, above = NO;
+        if (known[seg])
+            continue;
+        for (uint32_t q = 0; q < r; q++)
+            if (known[order[q]])
+                below = order[q];
+        for (uint32_t q = r + 1; q < nseg && above < 0; q++)
+            if (known[order[q]])
+                above = order[q];
+        if (below >= 0 && above >= 0 && shift[below] == shift[above]) {
+            shift[seg] = shift[below];
+            known[seg] = 1;
+        }
+    }
+    h->anchors_verified = verified;
+    if (check) {
+        uint32_t present = verified + misplaced;
+        if (verified == 0 || misplaced > MISPLACED_ANCHORS_ALLOWED) {
+            rc = kmsi_fail(err, KMS_E_STALE, "%s does not match %s: of its %u anchor symbols, %u are "
+                           "where its link addresses say, %u elsewhere and %u absent; they are of "
+                           "different kernels: use the dtrace_syms built for the kernel whose "
+                           "kallsyms this is (or rebuild it)", syms_path, source, present + absent,
+                           verified, misplaced, absent);
+            goto out;
+        }
+        if (absent_functions) {
+            rc = kmsi_fail(err, KMS_E_KALLSYMS, "%s lacks %u function symbols that every kallsyms of "
+                           "this kernel lists (such as %.80s), though the %u it has are where %s says: "
+                           "it is truncated or filtered; read /proc/kallsyms again, whole and as root",
+                           source, absent_functions, example_absent, verified, syms_path);
+            goto out;
+        }
+    }
+    /* Placed extents: sections moved by a known shift, placement != 0 (as
+     * int8, the Python's dtype), size > 0; by base, stably. */
+    if (!ALLOC(h, placed, nsec)) {
+        rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
+        goto out;
+    }
+    struct keyed *ext;
+    if (!SCRATCH(h, ext, nsec)) {
+        rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
+        goto out;
+    }
+    size_t next = 0;
+    for (uint32_t sec = 0; sec < nsec; sec++) {
+        const unsigned char *se = ent(h, T_SECTIONS, sec);
+        uint64_t address = le64(se + SEC_ADDRESS);
+        long seg_of = NO;
+        if (address == NO_ADDRESS)
+            continue;
+        for (uint32_t g = 0; g < nseg; g++) {
+            const unsigned char *sg = ent(h, T_SEGMENTS, g);
+            if (known[g] && address >= le64(sg) && address <= le64(sg + 8))
+                seg_of = g;
+        }
+        if (seg_of < 0)
+            continue;
+        h->section_base[sec] = address + shift[seg_of];
+        h->placed[sec] = (uint8_t)le32(se + SEC_PLACEMENT) != 0 ? PLACED : 0;
+        if (h->placed[sec] && le64(se + SEC_SIZE) > 0) {
+            ext[next].key = h->section_base[sec];
+            ext[next++].idx = sec;
+        }
+    }
+    if (kmsi_sort_keyed(h, ext, next) || !ALLOC(h, ext_start, next) || !ALLOC(h, ext, next)) {
+        rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
+        goto out;
+    }
+    h->next = (uint32_t)next;
+    for (size_t k = 0; k < next; k++) {
+        h->ext_start[k] = ext[k].key;
+        h->ext[k].end = ext[k].key + le64(ent(h, T_SECTIONS, ext[k].idx) + SEC_SIZE);
+        h->ext[k].sec = ext[k].idx;
+    }
+out:
+    kmsi_scratch_release(h, mark);
+    free(shift);
+    free(known);
+    free(usable);
+    free(order);
+    return rc;
+}

@@ -1,0 +1,455 @@
+"""The ``kmodsyms`` command line (typer).
+
+Every command turns bad input into one line on stderr and exit status 2
+(see :mod:`kmodsyms.errors`); nothing here prints a traceback for input a
+user can get wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import List, Optional
+
+import typer
+
+from .. import __version__
+from ..errors import KmodsymsError
+from .frontend import (OPTIONS, byte_exact_stdout, check_addresses, guarded, output_format,
+                       parse_name, run_lookup, run_resolve, warn)
+from ..kernelnames import kernel_spelling
+
+app = typer.Typer(
+    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+    # Plain help text: rich markup would take '[mod]' for a style tag and eat it.
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]})
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"kmodsyms {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                       help="Print the version and exit.")):
+    """Which built-in kernel module every kernel symbol belongs to: build a
+    dtrace_syms file from a kernel build tree, then resolve addresses and
+    names against /proc/kallsyms in DTrace's mod`sym+off notation."""
+
+def _die(message: str, status: int = 2) -> None:
+    typer.echo(f"kmodsyms: error: {message}", err=True)
+    raise typer.Exit(status)
+
+
+class _Progress:
+    """A progress bar on a terminal, nothing otherwise."""
+
+    def __init__(self, total: int, label: str):
+        self.bar = None
+        if sys.stderr.isatty() and total:
+            from rich.progress import Progress
+            self.bar = Progress(transient=True)
+            self.task = self.bar.add_task(label, total=total)
+
+    def __enter__(self):
+        if self.bar:
+            self.bar.start()
+        return self
+
+    def advance(self, n: int) -> None:
+        if self.bar:
+            self.bar.advance(self.task, n)
+
+    def __exit__(self, *exc):
+        if self.bar:
+            self.bar.stop()
+
+
+@app.command()
+def build(
+    kbuild: str = typer.Option(..., "--kbuild", "-k", help="Kernel build tree (objtree)."),
+    thick: Optional[str] = typer.Option(
+        None, "--thick", help="modules_thick.builtin to use (default: DIR/modules_thick.builtin, "
+                              "then DIR/modules.builtin.objs, else derived from .cmd files)."),
+    output: Optional[str] = typer.Option(None, "--output", "-o", help="Output file (default: DIR/dtrace_syms)."),
+    jobs: int = typer.Option(0, "--jobs", "-j", show_default=False,
+                             help="Parallel scanner processes (default: CPU count)."),
+    allow_missing: bool = typer.Option(False, "--allow-missing",
+                                       help="Warn about (and record) missing objects instead of failing."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Rescan every object (ignore OUTPUT.cache)."),
+    no_layout: bool = typer.Option(False, "--no-layout",
+                                   help="Do not record link addresses from vmlinux and System.map "
+                                        "(the loader then places objects by searching kallsyms)."),
+):
+    """Scan a kernel build tree into one dtrace_syms file."""
+    from ..build.archive import vmlinux_objects
+    from ..build.writer import build as run_build
+    from ..build.modmap import choose_module_map
+    if not os.path.isdir(kbuild):
+        _die(f"{kbuild}: not a directory (give the kernel build tree with --kbuild)")
+    thick_map, thick_source = choose_module_map(kbuild, thick)
+    output = output or os.path.join(kbuild, "dtrace_syms")
+    # The bar's length costs a second read of vmlinux.a: only on a terminal.
+    total = len(vmlinux_objects(kbuild)[0]) if sys.stderr.isatty() else 0
+    with _Progress(total, "scanning objects") as bar:
+        result = run_build(kbuild, thick_map, thick_source, output, jobs=jobs,
+                           allow_missing=allow_missing, progress=bar.advance,
+                           use_cache=not no_cache, layout=not no_layout)
+    for path in result.missing[:10]:
+        typer.echo(f"kmodsyms: warning: missing object {path} (recorded in the header)", err=True)
+    typer.echo(f"{result.output}: {result.objects} objects (from {result.object_source}), "
+               f"{result.symbols} symbols, {result.modules} built-in modules "
+               f"(module map: {result.thick_source}), {result.layout}, {result.seconds:.2f}s")
+
+
+@app.command()
+def info(
+    file: str = typer.Argument(..., help="A dtrace_syms file."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+):
+    """Show a dtrace_syms file's header, counts and modules."""
+    from ..format.fileformat import FORMAT_VERSION
+    from ..format.symsfile import read_syms
+    syms = read_syms(file)
+    counts = syms.module_symbol_counts()
+    core = int((syms.symbols["modset"] == 0).sum())
+    doc = {
+        "format_version": FORMAT_VERSION,
+        "kernel_release": syms.meta_kernel_release or None,
+        "build_id": syms.meta_build_id or None,
+        "tool_version": syms.meta_tool_version,
+        "object_source": syms.meta_object_source,
+        "module_map": syms.meta_thick_source,
+        "objects": len(syms.objects),
+        "sections": len(syms.sections),
+        "symbols": len(syms.symbols),
+        "core_symbols": core,
+        "missing_objects": syms.missing_objects,
+        "layout": ({"segments": len(syms.segments), "anchors": len(syms.anchors),
+                    "placement": json.loads(syms.meta_placement)}
+                   if syms.has_layout and syms.meta_placement else None),
+        "modules": [{"name": n, "symbols": c} for n, c in zip(syms.module_names, counts)],
+    }
+    if as_json:
+        typer.echo(json.dumps(doc, indent=2))
+        return
+    width = max([len(m) for m in syms.module_names] + [6])
+    typer.echo(f"file:            {file}\n"
+               f"format version:  {doc['format_version']}\n"
+               f"kernel release:  {doc['kernel_release'] or '(unknown)'}\n"
+               f"build-id:        {doc['build_id'] or '(unknown)'}\n"
+               f"written by:      {doc['tool_version']}\n"
+               f"objects:         {doc['objects']} (from {doc['object_source']})\n"
+               f"module map:      {doc['module_map']}\n"
+               f"symbols:         {doc['symbols']} ({core} core kernel)\n"
+               f"built-in modules: {len(counts)}")
+    layout = doc["layout"]
+    if layout:
+        p = layout["placement"]
+        typer.echo(f"link layout:     {len(syms.sections) - p['sections_unplaced']} of "
+                   f"{len(syms.sections)} sections placed against System.map "
+                   f"({p['sections_by_anchor']} by anchors, {p['sections_by_elimination']} by "
+                   f"elimination, {p['sections_by_neighbours']} by link order); "
+                   f"{p['lines_ambiguous']} ambiguous symbols; {layout['segments']} segments")
+    else:
+        typer.echo("link layout:     none (placed by searching kallsyms at load time)")
+    if doc["missing_objects"]:
+        typer.echo(f"missing objects: {len(doc['missing_objects'])}: "
+                   + " ".join(doc["missing_objects"][:5]))
+    for name, count in zip(syms.module_names, counts):
+        typer.echo(f"  {name:<{width}} {count:>7}")
+
+
+@app.command()
+def dump(
+    file: str = typer.Argument(..., help="A dtrace_syms file."),
+    module: Optional[str] = typer.Option(None, "--module", "-m", help="Only entries of this built-in module "
+                                                                     "('vmlinux' for core kernel)."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
+):
+    """Print the symbol entries of a dtrace_syms file, in file order."""
+    import numpy as np
+    from ..format.symsfile import read_syms
+    syms = read_syms(file)
+    indices = range(len(syms.symbols))
+    if module is not None:
+        wanted = kernel_spelling(module)
+        if wanted == "vmlinux":
+            sets = [0]
+        elif wanted in syms.module_names:
+            m = syms.module_names.index(wanted)
+            sets = [i for i, ms in enumerate(syms.modset_modules) if m in ms]
+        else:
+            _die(f"no built-in module {module!r} in {file} (see 'kmodsyms info {file}')")
+        indices = np.flatnonzero(np.isin(syms.symbols["modset"], sets)).tolist()
+    out = sys.stdout
+    for i in indices:
+        e = syms.entry(i)
+        if as_json:
+            out.write(json.dumps(e) + "\n")
+        else:
+            mods = ",".join(e["modules"]) or "vmlinux"
+            out.write(f"{e['name']}\t{mods}\t{e['object']}\t{e['section']}+{e['value']:#x}\t"
+                      f"{e['size']}\t{e['type']}\t{e['binding']}\n")
+
+
+@app.command()
+def thick(
+    kbuild: str = typer.Option(..., "--kbuild", "-k", help="Kernel build tree (objtree)."),
+    output: Optional[str] = typer.Option(None, "--output", "-o", help="Write here instead of stdout."),
+):
+    """Derive modules_thick.builtin from a kbuild tree's .cmd files (KBUILD_MODFILE)."""
+    from ..build.kbuild import derive_thick
+    from ..format.symsfile import write_atomic
+    text = derive_thick(kbuild).format()
+    if output:
+        write_atomic(output, text.encode())
+    else:
+        sys.stdout.write(text)
+
+
+@app.command()
+def install(
+    kbuild: str = typer.Option(..., "--kbuild", "-k", help="Kernel build tree (objtree)."),
+    mod_path: str = typer.Option("", "--mod-path", help="Prefix, as make's INSTALL_MOD_PATH (default: none)."),
+    release: Optional[str] = typer.Option(None, "--release", help="Kernel release (default: DIR/include/config/kernel.release)."),
+    syms: Optional[str] = typer.Option(None, "--syms", "-s", help="dtrace_syms to install (default: DIR/dtrace_syms, built if absent)."),
+):
+    """Install dtrace_syms as MOD_PATH/lib/modules/RELEASE/kernel/dtrace_syms
+    (what 'make dtrace_syms_install' does)."""
+    from ..build.install import install as run_install
+    typer.echo(run_install(kbuild, syms=syms, mod_path=mod_path, release=release))
+
+
+@app.command()
+def verify(
+    kbuild: str = typer.Option(..., "--kbuild", "-k", help="Kernel build tree with System.map, and "
+                                                           "modules.builtin.ranges and/or vmlinux.map (+ vmlinux.o.map when "
+                                                           "vmlinux is linked from vmlinux.o)."),
+    syms: Optional[str] = typer.Option(None, "--syms", "-s", help="dtrace_syms to check (default: DIR/dtrace_syms)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+):
+    """Check our module attribution of every System.map symbol against
+    upstream's modules.builtin.ranges and the linker maps.  Exit 1 on any
+    disagreement with the linker maps."""
+    from ..build.verify import verify as run_verify
+    report = run_verify(kbuild, syms or os.path.join(kbuild, "dtrace_syms"))
+    typer.echo(json.dumps(report.to_json(), indent=2) if as_json else report.format())
+    raise typer.Exit(report.exit_status())
+
+
+def _option(name: str):
+    """The typer option of the shared table (kmodsyms.cli.frontend.OPTIONS),
+    which the quick path reads too."""
+    option = OPTIONS[name]
+    if not option.choices:
+        return typer.Option(option.default, *option.flags, help=option.help, show_default=False)
+
+    def one_of_choices(value: str) -> str:
+        if value not in option.choices:
+            raise typer.BadParameter(f"{value!r} is not one of {', '.join(option.choices)}")
+        return value
+
+    return typer.Option(option.default, *option.flags, help=option.help, show_default=True,
+                        metavar="[" + "|".join(option.choices) + "]", callback=one_of_choices)
+
+
+def _load(syms: Optional[str], kallsyms: Optional[str], strict: bool, force: bool,
+          no_cache: bool, modules_dir: Optional[str]):
+    from ..resolver import load
+    resolver = load(syms=syms, kallsyms=kallsyms, force=force, cache=not no_cache,
+                    fallback=not strict and syms is None, warn=warn, modules_dir=modules_dir)
+    for warning in resolver.module_warnings:
+        warn(warning)
+    return resolver
+
+
+@app.command()
+def resolve(
+    addresses: List[str] = typer.Argument(..., help="Addresses in hex (0x optional); '-' reads "
+                                                    "one per line from stdin, where a bad line "
+                                                    "is reported and the rest answered (exit "
+                                                    "status 1)."),
+    syms: Optional[str] = _option("syms"),
+    kallsyms: Optional[str] = _option("kallsyms"),
+    fmt: str = _option("format"),
+    as_json: bool = _option("json"),
+    strict: bool = _option("strict"),
+    force: bool = _option("force"),
+    no_cache: bool = _option("no_cache"),
+    modules_dir: Optional[str] = _option("modules_dir"),
+):
+    """Name the module, innermost symbol and offset of kernel addresses
+    (DTrace's mod`sym+0xoff)."""
+    check_addresses(addresses)   # refuse bad arguments before loading anything
+    resolver = _load(syms, kallsyms, strict, force, no_cache, modules_dir)
+    raise typer.Exit(run_resolve(resolver, addresses, output_format(
+        {"format": fmt, "json": as_json})))
+
+
+@app.command()
+def lookup(
+    names: List[str] = typer.Argument(..., help="[MOD`]NAME[+0xOFF]: MOD is a built-in module, "
+                                                "a loaded module or vmlinux; with +OFF the "
+                                                "address OFF bytes into NAME."),
+    syms: Optional[str] = _option("syms"),
+    kallsyms: Optional[str] = _option("kallsyms"),
+    fmt: str = _option("format"),
+    as_json: bool = _option("json"),
+    strict: bool = _option("strict"),
+    force: bool = _option("force"),
+    no_cache: bool = _option("no_cache"),
+    modules_dir: Optional[str] = _option("modules_dir"),
+):
+    """Find the address of MOD`NAME (every match of a bare NAME, with its module).
+    Exit status 1 when a name has no match or its module is unknown."""
+    for spec in names:
+        parse_name(spec)   # refuse bad arguments before loading anything
+    resolver = _load(syms, kallsyms, strict, force, no_cache, modules_dir)
+    raise typer.Exit(run_lookup(resolver, names, output_format({"format": fmt, "json": as_json})))
+
+
+@app.command()
+def kallmodsyms(
+    syms: Optional[str] = _option("syms"),
+    kallsyms: Optional[str] = _option("kallsyms"),
+    strict: bool = _option("strict"),
+    force: bool = _option("force"),
+    no_cache: bool = _option("no_cache"),
+    modules_dir: Optional[str] = _option("modules_dir"),
+):
+    """Print what UEK's /proc/kallmodsyms printed ('%016x %x %c %s' then
+    '\\t[mod]'), for consumers that parse it."""
+    resolver = _load(syms, kallsyms, strict, force, no_cache, modules_dir)
+    out = sys.stdout
+    for text in resolver.kallmodsyms_lines():
+        out.write(text + "\n")
+
+
+@app.command()
+def annotate(
+    files: Optional[List[str]] = typer.Argument(None, help="Text to annotate (default, or '-': "
+                                                           "stdin)."),
+    folded: bool = typer.Option(False, "--folded", help="Read folded stacks ('a;b;c N', as "
+                                                        "flame graphs take them): prefix every "
+                                                        "kernel frame with mod`."),
+    syms: Optional[str] = _option("syms"),
+    kallsyms: Optional[str] = _option("kallsyms"),
+    strict: bool = _option("strict"),
+    force: bool = _option("force"),
+    no_cache: bool = _option("no_cache"),
+    modules_dir: Optional[str] = _option("modules_dir"),
+):
+    """Copy text to stdout with its kernel frames module-qualified: 'perf
+    script' frames of [kernel.kallsyms] name their built-in module ([ext4]);
+    oops and dmesg traces get ' [mod]' after 'sym+0xoff/0xsize' and
+    'sym+0xoff/0xsize [mod]' after a bare '[<address>]'; with --folded,
+    folded stacks get 'mod`' before each kernel frame.  Everything else is
+    left as it was."""
+    from .annotate import annotate as run_annotate
+    readers = []
+    for path in files or ["-"]:
+        try:
+            readers.append(sys.stdin.buffer if path == "-" else open(path, "rb"))
+        except OSError as e:
+            raise KmodsymsError(f"cannot read {path}: {e.strerror}") from None
+    resolver = _load(syms, kallsyms, strict, force, no_cache, modules_dir)
+    out = sys.stdout.buffer
+    lines = (raw.decode("utf-8", "surrogateescape") for reader in readers for raw in reader)
+    run_annotate(resolver, lines, lambda text: out.write(text.encode("utf-8", "surrogateescape")),
+                 folded=folded)
+
+
+@app.command()
+def cache(
+    list_: bool = typer.Option(False, "--list", help="List the snapshots, most recently used "
+                                                     "first."),
+    clear: bool = typer.Option(False, "--clear", help="Delete every snapshot."),
+    as_json: bool = typer.Option(False, "--json", help="--list as one JSON object."),
+):
+    """Show or clear the snapshot cache: where it is, what it holds.  A
+    snapshot of a loaded pair of files lets 'resolve' and 'lookup' answer
+    in milliseconds until kallsyms changes; the cache keeps the most
+    recently used few, and drops those of earlier boots."""
+    from .. import snapshot
+    directory = snapshot.cache_dir()
+    if clear:
+        typer.echo(f"{directory}: {snapshot.clear()} snapshots deleted")
+        return
+    snaps = snapshot.cached_snapshots()
+    if as_json:
+        typer.echo(json.dumps({"directory": directory, "max_snapshots": snapshot.MAX_SNAPSHOTS,
+                               "max_bytes": snapshot.MAX_CACHE_BYTES,
+                               "snapshots": [snap.to_json() for snap in snaps]}, indent=2))
+        return
+    total = sum(snap.size for snap in snaps)
+    typer.echo(f"{directory or '(no cache: no home directory)'}: {len(snaps)} snapshots, "
+               f"{total / (1 << 20):.1f} MiB (keeps at most {snapshot.MAX_SNAPSHOTS}, "
+               f"{snapshot.MAX_CACHE_BYTES >> 20} MiB)")
+    if list_:
+        import time
+        for snap in snaps:
+            used = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snap.last_used))
+            typer.echo(f"  {os.path.basename(snap.path)}  {snap.size / (1 << 20):6.1f} MiB  "
+                       f"used {used}  {snap.syms} + {snap.kallsyms}")
+
+
+@app.command()
+def modules(
+    syms: Optional[str] = _option("syms"),
+    kallsyms: Optional[str] = _option("kallsyms"),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per module."),
+    strict: bool = _option("strict"),
+    force: bool = _option("force"),
+    no_cache: bool = _option("no_cache"),
+    modules_dir: Optional[str] = _option("modules_dir"),
+):
+    """List the loaded modules: the .ko file each was matched with, and how
+    many of its kallsyms lines got their ELF size from it."""
+    resolver = _load(syms, kallsyms, strict, force, no_cache, modules_dir)
+    for st in resolver.module_stats:
+        if as_json:
+            sys.stdout.write(json.dumps(st.__dict__) + "\n")
+        else:
+            note = st.file or "-"
+            if st.reason:
+                note += f" (refused: {st.reason})"
+            sys.stdout.write(f"{st.name}\t{st.status}\t{st.sized}/{st.lines} sized\t{note}\n")
+
+
+def _run_app() -> int:
+    """The typer app's exit status: usage errors print themselves (exit 2)."""
+    try:
+        status = app(standalone_mode=False)
+    except typer.Exit as e:
+        return e.exit_code
+    except typer.Abort:
+        print("kmodsyms: aborted", file=sys.stderr)
+        return 130
+    except Exception as e:
+        # Click's usage errors (vendored by typer): they print themselves;
+        # plain 'kmodsyms' is not one, it asks for the help.
+        if type(e).__name__ == "NoArgsIsHelpError":
+            typer.echo(e.ctx.get_help())
+            return 0
+        if callable(getattr(e, "show", None)) and hasattr(e, "exit_code"):
+            e.show()
+            return 2
+        raise
+    # Without standalone mode click returns typer.Exit's status instead of exiting.
+    return status if isinstance(status, int) else 0
+
+
+def main() -> None:
+    """Console entry point: run the app through the error wrapper the quick
+    path uses too (kmodsyms.cli.frontend.guarded)."""
+    byte_exact_stdout()
+    sys.exit(guarded(_run_app))
+
+
+if __name__ == "__main__":
+    main()

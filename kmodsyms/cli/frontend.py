@@ -1,0 +1,308 @@
+"""What the two ways into ``kmodsyms resolve`` and ``lookup`` share: the
+typer CLI (:mod:`kmodsyms.cli.app`) and the quick path that answers from a
+snapshot without importing typer or numpy (:mod:`kmodsyms.quick`).
+
+One table of the options (:data:`OPTIONS`, :data:`COMMAND_OPTIONS`): typer
+builds its parameters from it and :func:`parse_args` reads the same command
+lines with it, so the two cannot disagree on an option.  One error wrapper
+(:func:`guarded`): what a user can get wrong ends as one line on stderr and
+exit status 2 on either path.  And the output: addresses parsed
+(:func:`parse_address`), answers formatted (:data:`FORMATS`) and written a
+line at a time (:func:`write_answers`), names parsed (:func:`parse_name`).
+
+Plain Python: the quick path imports this module, so nothing here may pull
+in numpy or typer.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ..errors import KmodsymsError
+from ..kernelnames import kernel_spelling
+
+PROG = "kmodsyms"
+
+
+# ------------------------------------------------------------------ options
+class Option:
+    """One command-line option: its flags, whether it takes a value (and
+    which values: ``choices``), its default and its help.  (A plain class,
+    as :class:`kmodsyms.answer.Symbolization`: the quick path does not
+    import dataclasses.)"""
+
+    def __init__(self, flags: tuple[str, ...], help: str, takes_value: bool = False,
+                 choices: tuple[str, ...] = (), default=None):
+        self.flags, self.help, self.takes_value = flags, help, takes_value
+        self.choices = choices
+        self.default = default if takes_value else False
+
+
+FORMAT_NAMES = ("verbose", "dtrace", "kernel", "json")
+
+OPTIONS = {
+    "syms": Option(("--syms", "-s"), "dtrace_syms file (default: /lib/modules/$(uname -r)/"
+                   "kernel/dtrace_syms; without it, kallsyms alone answers and built-in "
+                   "modules show as vmlinux, with a warning).", takes_value=True),
+    "kallsyms": Option(("--kallsyms",), "kallsyms file (default: /proc/kallsyms, checked "
+                       "against the running kernel).", takes_value=True),
+    "format": Option(("--format", "-f"), "verbose: 0xADDR mod`sym+0xoff (size, object); "
+                     "dtrace: mod`sym+0xoff as DTrace's stack(); kernel: sym+0xoff/0xsize "
+                     "[mod] as the kernel's %pS; json: one object per line.",
+                     takes_value=True, choices=FORMAT_NAMES, default="verbose"),
+    "json": Option(("--json",), "Same as --format json."),
+    "strict": Option(("--strict",), "Refuse to answer without a usable dtrace_syms (missing, "
+                     "or for another kernel) instead of answering from kallsyms alone."),
+    "force": Option(("--force",), "Use dtrace_syms even if it looks built for another "
+                    "kernel (with a warning on every run)."),
+    "no_cache": Option(("--no-cache",), "Neither restore nor save a snapshot of the loaded "
+                       "files (see 'kmodsyms cache')."),
+    "modules_dir": Option(("--modules-dir",), "Where loaded modules' .ko files are "
+                          "(modules.dep, else searched), for their sizes (default with "
+                          "/proc/kallsyms: /lib/modules/$(uname -r); with a kallsyms file: "
+                          "none).", takes_value=True),
+}
+
+# The options of the commands the quick path answers, in --help order
+# (tests/test_frontend.py holds the typer commands to them).
+COMMAND_OPTIONS = {
+    "resolve": ("syms", "kallsyms", "format", "json", "strict", "force", "no_cache", "modules_dir"),
+    "lookup": ("syms", "kallsyms", "format", "json", "strict", "force", "no_cache", "modules_dir"),
+}
+
+
+def parse_args(command: str, args: list[str]) -> dict | None:
+    """``command``'s arguments as its typer command takes them: a dict of
+    every option of :data:`COMMAND_OPTIONS` plus ``arguments``, or None for
+    whatever it does not read as typer would (help, unknown or malformed
+    options, no arguments), which the typer command then handles."""
+    wanted = COMMAND_OPTIONS[command]
+    by_flag = {flag: name for name in wanted for flag in OPTIONS[name].flags}
+    options = {name: OPTIONS[name].default for name in wanted}
+    arguments = []
+    i = 0
+    only_arguments = False
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if only_arguments or arg == "-" or not arg.startswith("-"):
+            arguments.append(arg)
+            continue
+        if arg == "--":
+            only_arguments = True
+            continue
+        flag, eq, value = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        name = by_flag.get(flag)
+        if name is None:
+            return None
+        option = OPTIONS[name]
+        if not option.takes_value:
+            if eq:
+                return None
+            options[name] = True
+            continue
+        if not eq:
+            if i >= len(args):
+                return None
+            value = args[i]
+            i += 1
+        if option.choices and value not in option.choices:
+            return None
+        options[name] = value
+    if not arguments:
+        return None
+    options["arguments"] = arguments
+    return options
+
+
+def output_format(options: dict) -> str:
+    return "json" if options.get("json") else options.get("format", "verbose")
+
+
+# ------------------------------------------------------------------- errors
+def warn(message: str) -> None:
+    print(f"{PROG}: warning: {message}", file=sys.stderr)
+
+
+def guarded(run) -> int:
+    """Call ``run()`` (returning an exit status) and turn what a user can
+    cause into one line on stderr: a :class:`KmodsymsError` exits 2, a
+    closed pipe 1 (as ``head`` expects), Ctrl-C 130."""
+    try:
+        status = run()
+        sys.stdout.flush()
+        return status
+    except KmodsymsError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        # Python flushes stdout again at exit: point it at /dev/null first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def byte_exact_stdout() -> None:
+    """Names are bytes (kallsyms, ELF symbol tables) decoded with
+    surrogateescape: write them back as the same bytes in any locale,
+    instead of dying with UnicodeEncodeError under a strict UTF-8 one."""
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="surrogateescape")
+
+
+# ---------------------------------------------------------------- addresses
+def _hex(text: str) -> int:
+    """Hex digits, ``0x`` optional; ValueError for anything else (int()
+    alone would also take signs, underscores and spaces)."""
+    t = text.lower()
+    t = t[2:] if t.startswith("0x") else t
+    if not t or t.strip("0123456789abcdef"):
+        raise ValueError(text)
+    return int(t, 16)
+
+
+def parse_address(text: str) -> int:
+    """A kernel address as a user writes it: hex, ``0x`` optional."""
+    t = text.strip()
+    try:
+        value = _hex(t[1:] if t.startswith("-") else t)
+    except ValueError:
+        raise KmodsymsError(f"bad address {t!r}: give it in hex, "
+                            "e.g. 0xffffffff81000000") from None
+    if t.startswith("-"):
+        raise KmodsymsError(f"bad address {t!r}: negative")
+    if value >= 1 << 64:
+        raise KmodsymsError(f"bad address {t!r}: more than 64 bits")
+    return value
+
+
+def parse_name(spec: str) -> tuple[str | None, str, int]:
+    """``[MOD`]NAME[+OFF]`` (OFF in hex, ``0x`` optional, as DTrace prints
+    it) -> (module or None, name, offset)."""
+    module, tick, rest = spec.rpartition("`")
+    name, plus, offset_text = rest.partition("+")
+    offset = 0
+    if plus:
+        try:
+            offset = _hex(offset_text)
+        except ValueError:
+            raise KmodsymsError(f"bad name {spec!r}: the offset after '+' must be hex, "
+                                "e.g. ext4`ext4_file_open+0x1c") from None
+    if not name or (tick and not module):
+        raise KmodsymsError(f"bad name {spec!r}: give [MOD`]NAME[+0xOFF], "
+                            "e.g. ext4`ext4_file_open+0x1c")
+    return (kernel_spelling(module) if tick else None), name, offset
+
+
+# ------------------------------------------------------------------ formats
+def format_verbose(rec) -> str:
+    """``0xADDR mod`sym+0xoff (0xSIZE bytes, object)``: the record's own text."""
+    return str(rec)
+
+
+def format_dtrace(rec) -> str:
+    """As DTrace's ``stack()`` prints a frame: ``mod`sym+0xoff`` (no
+    ``+0x0``), ``mod`0xADDR`` in a module but no symbol, else ``0xADDR``.
+    ``?`` stands for the module of an ambiguous symbol whose candidates lie
+    in different modules."""
+    if rec.symbol is None:
+        return f"{rec.module}`{rec.address:#x}" if rec.module else f"{rec.address:#x}"
+    text = f"{rec.module or '?'}`{rec.symbol}"
+    return text + f"+{rec.offset:#x}" if rec.offset else text
+
+
+def format_kernel(rec) -> str:
+    """As the kernel's ``%pS`` prints an address: ``sym+0xoff/0xsize``, then
+    `` [mod]`` unless it is core kernel (a built-in module shows as it would
+    were it loadable).  ``/0xsize`` is left out when the size is unknown;
+    an address in no symbol prints as ``0xADDR``, as the kernel does."""
+    if rec.symbol is None:
+        return f"{rec.address:#x}"
+    text = f"{rec.symbol}+{rec.offset:#x}"
+    if rec.size is not None:
+        text += f"/{rec.size:#x}"
+    if rec.module is None:
+        return text + " [?]"
+    return text if rec.module == "vmlinux" else f"{text} [{rec.module}]"
+
+
+def format_json(rec) -> str:
+    import json   # here: its import is a few ms of a run from a snapshot
+    return json.dumps(rec.to_json())
+
+
+FORMATS = {"verbose": format_verbose, "dtrace": format_dtrace, "kernel": format_kernel,
+           "json": format_json}
+
+
+def write_answers(resolve, addresses: list[str], fmt: str) -> int:
+    """``kmodsyms resolve``'s output: each of ``addresses`` (``-``: one per
+    line of stdin, flushed line by line) answered by ``resolve(address) ->
+    Symbolization`` as one line on stdout in format ``fmt``.  A bad line of
+    stdin does not stop the rest: in JSON it gets ``{"input", "error"}`` in
+    its place, else ``LINE N: ...`` on stderr.  Returns how many were bad
+    (the caller refuses bad arguments before loading anything)."""
+    render = FORMATS[fmt]
+    bad = 0
+    for arg in addresses:
+        if arg != "-":
+            sys.stdout.write(render(resolve(parse_address(arg))) + "\n")
+            continue
+        for number, line in enumerate(sys.stdin, 1):
+            text = line.strip()
+            if not text:
+                continue
+            try:
+                address = parse_address(text)
+            except KmodsymsError as e:
+                bad += 1
+                if fmt == "json":
+                    import json
+                    sys.stdout.write(json.dumps({"input": text, "error": str(e)}) + "\n")
+                else:
+                    sys.stdout.flush()
+                    print(f"LINE {number}: {e}", file=sys.stderr)
+                continue
+            sys.stdout.write(render(resolve(address)) + "\n")
+            sys.stdout.flush()
+    return bad
+
+
+def check_addresses(arguments: list[str]) -> None:
+    """Refuse a bad address argument before anything is loaded."""
+    for arg in arguments:
+        if arg != "-":
+            parse_address(arg)
+
+
+# ----------------------------------------------------------------- commands
+def run_resolve(answers, arguments: list[str], fmt: str) -> int:
+    """``kmodsyms resolve`` on a loaded resolver or snapshot: exit status 1
+    when a line of stdin was bad, else 0."""
+    return 1 if write_answers(answers.resolve, arguments, fmt) else 0
+
+
+def run_lookup(answers, specs: list[str], fmt: str) -> int:
+    """``kmodsyms lookup``: every match of each ``[MOD`]NAME[+OFF]``, one
+    per line; exit status 1 when a name has no match or names a module
+    that is not there."""
+    render = FORMATS[fmt]
+    parsed = [parse_name(spec) for spec in specs]   # all checked before any answer
+    known = set(answers.modules())
+    missing = 0
+    for spec, (module, name, offset) in zip(specs, parsed):
+        if module is not None and module not in known:
+            missing += 1
+            print(f"{PROG}: no module {module!r} (for {spec}): not vmlinux, a built-in "
+                  f"module{'' if answers.builtin_modules_known else ' (unknown without dtrace_syms)'}"
+                  " or a loaded module", file=sys.stderr)
+            continue
+        matches = answers.lookup(name, module, offset)
+        if not matches:
+            missing += 1
+            print(f"{PROG}: no symbol {spec}", file=sys.stderr)
+        for rec in matches:
+            sys.stdout.write(render(rec) + "\n")
+    return 1 if missing else 0

@@ -1,0 +1,496 @@
+"""The dtrace_syms file: write it atomically, read and validate it.
+
+The byte-level layout is specified in docs/format.md; this module is its
+reference implementation.  In short: a 128-byte little-endian header with a
+CRC-32 of everything after its first 16 bytes, then eight tables at 8-aligned
+offsets: strings, modules, module-set members, module sets, objects, section
+names, object sections, and the symbol array sorted by name.
+
+Reading is one ``read()``; the fixed-width tables become numpy arrays over
+that buffer (no per-symbol Python objects), and names are decoded only when
+asked for.
+"""
+
+from __future__ import annotations
+
+import bisect
+import mmap
+import operator
+import os
+import re
+import stat
+import struct
+import tempfile
+import time
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..build.elfdefs import BINDING_NAMES
+from ..errors import KmodsymsError
+from .fileformat import CRC_COVERS_FROM, FORMAT_VERSION, HEADER_SIZE, MAGIC
+from .spans import spans_in_order
+
+# The first line of a kallsyms or System.map, given where a dtrace_syms is due.
+_KALLSYMS_LINE = re.compile(rb"(?:[0-9a-fA-F]{8}|[0-9a-fA-F]{16}) [A-Za-z?] \S")
+FLAG_MISSING_OBJECTS = 1
+OBJECT_MISSING = 1
+
+_HEADER = struct.Struct("<8sIIQII6I")          # up to the table directory
+_DIRECTORY = struct.Struct("<20I")             # 10 x (offset, count)
+_DIRECTORY_AT = _HEADER.size                   # 56
+
+MODULE_DTYPE = np.dtype([("name", "<u4")])
+MEMBER_DTYPE = np.dtype("<u4")
+MODSET_DTYPE = np.dtype([("first", "<u4"), ("count", "<u4")])
+OBJECT_DTYPE = np.dtype([("path", "<u4"), ("modset", "<u4"), ("flags", "<u4"), ("reserved", "<u4")])
+SECNAME_DTYPE = np.dtype([("name", "<u4")])
+SECTION_DTYPE = np.dtype([("object", "<u4"), ("name", "<u4"), ("flags", "<u4"),
+                          ("align", "<u4"), ("size", "<u8"), ("address", "<u8"),
+                          ("placement", "<u4"), ("reserved", "<u4")])
+SEGMENT_DTYPE = np.dtype([("start", "<u8"), ("end", "<u8")])
+ANCHOR_DTYPE = np.dtype([("symbol", "<u4"), ("segment", "<u4")])
+NO_ADDRESS = 0xFFFFFFFFFFFFFFFF   # section address: not placed at build time
+SYMBOL_DTYPE = np.dtype([("name", "<u4"), ("modset", "<u4"), ("object", "<u4"),
+                         ("section", "<u4"), ("value", "<u8"), ("size", "<u8"),
+                         ("type", "u1"), ("binding", "u1"), ("reserved16", "<u2"),
+                         ("reserved32", "<u4")])
+# Table order in the directory; "strings" counts bytes, the others entries.
+TABLES = (("strings", np.dtype("u1")), ("modules", MODULE_DTYPE),
+          ("modset_members", MEMBER_DTYPE), ("modsets", MODSET_DTYPE),
+          ("objects", OBJECT_DTYPE), ("section_names", SECNAME_DTYPE),
+          ("sections", SECTION_DTYPE), ("symbols", SYMBOL_DTYPE),
+          ("segments", SEGMENT_DTYPE), ("anchors", ANCHOR_DTYPE))
+# A header claiming more than this many entries in any table is refused
+# before anything is allocated (a real kernel has ~10^5-10^6 symbols).
+MAX_ENTRIES = 1 << 28
+
+HEADER_STRINGS = ("kernel_release", "build_id", "tool_version", "object_source",
+                  "thick_source", "placement")
+TYPE_NAMES = {0: "notype", 1: "object", 2: "func", 6: "tls"}
+
+
+@dataclass
+class Meta:
+    """Header strings and flags."""
+
+    kernel_release: str = ""
+    build_id: str = ""
+    tool_version: str = ""
+    object_source: str = ""
+    thick_source: str = ""
+    placement: str = ""       # build-time placement statistics (JSON), or ""
+    flags: int = 0
+
+
+def pick(items: list, indices) -> list:
+    """``[items[i] for i in indices]`` (a list of ints or an integer array)
+    in one C-level call."""
+    if isinstance(indices, np.ndarray):
+        indices = indices.tolist()
+    if len(indices) < 2:
+        return [items[i] for i in indices]
+    return list(operator.itemgetter(*indices)(items))
+
+
+class StringTable:
+    """Builds a NUL-terminated string table, each distinct string once;
+    offset 0 is the empty string.  Strings come one by one (:meth:`add`) or,
+    the symbol names, as one sorted batch (:meth:`add_sorted`), which is
+    kept as a sorted list rather than put in the dict: ~135,000 inserts and
+    lookups are a large part of a build."""
+
+    def __init__(self):
+        self._offsets = {b"": 0}
+        self._batch: list[bytes] = []     # add_sorted's strings, sorted
+        self._batch_at = np.zeros(0, dtype=np.int64)
+        self._chunks = [b"\0"]
+        self._size = 1
+
+    def _find(self, s: bytes) -> int | None:
+        off = self._offsets.get(s)
+        if off is None and self._batch:
+            i = bisect.bisect_left(self._batch, s)
+            if i < len(self._batch) and self._batch[i] == s:
+                off = int(self._batch_at[i])
+        return off
+
+    def add(self, s: bytes | str) -> int:
+        if isinstance(s, str):
+            s = s.encode("utf-8", "surrogateescape")
+        off = self._find(s)
+        if off is None:
+            if b"\0" in s:
+                raise KmodsymsError(f"name {s[:40]!r} contains a NUL byte")
+            off = self._offsets[s] = self._size
+            self._chunks.append(s + b"\0")
+            self._size += len(s) + 1
+        return off
+
+    def add_sorted(self, items: list[bytes], first: np.ndarray) -> np.ndarray:
+        """Offsets of ``items``, which are sorted (bytewise), with ``first``
+        marking the first of each run of equal ones.  Called once per table."""
+        if self._batch:
+            raise ValueError("add_sorted is called once per table")
+        starts = np.flatnonzero(first)
+        runs = pick(items, starts)
+        # Strings the table already holds (a few: paths, section names) keep
+        # their offsets and are not stored again.
+        at = np.full(len(runs), -1, dtype=np.int64)
+        for s, off in self._offsets.items():
+            i = bisect.bisect_left(runs, s)
+            if i < len(runs) and runs[i] == s:
+                at[i] = off
+        new = runs if (at < 0).all() else [r for r, known in zip(runs, at.tolist()) if known < 0]
+        if new:
+            blob = b"\0".join(new) + b"\0"
+            if blob.count(b"\0") != len(new):
+                bad = next(s for s in new if b"\0" in s)
+                raise KmodsymsError(f"name {bad[:40]!r} contains a NUL byte")
+            lengths = np.fromiter(map(len, new), dtype=np.int64, count=len(new)) + 1
+            at[at < 0] = self._size + np.cumsum(lengths) - lengths
+            self._chunks.append(blob)
+            self._size += len(blob)
+        self._batch, self._batch_at = runs, at
+        return at[np.cumsum(first) - 1]
+
+    def data(self) -> bytes:
+        return b"".join(self._chunks)
+
+
+def encode(meta: Meta, strings: StringTable, tables: dict[str, np.ndarray]) -> bytes:
+    """Lay out a complete dtrace_syms image.  ``tables`` holds every table of
+    TABLES except ``strings`` as arrays of the table's dtype; the header
+    string fields are added to ``strings`` here."""
+    header_strings = [strings.add(getattr(meta, f)) for f in HEADER_STRINGS]
+    blobs = [np.frombuffer(strings.data(), dtype="u1")] + [
+        np.ascontiguousarray(tables[name], dtype=dtype) for name, dtype in TABLES[1:]]
+    directory = []
+    parts = []
+    pos = HEADER_SIZE
+    for blob in blobs:
+        directory += [pos, len(blob)]
+        raw = blob.tobytes()
+        pad = -len(raw) % 8
+        parts.append(raw + b"\0" * pad)
+        pos += len(raw) + pad
+    body = (_DIRECTORY.pack(*directory) + b"\0" * (HEADER_SIZE - _DIRECTORY_AT - _DIRECTORY.size)
+            + b"".join(parts))
+    fixed = struct.pack("<QII6I", pos, HEADER_SIZE, meta.flags, *header_strings)
+    crc = zlib.crc32(body, zlib.crc32(fixed))
+    return MAGIC + struct.pack("<II", FORMAT_VERSION, crc) + fixed + body
+
+
+TEMP_PREFIX = ".dtrace_syms."
+STALE_TEMP_SECONDS = 3600
+
+
+def _remove_stale_temps(directory: str) -> None:
+    """Remove our temp files that a killed writer left behind (SIGKILL gives
+    no chance to clean up).  Only our own, and only those older than an hour,
+    so that a writer running at the same time keeps its file."""
+    now = time.time()
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.name.startswith(TEMP_PREFIX):
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+            if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() \
+                    and now - st.st_mtime > STALE_TEMP_SECONDS:
+                os.unlink(entry.path)
+        except OSError:
+            pass
+
+
+def write_atomic(path: str, data: bytes, mode: int = 0o644) -> None:
+    """Write ``data`` to ``path`` so that a reader sees the old file or the
+    whole new one, never a part: temp file in the same directory, fsync,
+    rename.  A failure leaves no temp file behind; temp files of writers
+    killed earlier are removed once stale."""
+    directory = os.path.dirname(os.path.abspath(path))
+    _remove_stale_temps(directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=directory)
+    except OSError as e:
+        raise KmodsymsError(f"cannot write in {directory}: {e.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError):
+            raise KmodsymsError(f"cannot write {path}: {e.strerror}") from None
+        raise
+
+
+class SymsFile:
+    """A validated dtrace_syms image.
+
+    Tables are numpy arrays viewing the file's bytes (docs/format.md), the
+    symbols sorted by name, then modules, then object.
+    """
+
+    source: str
+    data: bytes            # the image (or, from_tables, the string table alone)
+    strings_offset: int    # where the string table starts in ``data``
+    strings: memoryview
+    flags: int
+    modules: np.ndarray
+    modset_members: np.ndarray
+    modsets: np.ndarray
+    objects: np.ndarray
+    section_names: np.ndarray
+    sections: np.ndarray
+    symbols: np.ndarray
+    segments: np.ndarray
+    anchors: np.ndarray
+    meta_kernel_release: str
+    meta_build_id: str
+    meta_tool_version: str
+    meta_object_source: str
+    meta_thick_source: str
+    meta_placement: str
+    module_names: list[str]
+    modset_modules: list[tuple[int, ...]]
+
+    def __init__(self, data: bytes, source: str = "dtrace_syms", verify: bool = True):
+        """``data``: the file's bytes (or a read-only mapping of them).
+        ``verify=False`` skips the CRC and the cross-table range checks, for
+        a file already verified as it is now (a snapshot's, see
+        :func:`read_syms`): they read every page of it."""
+        self.source = source
+        self.data = data
+        self._verify = verify
+        self._validate_header()
+        self._load_tables()
+
+    @classmethod
+    def from_tables(cls, meta: Meta, strings: StringTable, tables: dict[str, np.ndarray],
+                    source: str = "dtrace_syms") -> "SymsFile":
+        """The file that ``encode(meta, strings, tables)`` would write, read
+        straight from the tables (the build places its sections before
+        encoding it, once)."""
+        self = cls.__new__(cls)
+        self.source, self._verify = source, False
+        self.data = strings.data()
+        self.strings_offset = 0
+        self.strings = memoryview(self.data)
+        self.flags = meta.flags
+        self._set_tables(tables)
+        (self.meta_kernel_release, self.meta_build_id, self.meta_tool_version,
+         self.meta_object_source, self.meta_thick_source, self.meta_placement) = \
+            (getattr(meta, f) for f in HEADER_STRINGS)
+        self._index_modules()
+        return self
+
+    def _set_tables(self, t: dict[str, np.ndarray]) -> None:
+        self.modules, self.modset_members, self.modsets = t["modules"], t["modset_members"], t["modsets"]
+        self.objects, self.section_names, self.sections = t["objects"], t["section_names"], t["sections"]
+        self.symbols, self.segments, self.anchors = t["symbols"], t["segments"], t["anchors"]
+
+    def _index_modules(self) -> None:
+        self.module_names = [self.string(int(o)) for o in self.modules["name"]]
+        self.modset_modules = [
+            tuple(int(m) for m in self.modset_members[f:f + c])
+            for f, c in zip(self.modsets["first"].tolist(), self.modsets["count"].tolist())]
+
+    # -- validation ---------------------------------------------------------
+    def _fail(self, what: str) -> KmodsymsError:
+        return KmodsymsError(f"{self.source}: {what}; rebuild it with 'kmodsyms build'")
+
+    def _validate_header(self) -> None:
+        data = self.data
+        if len(data) < 16 or data[:8] != MAGIC:
+            if _KALLSYMS_LINE.match(bytes(data[:80])):
+                raise KmodsymsError(f"{self.source} is a kallsyms text, not a dtrace_syms file: "
+                                    "were --syms and --kallsyms swapped?")
+            raise KmodsymsError(f"{self.source}: not a dtrace_syms file (bad magic)")
+        version, crc = struct.unpack_from("<II", data, 8)
+        if version != FORMAT_VERSION:
+            raise KmodsymsError(
+                f"{self.source}: dtrace_syms format version {version}; this kmodsyms reads "
+                f"version {FORMAT_VERSION}: rebuild it with this kmodsyms")
+        if len(data) < HEADER_SIZE:
+            raise self._fail(f"truncated ({len(data)} bytes, header needs {HEADER_SIZE})")
+        (_m, _v, _c, file_size, header_size, self.flags, *strs) = _HEADER.unpack_from(data)
+        if file_size != len(data):
+            raise self._fail(f"truncated or padded: header says {file_size} bytes, file has {len(data)}")
+        if header_size != HEADER_SIZE:
+            raise self._fail(f"bad header size {header_size}")
+        if self._verify and zlib.crc32(memoryview(data)[CRC_COVERS_FROM:]) != crc:
+            raise self._fail("checksum mismatch (corrupt file)")
+        self._header_strings = strs
+
+    def _load_tables(self) -> None:
+        data = self.data
+        directory = _DIRECTORY.unpack_from(data, _DIRECTORY_AT)
+        tables = {}
+        for i, (name, dtype) in enumerate(TABLES):
+            off, count = directory[2 * i], directory[2 * i + 1]
+            if count > MAX_ENTRIES or off % 8 or off < HEADER_SIZE or \
+                    off + count * dtype.itemsize > len(data):
+                raise self._fail(f"table {name} out of bounds (offset {off}, {count} entries)")
+            tables[name] = np.frombuffer(data, dtype=dtype, count=count, offset=off)
+        self._set_tables(tables)
+        strings = tables["strings"]
+        if len(strings) == 0 or strings[-1] != 0:
+            raise self._fail("string table not NUL-terminated")
+        # A view, not a copy: the tables already keep ``data`` alive.
+        self.strings_offset = directory[0]
+        self.strings = memoryview(data)[directory[0]:directory[0] + directory[1]]
+        n_str = len(self.strings)
+
+        def check(array, bound: int, what: str):
+            if self._verify and len(array) and int(array.max()) >= bound:
+                raise self._fail(f"{what} out of range")
+
+        check(np.asarray(self._header_strings, dtype=np.uint64), n_str, "header string")
+        check(self.modules["name"], n_str, "module name")
+        check(self.modset_members, len(self.modules), "module-set member")
+        ends = self.modsets["first"].astype(np.uint64) + self.modsets["count"]
+        check(ends, len(self.modset_members) + 1, "module set")
+        check(self.objects["path"], n_str, "object path")
+        check(self.objects["modset"], len(self.modsets), "object module set")
+        check(self.section_names["name"], n_str, "section name")
+        check(self.sections["object"], len(self.objects), "section object")
+        check(self.sections["name"], len(self.section_names), "section name index")
+        symbols = self.symbols
+        check(symbols["name"], n_str, "symbol name")
+        check(symbols["modset"], len(self.modsets), "symbol module set")
+        check(symbols["object"], len(self.objects), "symbol object")
+        check(symbols["section"], len(self.sections), "symbol section")
+        if self._verify and len(symbols) and \
+                not np.array_equal(self.sections["object"][symbols["section"]], symbols["object"]):
+            raise self._fail("symbol section belongs to another object")
+        (self.meta_kernel_release, self.meta_build_id, self.meta_tool_version,
+         self.meta_object_source, self.meta_thick_source,
+         self.meta_placement) = (self.string(o) for o in self._header_strings)
+        check(self.anchors["symbol"], len(symbols), "anchor symbol")
+        check(self.anchors["segment"], len(self.segments), "anchor segment")
+        self._index_modules()
+
+    # -- decoding -------------------------------------------------------------
+    def string(self, offset: int) -> str:
+        """The NUL-terminated string at ``offset`` of the string table."""
+        return self.raw_string(offset).decode("utf-8", "surrogateescape")
+
+    def raw_string(self, offset: int) -> bytes:
+        start = self.strings_offset + offset
+        return self.data[start:self.data.find(b"\0", start)]   # the table ends in a NUL
+
+    @property
+    def missing_objects(self) -> list[str]:
+        return [self.object_path(i) for i in np.flatnonzero(self.objects["flags"] & OBJECT_MISSING)]
+
+    @property
+    def has_layout(self) -> bool:
+        """Whether ``kmodsyms build`` recorded link addresses (from vmlinux)."""
+        return len(self.segments) > 0
+
+    def object_path(self, index: int) -> str:
+        return self.string(int(self.objects["path"][index]))
+
+    def section_name(self, section: int) -> str:
+        return self.string(int(self.section_names["name"][self.sections["name"][section]]))
+
+    def modset_names(self, modset: int) -> list[str]:
+        return [self.module_names[m] for m in self.modset_modules[modset]]
+
+    def name_lengths(self) -> np.ndarray:
+        """Byte length of every symbol's name (computed once)."""
+        lengths = getattr(self, "_name_lengths", None)
+        if lengths is None:
+            buf = np.frombuffer(self.strings, dtype=np.uint8)
+            nul = np.flatnonzero(buf == 0)
+            offsets = self.symbols["name"].astype(np.int64)
+            lengths = (nul[np.searchsorted(nul, offsets)] - offsets).astype(np.int32)
+            self._name_lengths = lengths
+        return lengths
+
+    def symbol_name(self, index: int) -> str:
+        return self.string(int(self.symbols["name"][index]))
+
+    def check_sorted(self) -> None:
+        """Refuse a file whose symbols are not in strcmp order of name
+        (docs/format.md): a search over it would give other names' entries.
+        Checked on first use by what relies on the order (find(), placement
+        by search), not on every load: the CRC already catches damage."""
+        if not getattr(self, "_sorted", False):
+            if not spans_in_order(self.strings,
+                                 self.symbols["name"].astype(np.int64), self.name_lengths()):
+                raise self._fail("symbol names are not sorted")
+            self._sorted = True
+
+    def find(self, name: str) -> range:
+        """Indices of every symbol entry called ``name`` (binary search over
+        the name-sorted array)."""
+        self.check_sorted()
+        key = name.encode("utf-8", "surrogateescape")
+        names = _NameView(self)
+        lo = bisect.bisect_left(names, key)
+        hi = bisect.bisect_right(names, key, lo)
+        return range(lo, hi)
+
+    def entry(self, index: int) -> dict:
+        """One symbol entry decoded, as ``kmodsyms dump --json`` prints it."""
+        s = self.symbols[index]
+        return {
+            "name": self.string(int(s["name"])),
+            "modules": self.modset_names(int(s["modset"])),
+            "object": self.object_path(int(s["object"])),
+            "section": self.section_name(int(s["section"])),
+            "value": int(s["value"]),
+            "size": int(s["size"]),
+            "type": TYPE_NAMES.get(int(s["type"]), str(int(s["type"]))),
+            "binding": BINDING_NAMES.get(int(s["binding"]), str(int(s["binding"]))),
+        }
+
+    def module_symbol_counts(self) -> list[int]:
+        """Number of symbol entries in each built-in module."""
+        per_modset = np.bincount(self.symbols["modset"], minlength=len(self.modsets))
+        counts = [0] * len(self.module_names)
+        for modset, members in enumerate(self.modset_modules):
+            for m in members:
+                counts[m] += int(per_modset[modset])
+        return counts
+
+
+class _NameView:
+    """Symbol names as a sequence of bytes, for bisect, decoded per probe."""
+
+    def __init__(self, syms: SymsFile):
+        self._offsets = syms.symbols["name"]
+        self._raw = syms.raw_string
+
+    def __len__(self):
+        return len(self._offsets)
+
+    def __getitem__(self, i):
+        return self._raw(int(self._offsets[i]))
+
+
+def read_syms(path: str, verify: bool = True) -> SymsFile:
+    """Read and validate a dtrace_syms file in one read.  ``verify=False``
+    maps it instead and skips the checks that read all of it: only for a
+    file known to be, byte for byte, one that was verified (a snapshot
+    checks path, size, mtime and the header's CRC), so that what is not
+    used is never paged in."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read() if verify else mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError) as e:   # ValueError: mmap of an empty file
+        raise KmodsymsError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}; "
+                            "build it with 'kmodsyms build'") from None
+    return SymsFile(data, path, verify)
