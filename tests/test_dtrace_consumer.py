@@ -24,10 +24,10 @@ from dataclasses import dataclass
 import pytest
 
 from conftest import FIXTURE_KASLR, ROOT
-from kmodsyms.linkmap import vmlinux_object_map
+from kmodsyms.build.linkmap import vmlinux_object_map
 from kmodsyms.loadable import module_name
 from kmodsyms.resolver import load
-from kmodsyms.thick import read_thick
+from kmodsyms.build.thick import read_thick
 from test_loadable import CORPUS_MODULES, distro_tree, module_lines, readelf_symbols, \
     runtime_symbols
 from test_resolver import vmlinux_symbols
