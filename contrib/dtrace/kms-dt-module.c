@@ -14,7 +14,9 @@
  *   (default)              libkmodsyms: kms_load_opts() then kms_foreach(),
  *                          each line with its module list, size and origin;
  *                          --syms F --kallsyms K --modules-dir D --sysfs-root S
- *                          --proc-modules P --force as kmodsyms-c.  When no
+ *                          --proc-modules P --force as kmodsyms-c; --modpath DIR
+ *                          as dtrace's -x modpath (DIR/kernel/dtrace_syms, and
+ *                          DIR's .ko files; default /lib/modules/$(uname -r)).  When no
  *                          dtrace_syms can be used: one warning line, then
  *                          kallsyms as dtrace reads it without kallmodsyms.
  *   --kallmodsyms FILE     /proc/kallmodsyms text ('kmodsyms kallmodsyms'),
@@ -552,6 +554,35 @@ static int from_text(struct table *t, const char *path, int with_size)
     return 0;
 }
 
+/*
+ * dtrace_update()'s kernel part: the lines of libkmodsyms when it can load
+ * (each loaded module's .ko warning logged, as dt_dprintf() would), else
+ * kallsyms read as dtrace reads it without kallmodsyms.
+ */
+static int dtrace_update_kernel(struct table *t, const struct kms_load_opts *opts)
+{
+    kms_error err;
+    kms_handle *h = kms_load_opts(opts, &err);
+    if (!h) {
+        /* No usable dtrace_syms (none installed is the normal case). */
+        const char *ks = opts->kallsyms_path ? opts->kallsyms_path : "/proc/kallsyms";
+        fprintf(stderr, PROG ": warning: %s; reading %s without built-in modules\n",
+                err.message, ks);
+        t->gap_sizes = 1;
+        return from_text(t, ks, 0);
+    }
+    size_t n = kms_modules(h, NULL, 0);
+    struct kms_module *mods = xrealloc(NULL, n * sizeof *mods);
+    kms_modules(h, mods, n);
+    for (size_t i = 0; i < n; i++)
+        if (mods[i].warning)
+            fprintf(stderr, PROG ": warning: %s\n", mods[i].warning);
+    free(mods);
+    kms_foreach(h, from_kms_line, t);
+    kms_free(h);
+    return 0;
+}
+
 /* ------------------------------------------------------------ commands */
 
 static void print_ranges(const char *kind, const struct range_list *l, FILE *out)
@@ -624,7 +655,7 @@ static int cmd_name(const struct table *t)
 static int usage(void)
 {
     fputs("usage: " PROG " [--syms F] [--kallsyms K] [--modules-dir D] [--sysfs-root S] "
-          "[--proc-modules P] [--force] | [--kallmodsyms FILE] | [--plain-kallsyms FILE]  "
+          "[--proc-modules P] [--modpath DIR] [--force] | [--kallmodsyms FILE] | [--plain-kallsyms FILE]  "
           "{lines|modules|lookup|name|time}\n", stderr);
     return 2;
 }
@@ -632,7 +663,7 @@ static int usage(void)
 int main(int argc, char **argv)
 {
     struct kms_load_opts opts = {.size = sizeof opts};
-    const char *text_path = NULL, *cmd = NULL;
+    const char *text_path = NULL, *cmd = NULL, *modpath = NULL;
     int with_size = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -650,7 +681,9 @@ int main(int argc, char **argv)
         else if (strcmp(a, "--kallmodsyms") == 0 || strcmp(a, "--plain-kallsyms") == 0) {
             with_size = a[2] == 'k';
             value = &text_path;
-        } else if (strcmp(a, "--force") == 0)
+        } else if (strcmp(a, "--modpath") == 0)
+            value = &modpath;
+        else if (strcmp(a, "--force") == 0)
             opts.flags |= KMS_LOAD_FORCE;
         else if (a[0] != '-' && !cmd)
             cmd = a;
@@ -666,6 +699,16 @@ int main(int argc, char **argv)
                  strcmp(cmd, "name") && strcmp(cmd, "time")))
         return usage();
 
+    char syms[4096];
+    if (modpath) {
+        /* dtrace's -x modpath: its dtrace_syms and its modules' .ko files */
+        if ((size_t)snprintf(syms, sizeof syms, "%s/kernel/dtrace_syms", modpath) >= sizeof syms)
+            return usage();
+        if (!opts.syms_path)
+            opts.syms_path = syms;
+        if (!opts.modules_dir)
+            opts.modules_dir = modpath;
+    }
     struct table t = {.last_mod = SIZE_MAX, .last_text = -1};
     struct timespec t0, t1, t2;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -676,27 +719,7 @@ int main(int argc, char **argv)
         t.gap_sizes = !with_size;
         rc = from_text(&t, text_path, with_size);
     } else {
-        kms_error err;
-        kms_handle *h = kms_load_opts(&opts, &err);
-        if (h) {
-            size_t n = kms_modules(h, NULL, 0);
-            struct kms_module *mods = xrealloc(NULL, n * sizeof *mods);
-            kms_modules(h, mods, n);
-            for (size_t i = 0; i < n; i++)
-                if (mods[i].warning)
-                    fprintf(stderr, PROG ": warning: %s\n", mods[i].warning);
-            free(mods);
-            kms_foreach(h, from_kms_line, &t);
-            kms_free(h);
-        } else {
-            /* No usable dtrace_syms (none installed is the normal case on
-             * most hosts): kallsyms as dtrace reads it today. */
-            const char *ks = opts.kallsyms_path ? opts.kallsyms_path : "/proc/kallsyms";
-            fprintf(stderr, PROG ": warning: %s; reading %s without built-in modules\n",
-                    err.message, ks);
-            t.gap_sizes = 1;
-            rc = from_text(&t, ks, 0);
-        }
+        rc = dtrace_update_kernel(&t, &opts);
     }
     if (rc)
         return rc;
