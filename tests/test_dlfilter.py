@@ -202,3 +202,16 @@ def test_live_perf_refuses_a_named_file_it_cannot_use(dlfilter, perf_data, tmp_p
                        "--dlarg", "ext4")
     assert proc.returncode != 0 and proc.stdout == b""
     assert f"kmodsyms-dlfilter: cannot read {tmp_path}/none" in proc.stderr.decode()
+
+
+def test_installed_with_the_library(dlfilter, tmp_path):
+    """make install puts the filter where PERF_DLFILTERDIR says, beside the
+    library and kms-dt-module."""
+    proc = subprocess.run(["make", "-s", "-C", CSRC, f"O={os.path.dirname(dlfilter[0])}",
+                           "install", "PREFIX=/usr", f"DESTDIR={tmp_path}",
+                           "PERF_DLFILTERDIR=/usr/lib/perf-core/dlfilters"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for path in ("usr/lib/perf-core/dlfilters/kmodsyms-dlfilter.so", "usr/bin/kms-dt-module",
+                 "usr/include/kmodsyms.h"):
+        assert os.path.isfile(tmp_path / path), path

@@ -382,3 +382,15 @@ def test_corpora_replay(consumer, any_corpus, any_corpus_syms, tmp_path, situati
     """Both corpora (arm64: fuse, fat, vfat, loaded below the kernel image),
     every situation."""
     _corpus_case(consumer, any_corpus, any_corpus_syms, tmp_path, situation, source)
+
+
+def test_doc_code_is_the_example():
+    """docs/dtrace-utils.md's C is kms-dt-module.c's, verbatim."""
+    import re
+    doc = open(os.path.join(ROOT, "docs", "dtrace-utils.md"), encoding="utf-8").read()
+    source = open(os.path.join(ROOT, "contrib", "dtrace", "kms-dt-module.c"),
+                  encoding="utf-8").read()
+    blocks = re.findall(r"^```c\n(.*?)^```", doc, re.S | re.M)
+    assert len(blocks) == 2
+    for block in blocks:
+        assert block in source, block[:200]
