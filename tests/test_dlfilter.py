@@ -5,9 +5,10 @@ Driven two ways: by ``test_dlfilter`` (contrib/perf/test_dlfilter.c), which
 loads the filter as perf does and calls ``filter_event()`` with real
 ``struct perf_dlfilter_sample`` values, on the first and last byte of every
 sized symbol of the fixture and the corpora -- whose module the linker maps
-say (tests/test_dtrace_consumer.py's truth); and by the real ``perf`` of this
-machine on samples it records (``perf record -a -e cpu-clock``, root), where
-no dtrace_syms exists: the degraded path.  Skipped without perf's header
+say (tests/test_dtrace_consumer.py's truth); by the real ``perf script`` on a
+perf.data of the same addresses written by the test (tests/perf_data.py);
+and by the real ``perf`` on samples of this machine (``perf record -a -e
+cpu-clock``, root), where no dtrace_syms exists: the degraded path.  Skipped without perf's header
 (Debian: linux-perf) or, for the live test, without perf or root.
 """
 
@@ -20,6 +21,7 @@ import subprocess
 import pytest
 
 from conftest import ROOT
+from perf_data import write_perf_data
 from test_dtrace_consumer import (NEEDS_VMLINUX_SIZES, OUTSIDE_VMLINUX_A, PSEUDO, corpus_truth,
                                   fixture_truth, kallsyms_lines)
 
@@ -155,6 +157,44 @@ def test_arguments(dlfilter, fixture_syms, fixture_tree, tmp_path):
 
 
 # ------------------------------------------------------------------ the real perf
+def check_real_perf_on_written_samples(dlfilter, tree, syms, truth, wanted, tmp_path):
+    """perf script itself, on a perf.data of the first and last byte of
+    every sized symbol (tests/perf_data.py), keeps exactly the samples in
+    the wanted modules."""
+    if not shutil.which("perf"):
+        pytest.skip("perf is not installed (Debian: linux-perf)")
+    symbols = sized_symbols(tree, truth)
+    probes = sorted({a for addr, size, _m in symbols for a in (addr, addr + size - 1)})
+    want = sorted({a for addr, size, mods in symbols for a in (addr, addr + size - 1)
+                   if any(m in wanted for m in mods)})
+    data = str(tmp_path / "perf.data")
+    write_perf_data(data, [(a, KERNEL) for a in probes] + [(probes[0], USER)])
+    plain = perf_script(data)
+    assert plain.returncode == 0 and len(plain.stdout.splitlines()) == len(probes) + 1, plain.stderr
+    so, _driver = dlfilter
+    kallsyms = os.path.join(tree, "kallsyms")
+    proc = subprocess.run(["perf", "script", "-i", data, "-F", "ip", "--dlfilter", so,
+                           "--dlarg", f"syms={syms}", "--dlarg", f"kallsyms={kallsyms}",
+                           "--dlarg", ",".join(wanted)], capture_output=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert [int(x, 16) for x in proc.stdout.split()] == want
+    return len(want)
+
+
+def test_real_perf_on_fixture_samples(dlfilter, fixture_tree, fixture_syms, tmp_path):
+    assert check_real_perf_on_written_samples(dlfilter, fixture_tree, fixture_syms,
+                                              fixture_truth(fixture_tree), ["ext4", "fuse"],
+                                              tmp_path) > 20
+
+
+@pytest.mark.corpus
+def test_real_perf_on_corpus_samples(dlfilter, corpus, corpus_syms, tmp_path):
+    """x86_64 corpus addresses: ext4 (built-in) and xfs (loaded)."""
+    assert check_real_perf_on_written_samples(dlfilter, corpus, corpus_syms,
+                                              corpus_truth(corpus), ["ext4", "xfs"],
+                                              tmp_path) > 10_000
+
+
 @pytest.fixture(scope="module")
 def perf_data(tmp_path_factory):
     """A few seconds of this machine's samples, as root records them."""
@@ -170,9 +210,9 @@ def perf_data(tmp_path_factory):
     return path
 
 
-def perf_script(perf_data, *args):
-    return subprocess.run(["perf", "script", "-i", perf_data, "-F", "ip,dso"] + list(args),
-                          capture_output=True, timeout=300)
+def perf_script(data, *args):
+    return subprocess.run(["perf", "script", "-i", data, "-F", "ip,dso"] + list(args),
+                          capture_output=True, timeout=600)
 
 
 def test_live_perf_without_dtrace_syms(dlfilter, perf_data):
