@@ -335,6 +335,19 @@ def test_corpus_version_timestamp_symbols_sized(consumer, corpus, corpus_syms, t
     assert set(got) == OUTSIDE_VMLINUX_A and all(size == elf > 0 for size, elf in got.values())
 
 
+@pytest.mark.xfail(reason=NEEDS_C_DECOMPRESSION, strict=True)
+@pytest.mark.parametrize("suffix", [".xz", ".zst", ".gz"])
+def test_fixture_compressed_sizes_c_as_python(consumer, fixture_tree, fixture_syms, tmp_path,
+                                              suffix):
+    """The lines of a compressed .ko: the same sizes from C as from Python."""
+    kallsyms = os.path.join(fixture_tree, "kallsyms")
+    moddir = modules_dir_for(fixture_tree, FIXTURE_MODULES, suffix, tmp_path)
+    got = {src: [(ln.address, ln.size, ln.type, ln.name) for ln in
+                 replay(consumer, src, fixture_syms, kallsyms, moddir, tmp_path).lines]
+           for src in ("c", "python")}
+    assert got["c"] == got["python"]
+
+
 def test_fixture_multi_module_line_in_both_modules(consumer, fixture_tree, fixture_syms):
     """A line of libphy and fwnode_mdio's shared object is in both modules'
     tables (dt_modsym_update()'s loop over the line's modules), and a
