@@ -17,8 +17,24 @@ install-dtrace: $(DTRACE_PROG)
 	install -d $(DESTDIR)$(BINDIR)
 	install -m 0755 $(DTRACE_PROG) $(DESTDIR)$(BINDIR)/
 
+# 'make check': the table built, every kallsyms address looked up, from
+# libkmodsyms and from plain kallsyms, under the sanitizers.
+DTRACE_ASAN := $(ASAN)/kms-dt-module
+DTRACE_MODULES ?= $(ROOT)/fixtures/kbuild
+$(DTRACE_ASAN): CPPFLAGS += -I$(SRC)
+$(DTRACE_ASAN): $(DTRACE_SRC)/kms-dt-module.c $(LIB_SRC) $(LIB_HDR)
+	$(SANITIZED_LINK)
+
+check: check-dtrace
+check-dtrace: $(DTRACE_ASAN) $(SYMS)
+	$(DTRACE_ASAN) --syms $(SYMS) --kallsyms $(KALLSYMS) --modules-dir $(DTRACE_MODULES) \
+		modules > /dev/null
+	cut -d' ' -f1 $(KALLSYMS) | $(DTRACE_ASAN) --syms $(SYMS) --kallsyms $(KALLSYMS) \
+		--modules-dir $(DTRACE_MODULES) lookup > /dev/null
+	cut -d' ' -f1 $(KALLSYMS) | $(DTRACE_ASAN) --plain-kallsyms $(KALLSYMS) lookup > /dev/null
+
 clean: clean-dtrace
 clean-dtrace:
 	rm -f $(DTRACE_PROG)
 
-.PHONY: install-dtrace clean-dtrace
+.PHONY: install-dtrace check-dtrace clean-dtrace
