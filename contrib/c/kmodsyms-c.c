@@ -3,16 +3,24 @@
  * kmodsyms-c: libkmodsyms from the command line, printing what the Python
  * CLI prints, for scripts and for the tests that hold the two equal.
  *
- *   kmodsyms-c resolve --syms F --kallsyms K [--force] [ADDR...]
- *       one JSON object a line, as 'kmodsyms resolve --json' (stdin when no ADDR)
+ *   kmodsyms-c resolve --syms F --kallsyms K [--force] [--format kernel] [ADDR...]
+ *       one JSON object a line, as 'kmodsyms resolve --json' (stdin when no ADDR);
+ *       --format kernel: each as the kernel's %pS prints it (kms_resolve_kernel())
  *   kmodsyms-c lookup --syms F --kallsyms K [--force] [MOD`]NAME...
  *       one JSON object per match, as 'kmodsyms lookup --json'; exit 1 if a name has none
  *   kmodsyms-c kallmodsyms --syms F --kallsyms K [--force]
- *       byte for byte what 'kmodsyms kallmodsyms' prints
+ *       /proc/kallmodsyms: each line's exact size where known, else its estimated
+ *       size (0 when none), so that every module keeps its ranges
  *   kmodsyms-c lines --syms F --kallsyms K [--force]
  *       every kallsyms line as kms_foreach() gives it, one JSON object a line
  *   kmodsyms-c ranges --syms F --kallsyms K [--force] MOD...
  *       kms_module_ranges() of each MOD: {"module", "start", "end", "text"} a line
+ *   kmodsyms-c spans --syms F --kallsyms K [--force] MOD...
+ *       kms_module_spans() of each MOD, the same way
+ *   kmodsyms-c symbols --syms F --kallsyms K [--force] MOD...
+ *       kms_module_lines() of each MOD: its lines, as 'lines' prints them
+ *   kmodsyms-c builtin --syms F --kallsyms K [--force]
+ *       kms_builtin_modules(): one name a line
  *   kmodsyms-c modules --syms F --kallsyms K [--force]
  *       kms_modules(): each loaded module's file and status, as 'kmodsyms modules --json'
  *
@@ -142,8 +150,8 @@ static void put_record(const struct kms_sym *r, FILE *out)
         put_json_string(r->sym, r->sym_len, out);
         fprintf(out, ", \"offset\": %llu, \"start\": \"0x%llx\", \"size\": ",
                 (unsigned long long)r->symoff, (unsigned long long)r->sym_start);
-        if (r->size >= 0)
-            fprintf(out, "%lld", (long long)r->size);
+        if (r->size_kind == KMS_SIZE_EXACT)
+            fprintf(out, "%lld", (long long)r->sym_size);
         else
             fputs("null", out);
         fprintf(out, ", \"sized\": %s, \"type\": ", r->sized ? "true" : "false");
@@ -177,9 +185,9 @@ static int die(const char *msg)
 
 static int usage(void)
 {
-    fputs("usage: kmodsyms-c {resolve|lookup|kallmodsyms|lines|ranges|modules} [--syms F] "
-          "[--kallsyms K] [--modules-dir DIR] [--sysfs-root DIR] [--proc-modules FILE] "
-          "[--force] [ARG...]\n", stderr);
+    fputs("usage: kmodsyms-c {resolve|lookup|kallmodsyms|lines|ranges|spans|symbols|builtin|"
+          "modules} [--syms F] [--kallsyms K] [--modules-dir DIR] [--sysfs-root DIR] "
+          "[--proc-modules FILE] [--force] [--format kernel] [ARG...]\n", stderr);
     return 2;
 }
 
@@ -215,11 +223,22 @@ struct pending {
     size_t n;
     uint64_t *addr;
     struct kms_sym *rec;
+    int kernel;           /* --format kernel: %pS text instead of records */
 };
 
-/* The pending addresses' records, in order. */
+/* The pending addresses' records (or %pS texts), in order. */
 static void answer_pending(struct pending *p)
 {
+    if (p->kernel) {
+        for (size_t i = 0; i < p->n; i++) {
+            struct kms_ksym k = {.size = sizeof k};
+            kms_resolve_kernel(p->h, p->addr[i], &k);
+            puts(k.text);
+        }
+        p->n = 0;
+        return;
+    }
+    p->rec[0].size = sizeof p->rec[0];
     kms_resolve_many(p->h, p->addr, p->n, p->rec);
     for (size_t i = 0; i < p->n; i++)
         put_record(&p->rec[i], stdout);
@@ -316,7 +335,7 @@ static int parse_name(char *spec, const char **mod, const char **name, unsigned 
 static int print_kallmodsyms(const struct kms_line *l, void *arg)
 {
     (void)arg;
-    printf("%016llx %llx %c ", (unsigned long long)l->address, (unsigned long long)l->size,
+    printf("%016llx %llx %c ", (unsigned long long)l->address, (unsigned long long)l->sym_size,
            l->type);
     fwrite(l->name, 1, l->name_len, stdout);
     for (uint32_t k = 0; k < l->nmodules; k++)
@@ -328,8 +347,10 @@ static int print_kallmodsyms(const struct kms_line *l, void *arg)
 static int print_line(const struct kms_line *l, void *arg)
 {
     (void)arg;
+    /* the exact size, 0 when not known exactly (as the Python resolver's lines) */
     printf("{\"address\": \"0x%llx\", \"size\": %llu, \"type\": \"%c\", \"name\": ",
-           (unsigned long long)l->address, (unsigned long long)l->size, l->type);
+           (unsigned long long)l->address,
+           (unsigned long long)(l->size_kind == KMS_SIZE_EXACT ? l->sym_size : 0), l->type);
     put_json_string(l->name, l->name_len, stdout);
     fputs(", \"modules\": ", stdout);
     put_modules(l->nmodules, l->modules, stdout);
@@ -360,7 +381,7 @@ int main(int argc, char **argv)
 {
     const char *cmd;
     struct kms_load_opts opts = {.size = sizeof opts};
-    int nargs = 0, status = 0;
+    int nargs = 0, status = 0, kernel = 0;
     char **args;
     kms_error err;
     kms_handle *h;
@@ -383,6 +404,8 @@ int main(int argc, char **argv)
             opts.proc_modules = argv[++i];
         else if (!strcmp(argv[i], "--force"))
             opts.flags |= KMS_LOAD_FORCE;
+        else if (!strcmp(argv[i], "--format") && i + 1 < argc && !strcmp(argv[i + 1], "kernel"))
+            kernel = ++i > 0;
         else if (!strcmp(argv[i], "--") )
             while (++i < argc)
                 args[nargs++] = argv[i];
@@ -390,7 +413,8 @@ int main(int argc, char **argv)
             args[nargs++] = argv[i];
     }
     if (strcmp(cmd, "resolve") && strcmp(cmd, "lookup") && strcmp(cmd, "kallmodsyms") &&
-        strcmp(cmd, "lines") && strcmp(cmd, "ranges") && strcmp(cmd, "modules"))
+        strcmp(cmd, "lines") && strcmp(cmd, "ranges") && strcmp(cmd, "spans") &&
+        strcmp(cmd, "symbols") && strcmp(cmd, "builtin") && strcmp(cmd, "modules"))
         return free(args), usage();
     if (!strcmp(cmd, "resolve"))
         for (int i = 0; i < nargs; i++) {
@@ -426,13 +450,14 @@ int main(int argc, char **argv)
         free(args);
         return die("out of memory");
     }
+    mods[0].size = sizeof *mods;
     kms_modules(h, mods, nmods);
     for (size_t k = 0; k < nmods; k++)
         if (mods[k].warning)
             fprintf(stderr, "kmodsyms-c: warning: %s\n", mods[k].warning);
     if (!strcmp(cmd, "resolve")) {
         struct pending p = {h, 0, malloc(KMS_RESOLVE_BATCH * sizeof *p.addr),
-                            malloc(KMS_RESOLVE_BATCH * sizeof *p.rec)};
+                            malloc(KMS_RESOLVE_BATCH * sizeof *p.rec), kernel};
         if (!p.addr || !p.rec) {
             status = die("out of memory");
         } else if (nargs) {
@@ -450,9 +475,8 @@ int main(int argc, char **argv)
         for (int i = 0; i < nargs && recs; i++) {
             const char *mod, *name;
             unsigned long long off;
-            char *spec = strdup(args[i]), *query;
-            if (!spec || parse_name(spec, &mod, &name, &off) != 0 ||
-                !(query = malloc(strlen(args[i]) + 1))) {
+            char *spec = strdup(args[i]);
+            if (!spec || parse_name(spec, &mod, &name, &off) != 0) {
                 free(spec);
                 break;
             }
@@ -461,11 +485,10 @@ int main(int argc, char **argv)
                         "module or a loaded module\n", mod, args[i]);
                 status = 1;
                 free(spec);
-                free(query);
                 continue;
             }
-            sprintf(query, "%s%s%s", mod ? mod : "", mod ? "`" : "", name);
-            size_t n = kms_lookup(h, query, recs, cap);
+            recs[0].size = sizeof *recs;
+            size_t n = kms_lookup_name(h, mod, name, off, recs, cap);
             if (n > cap) {
                 struct kms_sym *more = realloc(recs, n * sizeof *recs);
                 if (!more)
@@ -473,35 +496,38 @@ int main(int argc, char **argv)
                 else {
                     recs = more;
                     cap = n;
-                    n = kms_lookup(h, query, recs, cap);
+                    recs[0].size = sizeof *recs;
+                    n = kms_lookup_name(h, mod, name, off, recs, cap);
                 }
             }
             if (!n) {
                 fprintf(stderr, "kmodsyms-c: no symbol %s\n", args[i]);
                 status = 1;
             }
-            for (size_t k = 0; k < n; k++) {
-                /* the record of the address OFF bytes into the symbol */
-                recs[k].address = recs[k].sym_start + off;
-                recs[k].symoff = off;
-                recs[k].sized = recs[k].size >= 0 && off < (unsigned long long)recs[k].size;
+            for (size_t k = 0; k < n; k++)
                 put_record(&recs[k], stdout);
-            }
             free(spec);
-            free(query);
         }
         if (!recs)
             status = die("out of memory");
         free(recs);
-    } else if (!strcmp(cmd, "ranges")) {
+    } else if (!strcmp(cmd, "ranges") || !strcmp(cmd, "spans")) {
+        size_t (*ranges)(const kms_handle *, const char *, struct kms_range *, size_t) =
+            strcmp(cmd, "spans") ? kms_module_ranges : kms_module_spans;
         for (int i = 0; i < nargs; i++) {
-            size_t n = kms_module_ranges(h, args[i], NULL, 0);
+            size_t n = ranges(h, args[i], NULL, 0);
             struct kms_range *r = malloc((n ? n : 1) * sizeof *r);
             if (!r) {
                 status = die("out of memory");
                 break;
             }
-            n = kms_module_ranges(h, args[i], r, n);
+            if (!n && !kms_module_known(h, args[i])) {
+                fprintf(stderr, "kmodsyms-c: no module '%s': not vmlinux, a built-in module "
+                        "or a loaded module\n", args[i]);
+                status = 1;
+            }
+            r[0].size = sizeof *r;
+            n = ranges(h, args[i], r, n);
             for (size_t k = 0; k < n; k++) {
                 fputs("{\"module\": ", stdout);
                 put_json_cstring(args[i], stdout);
@@ -514,6 +540,30 @@ int main(int argc, char **argv)
     } else if (!strcmp(cmd, "modules")) {
         for (size_t k = 0; k < nmods; k++)
             put_module(&mods[k], stdout);
+    } else if (!strcmp(cmd, "builtin")) {
+        size_t n = kms_builtin_modules(h, NULL, 0);
+        const char **names = malloc((n ? n : 1) * sizeof *names);
+        if (!names)
+            status = die("out of memory");
+        for (size_t k = 0; names && k < kms_builtin_modules(h, names, n); k++)
+            puts(names[k]);
+        free(names);
+    } else if (!strcmp(cmd, "symbols")) {
+        for (int i = 0; i < nargs && !status; i++) {
+            size_t n = kms_module_lines(h, args[i], NULL, 0);
+            uint32_t *index = malloc((n ? n : 1) * sizeof *index);
+            if (!index) {
+                status = die("out of memory");
+                break;
+            }
+            n = kms_module_lines(h, args[i], index, n);
+            for (size_t k = 0; k < n; k++) {
+                struct kms_line l = {.size = sizeof l};
+                kms_line_at(h, index[k], &l);
+                print_line(&l, NULL);
+            }
+            free(index);
+        }
     } else {
         kms_foreach(h, strcmp(cmd, "lines") ? print_kallmodsyms : print_line, NULL);
     }

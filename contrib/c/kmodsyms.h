@@ -50,7 +50,30 @@
 extern "C" {
 #endif
 
-#define KMS_VERSION_MAJOR 1
+#define KMS_VERSION_MAJOR 2
+
+/*
+ * Growable output structs.  Every struct the library fills (kms_sym,
+ * kms_line, kms_range, kms_module, kms_info, kms_ksym) starts with SIZE, as
+ * perf_dlfilter.h's do: the caller sets it to sizeof the struct it was
+ * compiled with, and the library fills only the fields that fit in it
+ * (later versions add fields at the end), never writing SIZE itself; a
+ * field beyond what the library knows keeps the caller's value.  For an
+ * array (kms_resolve_many, kms_lookup, kms_lookup_name, kms_module_ranges,
+ * kms_module_spans, kms_modules) the caller sets OUT[0].size, which is the
+ * array's stride; the library sets every other element's SIZE to it.  A
+ * SIZE smaller than a size_t fills nothing.  kms_line as kms_foreach()
+ * hands it to a callback is the library's own, with SIZE its sizeof.
+ */
+
+/* How a size is known (kms_sym.size_kind, kms_line.size_kind). */
+enum kms_size_kind {
+    KMS_SIZE_UNKNOWN = 0, /* no size: the line has no ELF symbol and nothing bounds it */
+    KMS_SIZE_EXACT,       /* st_size of the symbol in an ELF symbol table (vmlinux, its
+                           * objects, a loaded module's .ko); 0 is an exact size */
+    KMS_SIZE_ESTIMATED    /* the gap to the next kallsyms line of its module, bounded by
+                           * its module's core or its region (docs/resolver.md) */
+};
 
 /* Error codes (kms_error.code). */
 enum kms_code {
@@ -152,20 +175,24 @@ struct kms_modlist {
  * resolved (kms_resolve), or a symbol's own line (kms_lookup).
  */
 struct kms_sym {
+    size_t size;           /* sizeof(struct kms_sym) as the caller knows it (see above) */
     uint64_t address;      /* the address asked about (lookup: the symbol's address) */
     const char *sym;       /* symbol name, NULL when no symbol answers */
     uint32_t sym_len;      /* its length in bytes (a NUL can be in it only in damaged input) */
+    uint32_t line;         /* the symbol's kallsyms line (kms_line_at()), UINT32_MAX: none */
     uint64_t symoff;       /* address - sym_start */
     uint64_t sym_start;    /* the symbol's address */
-    uint64_t sym_end;      /* sym_start + size when the size is known, else sym_start */
-    int64_t size;          /* the symbol's size, -1 when unknown (linker-made, loadable) */
+    uint64_t sym_end;      /* sym_start + sym_size when the size is exact or estimated,
+                            * else sym_start */
+    int64_t sym_size;      /* the symbol's size (size_kind says how it is known), -1 unknown */
     const char *dso;       /* first module: built-in, "vmlinux", loaded or pseudo; NULL unknown */
     uint8_t sym_binding;   /* STB_LOCAL/GLOBAL/WEAK, KMS_BINDING_UNKNOWN */
     char type;             /* kallsyms type letter ('t', 'T', 'W', 'A', ...), 0 without symbol */
-    uint8_t sized;         /* 1 when [sym_start, sym_end) holds address */
+    uint8_t sized;         /* 1 when the size is exact and [sym_start, sym_end) holds address */
     uint8_t ambiguous;     /* 1 when the symbol's object cannot be known: its name is only
                             * on copies in sections the build could not place */
     uint8_t origin;        /* enum kms_origin */
+    uint8_t size_kind;     /* enum kms_size_kind of sym_size (UNKNOWN without symbol) */
     uint32_t nmodules;     /* number of modules[] (0 when dso is NULL) */
     const char *const *modules; /* every module, in module-map order */
     const char *object;    /* build-tree path of the object (fs/ext4/super.o), or NULL */
@@ -196,9 +223,19 @@ void kms_resolve_many(const kms_handle *h, const uint64_t *addrs, size_t n, stru
  * "MOD`NAME" ("-" in MOD reads as "_"; "vmlinux" is the core kernel only), or
  * every line called NAME for a bare "NAME", in kallsyms order.  Fills up to
  * MAX records and returns how many there are (more than MAX: call again with
- * room for them); 0 when none.
+ * room for them); 0 when none.  DTrace's "MOD`NAME+0xOFF" (a last '+' and a
+ * hex number, 0x optional) asks for the address OFF bytes into each: the
+ * record's address is sym_start + OFF, symoff OFF, sized when the exact
+ * size holds it (the rest of the record is the symbol's).
  */
 size_t kms_lookup(const kms_handle *h, const char *spec, struct kms_sym *out, size_t max);
+
+/*
+ * The same with the module and the name apart: MOD NULL for any module,
+ * NAME exactly (no "+OFF" read in it), OFFSET as "+0xOFF".  Since 2.0.
+ */
+size_t kms_lookup_name(const kms_handle *h, const char *mod, const char *name, uint64_t offset,
+                       struct kms_sym *out, size_t max);
 
 /* Whether MOD ("-" read as "_") is vmlinux, a built-in module of the file,
  * or a loaded or pseudo-module of kallsyms. */
@@ -206,8 +243,9 @@ int kms_module_known(const kms_handle *h, const char *mod);
 
 /* One kallsyms line with its attribution (what dt_modsym_update() consumes). */
 struct kms_line {
+    size_t size;           /* sizeof(struct kms_line) as the caller knows it */
     uint64_t address;
-    uint64_t size;         /* 0 when unknown, as /proc/kallmodsyms printed it */
+    uint64_t sym_size;     /* exact or estimated (size_kind), 0 when unknown */
     char type;             /* kallsyms type letter */
     const char *name;
     uint32_t name_len;     /* its length in bytes */
@@ -217,6 +255,8 @@ struct kms_line {
     uint8_t sym_binding;
     const char *object;    /* NULL for lines of no object; a loaded module's .ko (its path
                             * under the modules directory) when its line is from it */
+    uint32_t index;        /* its index in kallsyms order (kms_line_at()) */
+    uint8_t size_kind;     /* enum kms_size_kind of sym_size */
 };
 
 /*
@@ -226,8 +266,25 @@ struct kms_line {
 int kms_foreach(const kms_handle *h, int (*cb)(const struct kms_line *line, void *arg),
                 void *arg);
 
+/* Kallsyms line INDEX (kms_sym.line, kms_line.index) into OUT: KMS_OK, or
+ * KMS_E_ARG when there is no such line.  Since 2.0. */
+int kms_line_at(const kms_handle *h, uint32_t index, struct kms_line *out);
+
+/*
+ * Module MOD's symbol list ("-" read as "_"): the index of every kallsyms
+ * line whose module list (as kms_foreach() gives it) holds MOD, "vmlinux"
+ * the core kernel's, in kallsyms order.  Fills up to MAX and returns how
+ * many there are.  Since 2.0.
+ */
+size_t kms_module_lines(const kms_handle *h, const char *mod, uint32_t *index, size_t max);
+
+/* The built-in modules the dtrace_syms file knows, in its order (names live
+ * until kms_free()): fills up to MAX and returns how many there are.  Since 2.0. */
+size_t kms_builtin_modules(const kms_handle *h, const char **out, size_t max);
+
 /* An address range of a module. */
 struct kms_range {
+    size_t size;           /* sizeof(struct kms_range) as the caller knows it */
     uint64_t start, end;   /* [start, end) */
     uint8_t text;          /* 1: code (an SHF_EXECINSTR section, or one holding t/T lines;
                             * a loaded module's t/T lines), 0: data */
@@ -235,15 +292,29 @@ struct kms_range {
 
 /*
  * The address ranges of module MOD ("vmlinux", a built-in module, or a
- * loaded one), ascending, adjacent ones of one kind merged: for vmlinux and
- * built-in modules the placed object sections of its objects; for a loaded
- * module [lowest, highest end) of its text lines and of its other lines,
- * a line ending at address + size (its .ko's ELF size) or address + 1
- * (unsized).  Fills up to MAX and returns how many there
+ * loaded or pseudo-module), ascending: for vmlinux and built-in modules the
+ * placed object sections of its objects (per-cpu sections, whose symbols
+ * are offsets, left out), one range for two of one kind with no other
+ * section between them and a gap below the second's alignment (ld's
+ * padding); for a loaded module [lowest, highest end) of its t/T lines and
+ * of its other lines, a line ending at address + its exact or estimated
+ * size, or address + 1 (none).  Fills up to MAX and returns how many there
  * are; 0 for an unknown module.
  */
 size_t kms_module_ranges(const kms_handle *h, const char *mod, struct kms_range *out,
                          size_t max);
+
+/*
+ * Module MOD's ranges as DTrace's dt_module.c builds them from kallmodsyms:
+ * for vmlinux and built-in modules each run of its lines among the core
+ * kernel's lines by address (text: t/T/w/W lines; a run ends at its last
+ * line's address + exact or estimated size); for a loaded or pseudo-module
+ * one text span and one data span, as kms_module_ranges() with w/W as
+ * text.  Per-cpu lines ('A') are in none.  Ascending; fills up to MAX and
+ * returns how many there are.  Since 2.0.
+ */
+size_t kms_module_spans(const kms_handle *h, const char *mod, struct kms_range *out,
+                        size_t max);
 
 /* How a loaded module's lines were answered (kmodsyms/loadable.py's statuses;
  * KMS_MODULE_UNSUPPORTED is the C library's own). */
@@ -257,6 +328,7 @@ enum kms_module_status {
 
 /* One loaded module (not the pseudo-modules), as 'kmodsyms modules' lists it. */
 struct kms_module {
+    size_t size;           /* sizeof(struct kms_module) as the caller knows it */
     const char *name;      /* as kallsyms spells it */
     const char *file;      /* the file found, relative to the modules directory (as in
                             * modules.dep), or NULL */
@@ -274,8 +346,39 @@ struct kms_module {
  */
 size_t kms_modules(const kms_handle *h, struct kms_module *out, size_t max);
 
+/* Longest kms_ksym.text: a KSYM_NAME_LEN name, two 64-bit hex numbers, a module name. */
+#define KMS_KSYM_TEXT 640
+
+/* An address as the kernel's %pS prints it (kms_resolve_kernel()). */
+struct kms_ksym {
+    size_t size;           /* sizeof(struct kms_ksym) as the caller knows it */
+    uint64_t address;      /* the address asked about */
+    const char *sym;       /* the symbol %pS names, NULL for none (%pS prints the address) */
+    uint32_t sym_len;      /* its length in bytes */
+    uint32_t line;         /* its kallsyms line, UINT32_MAX: none */
+    uint64_t sym_start;    /* its address */
+    uint64_t offset;       /* address - sym_start */
+    uint64_t sym_size;     /* the kernel's size: the gap to the next kallsyms address, or
+                            * to the end of the kernel's text or module memory */
+    const char *module;    /* " [module]" of %pS: a loaded or pseudo-module, NULL for the
+                            * core kernel (built-in modules included, as the kernel prints) */
+    uint8_t exact;         /* 1: sym_size is the kernel's; 0: the end is a bound only
+                            * approximated (a module's core, a pseudo-module's last line) */
+    char text[KMS_KSYM_TEXT]; /* "name+0xoff/0xsize [module]", or "0xaddress" */
+};
+
+/*
+ * ADDR as kernel/kallsyms.c's %pS prints it (sprint_symbol()): the symbol
+ * kallsyms_lookup_size_offset() finds, with its offset and size and, for a
+ * loaded or pseudo-module, " [module]" (docs/resolver.md).  Returns 1 when
+ * a symbol answers, 0 when %pS prints the bare address (OUT->text holds
+ * it).  Never fails on a loaded handle.
+ */
+int kms_resolve_kernel(const kms_handle *h, uint64_t addr, struct kms_ksym *out);
+
 /* About the loaded files. */
 struct kms_info {
+    size_t size;                /* sizeof(struct kms_info) as the caller knows it */
     const char *kernel_release; /* recorded in dtrace_syms, or "" */
     const char *build_id;       /* vmlinux build-id (hex), or "" */
     size_t lines;               /* kallsyms lines kept */

@@ -151,6 +151,7 @@ int main(int argc, char **argv)
             struct kms_module *m = malloc((nmods ? nmods : 1) * sizeof *m);
             if (!m)
                 return die("out of memory");
+            m[0].size = sizeof *m;
             kms_modules(h, m, nmods);
             matched = sized = 0;
             for (size_t k = 0; k < nmods; k++) {
@@ -174,6 +175,7 @@ int main(int argc, char **argv)
         if (!h || !q || !out)
             return die(h ? "out of memory" : err.message);
         memset(out, 0, KMS_RESOLVE_BATCH * sizeof *out); /* faulted in before the clock */
+        out[0].size = sizeof *out;
         double t0 = now();
         if (!many) {
             for (long i = 0; i < n; i++) {

@@ -226,6 +226,14 @@ struct kms_handle {
      * after loading only the statuses (kms_modules()) and cores are kept */
     struct kms_loaded mods;
 
+    /* sizes and %pS (kms_sizes.c): the answering lines grouped by the module
+     * whose lookup the kernel makes for them (0: the core kernel, then each
+     * loaded or pseudo-module, as mod_name), each group by address, ties in
+     * kallsyms order; each line's estimated size */
+    uint32_t *group_first;      /* per group + 1: where its lines begin in grouped[] */
+    uint32_t *grouped;
+    uint32_t *estimate;         /* per line: estimated size, NO_ESTIMATE: none */
+
     /* only while loading (in scratch memory, freed once the index is built) */
     struct scratch *scratch;    /* the mappings they are carved from */
     uint8_t *line_matched;      /* per line: 1 when it is a dtrace_syms entry (take_entry) */
@@ -236,6 +244,19 @@ struct kms_handle {
     uint64_t *region_end;       /* per region group (Resolver._regions) */
     struct anchor_index *anchors; /* the anchors, and the core lines of their names */
 };
+
+#define NO_ESTIMATE UINT32_MAX
+
+/* The loaded or pseudo-module of line I (index into mod_name), 0 for none,
+ * once loaded: a line from its .ko names its module through the .ko's object
+ * (whose module list is that one entry of mod_name). */
+static inline uint32_t kmsi_loaded_module(const kms_handle *h, size_t i)
+{
+    uint32_t w = h->line[i].who;
+    if (WHO_TAG(w) == WHO_OBJECT && WHO_INDEX(w) >= h->count[T_OBJECTS])
+        return (uint32_t)(h->object[WHO_INDEX(w)].modules.modules - h->mod_name);
+    return WHO_TAG(w) == WHO_MODULE ? WHO_INDEX(w) : 0;
+}
 
 /* The module list of the core kernel (kms_format.c). */
 extern const char *const kmsi_vmlinux_list[1];
@@ -312,11 +333,50 @@ static inline uint8_t symbol_prefer(int typed, uint8_t binding)
     return (uint8_t)((typed != 0) << 2 | (binding == 1 ? 2 : binding == 2 ? 1 : 0));
 }
 
-/* A kms_sym's fields from dso on, all but sym_binding, type and sized, are
- * its owner's (struct owner); those before dso are its line's. */
+/* A kms_sym's fields from dso on, all but sym_binding, type, sized and
+ * size_kind, are its owner's (struct owner); those before dso are its line's. */
 #define OWNER_AT offsetof(struct kms_sym, dso)
 #define OWNER_SIZE (sizeof(struct kms_sym) - OWNER_AT)
 _Static_assert(OWNER_SIZE <= sizeof(struct owner), "an owner holds a kms_sym's tail");
+
+/* ------------------------------------------------------------ growable structs */
+
+/* The size field (the first) of a caller's struct at P. */
+static inline size_t caller_size(const void *p)
+{
+    size_t size;
+    memcpy(&size, p, sizeof size);
+    return size;
+}
+
+/* Fill the caller's struct DST from the library's whole record SRC (FULL
+ * bytes): the fields that fit in DST's size, DST's size kept (kmodsyms.h,
+ * "Growable output structs"). */
+static inline void put_fitting(void *dst, const void *src, size_t full)
+{
+    size_t size = caller_size(dst);
+    if (size > full)
+        size = full;
+    if (size > sizeof size)
+        memcpy((char *)dst + sizeof size, (const char *)src + sizeof size, size - sizeof size);
+}
+
+/* The stride of a caller's array OUT of MAX elements: OUT[0].size, 0 (fill
+ * nothing) for no array or a size smaller than the size field. */
+static inline size_t caller_stride(const void *out, size_t max)
+{
+    size_t stride = out && max ? caller_size(out) : 0;
+    return stride < sizeof(size_t) ? 0 : stride;
+}
+
+/* Element I of a caller's array of STRIDE: its size set to STRIDE, then
+ * filled from SRC (FULL bytes). */
+static inline void put_element(void *out, size_t stride, size_t i, const void *src, size_t full)
+{
+    char *dst = (char *)out + i * stride;
+    memcpy(dst, &stride, sizeof stride);
+    put_fitting(dst, src, full);
+}
 
 /* ------------------------------------------------------------ the stages */
 
@@ -357,6 +417,10 @@ int kmsi_add_ko_extents(kms_handle *h, kms_error *err);
 int kmsi_sort_by_address(kms_handle *h);
 int kmsi_build_buckets(kms_handle *h, kms_error *err);
 int kmsi_build_owners(kms_handle *h, kms_error *err);
+
+/* kms_sizes.c: the lines by module and address, estimated sizes */
+int kmsi_group_lines(kms_handle *h, kms_error *err);
+int64_t kmsi_line_size(const kms_handle *h, size_t i, uint8_t *kind);
 
 /* kms_load.c: loading */
 int kmsi_fail(kms_error *err, int code, const char *fmt, ...);

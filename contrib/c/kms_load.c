@@ -130,7 +130,7 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
     if (kmsi_match_modules(h, modules, err) || kmsi_build_index(h, err) || kmsi_add_ko_extents(h, err))
         goto bad;
     kmsi_scratch_trim(h); /* the pieces are what the resident set peaks with */
-    if (kmsi_build_pieces(h, err))
+    if (kmsi_build_pieces(h, err) || kmsi_group_lines(h, err))
         goto bad;
     free_build(h); /* first: the peak resident set stays that of the building */
     if (kmsi_build_buckets(h, err) || kmsi_build_owners(h, err))
@@ -238,6 +238,9 @@ void kms_free(kms_handle *h)
     free(h->cluster);
     free(h->bucket);
     free(h->owner);
+    free(h->group_first);
+    free(h->grouped);
+    free(h->estimate);
     free_build(h);
     kms_modules_free(&h->mods);
     free(h);

@@ -1423,6 +1423,7 @@ static int add_status(struct kms_loaded *out, const char *name, char *file, uint
                       size_t lines, char *reason, char *warning)
 {
     struct kms_module *st = &out->status[out->nstatus++];
+    st->size = sizeof *st;
     st->name = name;
     st->file = file;
     st->status = status;

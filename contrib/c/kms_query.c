@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
 /*
  * Queries, the end of the pipeline: the public kms_resolve(),
- * kms_resolve_many(), kms_lookup(), kms_foreach(), kms_module_ranges(),
- * kms_module_known(), kms_get_info() and kms_modules(), reading only the
- * handle's index (kms_index.c) and never writing it (docs/resolver.md §4-6).
+ * kms_resolve_many(), kms_lookup(), kms_lookup_name(), kms_line_at(),
+ * kms_foreach(), kms_module_lines(), kms_module_ranges(),
+ * kms_module_spans(), kms_module_known(), kms_builtin_modules(),
+ * kms_get_info() and kms_modules(), reading only the handle's index
+ * (kms_index.c) and never writing it (docs/resolver.md §4-6).  Each fills
+ * the caller's growable structs (kmodsyms.h) through put_fitting().
  */
 #include "kms_internal.h"
 
@@ -33,24 +36,24 @@ static void record(const kms_handle *h, uint64_t address, uint32_t answer, struc
     uint32_t index = answer & PIECE_INDEX;
     if (answer & PIECE_NO_LINE) {
         memcpy((char *)out + OWNER_AT, h->owner[index].tail, OWNER_SIZE);
-        memset(out, 0, OWNER_AT);
+        memset((char *)out + sizeof out->size, 0, OWNER_AT - sizeof out->size);
         out->address = address;
-        out->size = -1;
+        out->line = UINT32_MAX;
+        out->sym_size = -1;
         out->sym_binding = KMS_BINDING_UNKNOWN;
         return;
     }
     const struct line *l = h->line + index;
     memcpy((char *)out + OWNER_AT, h->owner[h->owner_first[WHO_TAG(l->who)] + WHO_INDEX(l->who)].tail,
            OWNER_SIZE);
-    memset((char *)out + offsetof(struct kms_sym, sym_len), 0,
-           offsetof(struct kms_sym, symoff) - offsetof(struct kms_sym, sym_len));
     out->address = address;
     out->sym = h->text + l->name;
     out->sym_len = l->name_len;
+    out->line = index;
     out->sym_start = l->addr;
     out->symoff = address - l->addr;
-    out->size = l->size;
-    out->sym_end = l->addr + (l->size > 0 ? (uint64_t)l->size : 0);
+    out->sym_size = kmsi_line_size(h, index, &out->size_kind);
+    out->sym_end = l->addr + (out->sym_size > 0 ? (uint64_t)out->sym_size : 0);
     out->sized = (uint8_t)(answer >> 31);
     out->type = (char)l->type;
     out->sym_binding = l->binding;
@@ -137,7 +140,14 @@ void kms_resolve(const kms_handle *h, uint64_t addr, struct kms_sym *out)
      * address is in that piece 2 times in 3 (uniform over the core kernel),
      * and the two loads, a cache miss each, then overlap. */
     PREFETCH(answer_line(h, p.answer));
-    record(h, addr, probe_answer(&p), out);
+    uint32_t answer = probe_answer(&p);
+    if (caller_size(out) >= sizeof *out) {
+        record(h, addr, answer, out);
+    } else {
+        struct kms_sym whole;
+        record(h, addr, answer, &whole);
+        put_fitting(out, &whole, sizeof whole);
+    }
 }
 
 /* Addresses each step of kms_resolve_many runs over before the next step
@@ -150,6 +160,9 @@ void kms_resolve_many(const kms_handle *h, const uint64_t *addrs, size_t n, stru
 {
     struct probe p[RESOLVE_BATCH];
     uint32_t answer[RESOLVE_BATCH];
+    size_t stride = caller_stride(out, n);
+    if (!stride)
+        return;
     for (size_t at = 0; at < n; at += RESOLVE_BATCH) {
         size_t m = n - at < RESOLVE_BATCH ? n - at : RESOLVE_BATCH;
         for (size_t i = 0; i < m; i++) {
@@ -165,16 +178,27 @@ void kms_resolve_many(const kms_handle *h, const uint64_t *addrs, size_t n, stru
             answer[i] = probe_answer(&p[i]);
             PREFETCH(answer_line(h, answer[i]));
         }
-        for (size_t i = 0; i < m; i++)
-            record(h, addrs[at + i], answer[i], out + at + i);
+        if (stride == sizeof *out) {
+            for (size_t i = 0; i < m; i++) {
+                out[at + i].size = stride;
+                record(h, addrs[at + i], answer[i], out + at + i);
+            }
+        } else {
+            for (size_t i = 0; i < m; i++) {
+                struct kms_sym whole;
+                record(h, addrs[at + i], answer[i], &whole);
+                put_element(out, stride, at + i, &whole, sizeof whole);
+            }
+        }
     }
 }
 
 struct lookup_ctx {
-    const char *mod;    /* MOD of "MOD`NAME" (not NUL-terminated), or NULL */
+    const char *mod;    /* the module asked for (not NUL-terminated), or NULL */
     size_t modlen;
-    struct kms_sym *out;
-    size_t max, found;
+    uint64_t offset;    /* the record's address: the symbol's + offset */
+    void *out;          /* the caller's records, STRIDE apart */
+    size_t stride, max, found;
 };
 
 /* Whether module NAME is MOD (MODLEN bytes, '-' read as '_'). */
@@ -188,74 +212,150 @@ static int module_is(const char *name, const char *mod, size_t modlen)
     return 1;
 }
 
+/* Whether REC's module list, or one of its candidates', holds MOD. */
+static int record_in(const struct kms_sym *rec, const char *mod, size_t modlen)
+{
+    for (uint32_t k = 0; k < rec->nmodules; k++)
+        if (module_is(rec->modules[k], mod, modlen))
+            return 1;
+    for (uint32_t j = 0; j < rec->ncandidates; j++)
+        for (uint32_t k = 0; k < rec->candidates[j].nmodules; k++)
+            if (module_is(rec->candidates[j].modules[k], mod, modlen))
+                return 1;
+    return 0;
+}
+
 static int lookup_one(const kms_handle *h, size_t line, void *arg)
 {
     struct lookup_ctx *c = arg;
     struct kms_sym rec;
-    record(h, h->line[line].addr, (uint32_t)line | (h->line[line].size > 0 ? PIECE_SIZED : 0), &rec);
-    if (c->mod) {
-        int in = 0;
-        for (uint32_t k = 0; k < rec.nmodules && !in; k++)
-            in = module_is(rec.modules[k], c->mod, c->modlen);
-        for (uint32_t j = 0; j < rec.ncandidates && !in; j++)
-            for (uint32_t k = 0; k < rec.candidates[j].nmodules && !in; k++)
-                in = module_is(rec.candidates[j].modules[k], c->mod, c->modlen);
-        if (!in)
-            return 0;
-    }
+    const struct line *l = &h->line[line];
+    uint64_t address = l->addr + c->offset;
+    /* the record of the address OFFSET bytes into the symbol (DTrace's
+     * mod`sym+0xoff): inside it when its exact size holds the offset */
+    int inside = l->size > 0 && c->offset < (uint64_t)l->size;
+    record(h, address, (uint32_t)line | (inside ? PIECE_SIZED : 0), &rec);
+    if (c->mod && !record_in(&rec, c->mod, c->modlen))
+        return 0;
     if (c->found < c->max)
-        c->out[c->found] = rec;
+        put_element(c->out, c->stride, c->found, &rec, sizeof rec);
     c->found++;
+    return 0;
+}
+
+static size_t lookup(const kms_handle *h, const char *mod, size_t modlen, const char *name,
+                     size_t len, uint64_t offset, struct kms_sym *out, size_t max)
+{
+    struct lookup_ctx c = {mod, modlen, offset, out, caller_stride(out, max), max, 0};
+    if (!c.stride)
+        c.max = 0;
+    find_lines(h, name, len, lookup_one, &c);
+    return c.found;
+}
+
+/* The offset of a spec's "+OFF" (hex, 0x optional) at P (LEN bytes); -1 when it is none. */
+static int parse_offset(const char *p, size_t len, uint64_t *off)
+{
+    uint64_t v = 0;
+    if (len >= 2 && p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) {
+        p += 2;
+        len -= 2;
+    }
+    if (!len || len > 16)
+        return -1;
+    for (size_t k = 0; k < len; k++) {
+        int d = (p[k] >= '0' && p[k] <= '9') ? p[k] - '0'
+              : (p[k] >= 'a' && p[k] <= 'f') ? p[k] - 'a' + 10
+              : (p[k] >= 'A' && p[k] <= 'F') ? p[k] - 'A' + 10 : -1;
+        if (d < 0)
+            return -1;
+        v = v << 4 | (unsigned)d;
+    }
+    *off = v;
     return 0;
 }
 
 size_t kms_lookup(const kms_handle *h, const char *spec, struct kms_sym *out, size_t max)
 {
-    struct lookup_ctx c = {NULL, 0, out, out ? max : 0, 0};
-    const char *tick, *name = spec;
+    const char *tick, *name = spec, *mod = NULL, *plus;
+    size_t modlen = 0, len;
+    uint64_t offset = 0;
     if (!h || !spec)
         return 0;
     if ((tick = strrchr(spec, '`')) != NULL) {
-        c.mod = spec;
-        c.modlen = (size_t)(tick - spec);
+        mod = spec;
+        modlen = (size_t)(tick - spec);
         name = tick + 1;
     }
-    find_lines(h, name, strlen(name), lookup_one, &c);
-    return c.found;
+    len = strlen(name);
+    /* DTrace's mod`name+0xoff: the last '+' followed by a hex number */
+    if ((plus = strrchr(name, '+')) != NULL && plus > name &&
+        parse_offset(plus + 1, len - (size_t)(plus + 1 - name), &offset) == 0)
+        len = (size_t)(plus - name);
+    return lookup(h, mod, modlen, name, len, offset, out, max);
+}
+
+size_t kms_lookup_name(const kms_handle *h, const char *mod, const char *name, uint64_t offset,
+                       struct kms_sym *out, size_t max)
+{
+    if (!h || !name)
+        return 0;
+    return lookup(h, mod, mod ? strlen(mod) : 0, name, strlen(name), offset, out, max);
+}
+
+/* Line I as kallmodsyms shows it (what kms_foreach() hands over). */
+static void fill_line(const kms_handle *h, size_t i, struct kms_line *l)
+{
+    struct kms_sym rec;
+    int64_t size;
+    memset(l, 0, sizeof *l);
+    l->size = sizeof *l;
+    record(h, h->line[i].addr, (uint32_t)i, &rec);
+    l->address = h->line[i].addr;
+    size = kmsi_line_size(h, i, &l->size_kind);
+    l->sym_size = size > 0 ? (uint64_t)size : 0;
+    l->type = (char)h->line[i].type;
+    l->name = rec.sym;
+    l->name_len = rec.sym_len;
+    l->index = (uint32_t)i;
+    l->origin = rec.origin;
+    l->sym_binding = rec.sym_binding;
+    l->object = rec.object;
+    /* kallmodsyms shows no module for the core kernel */
+    l->nmodules = rec.origin == KMS_ORIGIN_CORE ? 0 : rec.nmodules;
+    l->modules = rec.modules;
+    if (rec.ambiguous) {
+        /* Resolver.line_modsets: the candidates' one module set, else none */
+        uint32_t amb = WHO_INDEX(h->line[i].who);
+        const uint32_t *ms = h->cand_modset + h->amb_first[amb];
+        uint32_t n = h->amb_count[amb], k = 1;
+        while (k < n && ms[k] == ms[0])
+            k++;
+        l->nmodules = 0;
+        if (k == n) {
+            const unsigned char *set = ent(h, T_MODSETS, ms[0]);
+            l->nmodules = le32(set + 4);
+            l->modules = h->member_name + le32(set);
+        }
+    }
+}
+
+int kms_line_at(const kms_handle *h, uint32_t index, struct kms_line *out)
+{
+    struct kms_line whole;
+    if (!h || !out || index >= h->n)
+        return KMS_E_ARG;
+    fill_line(h, index, &whole);
+    put_fitting(out, &whole, sizeof whole);
+    return KMS_OK;
 }
 
 int kms_foreach(const kms_handle *h, int (*cb)(const struct kms_line *line, void *arg),
                 void *arg)
 {
     for (size_t i = 0; i < h->n; i++) {
-        struct kms_sym rec;
         struct kms_line l;
-        record(h, h->line[i].addr, (uint32_t)i, &rec);
-        l.address = h->line[i].addr;
-        l.size = h->line[i].size > 0 ? (uint64_t)h->line[i].size : 0;
-        l.type = (char)h->line[i].type;
-        l.name = rec.sym;
-        l.name_len = rec.sym_len;
-        l.origin = rec.origin;
-        l.sym_binding = rec.sym_binding;
-        l.object = rec.object;
-        /* kallmodsyms shows no module for the core kernel */
-        l.nmodules = rec.origin == KMS_ORIGIN_CORE ? 0 : rec.nmodules;
-        l.modules = rec.modules;
-        if (rec.ambiguous) {
-            /* Resolver.line_modsets: the candidates' one module set, else none */
-            uint32_t amb = WHO_INDEX(h->line[i].who);
-            const uint32_t *ms = h->cand_modset + h->amb_first[amb];
-            uint32_t n = h->amb_count[amb], k = 1;
-            while (k < n && ms[k] == ms[0])
-                k++;
-            l.nmodules = 0;
-            if (k == n) {
-                const unsigned char *set = ent(h, T_MODSETS, ms[0]);
-                l.nmodules = le32(set + 4);
-                l.modules = h->member_name + le32(set);
-            }
-        }
+        fill_line(h, i, &l);
         int r = cb(&l, arg);
         if (r)
             return r;
@@ -263,90 +363,230 @@ int kms_foreach(const kms_handle *h, int (*cb)(const struct kms_line *line, void
     return 0;
 }
 
-static size_t add_range(struct kms_range *out, size_t max, size_t count, uint64_t start,
-                        uint64_t end, int text)
+/* MOD ('-' read as '_') copied to WANT (CAP bytes); 0 when too long. */
+static int module_name(const char *mod, char *want, size_t cap)
 {
-    if (count && count <= max && out[count - 1].text == text && out[count - 1].end == start) {
-        out[count - 1].end = end;
-        return count;
-    }
-    if (count < max) {
-        out[count].start = start;
-        out[count].end = end;
-        out[count].text = (uint8_t)text;
-    }
-    return count + 1;
+    size_t len = strlen(mod);
+    if (len >= cap)
+        return 0;
+    for (size_t k = 0; k <= len; k++)
+        want[k] = mod[k] == '-' ? '_' : mod[k];
+    return 1;
 }
 
-/* The loaded or pseudo-module of line I (index into mod_name), 0 for none,
- * once loaded: a line from its .ko names its module through the .ko's object
- * (whose module list is that one entry of mod_name). */
-static uint32_t loaded_module(const kms_handle *h, size_t i)
+/* Whether line L (as fill_line() gives it) is of module WANT: its module
+ * list holds it, or WANT is "vmlinux" and it is the core kernel's. */
+static int line_of(const struct kms_line *l, const char *want)
 {
-    uint32_t w = h->line[i].who;
-    if (WHO_TAG(w) == WHO_OBJECT && WHO_INDEX(w) >= h->count[T_OBJECTS])
-        return (uint32_t)(h->object[WHO_INDEX(w)].modules.modules - h->mod_name);
-    return line_module(h, i);
+    if (l->origin == KMS_ORIGIN_CORE && l->nmodules == 0)
+        return strcmp(want, "vmlinux") == 0;
+    for (uint32_t k = 0; k < l->nmodules; k++)
+        if (strcmp(l->modules[k], want) == 0)
+            return 1;
+    return 0;
+}
+
+size_t kms_module_lines(const kms_handle *h, const char *mod, uint32_t *index, size_t max)
+{
+    char want[256];
+    size_t count = 0;
+    if (!h || !mod || !module_name(mod, want, sizeof want))
+        return 0;
+    if (!index)
+        max = 0;
+    for (size_t i = 0; i < h->n; i++) {
+        struct kms_line l;
+        fill_line(h, i, &l);
+        if (!line_of(&l, want))
+            continue;
+        if (count < max)
+            index[count] = (uint32_t)i;
+        count++;
+    }
+    return count;
+}
+
+size_t kms_builtin_modules(const kms_handle *h, const char **out, size_t max)
+{
+    if (!h)
+        return 0;
+    for (uint32_t m = 0; out && m < max && m < h->count[T_MODULES]; m++)
+        out[m] = str(h, le32(ent(h, T_MODULES, m)));
+    return h->count[T_MODULES];
+}
+
+/* Ranges on their way to a caller's array: the last one open, to grow. */
+struct ranges {
+    void *out;
+    size_t stride, max, count;
+    int open;
+    struct kms_range cur;
+};
+
+static void range_close(struct ranges *r)
+{
+    if (r->open && r->count < r->max)
+        put_element(r->out, r->stride, r->count, &r->cur, sizeof r->cur);
+    r->count += r->open;
+    r->open = 0;
+}
+
+/* Add [START, END) of kind TEXT; it grows the open range when that is of
+ * the same kind and JOIN says the bytes between them are the module's. */
+static void range_add(struct ranges *r, uint64_t start, uint64_t end, int text, int join)
+{
+    if (r->open && join && r->cur.text == text && start >= r->cur.start) {
+        if (end > r->cur.end)
+            r->cur.end = end;
+        return;
+    }
+    range_close(r);
+    memset(&r->cur, 0, sizeof r->cur);
+    r->cur.size = sizeof r->cur;
+    r->cur.start = start;
+    r->cur.end = end;
+    r->cur.text = (uint8_t)text;
+    r->open = 1;
+}
+
+static void ranges_init(struct ranges *r, void *out, size_t max)
+{
+    memset(r, 0, sizeof *r);
+    r->out = out;
+    r->stride = caller_stride(out, max);
+    r->max = r->stride ? max : 0;
+}
+
+/* The one text and one data range of a loaded or pseudo-module M: [lowest,
+ * highest end) of its answering lines of each kind, a line ending at its
+ * address + its exact or estimated size, or + 1 (none). */
+static size_t loaded_ranges(const kms_handle *h, uint32_t m, struct ranges *r, int spans)
+{
+    uint64_t lo[2] = {UINT64_MAX, UINT64_MAX}, hi[2] = {0, 0};
+    for (uint32_t k = h->group_first[m]; k < h->group_first[m + 1]; k++) {
+        uint32_t i = h->grouped[k];
+        uint8_t t = h->line[i].type, kind;
+        int text = t == 't' || t == 'T' || (spans && (t == 'w' || t == 'W'));
+        int64_t size = kmsi_line_size(h, i, &kind);
+        uint64_t a = h->line[i].addr, len = size > 0 ? (uint64_t)size : 1;
+        uint64_t end = a + len > a ? a + len : UINT64_MAX;
+        lo[text] = a < lo[text] ? a : lo[text];
+        hi[text] = end > hi[text] ? end : hi[text];
+    }
+    int first = lo[1] < lo[0]; /* ascending */
+    for (int j = 0; j < 2; j++) {
+        int text = j == 0 ? first : !first;
+        if (lo[text] < hi[text])
+            range_add(r, lo[text], hi[text], text, 0);
+    }
+    range_close(r);
+    return r->count;
+}
+
+/* The loaded or pseudo-module WANT names (index into mod_name), 0 for none. */
+static uint32_t loaded_index(const kms_handle *h, const char *want)
+{
+    for (uint32_t m = 1; m < h->nmods; m++)
+        if (strcmp(h->mod_name[m], want) == 0)
+            return m;
+    return 0;
+}
+
+/* The built-in module WANT names (index into the file's modules), or
+ * UINT32_MAX; *CORE set when it is vmlinux.  0 when it is neither. */
+static int builtin_index(const kms_handle *h, const char *want, uint32_t *builtin, int *core)
+{
+    *core = strcmp(want, "vmlinux") == 0;
+    *builtin = UINT32_MAX;
+    for (uint32_t m = 0; m < h->count[T_MODULES] && !*core; m++)
+        if (strcmp(str(h, le32(ent(h, T_MODULES, m))), want) == 0)
+            *builtin = m;
+    return *core || *builtin != UINT32_MAX;
+}
+
+/* Whether placed extent K is of an object of the built-in module BUILTIN
+ * (CORE: of no module). */
+static int extent_member(const kms_handle *h, uint32_t k, uint32_t builtin, int core)
+{
+    if (h->ext[k].sec >= h->count[T_SECTIONS])
+        return 0; /* a loaded module's .ko section */
+    const unsigned char *se = ent(h, T_SECTIONS, h->ext[k].sec);
+    const unsigned char *ms = ent(h, T_MODSETS, le32(ent(h, T_OBJECTS, le32(se)) + 4));
+    uint32_t first = le32(ms), n = le32(ms + 4);
+    if (core)
+        return n == 0;
+    for (uint32_t j = 0; j < n; j++)
+        if (le32(ent(h, T_MEMBERS, first + j)) == builtin)
+            return 1;
+    return 0;
 }
 
 size_t kms_module_ranges(const kms_handle *h, const char *mod, struct kms_range *out, size_t max)
 {
     char want[256];
-    size_t count = 0, len;
-    if (!h || !mod || (len = strlen(mod)) >= sizeof want)
+    struct ranges r;
+    uint32_t m, builtin;
+    int core;
+    if (!h || !mod || !module_name(mod, want, sizeof want))
         return 0;
-    for (size_t k = 0; k <= len; k++)
-        want[k] = mod[k] == '-' ? '_' : mod[k];
-    if (!out)
-        max = 0;
-    for (uint32_t m = 1; m < h->nmods; m++) {
-        if (strcmp(h->mod_name[m], want) != 0)
+    ranges_init(&r, out, max);
+    if ((m = loaded_index(h, want)) != 0)
+        return loaded_ranges(h, m, &r, 0);
+    if (!builtin_index(h, want, &builtin, &core))
+        return 0;
+    /* the placed sections of its objects, from the first extent addresses
+     * see (a per-cpu section's are offsets, not addresses: R-ranges); two
+     * of one kind with no other extent between them are one range when the
+     * gap between them is less than the second's alignment (ld's padding) */
+    int last_member = 0;
+    for (uint32_t k = h->ext_first; k < h->next; k++) {
+        if (!extent_member(h, k, builtin, core)) {
+            last_member = 0;
             continue;
-        uint64_t lo[2] = {UINT64_MAX, UINT64_MAX}, hi[2] = {0, 0};
-        for (size_t i = 0; i < h->n; i++)
-            if (loaded_module(h, i) == m) {
-                int text = h->line[i].type == 't' || h->line[i].type == 'T';
-                uint64_t a = h->line[i].addr, size = h->line[i].size > 0 ? (uint64_t)h->line[i].size : 1;
-                uint64_t end = a + size > a ? a + size : UINT64_MAX;
-                if (a < lo[text])
-                    lo[text] = a;
-                if (end > hi[text])
-                    hi[text] = end;
-            }
-        for (int text = 0; text < 2; text++)
-            if (lo[text] < hi[text])
-                count = add_range(out, max, count, lo[text], hi[text], text);
-        if (count == 2 && max >= 2 && out[0].start > out[1].start) {
-            struct kms_range t = out[0];
-            out[0] = out[1];
-            out[1] = t;
         }
-        return count;
+        uint64_t start = h->ext_start[k], align = start & (~start + 1);
+        int join = last_member && r.open && (start <= r.cur.end || !align || start - r.cur.end < align);
+        range_add(&r, start, h->ext[k].end,
+                  (le32(ent(h, T_SECTIONS, h->ext[k].sec) + SEC_FLAGS) & SHF_EXECINSTR) ||
+                      (h->placed[h->ext[k].sec] & HOLDS_TEXT),
+                  join);
+        last_member = 1;
     }
-    int core = strcmp(want, "vmlinux") == 0;
-    uint32_t builtin = UINT32_MAX;
-    for (uint32_t m = 0; m < h->count[T_MODULES] && !core; m++)
-        if (strcmp(str(h, le32(ent(h, T_MODULES, m))), want) == 0) {
-            builtin = m;
-            break;
-        }
-    if (!core && builtin == UINT32_MAX)
+    range_close(&r);
+    return r.count;
+}
+
+size_t kms_module_spans(const kms_handle *h, const char *mod, struct kms_range *out, size_t max)
+{
+    char want[256];
+    struct ranges r;
+    uint32_t m, builtin;
+    int core;
+    if (!h || !mod || !module_name(mod, want, sizeof want))
         return 0;
-    for (uint32_t k = 0; k < h->next; k++) {
-        if (h->ext[k].sec >= h->count[T_SECTIONS])
-            continue; /* a loaded module's .ko section */
-        const unsigned char *se = ent(h, T_SECTIONS, h->ext[k].sec);
-        const unsigned char *ms = ent(h, T_MODSETS, le32(ent(h, T_OBJECTS, le32(se)) + 4));
-        uint32_t first = le32(ms), n = le32(ms + 4);
-        int member = core ? n == 0 : 0;
-        for (uint32_t j = 0; j < n && !member; j++)
-            member = le32(ent(h, T_MEMBERS, first + j)) == builtin;
-        if (member)
-            count = add_range(out, max, count, h->ext_start[k], h->ext[k].end,
-                              (le32(se + SEC_FLAGS) & SHF_EXECINSTR) ||
-                                  (h->placed[h->ext[k].sec] & HOLDS_TEXT));
+    ranges_init(&r, out, max);
+    if ((m = loaded_index(h, want)) != 0)
+        return loaded_ranges(h, m, &r, 1);
+    if (!builtin_index(h, want, &builtin, &core))
+        return 0;
+    /* runs of its lines among the core kernel's by address (per-cpu 'A'
+     * lines answer no address and are in none), text the t/T/w/W lines */
+    int run = 0;
+    for (uint32_t k = h->group_first[0]; k < h->group_first[1]; k++) {
+        struct kms_line l;
+        uint32_t i = h->grouped[k];
+        fill_line(h, i, &l);
+        if (!line_of(&l, want)) {
+            run = 0;
+            continue;
+        }
+        int text = l.type == 't' || l.type == 'T' || l.type == 'w' || l.type == 'W';
+        uint64_t end = l.address + l.sym_size >= l.address ? l.address + l.sym_size : UINT64_MAX;
+        range_add(&r, l.address, end, text, run);
+        run = 1;
     }
-    return count;
+    range_close(&r);
+    return r.count;
 }
 
 int kms_module_known(const kms_handle *h, const char *mod)
@@ -363,8 +603,10 @@ int kms_module_known(const kms_handle *h, const char *mod)
     return 0;
 }
 
-void kms_get_info(const kms_handle *h, struct kms_info *out)
+void kms_get_info(const kms_handle *h, struct kms_info *caller)
 {
+    struct kms_info all, *out = &all;
+    memset(&all, 0, sizeof all);
     out->kernel_release = h->release;
     out->build_id = h->build_id;
     out->lines = h->n;
@@ -372,11 +614,13 @@ void kms_get_info(const kms_handle *h, struct kms_info *out)
     out->segments = h->count[T_SEGMENTS];
     out->anchors = h->count[T_ANCHORS];
     out->anchors_verified = h->anchors_verified;
+    put_fitting(caller, &all, sizeof all);
 }
 
 size_t kms_modules(const kms_handle *h, struct kms_module *out, size_t max)
 {
-    for (size_t k = 0; out && k < max && k < h->mods.nstatus; k++)
-        out[k] = h->mods.status[k];
+    size_t stride = caller_stride(out, max);
+    for (size_t k = 0; stride && k < max && k < h->mods.nstatus; k++)
+        put_element(out, stride, k, &h->mods.status[k], sizeof h->mods.status[k]);
     return h->mods.nstatus;
 }

@@ -86,20 +86,20 @@ static void check_error(kms_handle *h, const kms_error *e, int code, const char 
 
 static void check_fixture(kms_handle *h)
 {
-    struct kms_sym r, recs[8];
+    struct kms_sym r = {.size = sizeof r}, recs[8] = {{.size = sizeof recs[0]}};
     size_t n;
 
     kms_resolve(h, 0xffffffffab600400u, &r);
-    CHECK(r.sym && !strcmp(r.sym, "init_once") && r.symoff == 0x10 && r.size == 39 && r.sized &&
+    CHECK(r.sym && !strcmp(r.sym, "init_once") && r.symoff == 0x10 && r.sym_size == 39 && r.size_kind == KMS_SIZE_EXACT && r.sized &&
           !strcmp(r.dso, "ext4") && r.origin == KMS_ORIGIN_BUILTIN && r.type == 't' &&
           r.sym_binding == 0 && !strcmp(r.object, "fs/ext4/super.o") &&
           r.sym_start == 0xffffffffab6003f0u && r.sym_end == r.sym_start + 39, "ext4 init_once");
     kms_resolve(h, 0xffffffffab600a98u, &r);
-    CHECK(r.sym && !strcmp(r.sym, "__pfx___memcpy") && r.symoff == 8 && r.size == 0x10 &&
+    CHECK(r.sym && !strcmp(r.sym, "__pfx___memcpy") && r.symoff == 8 && r.sym_size == 0x10 &&
           !strcmp(r.dso, "vmlinux") && r.origin == KMS_ORIGIN_CORE &&
           !strcmp(r.object, "arch/x86/lib/memcpy_64.o"), "padding symbol");
     kms_resolve(h, 0xffffffffc0a00020u, &r);
-    CHECK(r.sym && !strcmp(r.sym, "fuse_dev_open") && r.symoff == 0x10 && r.size == -1 &&
+    CHECK(r.sym && !strcmp(r.sym, "fuse_dev_open") && r.symoff == 0x10 && r.size_kind != KMS_SIZE_EXACT &&
           !r.sized && !strcmp(r.dso, "fuse") && r.origin == KMS_ORIGIN_LOADABLE && !r.object,
           "loadable module");
     kms_resolve(h, 0xffffffffab600a5cu, &r);
@@ -122,7 +122,7 @@ static void check_fixture(kms_handle *h)
     CHECK(kms_lookup(h, "no_such_symbol", recs, 8) == 0, "absent");
     CHECK(kms_lookup(h, "init_once", recs, 2) == 4, "count beyond MAX");
 
-    struct kms_range rg[16];
+    struct kms_range rg[16] = {{.size = sizeof rg[0]}};
     n = kms_module_ranges(h, "ext4", rg, 16);
     CHECK(n >= 1 && n <= 16, "ext4 ranges: %zu", n);
     for (size_t k = 0; k < n && k < 16; k++)
@@ -135,7 +135,7 @@ static void check_fixture(kms_handle *h)
     CHECK(kms_module_ranges(h, "fuse", rg, 16) >= 1, "fuse ranges");
     CHECK(kms_module_ranges(h, "no_such_module", rg, 16) == 0, "unknown module");
 
-    struct kms_info info;
+    struct kms_info info = {.size = sizeof info};
     kms_get_info(h, &info);
     CHECK(info.segments == 5 && info.anchors > 16 && info.anchors_verified == info.anchors,
           "info: %u segments, %u/%u anchors", info.segments, info.anchors_verified, info.anchors);
@@ -161,7 +161,7 @@ static int probe_thread(void *arg)
     struct probe_run *run = arg;
     for (int round = 0; round < 4; round++)
         for (size_t k = 0; k < N_PROBES; k++) {
-            struct kms_sym r, l[8];
+            struct kms_sym r = {.size = sizeof r}, l[8] = {{.size = sizeof l[0]}};
             kms_resolve(run->h, probe(k), &r);
             run->mismatches += memcmp(&r, &run->want[k], sizeof r) != 0;
             if (r.sym && kms_lookup(run->h, r.sym, l, 8) == 0)
@@ -175,8 +175,10 @@ static void check_threads(const kms_handle *h)
     static struct kms_sym want[N_PROBES];
     struct probe_run runs[N_THREADS];
     thrd_t t[N_THREADS];
-    for (size_t k = 0; k < N_PROBES; k++)
+    for (size_t k = 0; k < N_PROBES; k++) {
+        want[k].size = sizeof want[k];
         kms_resolve(h, probe(k), &want[k]);
+    }
     for (int i = 0; i < N_THREADS; i++) {
         runs[i] = (struct probe_run){h, want, 0};
         CHECK(thrd_create(&t[i], probe_thread, &runs[i]) == thrd_success, "thread %d", i);
@@ -192,7 +194,8 @@ static int same_sym(const struct kms_sym *a, const struct kms_sym *b)
 {
     return a->address == b->address && a->sym == b->sym && a->sym_len == b->sym_len &&
            a->symoff == b->symoff && a->sym_start == b->sym_start && a->sym_end == b->sym_end &&
-           a->size == b->size && a->dso == b->dso && a->sym_binding == b->sym_binding &&
+           a->size == b->size && a->sym_size == b->sym_size &&
+           a->size_kind == b->size_kind && a->line == b->line && a->dso == b->dso && a->sym_binding == b->sym_binding &&
            a->type == b->type && a->sized == b->sized && a->ambiguous == b->ambiguous &&
            a->origin == b->origin && a->nmodules == b->nmodules && a->modules == b->modules &&
            a->object == b->object && a->ncandidates == b->ncandidates &&
@@ -211,6 +214,9 @@ static size_t batch_differs(const kms_handle *h, const uint64_t *addrs, size_t n
     }
     memset(&past, 0xA5, sizeof past);
     got[n] = past;
+    want.size = sizeof want;
+    if (n) /* the stride: (for none, the record past the last is left alone too) */
+        got[0].size = sizeof want;
     kms_resolve_many(h, addrs, n, got);
     for (size_t i = 0; i < n; i++) {
         kms_resolve(h, addrs[i], &want);
@@ -240,8 +246,8 @@ static int line_edges(const struct kms_line *l, void *arg)
 {
     add_address(arg, l->address - 1);
     add_address(arg, l->address);
-    add_address(arg, l->address + l->size - 1);
-    add_address(arg, l->address + l->size);
+    add_address(arg, l->address + l->sym_size - 1);
+    add_address(arg, l->address + l->sym_size);
     return 0;
 }
 
@@ -292,7 +298,7 @@ static kms_handle *load_modules(const char *syms, const char *kallsyms, const ch
 {
     struct kms_load_opts o = {.size = sizeof o, .syms_path = syms, .kallsyms_path = kallsyms,
                               .modules_dir = modules_dir};
-    struct kms_module m[2];
+    struct kms_module m[2] = {{.size = sizeof m[0]}};
     kms_error e;
     kms_handle *h = kms_load_opts(&o, &e);
     CHECK(h != NULL, "%s: %s", what, e.message);
@@ -314,9 +320,9 @@ static kms_handle *load_modules(const char *syms, const char *kallsyms, const ch
 static void check_modules(const char *syms, const char *kallsyms, const char *dir)
 {
     char tree[4096], path[4096 + 64];
-    struct kms_sym r;
-    struct kms_range rg[4];
-    struct kms_module m;
+    struct kms_sym r = {.size = sizeof r};
+    struct kms_range rg[4] = {{.size = sizeof rg[0]}};
+    struct kms_module m = {.size = sizeof m};
     size_t len;
     kms_handle *h;
     kms_error e;
@@ -333,7 +339,7 @@ static void check_modules(const char *syms, const char *kallsyms, const char *di
     /* its own .ko: ELF sizes, the .ko as object, sized ranges */
     h = load_modules(syms, kallsyms, tree, KMS_MODULE_MATCHED, "fixture tree");
     kms_resolve(h, 0xffffffffc0a00014u, &r);
-    CHECK(r.sym && !strcmp(r.sym, "fuse_dev_open") && r.sized && r.size == 0x16 && r.symoff == 4 &&
+    CHECK(r.sym && !strcmp(r.sym, "fuse_dev_open") && r.sized && r.sym_size == 0x16 && r.symoff == 4 &&
           r.sym_end == r.sym_start + 0x16 && r.origin == KMS_ORIGIN_LOADABLE && r.object &&
           !strcmp(r.object, "fs/fuse/fuse.ko"), "fuse_dev_open from fuse.ko");
     size_t n = kms_module_ranges(h, "fuse", rg, 4);

@@ -88,7 +88,8 @@ static int mix_line(const struct kms_line *l, void *arg)
 {
     (void)arg;
     mix(&l->address, sizeof l->address);
-    mix(&l->size, sizeof l->size);
+    mix(&l->sym_size, sizeof l->sym_size);
+    mix(&l->size_kind, sizeof l->size_kind);
     mix(&l->type, 1);
     mix(l->name, l->name_len);
     for (uint32_t m = 0; m < l->nmodules; m++)
@@ -101,7 +102,7 @@ static int mix_line(const struct kms_line *l, void *arg)
 
 static uint64_t answers(const kms_handle *h)
 {
-    struct kms_module m[4];
+    struct kms_module m[4] = {{.size = sizeof m[0]}};
     size_t n = kms_modules(h, m, 4);
     digest = UINT64_C(0xCBF29CE484222325);
     kms_foreach(h, mix_line, NULL);

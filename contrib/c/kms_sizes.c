@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
+/*
+ * Sizes that say what they are (docs/resolver.md R-sizes): every answering
+ * kallsyms line grouped by the module whose address lookup the kernel
+ * would make for it (the core kernel, each loaded or pseudo-module), each
+ * group by address; from that, the estimated size of every line with no
+ * ELF size (the gap to the next line of its group, bounded by its module's
+ * core or the core kernel's range), and the kernel's own %pS answer
+ * (kms_resolve_kernel()).  Built once a load's index is, from its lines
+ * by address.
+ */
+#include "kms_internal.h"
+
+#include <stdio.h>
+
+/* The group of line I: its loaded or pseudo-module, 0 for the core kernel
+ * (vmlinux and its built-in modules: one kallsyms table). */
+static uint32_t group_of(const kms_handle *h, size_t i)
+{
+    return kmsi_loaded_module(h, i);
+}
+
+/* Where group G's addresses end when nothing above bounds them: for the
+ * core kernel the end of the core range holding ADDR (the kernel's _etext,
+ * _einittext or _end), for a loaded module the end of its core when ADDR
+ * is in it; 0 for none. */
+static uint64_t group_bound(const kms_handle *h, uint32_t g, uint64_t addr)
+{
+    if (g == 0) {
+        for (uint32_t r = 0; r < h->ncore_ranges; r++)
+            if (h->core_range[2 * r] <= addr && addr <= h->core_range[2 * r + 1])
+                return h->core_range[2 * r + 1];
+        return 0;
+    }
+    uint64_t last;
+    if (h->mod_origin[g] == KMS_ORIGIN_LOADABLE && !kms_modules_outside_core(&h->mods, g, addr) &&
+        kms_modules_core_last(&h->mods, g, &last) && last != UINT64_MAX && last >= addr)
+        return last + 1;
+    return 0;
+}
+
+int kmsi_group_lines(kms_handle *h, kms_error *err)
+{
+    size_t n = h->n, ng = h->nmods ? h->nmods : 1;
+    if (!ALLOC(h, group_first, ng + 1) || !ALLOC(h, grouped, n) || !ALLOC(h, estimate, n))
+        return kmsi_fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
+    /* counting sort of the lines by address into their groups: stable, so
+     * that lines of one address keep kallsyms order */
+    for (size_t k = 0; k < n; k++) {
+        uint32_t i = h->by_address[k];
+        if (h->line[i].answers)
+            h->group_first[group_of(h, i) + 1]++;
+    }
+    for (size_t g = 0; g < ng; g++)
+        h->group_first[g + 1] += h->group_first[g];
+    uint32_t *at = h->estimate; /* scratch until the estimates are written */
+    memcpy(at, h->group_first, ng * sizeof *at);
+    for (size_t k = 0; k < n; k++) {
+        uint32_t i = h->by_address[k];
+        if (h->line[i].answers)
+            h->grouped[at[group_of(h, i)]++] = i;
+    }
+    for (size_t i = 0; i < n; i++)
+        h->estimate[i] = NO_ESTIMATE;
+    /* each group from its top: the next greater address seen so far */
+    for (uint32_t g = 0; g < ng; g++) {
+        uint64_t above = 0, here = 0; /* 0: none yet (no line is above address 0) */
+        for (uint32_t k = h->group_first[g + 1]; k-- > h->group_first[g];) {
+            uint32_t i = h->grouped[k];
+            const struct line *l = &h->line[i];
+            if (l->addr != here || k + 1 == h->group_first[g + 1]) {
+                above = k + 1 == h->group_first[g + 1] ? 0 : here;
+                here = l->addr;
+            }
+            if (l->size >= 0)
+                continue;
+            uint64_t bound = group_bound(h, g, l->addr);
+            uint64_t end = above && (!bound || above < bound) ? above : bound;
+            if (end > l->addr && end - l->addr < NO_ESTIMATE)
+                h->estimate[i] = (uint32_t)(end - l->addr);
+        }
+    }
+    return KMS_OK;
+}
+
+int64_t kmsi_line_size(const kms_handle *h, size_t i, uint8_t *kind)
+{
+    if (h->line[i].size >= 0) {
+        *kind = KMS_SIZE_EXACT;
+        return h->line[i].size;
+    }
+    if (h->estimate && h->estimate[i] != NO_ESTIMATE) {
+        *kind = KMS_SIZE_ESTIMATED;
+        return h->estimate[i];
+    }
+    *kind = KMS_SIZE_UNKNOWN;
+    return -1;
+}
+
+/* The module memory (kernel/module's MOD_TEXT, MOD_RODATA, MOD_DATA) a
+ * loaded module's line of kallsyms type TYPE is in, as far as its letter
+ * tells: the kernel bounds a module symbol's size by the end of its own. */
+static int memory_kind(uint8_t type)
+{
+    switch (type) {
+    case 't': case 'T': case 'w': case 'W':
+        return 0;
+    case 'r': case 'R':
+        return 1;
+    default:
+        return 2;
+    }
+}
+
+/*
+ * %pS (kernel/kallsyms.c __sprint_symbol(), docs/resolver.md R-pS).  The
+ * core kernel (is_ksym_addr(): the core ranges): get_symbol_pos(), the
+ * last address at or below ADDR, its first line in kallsyms order, size
+ * the gap to the next greater address, else to the range's end.  A loaded
+ * module (the one whose lines answer ADDR): find_kallsyms_symbol(), the
+ * same over that module's lines but its mapping symbols, the size bounded
+ * by its core when the kernel said where that is.  A pseudo-module's
+ * (bpf, ftrace trampolines) the same, its size estimated.
+ */
+int kms_resolve_kernel(const kms_handle *h, uint64_t addr, struct kms_ksym *caller)
+{
+    struct kms_ksym out;
+    uint32_t g = UINT32_MAX;
+    if (!h || !caller)
+        return 0;
+    memset(&out, 0, sizeof out);
+    out.size = sizeof out;
+    out.address = addr;
+    out.line = UINT32_MAX;
+    for (uint32_t r = 0; r < h->ncore_ranges && g == UINT32_MAX; r++)
+        if (h->core_range[2 * r] <= addr && addr <= h->core_range[2 * r + 1])
+            g = 0;
+    if (g == UINT32_MAX) {
+        struct kms_sym rec = {.size = sizeof rec};
+        kms_resolve(h, addr, &rec);
+        if ((rec.origin == KMS_ORIGIN_LOADABLE || rec.origin == KMS_ORIGIN_PSEUDO) &&
+            rec.modules >= h->mod_name && rec.modules < h->mod_name + h->nmods)
+            g = (uint32_t)(rec.modules - h->mod_name);
+    }
+    int found = 0;
+    if (g != UINT32_MAX) {
+        const uint32_t *line = h->grouped + h->group_first[g];
+        size_t count = h->group_first[g + 1] - h->group_first[g], lo = 0, len = count;
+        while (len > 0) { /* how many are at or below addr */
+            size_t half = len / 2;
+            if (h->line[line[lo + half]].addr <= addr) {
+                lo += half + 1;
+                len -= half + 1;
+            } else {
+                len = half;
+            }
+        }
+        if (lo > 0) {
+            size_t best = lo - 1, next = lo;
+            uint64_t start = h->line[line[best]].addr;
+            while (best > 0 && h->line[line[best - 1]].addr == start)
+                best--; /* the first alias, as the kernel keeps */
+            uint32_t i = line[best];
+            uint64_t bound = group_bound(h, g, start), end = 0;
+            if (next < count)
+                end = h->line[line[next]].addr;
+            if (bound && (!end || bound < end))
+                end = bound;
+            out.line = i;
+            out.sym = h->text + h->line[i].name;
+            out.sym_len = h->line[i].name_len;
+            out.sym_start = start;
+            out.offset = addr - start;
+            out.sym_size = end ? end - start : 0;
+            /* the kernel's exactly, but where the end is a bound we only
+             * approximate (a module's core from /proc/modules, a
+             * pseudo-module's last line) or none */
+            out.exact = end && (g == 0 || (next < count && end == h->line[line[next]].addr &&
+                                           h->mod_origin[g] == KMS_ORIGIN_LOADABLE &&
+                                           memory_kind(h->line[i].type) ==
+                                               memory_kind(h->line[line[next]].type)));
+            out.module = g ? h->mod_name[g] : NULL;
+            found = 1;
+        }
+    }
+    /* the kernel's vsprintf writes %#lx of 0 as 0x0 (C's printf as 0) */
+    if (found && out.module)
+        snprintf(out.text, sizeof out.text, "%.*s+0x%llx/0x%llx [%s]", (int)out.sym_len, out.sym,
+                 (unsigned long long)out.offset, (unsigned long long)out.sym_size, out.module);
+    else if (found)
+        snprintf(out.text, sizeof out.text, "%.*s+0x%llx/0x%llx", (int)out.sym_len, out.sym,
+                 (unsigned long long)out.offset, (unsigned long long)out.sym_size);
+    else
+        snprintf(out.text, sizeof out.text, "0x%llx", (unsigned long long)addr);
+    put_fitting(caller, &out, sizeof out);
+    return found;
+}
