@@ -511,8 +511,8 @@ static int from_kms_line(const struct kms_line *l, void *arg)
     const char *const *mods = l->nmodules ? l->modules : vmlinux;
     size_t nmods = l->nmodules ? l->nmodules : 1;
     int loadable = l->origin == KMS_ORIGIN_LOADABLE || l->origin == KMS_ORIGIN_PSEUDO;
-    enum verdict v = take_line(t, l->address, l->size, l->type, l->name, mods, nmods, loadable);
-    print_line(t, l->address, l->size, l->type, l->name, mods, nmods, v);
+    enum verdict v = take_line(t, l->address, l->sym_size, l->type, l->name, mods, nmods, loadable);
+    print_line(t, l->address, l->sym_size, l->type, l->name, mods, nmods, v);
     return 0;
 }
 
@@ -574,6 +574,8 @@ static int dtrace_update_kernel(struct table *t, const struct kms_load_opts *opt
     }
     size_t n = kms_modules(h, NULL, 0);
     struct kms_module *mods = xrealloc(NULL, n * sizeof *mods);
+    if (n)
+        mods[0].size = sizeof *mods;
     kms_modules(h, mods, n);
     for (size_t i = 0; i < n; i++)
         if (mods[i].warning)

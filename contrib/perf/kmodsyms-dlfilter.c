@@ -107,8 +107,10 @@ static int collect_spans(struct filter *f)
         return -1;
     }
     size_t n = 0;
-    for (size_t i = 0; i < f->nmodules; i++)
+    for (size_t i = 0; i < f->nmodules && n < total; i++) {
+        ranges[n].size = sizeof *ranges; /* the array's stride */
         n += kms_module_ranges(f->h, f->modules[i], ranges + n, total - n);
+    }
     for (size_t i = 0; i < n; i++)
         f->spans[i] = (struct span){ranges[i].start, ranges[i].end};
     free(ranges);
