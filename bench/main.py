@@ -118,9 +118,6 @@ def main(argv=None) -> int:
     status = 0
     try:
         corpus = choose(args.corpus, args.synthetic, workdir, log)
-        # From here on, snapshots (kmodsyms.snapshot) go to the run's scratch,
-        # not the user's cache (which keeps the unpacked corpus).
-        os.environ["XDG_CACHE_HOME"] = os.path.join(workdir, "xdg-cache")
         _byte_compile(log)
         header = machine()
         header["loadavg_start"] = os.getloadavg()[0]

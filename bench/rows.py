@@ -150,26 +150,20 @@ def _drgn_loader():
 
 
 def row_load(b: Bench) -> list[dict]:
+    """A cold kmodsyms.load() in-process (libkmodsyms through the binding:
+    map and check dtrace_syms, read kallsyms, place, attribute, index)
+    against drgn's kallsyms loader on the same file, alternating."""
     import kmodsyms
-    import kmodsyms.resolver  # noqa: F401  (imports outside the timing)
+    import kmodsyms.binding  # noqa: F401  (imports outside the timing)
     syms, ks = b.syms(), b.corpus.kallsyms
     state = {}
 
-    def timed_load(cache: bool) -> float:
+    def ours() -> float:
         state.pop("r", None)
         gc.collect()
         t0 = time.perf_counter()
-        state["r"] = kmodsyms.load(syms=syms, kallsyms=ks, cache=cache)
+        state["r"] = kmodsyms.load(syms=syms, kallsyms=ks)
         return time.perf_counter() - t0
-
-    # The first load of the pair saves its snapshot (the warm-up); the timed
-    # loads restore it, as every later start-up on one boot does.  The cold
-    # load (cache=False: read, place, index) is timed alongside.
-    def ours() -> float:
-        return timed_load(True)
-
-    def cold() -> float:
-        return timed_load(False)
 
     fn, why = _drgn_loader()
     call = None
@@ -194,23 +188,23 @@ def row_load(b: Bench) -> list[dict]:
         return time.perf_counter() - t0
 
     if call is None:
-        s, c = interleaved([ours, cold], b.runs)
-        return [result("load", "kmodsyms.load(syms, kallsyms) in-process", "s", median(s),
-                       target="<= 0.5x", samples={"ours": s, "cold": c},
-                       note=f"baseline missing: {why}; cold load {median(c):.3f}s",
-                       status="baseline missing")]
-    s, d, c = interleaved([ours, base, cold], b.runs)
+        s = interleaved([ours], b.runs)[0]
+        return [result("load", "kmodsyms.load(syms, kallsyms) in-process, cold", "s", median(s),
+                       target="<= 0.25x", samples={"ours": s},
+                       note=f"baseline missing: {why}", status="baseline missing")]
+    s, d = interleaved([ours, base], b.runs)
     o, r = median(s), median(d)
-    return [result("load", "kmodsyms.load(syms, kallsyms) in-process", "s", o, r, o / r,
-                   "<= 0.5x", o / r <= 0.5, {"ours": s, "baseline": d, "cold": c},
+    return [result("load", "kmodsyms.load(syms, kallsyms) in-process, cold", "s", o, r, o / r,
+                   "<= 0.25x", o / r <= 0.25, {"ours": s, "baseline": d},
                    f"baseline: {why} _load_proc_kallsyms(FILE, modules=True); "
-                   f"kallsyms {os.path.getsize(ks):,} bytes; restored from the snapshot the "
-                   f"first load saved; a cold load (cache=False) takes {median(c):.3f}s "
-                   f"({median(c) / r:.2f}x)")]
+                   f"kallsyms {os.path.getsize(ks):,} bytes; libkmodsyms through "
+                   "kmodsyms.binding, nothing cached anywhere")]
 
 
 # -- 4. resolve_many ------------------------------------------------------------
 def row_resolve_many(b: Bench) -> list[dict]:
+    """Resolver.resolve_many over a numpy uint64 array (any buffer serves):
+    the library's columnar resolve (kms_resolve_lines) through the binding."""
     import kmodsyms
     lo, hi, _ = b.core_range()
     r = kmodsyms.load(syms=b.syms(), kallsyms=b.corpus.kallsyms)
@@ -224,13 +218,14 @@ def row_resolve_many(b: Bench) -> list[dict]:
 
     s = interleaved([once], b.runs)[0]
     rate = N_ADDRESSES / median(s)
-    lines, sized = r.resolve_many(q)
-    answered = float(np.mean(np.asarray(lines) >= 0))
+    batch = r.resolve_many(q)
+    lines, sized = np.frombuffer(batch.lines, np.int32), np.frombuffer(batch.sized, np.uint8)
     return [result("resolve_many", f"resolve_many, {N_ADDRESSES:,} random core addresses", "addr/s",
-                   rate, None, None, ">= 2,000,000/s", rate >= 2_000_000,
+                   rate, None, None, ">= 10,000,000/s", rate >= 10_000_000,
                    {"seconds": s},
-                   f"uniform over [{lo:#x}, {hi:#x}], seed {SEED}; {answered:.1%} answered, "
-                   f"{float(np.mean(sized)):.1%} sized")]
+                   f"uniform over [{lo:#x}, {hi:#x}], seed {SEED}; {float(np.mean(lines >= 0)):.1%} "
+                   f"answered, {float(np.mean(sized)):.1%} sized; columns array('i') + "
+                   "array('B'), no object per address")]
 
 
 # -- 5. kmodsyms resolve, whole process ----------------------------------------
@@ -252,43 +247,35 @@ def import_time_us(module: str, runs: int = 5) -> float:
 
 
 def row_resolve_cli(b: Bench) -> list[dict]:
-    """Whole ``kmodsyms resolve`` processes against cat + python.  The first
-    run of a pair of files loads them in full and saves a snapshot
-    (kmodsyms.snapshot); the timed runs answer from it (kmodsyms.quick), as
-    every later run on the same boot does.  The full load's cost is measured too
-    (``--no-cache``) and given in the note."""
+    """Whole cold ``kmodsyms resolve ADDR`` processes against cat + python:
+    nothing is cached anywhere (every run loads through the library), and
+    the process imports neither typer nor numpy."""
     syms, ks = b.syms(), b.corpus.kallsyms
     _, _, addr = b.core_range()
-    cache_home = os.environ["XDG_CACHE_HOME"]   # the run's own (bench/main.py)
-    env = dict(os.environ)
     cmd = b.kmodsyms + ["resolve", "--syms", syms, "--kallsyms", ks, f"{addr:#x}"]
-    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"kmodsyms resolve exited {out.returncode}: {out.stderr.strip()}")
     cat = ["cat", ks]
     py = [sys.executable, "-c", "pass"]
-    s, c, p, f = interleaved([lambda: wall(cmd, env=env), lambda: wall(cat), lambda: wall(py),
-                              lambda: wall(cmd + ["--no-cache"], env=env)], b.runs)
+    s, c, p = interleaved([lambda: wall(cmd), lambda: wall(cat), lambda: wall(py)], b.runs)
     o, r = median(s), median(c) + median(p)
-    quick_imports = import_time_us("kmodsyms.quick", runs=3 if b.quick else 5)
+    fast_imports = import_time_us("kmodsyms.cli.frontend", runs=3 if b.quick else 5)
+    binding_imports = import_time_us("kmodsyms.binding", runs=3 if b.quick else 5)
     cli_imports = import_time_us("kmodsyms.cli.app", runs=3 if b.quick else 5)
-    snapshots = os.path.join(cache_home, "kmodsyms")
-    size = sum(os.path.getsize(os.path.join(snapshots, n)) for n in os.listdir(snapshots))
-    return [result("resolve_cli", "kmodsyms resolve ADDR (process wall)", "s", o, r, o / r,
-                   "<= 1.5x", o / r <= 1.5, {"ours": s, "cat": c, "python_pass": p, "no_cache": f},
+    return [result("resolve_cli", "kmodsyms resolve ADDR (process wall, cold)", "s", o, r, o / r,
+                   "<= 3x", o / r <= 3.0, {"ours": s, "cat": c, "python_pass": p},
                    f"baseline: cat kallsyms >/dev/null ({median(c):.3f}s) + python -c pass "
-                   f"({median(p):.3f}s); answered from the snapshot the first run saved "
-                   f"({size / 2**20:.1f} MiB); a full load (--no-cache, as a first run) takes "
-                   f"{median(f):.3f}s ({median(f) / r:.1f}x); imports (-X importtime, cumulative): "
-                   f"kmodsyms.quick {quick_imports / 1000:.1f} ms, kmodsyms.cli.app "
-                   f"{cli_imports / 1000:.1f} ms; answer: {out.stdout.strip()}")]
+                   f"({median(p):.3f}s); no cache anywhere: each run loads through libkmodsyms; "
+                   f"imports (-X importtime, cumulative): kmodsyms.cli.frontend "
+                   f"{fast_imports / 1000:.1f} ms, kmodsyms.binding {binding_imports / 1000:.1f} ms "
+                   f"(typer's CLI, not imported: kmodsyms.cli.app {cli_imports / 1000:.1f} ms); "
+                   f"answer: {out.stdout.strip()}")]
 
 
 def row_lookup_cli(b: Bench) -> list[dict]:
-    """Whole ``kmodsyms lookup NAME`` processes against ``kmodsyms resolve
-    ADDR`` of the same symbol, both answered from the snapshot the first
-    run saved (kmodsyms.snapshot: the name is found by bisection in the
-    saved name-hash order)."""
+    """Whole cold ``kmodsyms lookup NAME`` processes against ``kmodsyms
+    resolve ADDR`` of the same symbol."""
     syms, ks = b.syms(), b.corpus.kallsyms
     _, _, addr = b.core_range()
     files = ["--syms", syms, "--kallsyms", ks]
@@ -301,22 +288,19 @@ def row_lookup_cli(b: Bench) -> list[dict]:
     found = subprocess.run(lookup, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if found.returncode != 0:
         raise RuntimeError(f"kmodsyms lookup exited {found.returncode}: {found.stderr.strip()}")
-    ours, base, cold = interleaved([lambda: wall(lookup), lambda: wall(resolve),
-                                    lambda: wall(lookup + ["--no-cache"])], b.runs)
+    ours, base = interleaved([lambda: wall(lookup), lambda: wall(resolve)], b.runs)
     o, r = median(ours), median(base)
-    return [result("lookup_cli", "kmodsyms lookup NAME (process wall)", "s", o, r, o / r,
-                   "<= 1.1x", o / r <= 1.1, {"ours": ours, "baseline": base, "no_cache": cold},
-                   f"baseline: kmodsyms resolve --json of the same symbol's address, from the "
-                   f"snapshot; lookup --no-cache (a full load and the name index) takes "
-                   f"{median(cold):.3f}s; answer: {found.stdout.strip()[:120]}")]
+    return [result("lookup_cli", "kmodsyms lookup NAME (process wall, cold)", "s", o, r, o / r,
+                   "<= 1.1x", o / r <= 1.1, {"ours": ours, "baseline": base},
+                   f"baseline: kmodsyms resolve --json of the same symbol's address; "
+                   f"answer: {found.stdout.strip()[:120]}")]
 
 
 # -- 6. loader memory ------------------------------------------------------------
 _MEM_SCRIPT = r"""
 import gc, json, os, resource, sys
-import numpy, kmodsyms, kmodsyms.resolver, kmodsyms.build.kallsyms, kmodsyms.format.symsfile
-syms, ks, mode, cache = sys.argv[1:5]
-cache = cache == "cache"
+import kmodsyms, kmodsyms.binding
+syms, ks, mode = sys.argv[1:4]
 
 def status(field):
     # VmHWM/VmRSS of this mm.  Not ru_maxrss: Linux carries ru_maxrss across
@@ -342,22 +326,21 @@ if mode == "rss":
     if before is None:
         how = "ru_maxrss"
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    r = kmodsyms.load(syms=syms, kallsyms=ks, cache=cache)
+    r = kmodsyms.load(syms=syms, kallsyms=ks)
     after = (status("VmHWM") if how == "VmHWM"
              else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
     print(json.dumps({"before": before, "after": after, "peak": after - before, "how": how}))
 else:
     import tracemalloc
     tracemalloc.start()
-    r = kmodsyms.load(syms=syms, kallsyms=ks, cache=cache)
+    r = kmodsyms.load(syms=syms, kallsyms=ks)
     cur, peak = tracemalloc.get_traced_memory()
     print(json.dumps({"peak": peak, "current": cur}))
 """
 
 
-def _mem(syms: str, ks: str, mode: str, cache: bool = True) -> dict:
-    out = subprocess.run([sys.executable, "-c", _MEM_SCRIPT, syms, ks, mode,
-                          "cache" if cache else "no-cache"],
+def _mem(syms: str, ks: str, mode: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", _MEM_SCRIPT, syms, ks, mode],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"memory probe exited {out.returncode}: {out.stderr.strip()[-500:]}")
@@ -365,28 +348,21 @@ def _mem(syms: str, ks: str, mode: str, cache: bool = True) -> dict:
 
 
 def row_memory(b: Bench) -> list[dict]:
-    """Peak memory of a start-up load: restoring the snapshot an earlier load
-    saved (the one untimed probe first), and, in the note, a cold load."""
+    """Peak memory of a cold start-up load (libkmodsyms through the binding)."""
     syms, ks = b.syms(), b.corpus.kallsyms
     size = os.path.getsize(ks)
     _mem(syms, ks, "rss")
     rss = [_mem(syms, ks, "rss") for _ in range(b.runs)]
-    cold = [_mem(syms, ks, "rss", cache=False) for _ in range(3 if b.quick else b.runs)]
     tm = [_mem(syms, ks, "tracemalloc") for _ in range(3 if b.quick else b.runs)]
     peak = median([x["peak"] for x in rss])
-    cold_peak = median([x["peak"] for x in cold])
     tpeak = median([x["peak"] for x in tm])
-    tcur = median([x["current"] for x in tm])
     ratio = peak / size
     return [result("memory", "load(): peak RSS above the interpreter / kallsyms size", "bytes",
-                   peak, size, ratio, "<= 3x", ratio <= 3.0,
-                   {"rss": rss, "cold": cold, "tracemalloc": tm},
+                   peak, size, ratio, "<= 3x", ratio <= 3.0, {"rss": rss, "tracemalloc": tm},
                    f"fresh subprocess, {rss[0]['how']} after load - RSS after imports "
-                   f"({median([x['before'] for x in rss]) / 2**20:.0f} MiB), restoring the snapshot; "
-                   f"baseline = kallsyms text size; a cold load (cache=False) peaks at "
-                   f"{cold_peak / 2**20:.1f} MiB ({cold_peak / size:.2f}x); tracemalloc: peak "
-                   f"{tpeak / size:.2f}x, retained {tcur / size:.2f}x; "
-                   f"syms file {os.path.getsize(syms):,} bytes")]
+                   f"({median([x['before'] for x in rss]) / 2**20:.0f} MiB); baseline = kallsyms "
+                   f"text size; Python objects (tracemalloc peak) {tpeak / size:.3f}x: the "
+                   f"library's memory is its own; syms file {os.path.getsize(syms):,} bytes")]
 
 
 # -- 7. scan scaling ---------------------------------------------------------------
@@ -457,8 +433,8 @@ def row_refresh(b: Bench) -> list[dict]:
     for path, data in ((kallsyms, loaded[0]), (modules, loaded[1])):
         with open(path, "wb") as f:
             f.write(data)
-    r = kmodsyms.load(syms=b.syms(), kallsyms=kallsyms, cache=False,
-                      modules_dir=b.corpus.load_root, proc_modules=modules)
+    r = kmodsyms.load(syms=b.syms(), kallsyms=kallsyms, modules_dir=b.corpus.load_root,
+                      proc_modules=modules)
 
     def unchanged() -> float:
         t0 = time.perf_counter()
@@ -494,8 +470,7 @@ def row_refresh(b: Bench) -> list[dict]:
                    "<= 1 ms", o <= 0.001, {"ours": s, "baseline": base, "changed": c},
                    f"baseline: reading /proc/modules ({len(loaded[1]):,} bytes here); "
                    f"mean of {calls} calls per sample; a refresh after [{module.decode()}] "
-                   f"is loaded or unloaded takes {median(c):.3f}s (kallsyms read again, "
-                   "vmlinux's placement kept, modules matched again)")]
+                   f"is loaded or unloaded takes {median(c):.3f}s (the sources loaded again)")]
 
 
 # -- 9. the C loader (contrib/c, libkmodsyms) ------------------------------------
@@ -566,11 +541,15 @@ def _module_install(b: Bench) -> tuple[str, str, list[str]]:
     kernel/PATH under a scratch modules directory with its modules.dep,
     and a /proc/modules of kallsyms' loaded modules (row refresh's).
     Returns (modules directory, /proc/modules file, the .ko paths)."""
-    from kmodsyms.loadable import find_module_files
     with open(b.corpus.kallsyms, "rb") as f:
         listing = _modules_listing(f.read())[1]
     loaded = [line.split()[0].decode() for line in listing.splitlines()]
-    found = find_module_files(b.corpus.load_root, loaded)
+    found = {}
+    for d, _dirs, names in os.walk(b.corpus.load_root):
+        for n in names:
+            if n.endswith(".ko") and n[:-3].replace("-", "_") in loaded:
+                found.setdefault(n[:-3].replace("-", "_"),
+                                 os.path.relpath(os.path.join(d, n), b.corpus.load_root))
     moddir = os.path.dirname(b.path("c_load_modules", "lib", "modules.dep"))
     names = [name for name in loaded if name in found]
     files = [os.path.join("kernel", found[name]) for name in names]

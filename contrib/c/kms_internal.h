@@ -72,6 +72,9 @@ static inline uint64_t le64(const unsigned char *p)
 
 /* ------------------------------------------------------------ the handle */
 
+/* The core kernel's markers (kms_sizes.c). */
+enum { K_STEXT, K_ETEXT, K_SINITTEXT, K_EINITTEXT, K_END, K_INIT_BEGIN, K_INIT_END, K_MARKERS };
+
 #define PLACED 1
 #define HOLDS_TEXT 2
 
@@ -221,6 +224,10 @@ struct kms_handle {
     struct owner *owner;        /* owners: none, the objects, then as owner_first[] says */
     uint32_t owner_first[4];    /* per WHO tag: its index 0's owner */
 
+    /* the load policy's outcome (kms_info): "" or why the answers are of
+     * kallsyms alone (KMS_LOAD_FALLBACK); "" or the one warning to show */
+    const char *degraded, *warning;
+
     /* loaded modules' .ko files (kms_modules.c): their placed sections are
      * sections count[T_SECTIONS] + k, their files objects count[T_OBJECTS] + k;
      * after loading only the statuses (kms_modules()) and cores are kept */
@@ -233,6 +240,8 @@ struct kms_handle {
     uint32_t *group_first;      /* per group + 1: where its lines begin in grouped[] */
     uint32_t *grouped;
     uint32_t *estimate;         /* per line: estimated size, NO_ESTIMATE: none */
+    uint64_t marker[K_MARKERS]; /* the core kernel's _stext ... (K_*), where seen */
+    uint32_t marker_seen;       /* bit K: marker[K] seen */
 
     /* only while loading (in scratch memory, freed once the index is built) */
     struct scratch *scratch;    /* the mappings they are carved from */
@@ -399,6 +408,8 @@ int kmsi_parse_kallsyms(kms_handle *h, const struct kallsyms_source *src, kms_er
 void kmsi_free_anchors(struct anchor_index *ai);
 int kmsi_index_anchors(kms_handle *h, kms_error *err);
 int kmsi_find_anchors(struct anchor_index *ai, uint32_t line, const char *name, size_t len);
+/* CHECK: whether the anchors must show the file is kallsyms' kernel's */
+enum { CHECK_NONE, CHECK_FAIL, CHECK_WARN /* KMS_LOAD_FORCE: kmsi_forced() instead */ };
 int kmsi_place_sections(kms_handle *h, const char *syms_path, const char *source, int check,
                                kms_error *err);
 
@@ -424,6 +435,13 @@ int64_t kmsi_line_size(const kms_handle *h, size_t i, uint8_t *kind);
 
 /* kms_load.c: loading */
 int kmsi_fail(kms_error *err, int code, const char *fmt, ...);
+/* KMS_LOAD_FORCE used the file although STALE (the check's message) says
+ * it is another kernel's: the handle's warning says so. */
+int kmsi_forced(kms_handle *h, const char *stale, kms_error *err);
+
+/* kms_format.c: a handle's dtrace_syms when there is none (KMS_LOAD_FALLBACK):
+ * empty tables, every kallsyms line the core kernel's or its module's */
+int kmsi_no_syms(kms_handle *h, kms_error *err);
 
 #if defined(__GNUC__) || defined(__clang__)
 #pragma GCC visibility pop

@@ -151,6 +151,9 @@ static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t 
     if (!len)
         return KMS_OK;
     ps->nonblank++;
+    if (ps->nonblank == 1 && len >= 8 && !memcmp(line, "KMODSYMS", 8))
+        return kmsi_fail(err, KMS_E_KALLSYMS, "%s is a dtrace_syms file, not a kallsyms: were "
+                         "the dtrace_syms and kallsyms paths swapped?", source);
     if (!ps->width) {
         const char *sp = memchr(line, ' ', len);
         ps->width = sp ? (size_t)(sp - line) : 0;
@@ -280,8 +283,13 @@ static int parse_block(kms_handle *h, struct parse *ps, const char *t, size_t le
         s = (size_t)(nl - t) + 1;
     }
     if (final && s < len) {
-        if (parse_line(h, ps, t + s, len - s, 0, tab, err))
-            return err ? err->code : KMS_E_KALLSYMS;
+        int code = parse_line(h, ps, t + s, len - s, 0, tab, err);
+        /* a malformed last line without its newline: the file was cut there */
+        if (code == KMS_E_KALLSYMS && ps->nonblank > 1)
+            return kmsi_fail(err, code, "%s ends in the middle of line %zu: it is truncated; "
+                             "read /proc/kallsyms again, whole", ps->source, ps->nonblank);
+        if (code)
+            return code;
         s = len;
     }
     *used = s;

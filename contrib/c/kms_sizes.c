@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
 /*
- * Sizes that say what they are (docs/resolver.md R-sizes): every answering
+ * Sizes that say what they are (docs/resolver.md §11.1): every answering
  * kallsyms line grouped by the module whose address lookup the kernel
  * would make for it (the core kernel, each loaded or pseudo-module), each
  * group by address; from that, the estimated size of every line with no
@@ -20,17 +20,49 @@ static uint32_t group_of(const kms_handle *h, size_t i)
     return kmsi_loaded_module(h, i);
 }
 
+/* The core kernel's markers the kernel's own lookups read
+ * (include/asm-generic/sections.h), by name. */
+static const char *const marker_name[K_MARKERS] = {
+    "_stext", "_etext", "_sinittext", "_einittext", "_end", "__init_begin", "__init_end"};
+
+static int seen(const kms_handle *h, int k)
+{
+    return (h->marker_seen >> k) & 1;
+}
+
+/* Whether [marker A, marker B) holds ADDR. */
+static int between(const kms_handle *h, int a, int b, uint64_t addr)
+{
+    return seen(h, a) && seen(h, b) && h->marker[a] <= addr && addr < h->marker[b];
+}
+
+/* is_ksym_addr() (include/linux/kallsyms.h): with CONFIG_KALLSYMS_ALL
+ * (kallsyms lists _end) [_stext, _end) and [__init_begin, __init_end),
+ * else [_stext, _etext) and [_sinittext, _einittext).  Without the
+ * markers (a partial kallsyms), where core lines answer. */
+static int ksym_addr(const kms_handle *h, uint64_t addr)
+{
+    if (!seen(h, K_STEXT)) {
+        for (uint32_t r = 0; r < h->ncore_ranges; r++)
+            if (h->core_range[2 * r] <= addr && addr <= h->core_range[2 * r + 1])
+                return 1;
+        return 0;
+    }
+    if (seen(h, K_END))
+        return between(h, K_STEXT, K_END, addr) || between(h, K_INIT_BEGIN, K_INIT_END, addr);
+    return between(h, K_STEXT, K_ETEXT, addr) || between(h, K_SINITTEXT, K_EINITTEXT, addr);
+}
+
 /* Where group G's addresses end when nothing above bounds them: for the
- * core kernel the end of the core range holding ADDR (the kernel's _etext,
- * _einittext or _end), for a loaded module the end of its core when ADDR
- * is in it; 0 for none. */
+ * core kernel get_symbol_pos()'s fallback (_einittext in the init text,
+ * else _end with CONFIG_KALLSYMS_ALL, else _etext), for a loaded module
+ * the end of its core when ADDR is in it; 0 for none. */
 static uint64_t group_bound(const kms_handle *h, uint32_t g, uint64_t addr)
 {
     if (g == 0) {
-        for (uint32_t r = 0; r < h->ncore_ranges; r++)
-            if (h->core_range[2 * r] <= addr && addr <= h->core_range[2 * r + 1])
-                return h->core_range[2 * r + 1];
-        return 0;
+        int k = between(h, K_SINITTEXT, K_EINITTEXT, addr) ? K_EINITTEXT
+              : seen(h, K_END) ? K_END : K_ETEXT;
+        return seen(h, k) && h->marker[k] > addr ? h->marker[k] : 0;
     }
     uint64_t last;
     if (h->mod_origin[g] == KMS_ORIGIN_LOADABLE && !kms_modules_outside_core(&h->mods, g, addr) &&
@@ -44,6 +76,15 @@ int kmsi_group_lines(kms_handle *h, kms_error *err)
     size_t n = h->n, ng = h->nmods ? h->nmods : 1;
     if (!ALLOC(h, group_first, ng + 1) || !ALLOC(h, grouped, n) || !ALLOC(h, estimate, n))
         return kmsi_fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
+    /* the markers: the first core line of each name */
+    h->marker_seen = 0;
+    for (size_t i = 0; i < h->n; i++)
+        for (int k = 0; k < K_MARKERS; k++)
+            if (!seen(h, k) && kmsi_loaded_module(h, i) == 0 &&
+                line_name_is(h, i, marker_name[k], strlen(marker_name[k]))) {
+                h->marker[k] = h->line[i].addr;
+                h->marker_seen |= 1u << k;
+            }
     /* counting sort of the lines by address into their groups: stable, so
      * that lines of one address keep kallsyms order */
     for (size_t k = 0; k < n; k++) {
@@ -113,7 +154,7 @@ static int memory_kind(uint8_t type)
 }
 
 /*
- * %pS (kernel/kallsyms.c __sprint_symbol(), docs/resolver.md R-pS).  The
+ * %pS (kernel/kallsyms.c __sprint_symbol(), docs/resolver.md §11.4).  The
  * core kernel (is_ksym_addr(): the core ranges): get_symbol_pos(), the
  * last address at or below ADDR, its first line in kallsyms order, size
  * the gap to the next greater address, else to the range's end.  A loaded
@@ -132,10 +173,9 @@ int kms_resolve_kernel(const kms_handle *h, uint64_t addr, struct kms_ksym *call
     out.size = sizeof out;
     out.address = addr;
     out.line = UINT32_MAX;
-    for (uint32_t r = 0; r < h->ncore_ranges && g == UINT32_MAX; r++)
-        if (h->core_range[2 * r] <= addr && addr <= h->core_range[2 * r + 1])
-            g = 0;
-    if (g == UINT32_MAX) {
+    if (ksym_addr(h, addr)) {
+        g = 0;
+    } else {
         struct kms_sym rec = {.size = sizeof rec};
         kms_resolve(h, addr, &rec);
         if ((rec.origin == KMS_ORIGIN_LOADABLE || rec.origin == KMS_ORIGIN_PSEUDO) &&

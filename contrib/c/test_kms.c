@@ -4,18 +4,48 @@
  * fixture tree's dtrace_syms and kallsyms (make check runs them under
  * AddressSanitizer and UndefinedBehaviorSanitizer).  The expected answers
  * are the fixture's documented ones (docs/resolver.md, docs/format.md); the
- * full comparison with the Python resolver is tests/test_clib.py.
+ * comparisons with the linker maps are tests/test_clib.py's.
  * Damaged inputs must load or fail with one line of text, never crash.
  * Loaded modules: the fixture's fs/fuse/fuse.ko (beside KALLSYMS) is
  * matched; another build of it, and truncated or damaged copies, are
- * refused for fuse alone; a compressed one is not read.
+ * refused for fuse alone; compressed (xz, zstd, gzip: the tools found on
+ * PATH) it is matched as the plain file, damaged refused.
  */
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <threads.h>
 
 #include "kmodsyms.h"
+#include "kms_decompress.h"
+
+/* kms_decompress.h declares the decompressors' types itself: where their
+ * headers are installed, they must agree with them. */
+#define SAME_LAYOUT(ours, theirs, first, last)                                           \
+    _Static_assert(sizeof(ours) == sizeof(theirs) &&                                    \
+                   offsetof(ours, first) == offsetof(theirs, first) &&                  \
+                   offsetof(ours, last) == offsetof(theirs, last), #ours " is " #theirs)
+#if defined(__has_include)
+#if __has_include(<lzma.h>)
+#include <lzma.h>
+SAME_LAYOUT(struct kmsz_lzma_stream, lzma_stream, total_out, reserved_enum2);
+_Static_assert(LZMA_CONCATENATED == 0x08 && LZMA_FINISH == 3 && LZMA_STREAM_END == 1,
+               "liblzma's constants");
+#endif
+#if __has_include(<zstd.h>)
+#include <zstd.h>
+SAME_LAYOUT(struct kmsz_zstd_in, ZSTD_inBuffer, src, pos);
+SAME_LAYOUT(struct kmsz_zstd_out, ZSTD_outBuffer, dst, pos);
+#endif
+#if __has_include(<zlib.h>)
+#include <zlib.h>
+SAME_LAYOUT(struct kmsz_z_stream, z_stream, total_out, reserved);
+_Static_assert(Z_STREAM_END == 1 && Z_BUF_ERROR == -5 && MAX_WBITS == 15, "zlib's constants");
+#endif
+#endif
 
 static int failures;
 
@@ -139,6 +169,125 @@ static void check_fixture(kms_handle *h)
     kms_get_info(h, &info);
     CHECK(info.segments == 5 && info.anchors > 16 && info.anchors_verified == info.anchors,
           "info: %u segments, %u/%u anchors", info.segments, info.anchors_verified, info.anchors);
+}
+
+/* Records of another size: a struct of an older version (shorter) gets only
+ * its own fields, one of a later version (longer) keeps what lies beyond. */
+static void check_growable(kms_handle *h)
+{
+    struct kms_sym whole = {.size = sizeof whole}, part;
+    kms_resolve(h, 0xffffffffab600400u, &whole);
+    memset(&part, 0xA5, sizeof part);
+    part.size = offsetof(struct kms_sym, line);
+    kms_resolve(h, 0xffffffffab600400u, &part);
+    CHECK(part.size == offsetof(struct kms_sym, line) && part.sym == whole.sym &&
+          part.sym_len == whole.sym_len && part.line == 0xA5A5A5A5u, "a shorter kms_sym");
+    memset(&part, 0xA5, sizeof part);
+    part.size = 0;
+    kms_resolve(h, 0xffffffffab600400u, &part);
+    CHECK(part.size == 0 && part.address == 0xA5A5A5A5A5A5A5A5u, "size 0: nothing written");
+
+    /* a later version's array: a stride 16 bytes longer, the tail kept */
+    enum { N = 5, STRIDE = sizeof(struct kms_sym) + 16 };
+    _Alignas(struct kms_sym) unsigned char buf[N * STRIDE];
+    uint64_t addrs[N] = {0xffffffffab600400u, 0xffffffffab600a98u, 0x1000, 0xffffffffc0a00020u,
+                         0xffffffffab600400u};
+    size_t stride = STRIDE;
+    memset(buf, 0xA5, sizeof buf);
+    memcpy(buf, &stride, sizeof stride);
+    kms_resolve_many(h, addrs, N, (struct kms_sym *)buf);
+    for (size_t i = 0; i < N; i++) {
+        struct kms_sym got, want = {.size = sizeof want};
+        unsigned char tail[16];
+        memcpy(&got, buf + i * STRIDE, sizeof got);
+        memcpy(tail, buf + i * STRIDE + sizeof got, sizeof tail);
+        kms_resolve(h, addrs[i], &want);
+        CHECK(got.size == STRIDE && got.sym == want.sym && got.symoff == want.symoff &&
+              got.line == want.line && got.dso == want.dso && got.sized == want.sized,
+              "stride record %zu", i);
+        for (size_t k = 0; k < sizeof tail; k++)
+            CHECK(tail[k] == 0xA5, "stride record %zu: byte %zu past the struct written", i, k);
+    }
+
+    struct kms_info info = {.size = sizeof info};
+    memset(&info, 0xA5, sizeof info);
+    info.size = offsetof(struct kms_info, lines);
+    kms_get_info(h, &info);
+    CHECK(info.kernel_release && info.lines == (size_t)0xA5A5A5A5A5A5A5A5u, "a shorter kms_info");
+}
+
+/* Lines by index, lookups with an offset, module lists, spans, %pS. */
+static void check_v2(kms_handle *h)
+{
+    struct kms_sym r = {.size = sizeof r}, recs[4] = {{.size = sizeof recs[0]}};
+    struct kms_line l = {.size = sizeof l};
+    size_t n;
+
+    kms_resolve(h, 0xffffffffab600400u, &r);
+    CHECK(r.line != UINT32_MAX && kms_line_at(h, r.line, &l) == KMS_OK &&
+          l.address == 0xffffffffab6003f0u && l.index == r.line && !strcmp(l.name, "init_once") &&
+          l.sym_size == 39 && l.size_kind == KMS_SIZE_EXACT && !strcmp(l.modules[0], "ext4"),
+          "kms_line_at(kms_sym.line)");
+    CHECK(kms_line_at(h, UINT32_MAX - 1, &l) == KMS_E_ARG, "no such line");
+    kms_resolve(h, 0x1000, &r);
+    CHECK(r.line == UINT32_MAX && r.size_kind == KMS_SIZE_UNKNOWN, "no line");
+
+    n = kms_lookup(h, "ext4`init_once+0x10", recs, 4);
+    CHECK(n == 1 && recs[0].address == 0xffffffffab600400u && recs[0].symoff == 0x10 &&
+          recs[0].sized && recs[0].sym_start == 0xffffffffab6003f0u, "ext4`init_once+0x10");
+    n = kms_lookup(h, "ext4`init_once+40", recs, 4); /* past its 39 bytes */
+    CHECK(n == 1 && recs[0].symoff == 0x40 && !recs[0].sized, "ext4`init_once+40");
+    n = kms_lookup_name(h, "ext4", "init_once", 0x10, recs, 4);
+    CHECK(n == 1 && recs[0].address == 0xffffffffab600400u, "kms_lookup_name");
+    CHECK(kms_lookup_name(h, NULL, "init_once", 0, recs, 4) == 4, "kms_lookup_name, any module");
+    CHECK(kms_lookup_name(h, "ext4", "init_once+0x10", 0, recs, 4) == 0, "no +OFF read in NAME");
+
+    uint32_t idx[64];
+    n = kms_module_lines(h, "ext4", idx, 64);
+    int has = 0;
+    for (size_t k = 0; k < n && k < 64; k++) {
+        struct kms_line m = {.size = sizeof m};
+        CHECK(kms_line_at(h, idx[k], &m) == KMS_OK && m.nmodules >= 1, "ext4 line %zu", k);
+        has |= m.address == 0xffffffffab6003f0u;
+        CHECK(!k || idx[k - 1] < idx[k], "kallsyms order");
+    }
+    CHECK(n > 1 && n <= 64 && has, "ext4's lines: %zu", n);
+    CHECK(kms_module_lines(h, "fuse", NULL, 0) == 22, "fuse's lines");
+    CHECK(kms_module_lines(h, "no_such_module", idx, 64) == 0, "no module's lines");
+
+    const char *names[16];
+    n = kms_builtin_modules(h, names, 16);
+    int ext4 = 0;
+    for (size_t k = 0; k < n && k < 16; k++)
+        ext4 |= !strcmp(names[k], "ext4");
+    CHECK(n == 7 && ext4, "built-in modules: %zu", n);
+
+    struct kms_range sp[16] = {{.size = sizeof sp[0]}};
+    n = kms_module_spans(h, "ext4", sp, 16);
+    int inside = 0;
+    for (size_t k = 0; k < n && k < 16; k++)
+        inside |= sp[k].text && sp[k].start <= 0xffffffffab600400u && 0xffffffffab600400u < sp[k].end;
+    CHECK(n >= 1 && inside, "ext4 spans: %zu", n);
+    n = kms_module_spans(h, "fuse", sp, 16);
+    CHECK(n == 2 && sp[0].text && sp[0].start == 0xffffffffc0a00000u && !sp[1].text,
+          "fuse: one text span, one data span (%zu)", n);
+
+    /* %pS: the kernel's size is the gap to the next kallsyms address, the
+     * alias the first line of its address, " [mod]" for loaded modules only */
+    struct kms_ksym k = {.size = sizeof k};
+    CHECK(kms_resolve_kernel(h, 0xffffffffab600400u, &k) == 1 && !strcmp(k.text, "init_once+0x10/0x30") &&
+          !k.module && k.exact, "%%pS of ext4's init_once: %s", k.text);
+    CHECK(kms_resolve_kernel(h, 0xffffffffc0a00020u, &k) == 1 &&
+          !strcmp(k.text, "fuse_dev_open+0x10/0x20 [fuse]") && k.exact, "%%pS in fuse: %s", k.text);
+    CHECK(kms_resolve_kernel(h, 0xffffffffc0a00104u, &k) == 1 &&
+          !strcmp(k.text, "__pfx_fuse_exit+0x0/0x10 [fuse]"), "%%pS alias: %s", k.text);
+    CHECK(kms_resolve_kernel(h, 0x10, &k) == 0 && !strcmp(k.text, "0x10") && !k.sym,
+          "%%pS of no symbol: %s", k.text);
+
+    /* without its .ko, a loaded module's line has the gap to its next line */
+    kms_resolve(h, 0xffffffffc0a00020u, &r);
+    CHECK(r.size_kind == KMS_SIZE_ESTIMATED && r.sym_size == 0x20 && !r.sized &&
+          r.sym_end == 0xffffffffc0a00030u, "estimated size: %lld", (long long)r.sym_size);
 }
 
 /* Threads querying one handle at once must get the single-threaded answers. */
@@ -317,6 +466,57 @@ static kms_handle *load_modules(const char *syms, const char *kallsyms, const ch
     return h;
 }
 
+/* SIGNED (a signed fuse.ko) compressed by each tool found on PATH, then
+ * damaged: matched, then refused for fuse alone. */
+static void check_compressed(const char *syms, const char *kallsyms, const char *dir,
+                             const char *signed_ko)
+{
+    static const char *const tool[][2] = {{"xz", "xz -c --check=crc32"}, {"zst", "zstd -q -c"},
+                                          {"gz", "gzip -n -c"}};
+    char path[4096 + 64], cmd[3 * 4096 + 256];
+    struct kms_module m = {.size = sizeof m};
+    struct kms_sym r = {.size = sizeof r};
+    for (size_t t = 0; t < sizeof tool / sizeof tool[0]; t++) {
+        snprintf(cmd, sizeof cmd, "command -v %.*s >/dev/null", (int)strcspn(tool[t][1], " "),
+                 tool[t][1]);
+        if (system(cmd) != 0) {
+            fprintf(stderr, "test_kms: no %s tool: .ko.%s not tested\n", tool[t][1], tool[t][0]);
+            continue;
+        }
+        snprintf(path, sizeof path, "%s/fuse.ko.%s", dir, tool[t][0]);
+        snprintf(cmd, sizeof cmd, "%s < '%s' > '%s'", tool[t][1], signed_ko, path);
+        CHECK(system(cmd) == 0, "%s", cmd);
+        char plain[4096 + 64];
+        snprintf(plain, sizeof plain, "%s", signed_ko);
+        char hidden[4096 + 80];
+        snprintf(hidden, sizeof hidden, "%s.keep", plain);
+        rename(plain, hidden);
+        kms_handle *h = load_modules(syms, kallsyms, dir, KMS_MODULE_MATCHED, tool[t][0]);
+        if (h) {
+            kms_resolve(h, 0xffffffffc0a00014u, &r);
+            CHECK(r.sym && !strcmp(r.sym, "fuse_dev_open") && r.sized && r.sym_size == 0x16 &&
+                  r.object && !strncmp(r.object, "fuse.ko.", 8), "%s: fuse_dev_open", tool[t][0]);
+        }
+        kms_free(h);
+        /* damaged: not that compression, or cut short */
+        size_t n;
+        unsigned char *z = slurp(path, &n);
+        for (int cut = 0; cut < 2; cut++) {
+            spit(path, cut ? z : (const unsigned char *)"\177ELF not compressed", cut ? n / 2 : 20);
+            h = load_modules(syms, kallsyms, dir, KMS_MODULE_REFUSED, tool[t][0]);
+            if (h && kms_modules(h, &m, 1) == 1)
+                CHECK(strstr(m.reason, "cannot decompress (") &&
+                      strstr(m.reason, "; reinstall the module"), "%s: '%s'", tool[t][0], m.reason);
+            if (h)
+                check_fixture(h);
+            kms_free(h);
+        }
+        free(z);
+        remove(path);
+        rename(hidden, plain);
+    }
+}
+
 static void check_modules(const char *syms, const char *kallsyms, const char *dir)
 {
     char tree[4096], path[4096 + 64];
@@ -397,17 +597,10 @@ static void check_modules(const char *syms, const char *kallsyms, const char *di
     }
     CHECK(matched > 0 && refused > 0, "flips: %d matched, %d refused", matched, refused);
 
-    /* compressed: found, not read */
-    remove(path);
-    snprintf(path, sizeof path, "%s/fuse.ko.xz", dir);
-    spit(path, ko, len);
-    h = load_modules(syms, kallsyms, dir, KMS_MODULE_UNSUPPORTED, "compressed");
-    if (h && kms_modules(h, &m, 1) == 1)
-        CHECK(!strcmp(m.file, "fuse.ko.xz") && strstr(m.reason, "compressed (.xz)"), "'%s'",
-              m.reason);
-    if (h)
-        check_fixture(h);
-    kms_free(h);
+    /* compressed (signed first, as scripts/Makefile.modinst does), by the
+     * distributions' own tools: matched as the plain file */
+    spit(path, copy, len + 328);
+    check_compressed(syms, kallsyms, dir, path);
     remove(path);
 
     /* options: SIZE is required; KMS_LOAD_NO_MODULES reads nothing */
@@ -420,6 +613,124 @@ static void check_modules(const char *syms, const char *kallsyms, const char *di
     kms_free(h);
     free(ko);
     free(copy);
+}
+
+/*
+ * KMS_LOAD_FALLBACK reads the default file, /lib/modules/$(uname -r)/kernel/
+ * dtrace_syms: this program is linked with --wrap=open so that, while
+ * DEFAULT_SYMS is set, that path opens DEFAULT_SYMS instead (a real file,
+ * bad in a chosen way), and nothing is installed on the host.
+ */
+static const char *default_syms;
+int __real_open(const char *path, int flags, ...);
+int __wrap_open(const char *path, int flags, ...)
+{
+    va_list ap;
+    va_start(ap, flags);
+    int mode = (flags & O_CREAT) ? va_arg(ap, int) : 0;
+    va_end(ap);
+    static const char tail[] = "/kernel/dtrace_syms";
+    size_t n = strlen(path);
+    if (default_syms && !strncmp(path, "/lib/modules/", 13) && n > sizeof tail &&
+        !strcmp(path + n - (sizeof tail - 1), tail))
+        path = default_syms;
+    return __real_open(path, flags, mode);
+}
+
+/* A degraded handle: every line of the core kernel or of its module, the
+ * warning errors.degraded_warning's. */
+static void check_degraded(kms_handle *h, const char *source, const char *why, const char *what)
+{
+    struct kms_info info = {.size = sizeof info};
+    struct kms_sym r = {.size = sizeof r};
+    char want[512];
+    kms_get_info(h, &info);
+    snprintf(want, sizeof want, "answering from %s alone, built-in modules show as vmlinux: ",
+             source);
+    CHECK(!info.builtin_modules_known && strstr(info.degraded, why) &&
+          !strncmp(info.warning, want, strlen(want)) &&
+          !strcmp(info.warning + strlen(want), info.degraded) && !strchr(info.warning, '\n'),
+          "%s: degraded '%s', warning '%s'", what, info.degraded, info.warning);
+    for (uint64_t a = 0xffffffff81000000u; a < 0xffffffff81003000u; a += 7) {
+        kms_resolve(h, a, &r);
+        CHECK(r.origin != KMS_ORIGIN_BUILTIN && !r.object && !r.sized && !r.ambiguous &&
+              (!r.dso || !strcmp(r.dso, "vmlinux")), "%s: 0x%llx answers %s", what,
+              (unsigned long long)a, r.dso ? r.dso : "(none)");
+    }
+    kms_resolve(h, 0xffffffffc0a00014u, &r);
+    CHECK(r.sym && !strcmp(r.sym, "fuse_dev_open") && r.origin == KMS_ORIGIN_LOADABLE,
+          "%s: loaded modules as before", what);
+}
+
+static void check_fallback(const char *syms, const char *kallsyms, const char *dir,
+                           const unsigned char *simg, size_t slen, const char *moved, size_t mlen)
+{
+    char path[4096 + 32], absent[4096 + 32];
+    kms_error e;
+    kms_handle *h;
+    struct kms_load_opts o = {.size = sizeof o, .kallsyms_path = kallsyms,
+                              .flags = KMS_LOAD_FALLBACK};
+    snprintf(absent, sizeof absent, "%s/absent", dir);
+    default_syms = absent;
+    check_error(kms_load(NULL, kallsyms, 0, &e), &e, KMS_E_NO_SYMS, "strict: no default file");
+    h = kms_load_opts(&o, &e);
+    CHECK(h != NULL, "fallback, no file: %s", e.message);
+    if (h)
+        check_degraded(h, kallsyms, "No such file or directory", "no file");
+    kms_free(h);
+
+    /* corrupt (a flipped byte), without a layout, another kernel's: each
+     * answered from kallsyms alone, saying why */
+    unsigned char *img = malloc(slen);
+    memcpy(img, simg, slen);
+    img[slen / 2] ^= 1;
+    snprintf(path, sizeof path, "%s/fallback-corrupt", dir);
+    spit(path, img, slen);
+    default_syms = path;
+    h = kms_load_opts(&o, &e);
+    CHECK(h != NULL, "fallback, corrupt: %s", e.message);
+    if (h)
+        check_degraded(h, kallsyms, "checksum mismatch", "corrupt");
+    kms_free(h);
+    snprintf(path, sizeof path, "%s/no-layout", dir);
+    h = kms_load_opts(&o, &e);
+    CHECK(h != NULL, "fallback, no layout: %s", e.message);
+    if (h)
+        check_degraded(h, kallsyms, "has no link layout", "no layout");
+    kms_free(h);
+    default_syms = syms;
+    o.kallsyms_path = NULL;
+    o.kallsyms_text = moved;
+    o.kallsyms_len = mlen;
+    o.kallsyms_name = "moved";
+    h = kms_load_opts(&o, &e);
+    CHECK(h != NULL, "fallback, stale: %s", e.message);
+    if (h) {
+        struct kms_info info = {.size = sizeof info};
+        kms_get_info(h, &info);
+        CHECK(!info.builtin_modules_known && strstr(info.degraded, "does not match moved"),
+              "stale: '%s'", info.degraded);
+    }
+    kms_free(h);
+    /* FORCE over FALLBACK: the stale file used, with its warning */
+    o.flags |= KMS_LOAD_FORCE;
+    h = kms_load_opts(&o, &e);
+    CHECK(h != NULL, "fallback and force: %s", e.message);
+    if (h) {
+        struct kms_info info = {.size = sizeof info};
+        kms_get_info(h, &info);
+        CHECK(info.builtin_modules_known && !strncmp(info.warning, "used anyway", 11),
+              "forced over fallback: '%s'", info.warning);
+    }
+    kms_free(h);
+    /* kallsyms' own faults are never the fallback's to hide */
+    default_syms = absent;
+    o.flags = KMS_LOAD_FALLBACK;
+    o.kallsyms_text = "ffffffff8100000 t x\n";
+    o.kallsyms_len = 20;
+    check_error(kms_load_opts(&o, &e), &e, KMS_E_KALLSYMS, "fallback, bad kallsyms");
+    default_syms = NULL;
+    free(img);
 }
 
 static int count_lines(const struct kms_line *l, void *arg)
@@ -450,6 +761,8 @@ int main(int argc, char **argv)
     if (!h)
         return 1;
     check_fixture(h);
+    check_growable(h);
+    check_v2(h);
     check_threads(h);
     check_batch(h);
     CHECK(kms_foreach(h, count_lines, &lines) == 0 && lines > 200, "foreach: %zu lines", lines);
@@ -464,8 +777,14 @@ int main(int argc, char **argv)
 
     /* errors, each with its code */
     snprintf(path, sizeof path, "%s/absent", dir);
-    check_error(kms_load(path, kallsyms, 0, &e), &e, KMS_E_IO, "missing dtrace_syms");
+    check_error(kms_load(path, kallsyms, 0, &e), &e, KMS_E_NO_SYMS, "missing dtrace_syms");
+    check_error(kms_load(path, kallsyms, KMS_LOAD_FALLBACK, &e), &e, KMS_E_NO_SYMS,
+                "a named file is never done without");
+    check_error(kms_load(dir, kallsyms, 0, &e), &e, KMS_E_IO, "a directory as dtrace_syms");
     check_error(kms_load(syms, path, 0, &e), &e, KMS_E_IO, "missing kallsyms");
+    for (int c = KMS_OK; c <= KMS_E_NO_SYMS; c++)
+        CHECK(kms_strerror(c)[0] && strcmp(kms_strerror(c), kms_strerror(-1)), "strerror %d", c);
+    CHECK(!strcmp(kms_strerror(KMS_E_NO_SYMS), "no dtrace_syms file"), "strerror");
     check_error(kms_load_buffer(syms, "", 0, NULL, 0, &e), &e, KMS_E_KALLSYMS, "empty kallsyms");
     check_error(kms_load_buffer(syms, "0000000000000000 t x\n", 21, NULL, 0, &e), &e,
                 KMS_E_HIDDEN, "hidden addresses");
@@ -477,9 +796,21 @@ int main(int argc, char **argv)
                                 &e), &e, KMS_E_STALE, "fixture as the live kernel");
     CHECK(strstr(e.message, "is for kernel") && strstr(e.message, "is running"), "'%s'",
           e.message);
+    CHECK(strstr(e.message, "or load with " KMS_FORCE_WORD) &&
+          !strcmp(e.message + strlen(e.message) - strlen(KMS_FORCE_WORD), KMS_FORCE_WORD),
+          "the remedy is the C flag, last: '%s'", e.message);
     h = kms_load_buffer(syms, (const char *)ktext, klen, "/proc/kallsyms",
                         KMS_LOAD_LIVE | KMS_LOAD_FORCE, &e);
     CHECK(h != NULL, "live --force: %s", e.message);
+    if (h) {
+        struct kms_info info = {.size = sizeof info};
+        kms_get_info(h, &info);
+        CHECK(info.builtin_modules_known && !info.degraded[0] &&
+              !strncmp(info.warning, "used anyway (KMS_LOAD_FORCE), answers may be wrong: ", 52) &&
+              strstr(info.warning, "is running; use the file of the running kernel") &&
+              !strstr(info.warning, " or load with"), "forced: '%s'", info.warning);
+        check_fixture(h);
+    }
     kms_free(h);
 
     /* without a layout: segments and anchors emptied, CRC repaired */
@@ -522,7 +853,14 @@ int main(int argc, char **argv)
                 "moved lines");
     h = kms_load_buffer(syms, moved, klen, "moved", KMS_LOAD_FORCE, &e);
     CHECK(h != NULL, "--force loads it: %s", e.message);
+    if (h) {
+        struct kms_info info = {.size = sizeof info};
+        kms_get_info(h, &info);
+        CHECK(!strncmp(info.warning, "used anyway (KMS_LOAD_FORCE), answers may be wrong: ", 52) &&
+              strstr(info.warning, "does not match moved: of its"), "'%s'", info.warning);
+    }
     kms_free(h);
+    check_fallback(syms, kallsyms, dir, simg, slen, moved, klen);
     free(moved);
 
     /* every truncation, and a flipped bit at every byte with the CRC

@@ -16,8 +16,7 @@ import typer
 
 from .. import __version__
 from ..errors import KmodsymsError
-from .frontend import (OPTIONS, byte_exact_stdout, check_addresses, guarded, output_format,
-                       parse_name, run_lookup, run_resolve, warn)
+from .frontend import OPTIONS, byte_exact_stdout, guarded, load_resolver, run_command
 from ..kernelnames import kernel_spelling
 
 app = typer.Typer(
@@ -83,7 +82,8 @@ def build(
     no_cache: bool = typer.Option(False, "--no-cache", help="Rescan every object (ignore OUTPUT.cache)."),
     no_layout: bool = typer.Option(False, "--no-layout",
                                    help="Do not record link addresses from vmlinux and System.map "
-                                        "(the loader then places objects by searching kallsyms)."),
+                                        "(a file without them cannot be loaded: for the "
+                                        "layout search's tests)."),
 ):
     """Scan a kernel build tree into one dtrace_syms file."""
     from ..build.archive import vmlinux_objects
@@ -244,7 +244,7 @@ def verify(
 
 def _option(name: str):
     """The typer option of the shared table (kmodsyms.cli.frontend.OPTIONS),
-    which the quick path reads too."""
+    which kmodsyms.cli.frontend.parse_args reads too."""
     option = OPTIONS[name]
     if not option.choices:
         return typer.Option(option.default, *option.flags, help=option.help, show_default=False)
@@ -258,37 +258,35 @@ def _option(name: str):
                         metavar="[" + "|".join(option.choices) + "]", callback=one_of_choices)
 
 
-def _load(syms: Optional[str], kallsyms: Optional[str], strict: bool, force: bool,
-          no_cache: bool, modules_dir: Optional[str]):
-    from ..resolver import load
-    resolver = load(syms=syms, kallsyms=kallsyms, force=force, cache=not no_cache,
-                    fallback=not strict and syms is None, warn=warn, modules_dir=modules_dir)
-    for warning in resolver.module_warnings:
-        warn(warning)
-    return resolver
+def _options(**given) -> dict:
+    """A command's options as :func:`kmodsyms.frontend.run_command` takes
+    them (the same dict :func:`kmodsyms.frontend.parse_args` makes)."""
+    options = {name: OPTIONS[name].default for name in OPTIONS}
+    options.update(given)
+    return options
 
 
 @app.command()
 def resolve(
     addresses: List[str] = typer.Argument(..., help="Addresses in hex (0x optional); '-' reads "
-                                                    "one per line from stdin, where a bad line "
-                                                    "is reported and the rest answered (exit "
-                                                    "status 1)."),
+                                                    "one per line from stdin and writes one "
+                                                    "line per line read, in its place: a bad "
+                                                    "line's error (exit status 1), a blank "
+                                                    "line's empty one."),
     syms: Optional[str] = _option("syms"),
     kallsyms: Optional[str] = _option("kallsyms"),
     fmt: str = _option("format"),
     as_json: bool = _option("json"),
     strict: bool = _option("strict"),
     force: bool = _option("force"),
-    no_cache: bool = _option("no_cache"),
+    quiet: bool = _option("quiet"),
     modules_dir: Optional[str] = _option("modules_dir"),
 ):
     """Name the module, innermost symbol and offset of kernel addresses
     (DTrace's mod`sym+0xoff)."""
-    check_addresses(addresses)   # refuse bad arguments before loading anything
-    resolver = _load(syms, kallsyms, strict, force, no_cache, modules_dir)
-    raise typer.Exit(run_resolve(resolver, addresses, output_format(
-        {"format": fmt, "json": as_json})))
+    raise typer.Exit(run_command("resolve", _options(
+        arguments=addresses, syms=syms, kallsyms=kallsyms, format=fmt, json=as_json,
+        strict=strict, force=force, quiet=quiet, modules_dir=modules_dir)))
 
 
 @app.command()
@@ -302,15 +300,14 @@ def lookup(
     as_json: bool = _option("json"),
     strict: bool = _option("strict"),
     force: bool = _option("force"),
-    no_cache: bool = _option("no_cache"),
+    quiet: bool = _option("quiet"),
     modules_dir: Optional[str] = _option("modules_dir"),
 ):
     """Find the address of MOD`NAME (every match of a bare NAME, with its module).
     Exit status 1 when a name has no match or its module is unknown."""
-    for spec in names:
-        parse_name(spec)   # refuse bad arguments before loading anything
-    resolver = _load(syms, kallsyms, strict, force, no_cache, modules_dir)
-    raise typer.Exit(run_lookup(resolver, names, output_format({"format": fmt, "json": as_json})))
+    raise typer.Exit(run_command("lookup", _options(
+        arguments=names, syms=syms, kallsyms=kallsyms, format=fmt, json=as_json,
+        strict=strict, force=force, quiet=quiet, modules_dir=modules_dir)))
 
 
 @app.command()
@@ -319,15 +316,14 @@ def kallmodsyms(
     kallsyms: Optional[str] = _option("kallsyms"),
     strict: bool = _option("strict"),
     force: bool = _option("force"),
-    no_cache: bool = _option("no_cache"),
+    quiet: bool = _option("quiet"),
     modules_dir: Optional[str] = _option("modules_dir"),
 ):
     """Print what UEK's /proc/kallmodsyms printed ('%016x %x %c %s' then
     '\\t[mod]'), for consumers that parse it."""
-    resolver = _load(syms, kallsyms, strict, force, no_cache, modules_dir)
-    out = sys.stdout
-    for text in resolver.kallmodsyms_lines():
-        out.write(text + "\n")
+    raise typer.Exit(run_command("kallmodsyms", _options(
+        syms=syms, kallsyms=kallsyms, strict=strict, force=force, quiet=quiet,
+        modules_dir=modules_dir)))
 
 
 @app.command()
@@ -341,7 +337,7 @@ def annotate(
     kallsyms: Optional[str] = _option("kallsyms"),
     strict: bool = _option("strict"),
     force: bool = _option("force"),
-    no_cache: bool = _option("no_cache"),
+    quiet: bool = _option("quiet"),
     modules_dir: Optional[str] = _option("modules_dir"),
 ):
     """Copy text to stdout with its kernel frames module-qualified: 'perf
@@ -357,45 +353,12 @@ def annotate(
             readers.append(sys.stdin.buffer if path == "-" else open(path, "rb"))
         except OSError as e:
             raise KmodsymsError(f"cannot read {path}: {e.strerror}") from None
-    resolver = _load(syms, kallsyms, strict, force, no_cache, modules_dir)
+    resolver = load_resolver(_options(syms=syms, kallsyms=kallsyms, strict=strict, force=force,
+                                      modules_dir=modules_dir), quiet=quiet)
     out = sys.stdout.buffer
     lines = (raw.decode("utf-8", "surrogateescape") for reader in readers for raw in reader)
     run_annotate(resolver, lines, lambda text: out.write(text.encode("utf-8", "surrogateescape")),
                  folded=folded)
-
-
-@app.command()
-def cache(
-    list_: bool = typer.Option(False, "--list", help="List the snapshots, most recently used "
-                                                     "first."),
-    clear: bool = typer.Option(False, "--clear", help="Delete every snapshot."),
-    as_json: bool = typer.Option(False, "--json", help="--list as one JSON object."),
-):
-    """Show or clear the snapshot cache: where it is, what it holds.  A
-    snapshot of a loaded pair of files lets 'resolve' and 'lookup' answer
-    in milliseconds until kallsyms changes; the cache keeps the most
-    recently used few, and drops those of earlier boots."""
-    from .. import snapshot
-    directory = snapshot.cache_dir()
-    if clear:
-        typer.echo(f"{directory}: {snapshot.clear()} snapshots deleted")
-        return
-    snaps = snapshot.cached_snapshots()
-    if as_json:
-        typer.echo(json.dumps({"directory": directory, "max_snapshots": snapshot.MAX_SNAPSHOTS,
-                               "max_bytes": snapshot.MAX_CACHE_BYTES,
-                               "snapshots": [snap.to_json() for snap in snaps]}, indent=2))
-        return
-    total = sum(snap.size for snap in snaps)
-    typer.echo(f"{directory or '(no cache: no home directory)'}: {len(snaps)} snapshots, "
-               f"{total / (1 << 20):.1f} MiB (keeps at most {snapshot.MAX_SNAPSHOTS}, "
-               f"{snapshot.MAX_CACHE_BYTES >> 20} MiB)")
-    if list_:
-        import time
-        for snap in snaps:
-            used = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snap.last_used))
-            typer.echo(f"  {os.path.basename(snap.path)}  {snap.size / (1 << 20):6.1f} MiB  "
-                       f"used {used}  {snap.syms} + {snap.kallsyms}")
 
 
 @app.command()
@@ -405,20 +368,13 @@ def modules(
     as_json: bool = typer.Option(False, "--json", help="One JSON object per module."),
     strict: bool = _option("strict"),
     force: bool = _option("force"),
-    no_cache: bool = _option("no_cache"),
     modules_dir: Optional[str] = _option("modules_dir"),
 ):
     """List the loaded modules: the .ko file each was matched with, and how
     many of its kallsyms lines got their ELF size from it."""
-    resolver = _load(syms, kallsyms, strict, force, no_cache, modules_dir)
-    for st in resolver.module_stats:
-        if as_json:
-            sys.stdout.write(json.dumps(st.__dict__) + "\n")
-        else:
-            note = st.file or "-"
-            if st.reason:
-                note += f" (refused: {st.reason})"
-            sys.stdout.write(f"{st.name}\t{st.status}\t{st.sized}/{st.lines} sized\t{note}\n")
+    raise typer.Exit(run_command("modules", _options(
+        syms=syms, kallsyms=kallsyms, json=as_json, strict=strict, force=force,
+        modules_dir=modules_dir)))
 
 
 def _run_app() -> int:
@@ -445,8 +401,8 @@ def _run_app() -> int:
 
 
 def main() -> None:
-    """Console entry point: run the app through the error wrapper the quick
-    path uses too (kmodsyms.cli.frontend.guarded)."""
+    """Console entry point: run the app through the error wrapper the
+    commands run without typer use too (kmodsyms.cli.frontend.guarded)."""
     byte_exact_stdout()
     sys.exit(guarded(_run_app))
 

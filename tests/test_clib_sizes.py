@@ -1,0 +1,270 @@
+"""libkmodsyms 2.0's sizes, lists, spans and %pS, against independent truth.
+
+* ``kms_resolve_kernel()`` (``kmodsyms-c resolve --format kernel``) against
+  kernel/kallsyms.c's own rule (get_symbol_pos(), find_kallsyms_symbol(),
+  __sprint_symbol()) applied by a few-line reader of the kallsyms text;
+* estimated sizes in ``kallmodsyms`` against the same rule (the gap to the
+  next line of the module), exact sizes against vmlinux's ELF symbol table
+  (truth.tsv's ``elf_size``);
+* ``kms_module_spans()`` / ``kms_module_ranges()``: every module gets
+  ranges, every symbol of a module (truth.tsv, the linker maps) lies in
+  them, no other module's symbol does, no per-cpu offset is in one;
+* ``kms_module_lines()`` against truth.tsv's module column, and
+  ``kms_builtin_modules()`` against modules.builtin.
+
+On both corpora of ../shared/kernels (skipped when absent).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import random
+
+import pytest
+
+from test_clib import clib, json_lines, run_c  # noqa: F401  (clib: the fixture)
+
+TEXT = "tTwW"
+
+
+def is_mapping_symbol(name: str) -> bool:
+    """include/linux/module_symbol.h is_mapping_symbol()."""
+    return name.startswith((".L", "L0", "$"))
+
+
+def read_kallsyms(path: str):
+    """[(address, letter, name, module or None)] in kallsyms order."""
+    out = []
+    with open(path, "rb") as f:
+        for raw in f:
+            line = raw.decode("utf-8", "surrogateescape").rstrip("\n")
+            head, _, mod = line.partition("\t")
+            addr, letter, name = head.split(" ", 2)
+            out.append((int(addr, 16), letter, name, mod[1:-1] if mod else None))
+    return out
+
+
+class KernelRule:
+    """%pS as kernel/kallsyms.c prints it, from the kallsyms text alone."""
+
+    def __init__(self, lines):
+        core = [(a, i) for i, (a, _l, _n, m) in enumerate(lines) if m is None]
+        core.sort()                             # stable: kallsyms order at one address
+        self.lines = lines
+        self.core = core
+        self.core_addr = [a for a, _ in core]
+        first = {}
+        for a, _l, n, m in lines:
+            if m is None:
+                first.setdefault(n, a)
+        self.mark = first
+        self.mods: dict[str, list] = {}
+        for i, (a, _l, n, m) in enumerate(lines):
+            if m is not None and n and not is_mapping_symbol(n):
+                self.mods.setdefault(m, []).append((a, i))
+        for m in self.mods.values():
+            m.sort()
+
+    def ksym(self, a: int) -> bool:
+        """is_ksym_addr(): CONFIG_KALLSYMS_ALL when kallsyms lists _end."""
+        k = self.mark
+        if "_end" in k:
+            return k["_stext"] <= a < k["_end"] or \
+                ("__init_begin" in k and k["__init_begin"] <= a < k.get("__init_end", 0))
+        return k["_stext"] <= a < k["_etext"] or k["_sinittext"] <= a < k["_einittext"]
+
+    def core_text(self, a: int) -> str:
+        """get_symbol_pos() and __sprint_symbol() without a module."""
+        low = bisect.bisect_right(self.core_addr, a) - 1
+        start = self.core_addr[low]
+        low = bisect.bisect_left(self.core_addr, start)          # the first alias
+        nxt = bisect.bisect_right(self.core_addr, start)
+        if nxt < len(self.core_addr):
+            end = self.core_addr[nxt]
+        elif self.mark.get("_sinittext", 1) <= a < self.mark.get("_einittext", 0):
+            end = self.mark["_einittext"]
+        else:
+            end = self.mark["_end" if "_end" in self.mark else "_etext"]
+        name = self.lines[self.core[low][1]][2]
+        return f"{name}+{a - start:#x}/{end - start:#x}"
+
+    def module_text(self, mod: str, a: int):
+        """find_kallsyms_symbol() where the next symbol bounds the size (the
+        module memory's end is not in kallsyms): None when it does not."""
+        syms = self.mods[mod]
+        addrs = [x for x, _ in syms]
+        k = bisect.bisect_right(addrs, a) - 1
+        if k < 0:
+            return None
+        start = addrs[k]
+        first = bisect.bisect_left(addrs, start)
+        nxt = bisect.bisect_right(addrs, start)
+        if nxt >= len(addrs):
+            return None
+        best, after = self.lines[syms[first][1]], self.lines[syms[nxt][1]]
+        if best[1] not in TEXT or after[1] not in TEXT:
+            return None          # the end may be its memory's, which kallsyms does not show
+        return f"{best[2]}+{a - start:#x}/{addrs[nxt] - start:#x} [{mod}]"
+
+
+def pS(clib, syms, kallsyms, addrs) -> list[str]:
+    stdin = "".join(f"{a:#x}\n" for a in addrs).encode()
+    out = run_c(clib, ["resolve", "--format", "kernel", "--syms", syms, "--kallsyms", kallsyms],
+                stdin=stdin).stdout.decode("utf-8", "surrogateescape").splitlines()
+    assert len(out) == len(addrs)
+    return out
+
+
+def test_pS_is_the_kernels(clib, any_corpus, any_corpus_syms):
+    kallsyms = os.path.join(any_corpus, "kallsyms")
+    lines = read_kallsyms(kallsyms)
+    rule = KernelRule(lines)
+    rng = random.Random(20261201)
+    lo, hi = rule.mark["_stext"], rule.mark["_end"]
+    core = [a for a, _l, _n, m in lines if m is None and rule.ksym(a)]
+    probes = sorted(set(rng.sample(core, 3000) + [a + 1 for a in rng.sample(core, 3000)] +
+                        [rng.randrange(lo, hi) for _ in range(5000)] + [lo, hi - 1]))
+    got = pS(clib, any_corpus_syms, kallsyms, probes)
+    bad = [(hex(a), g, rule.core_text(a)) for a, g in zip(probes, got) if g != rule.core_text(a)]
+    assert bad == [], bad[:10]
+    # loaded modules, inside their text
+    mod_probes, want = [], []
+    for mod, syms in rule.mods.items():
+        if mod.startswith("__builtin__") or mod == "bpf":
+            continue
+        for a, _i in rng.sample(syms, min(400, len(syms))):
+            for q in (a, a + 3):
+                text = rule.module_text(mod, q)
+                if text:
+                    mod_probes.append(q)
+                    want.append(text)
+    assert len(mod_probes) > 500
+    got = pS(clib, any_corpus_syms, kallsyms, mod_probes)
+    bad = [(hex(a), g, w) for a, g, w in zip(mod_probes, got, want) if g != w]
+    assert bad == [], bad[:10]
+    # below the kernel and between the modules: the bare address, as %pS prints it
+    assert pS(clib, any_corpus_syms, kallsyms, [0x10, hi]) == ["0x10", f"{hi:#x}"]
+
+
+def test_kallmodsyms_sizes_exact_or_estimated(clib, any_corpus, any_corpus_syms):
+    """Core lines: vmlinux's ELF size where the file gives it (truth.tsv),
+    else the gap to the next core address; a loaded module's lines without
+    their .ko: the gap to the next line of the module (mapping symbols
+    excluded, and given none), its last line none (0)."""
+    kallsyms = os.path.join(any_corpus, "kallsyms")
+    lines = read_kallsyms(kallsyms)
+    rule = KernelRule(lines)
+    base = ["--syms", any_corpus_syms, "--kallsyms", kallsyms]
+    km = run_c(clib, ["kallmodsyms"] + base).stdout.decode("utf-8", "surrogateescape").splitlines()
+    exact = [rec["size"] for rec in json_lines(run_c(clib, ["lines"] + base).stdout)]
+    assert len(km) == len(lines) == len(exact)
+    truth = {}
+    for row in open(os.path.join(any_corpus, "truth.tsv")):
+        if not row.startswith("#"):
+            addr, _letter, name, _obj, _mods, size, flag = row.rstrip("\n").split("\t")
+            truth[(int(addr, 16), name)] = int(size)
+    estimated = checked = 0
+    for i, ((a, letter, name, mod), text) in enumerate(zip(lines, km)):
+        size = int(text.split(" ", 2)[1], 16)
+        if mod is None and letter != "A" and (a, name) in truth:
+            if exact[i] == truth[(a, name)] and size == exact[i]:
+                checked += 1
+                continue
+            # no ELF size known here: the estimate, the gap to the next core address
+            k = bisect.bisect_right(rule.core_addr, a)
+            want = rule.core_addr[k] - a if k < len(rule.core_addr) else 0
+            assert (exact[i], size) == (0, want), (text, truth[(a, name)])
+            estimated += 1
+        elif mod is not None and not mod.startswith("__builtin__") and mod != "bpf":
+            want = 0
+            if not is_mapping_symbol(name):
+                addrs = [x for x, _ in rule.mods[mod]]
+                k = bisect.bisect_right(addrs, a)
+                want = addrs[k] - a if k < len(addrs) else 0
+            assert size == want, text
+            estimated += want > 0
+    assert checked > 40_000 and estimated > 1_000
+
+
+def spans(clib, syms, kallsyms, kind, modules):
+    got: dict[str, list] = {m: [] for m in modules}
+    for rec in json_lines(run_c(clib, [kind, "--syms", syms, "--kallsyms", kallsyms, "--"]
+                                + modules).stdout):
+        got[rec["module"]].append((int(rec["start"], 16), int(rec["end"], 16), rec["text"]))
+    return got
+
+
+@pytest.mark.parametrize("kind", ["spans", "ranges"])
+def test_every_module_has_ranges_holding_its_symbols_only(clib, any_corpus, any_corpus_syms,
+                                                         kind):
+    """The linker maps (truth.tsv) against kms_module_spans() /
+    kms_module_ranges(): every sized symbol of a module lies in one of its
+    ranges (text symbols in text ones for spans), no sized symbol of no
+    module of it overlaps one, no range starts at a per-cpu offset (below
+    the kernel), and a loaded module without its .ko has one text range."""
+    kallsyms = os.path.join(any_corpus, "kallsyms")
+    lines = read_kallsyms(kallsyms)
+    rows = []
+    for row in open(os.path.join(any_corpus, "truth.tsv")):
+        if not row.startswith("#"):
+            addr, letter, _name, obj, mods, size, flag = row.rstrip("\n").split("\t")
+            if flag == "ok" and obj != "-" and int(size) > 0 and letter not in "Aa":
+                rows.append((int(addr, 16), int(size), letter, set(mods.split(","))))
+    builtin = sorted({m for *_x, mods in rows for m in mods} - {"vmlinux"})[:40]
+    loaded = sorted({m for *_x, m in lines if m and not m.startswith("__builtin__") and m != "bpf"})
+    got = spans(clib, any_corpus_syms, kallsyms, kind, builtin + loaded)
+    lowest = min(a for a, *_x in rows)
+    for m in builtin:
+        rs = sorted(got[m])
+        assert rs and rs[0][0] >= lowest, (m, rs[:3])
+        starts = [r[0] for r in rs]
+        for addr, size, letter, mods in rows:
+            k = bisect.bisect_right(starts, addr + size - 1) - 1
+            overlaps = k >= 0 and rs[k][1] > addr
+            if m in mods:
+                inside = k >= 0 and rs[k][0] <= addr and addr + size <= rs[k][1]
+                assert inside and (kind == "ranges" or rs[k][2] == (letter in TEXT)), \
+                    (m, hex(addr), size, letter)
+            else:
+                assert not overlaps, (m, hex(addr), size, mods)
+    for m in loaded:
+        assert [r[2] for r in got[m]].count(True) == 1, (m, got[m])
+        text = [r for r in got[m] if r[2]][0]
+        for a, letter, name, mod in lines:
+            if mod == m and letter in "tT" and not is_mapping_symbol(name):
+                assert text[0] <= a < text[1], (m, hex(a), name)
+
+
+def test_module_lines_are_the_linker_maps(clib, any_corpus, any_corpus_syms):
+    """kms_module_lines(): the lines truth.tsv puts in the module, those
+    that are 'edge' in truth.tsv either way."""
+    kallsyms = os.path.join(any_corpus, "kallsyms")
+    want: dict[str, set] = {}
+    edge = set()
+    for row in open(os.path.join(any_corpus, "truth.tsv")):
+        if not row.startswith("#"):
+            addr, _letter, name, _obj, mods, _size, flag = row.rstrip("\n").split("\t")
+            key = (int(addr, 16), name)
+            if flag != "ok":
+                edge.add(key)
+            for m in mods.split(","):
+                want.setdefault(m, set()).add(key)
+    modules = sorted(want)[:30]
+    got: dict[str, set] = {}
+    for m in modules:
+        out = json_lines(run_c(clib, ["symbols", "--syms", any_corpus_syms, "--kallsyms",
+                                      kallsyms, m]).stdout)
+        got[m] = {(int(rec["address"], 16), rec["name"]) for rec in out}
+        assert all(rec["modules"] is None or m in rec["modules"] for rec in out) or m == "vmlinux"
+    for m in modules:
+        assert got[m] - edge == want[m] - edge, m
+
+
+def test_builtin_modules_are_modules_builtin(clib, any_corpus, any_corpus_syms):
+    names = run_c(clib, ["builtin", "--syms", any_corpus_syms, "--kallsyms",
+                         os.path.join(any_corpus, "kallsyms")]).stdout.decode().split()
+    want = {os.path.basename(line.strip())[:-3].replace("-", "_")
+            for line in open(os.path.join(any_corpus, "modules.builtin")) if line.strip()}
+    assert len(names) == len(set(names))
+    assert set(names) <= want and len(names) > 0.9 * len(want)
