@@ -665,7 +665,7 @@ def row_c_dtrace_update(b: Bench) -> list[dict]:
     import kmodsyms
     syms, ks = b.syms(), b.corpus.kallsyms
     text = b.path("c_dtrace_update", "kallmodsyms")
-    r = kmodsyms.load(syms=syms, kallsyms=ks, cache=False, modules_dir=b.corpus.load_root)
+    r = kmodsyms.load(syms=syms, kallsyms=ks, modules_dir=b.corpus.load_root)
     with open(text, "w", encoding="utf-8", errors="surrogateescape") as f:
         f.writelines(t + "\n" for t in r.kallmodsyms_lines())
     runs: dict = {"ours": [], "text": [], "plain": []}

@@ -26,12 +26,11 @@ from dataclasses import dataclass
 import pytest
 
 from conftest import FIXTURE_KASLR, ROOT
+from kmodsyms import load
 from kmodsyms.build.linkmap import vmlinux_object_map
-from kmodsyms.loadable import module_name
-from kmodsyms.resolver import load
 from kmodsyms.build.thick import read_thick
 from test_loadable import CORPUS_MODULES, FUSE_CORE, distro_tree, is_mapping, module_lines, \
-    readelf_symbols, runtime_symbols
+    module_name, readelf_symbols, runtime_symbols
 from test_resolver import vmlinux_symbols
 
 CSRC = os.path.join(ROOT, "contrib", "c")
@@ -44,18 +43,16 @@ SKIP_PREFIXES = ("__crc_", "__ksymtab_", "__kcrctab_", "__kstrtab_", "__param_",
 SITUATIONS = ("plain", ".xz", ".zst", ".gz", "absent")
 FIXTURE_MODULES = ("fs/fuse/fuse.ko",)
 
-# What the C library does not do yet (issue 21, parts 1 and 3; /work/API.md).
-NEEDS_ESTIMATES = "the Python resolver's kallmodsyms prints 0 for an unknown size where " \
-                  "libkmodsyms 2.0 prints the estimate (issue 21 part 1): dtrace grows no " \
-                  "range from a size-0 line"
+# What is not done yet (issue 21 part 1).
+NEEDS_ESTIMATES = "the Python API's kallmodsyms_lines() prints 0 where a size is not exact, " \
+                  "where kmodsyms-c kallmodsyms prints the estimate (issue 21 part 1): dtrace " \
+                  "grows no range from a size-0 line, so a loaded module without its .ko " \
+                  "gets none"
 # init/version-timestamp.o is linked outside vmlinux.a (issue 21 part 1.3):
-# kmodsyms gives these lines no size yet, so dtrace has no byte of them.
+# kmodsyms gives these lines an estimate, not vmlinux's ELF size, yet.
 OUTSIDE_VMLINUX_A = frozenset({"linux_banner", "init_uts_ns"})
 NEEDS_VMLINUX_SIZES = "vmlinux's ELF size for symbols of objects linked outside vmlinux.a " \
                       "(issue 21 part 1.3)"
-NEEDS_C_DECOMPRESSION = "libkmodsyms does not read .ko.xz/.zst/.gz yet (issue 21, " \
-                        "KMS_MODULE_UNSUPPORTED): their lines stay unsized"
-
 
 @pytest.fixture(scope="session")
 def consumer(tmp_path_factory):
@@ -217,7 +214,7 @@ def replay(consumer, source: str, syms: str, kallsyms: str, moddir: str | None, 
             (["--modules-dir", moddir] if moddir else []) + \
             (["--proc-modules", proc_modules] if proc_modules else [])
         return build_table(consumer, args)
-    r = load(syms, kallsyms, cache=False, modules_dir=moddir, proc_modules=proc_modules)
+    r = load(syms, kallsyms, modules_dir=moddir, proc_modules=proc_modules)
     text = os.path.join(str(tmp), "kallmodsyms")
     with open(text, "w", encoding="utf-8", errors="surrogateescape") as f:
         f.writelines(t + "\n" for t in r.kallmodsyms_lines())
@@ -264,8 +261,7 @@ def check_first_and_last_bytes(table: Table, sizes: dict) -> int:
     """Every exactly sized line: its size is the ELF size, and its first and
     last byte name it and its module -- or a symbol inside it (the innermost
     one, as dt_symtab's ranges answer: an alias, or a symbol nested in it)."""
-    lines = [ln for ln in exact_lines(table, sizes)
-             if not (ln.name in OUTSIDE_VMLINUX_A and ln.size == 0)]
+    lines = [ln for ln in exact_lines(table, sizes) if ln.name not in OUTSIDE_VMLINUX_A]
     assert [ln for ln in lines if ln.size != sizes[ln.address, ln.name]] == []
     probes = {a for ln in lines for a in (ln.address, ln.address + ln.size - 1)}
     got = table.lookup(sorted(probes))
@@ -317,8 +313,6 @@ def xfail_for(situation: str, source: str):
     """The marks of a case that cannot pass yet."""
     if situation == "absent" and source == "python":
         return [pytest.mark.xfail(reason=NEEDS_ESTIMATES, strict=True)]
-    if situation not in ("plain", "absent") and source == "c":
-        return [pytest.mark.xfail(reason=NEEDS_C_DECOMPRESSION, strict=True)]
     return []
 
 
@@ -349,16 +343,18 @@ def test_corpus_version_timestamp_symbols_sized(consumer, corpus, corpus_syms, t
     assert set(got) == OUTSIDE_VMLINUX_A and all(size == elf > 0 for size, elf in got.values())
 
 
-@pytest.mark.xfail(reason=NEEDS_C_DECOMPRESSION, strict=True)
 @pytest.mark.parametrize("suffix", [".xz", ".zst", ".gz"])
 def test_fixture_compressed_sizes_c_as_python(consumer, fixture_tree, fixture_syms, tmp_path,
                                               suffix):
-    """The lines of a compressed .ko: the same sizes from C as from Python."""
+    """The lines of a compressed .ko: the same sizes from C as from Python
+    (the .ko's ELF sizes: tests/test_clib.py holds them to readelf)."""
     kallsyms = os.path.join(fixture_tree, "kallsyms")
     moddir = modules_dir_for(fixture_tree, FIXTURE_MODULES, suffix, tmp_path)
     got = {src: [(ln.address, ln.size, ln.type, ln.name) for ln in
-                 replay(consumer, src, fixture_syms, kallsyms, moddir, tmp_path).lines]
+                 replay(consumer, src, fixture_syms, kallsyms, moddir, tmp_path).lines
+                 if ln.modules == ("fuse",)]
            for src in ("c", "python")}
+    assert len(got["c"]) == 22
     assert got["c"] == got["python"]
 
 
