@@ -38,6 +38,9 @@
  *            (a module's range but no symbol), or ADDR - (no module)
  *   name     MOD`NAME lines from stdin, dtrace_lookup_by_name() of each:
  *            MOD`NAME ADDR SIZE, or MOD`NAME -
+ *   spans    module names from stdin, libkmodsyms' own kms_module_spans() of
+ *            each (the ranges as it says dt_module.c builds them, to hold
+ *            against the table's): MODULE text=... data=... as 'modules'
  *   time     what building the table cost, one JSON line (bench/rows.py):
  *            "read" seconds (the load, or the read loop, with every line
  *            added; "read_cpu" the same in CPU time), "sort" seconds (the
@@ -655,11 +658,42 @@ static int cmd_name(const struct table *t)
     return 0;
 }
 
+/* kms_module_spans() of each module named on stdin, printed as cmd_modules(). */
+static int cmd_spans(const struct kms_load_opts *opts)
+{
+    kms_error err;
+    kms_handle *h = kms_load_opts(opts, &err);
+    if (!h) {
+        fprintf(stderr, PROG ": %s\n", err.message);
+        return 2;
+    }
+    char name[KSYM_NAME_MAX + 2];
+    while (fgets(name, sizeof name, stdin)) {
+        name[strcspn(name, "\n")] = 0;
+        size_t n = kms_module_spans(h, name, NULL, 0);
+        struct kms_range *r = xrealloc(NULL, (n ? n : 1) * sizeof *r);
+        r[0].size = sizeof *r;
+        n = kms_module_spans(h, name, r, n);
+        struct range_list kind[2] = {{0}, {0}};
+        for (size_t k = 0; k < n; k++)
+            range_append(&kind[r[k].text ? 0 : 1], r[k].start, r[k].end - r[k].start);
+        printf("%s\t%zu", name, n);
+        print_ranges("text", &kind[0], stdout);
+        print_ranges("data", &kind[1], stdout);
+        putchar('\n');
+        free(kind[0].r);
+        free(kind[1].r);
+        free(r);
+    }
+    kms_free(h);
+    return 0;
+}
+
 static int usage(void)
 {
     fputs("usage: " PROG " [--syms F] [--kallsyms K] [--modules-dir D] [--sysfs-root S] "
           "[--proc-modules P] [--modpath DIR] [--force] | [--kallmodsyms FILE] | [--plain-kallsyms FILE]  "
-          "{lines|modules|lookup|name|time}\n", stderr);
+          "{lines|modules|lookup|name|spans|time}\n", stderr);
     return 2;
 }
 
@@ -699,7 +733,7 @@ int main(int argc, char **argv)
         }
     }
     if (!cmd || (strcmp(cmd, "lines") && strcmp(cmd, "modules") && strcmp(cmd, "lookup") &&
-                 strcmp(cmd, "name") && strcmp(cmd, "time")))
+                 strcmp(cmd, "name") && strcmp(cmd, "time") && strcmp(cmd, "spans")))
         return usage();
 
     char syms[4096];
@@ -712,6 +746,8 @@ int main(int argc, char **argv)
         if (!opts.modules_dir)
             opts.modules_dir = modpath;
     }
+    if (strcmp(cmd, "spans") == 0)
+        return text_path ? usage() : cmd_spans(&opts);
     struct table t = {.last_mod = SIZE_MAX, .last_text = -1};
     struct timespec t0, t1, t2, c0, c1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
