@@ -201,8 +201,15 @@ def modules_dir_for(tree: str, rels, situation: str, tmp) -> str | None:
         return None
     if situation == "plain":
         return tree
-    return distro_tree(tmp, {os.path.dirname(rel): os.path.join(tree, rel) for rel in rels},
-                       situation, signed=False)
+    # one tree per directory (arm64's fat and vfat share fs/fat), then one modules.dep
+    moddir, dep = None, []
+    for rel in rels:
+        moddir = distro_tree(tmp, {os.path.dirname(rel): os.path.join(tree, rel)}, situation,
+                             signed=False)
+        dep += open(os.path.join(moddir, "modules.dep")).readlines()
+    with open(os.path.join(moddir, "modules.dep"), "w") as f:
+        f.writelines(dep)
+    return moddir
 
 
 def replay(consumer, source: str, syms: str, kallsyms: str, moddir: str | None, tmp,
