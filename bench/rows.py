@@ -763,6 +763,64 @@ def row_c_memory(b: Bench) -> list[dict]:
                    f"{os.path.getsize(syms) / 2**20:.1f} MiB, shared with the page cache)")]
 
 
+# -- 14. DTrace's module table from libkmodsyms (contrib/dtrace) -----------------------
+def _dt_module(b: Bench, *args) -> dict:
+    """contrib/dtrace's kms-dt-module ``time``, built into the scratch dir once."""
+    out = b.path("clib", "kms-dt-module")
+    if not os.path.exists(out):
+        src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "contrib", "c")
+        subprocess.run(["make", "-s", "-C", src, f"O={os.path.dirname(out)}", out],
+                       check=True, stdout=subprocess.DEVNULL)
+    proc = subprocess.run([out] + [str(a) for a in args] + ["time"], capture_output=True,
+                          text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"kms-dt-module exited {proc.returncode}: {proc.stderr.strip()}")
+    return json.loads(proc.stdout)
+
+
+def row_c_dtrace_update(b: Bench) -> list[dict]:
+    """dtrace_update()'s kernel part changed as docs/dtrace-utils.md says:
+    cold kms_load_opts() (with the loaded modules' .ko) and kms_foreach()
+    into dtrace's module table, against today's read loop over the
+    /proc/kallmodsyms text of the same lines (getline, sscanf, the same
+    table), each in a fresh process, alternating."""
+    import kmodsyms
+    syms, ks = b.syms(), b.corpus.kallsyms
+    text = b.path("c_dtrace_update", "kallmodsyms")
+    r = kmodsyms.load(syms=syms, kallsyms=ks, modules_dir=b.corpus.load_root)
+    with open(text, "w", encoding="utf-8", errors="surrogateescape") as f:
+        f.writelines(t + "\n" for t in r.kallmodsyms_lines())
+    runs: dict = {"ours": [], "text": [], "plain": []}
+
+    def ours() -> float:
+        runs["ours"].append(_dt_module(b, "--syms", syms, "--kallsyms", ks, "--modules-dir",
+                                       b.corpus.load_root))
+        return runs["ours"][-1]["read"]
+
+    def kallmodsyms_text() -> float:
+        runs["text"].append(_dt_module(b, "--kallmodsyms", text))
+        return runs["text"][-1]["read"]
+
+    def plain() -> float:
+        runs["plain"].append(_dt_module(b, "--plain-kallsyms", ks))
+        return runs["plain"][-1]["read"]
+
+    samples = interleaved([ours, kallmodsyms_text, plain], b.runs)
+    o, t, p = (median(x) for x in samples)
+    last = runs["ours"][-1]
+    cpu = median([a["read_cpu"] for a in runs["ours"]]) / median([a["read_cpu"] for a in runs["text"]])
+    return [result("c_dtrace_update", "dtrace's module table from kms_load_opts()+kms_foreach() / "
+                   "from /proc/kallmodsyms text", "s", o, t, o / t, "<= 2x", o / t <= 2.0,
+                   {"ours": samples[0], "baseline": samples[1], "plain_kallsyms": samples[2]},
+                   f"baseline: the same program's read loop over 'kmodsyms kallmodsyms' output "
+                   f"({os.path.getsize(text):,} bytes) as dt_modsym_update() parses it; "
+                   f"{last['symbols']:,} symbols in {last['modules']} modules; dtrace on plain "
+                   f"kallsyms (no built-in modules) reads in {p:.3f}s; in CPU time the ratio is "
+                   f"{cpu:.2f}x; sorting the tables "
+                   f"{median([x['sort'] for x in runs['ours']]):.3f}s more, either way")]
+
+
 ROWS = {
     "build": row_build,
     "rebuild": row_rebuild,
@@ -780,9 +838,11 @@ ROWS = {
     "c_resolve_many": row_c_resolve_many,
     "c_memory": row_c_memory,
     "debuginfo": row_debuginfo,
+    "c_dtrace_update": row_c_dtrace_update,
 }
 ALIASES = {"1": "build", "2": "rebuild", "3": "load", "4": "resolve_many", "5": "resolve_cli",
            "6": "memory", "7": "scaling", "resolve": "resolve_cli", "mem": "memory",
            "scan_scaling": "scaling", "lookup": "lookup_cli", "8": "refresh", "9": "c_load",
            "10": "c_resolve", "11": "c_memory", "12": "c_load_modules",
-           "13": "c_resolve_many", "14": "debuginfo", "15": "c_load_compressed"}
+           "13": "c_resolve_many", "14": "debuginfo", "15": "c_load_compressed",
+           "16": "c_dtrace_update"}
