@@ -308,6 +308,45 @@ static int line_name_cmp(const kms_handle *h, size_t i, const char *name)
  * ending exactly there, if one has it; a line still in none whose name only
  * unplaced sized copies carry is ambiguous between them (_find_ambiguous).
  */
+/* Where vmlinux symbol V is in this boot: its link address moved by the
+ * shift of the (last) segment holding it, as its sections move (R7), or
+ * NO_ADDRESS when that segment's shift is unknown. */
+static uint64_t vmlinux_symbol_at(const kms_handle *h, uint32_t v)
+{
+    uint64_t address = le64(ent(h, T_VSYMS, v) + VSYM_ADDRESS), at = NO_ADDRESS;
+    for (uint32_t g = 0; g < h->count[T_SEGMENTS]; g++) {
+        const unsigned char *sg = ent(h, T_SEGMENTS, g);
+        if (address >= le64(sg + SEG_START) && address <= le64(sg + SEG_END))
+            at = h->seg_known[g] ? address + h->seg_shift[g] : NO_ADDRESS;
+    }
+    return at;
+}
+
+/* R56: a core line no entry answers takes the size vmlinux's own symbol
+ * table gives its name at its address (the table is by name, then address). */
+static void vmlinux_sizes(kms_handle *h)
+{
+    uint32_t nv = h->count[T_VSYMS];
+    for (size_t i = 0; nv && i < h->n; i++) {
+        if (h->line_matched[i] || h->line[i].size >= 0 || line_module(h, i) != 0)
+            continue;
+        uint32_t lo = 0, hi = nv;
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (line_name_cmp(h, i, str(h, le32(ent(h, T_VSYMS, mid) + VSYM_NAME))) > 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        for (; lo < nv && name_eq(h, i, le32(ent(h, T_VSYMS, lo) + VSYM_NAME)); lo++)
+            if (vmlinux_symbol_at(h, lo) == h->line[i].addr) {
+                int64_t size = (int64_t)le64(ent(h, T_VSYMS, lo) + VSYM_SIZE);
+                h->line[i].size = size < 0 ? -1 : size; /* read as negative: unknown */
+                break;
+            }
+    }
+}
+
 int kmsi_attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
 {
     uint32_t nsym = h->count[T_SYMBOLS];
@@ -499,6 +538,7 @@ int kmsi_attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
             }
         }
     }
+    vmlinux_sizes(h);
 out:
     kmsi_scratch_release(h, mark);
     return rc;

@@ -184,6 +184,8 @@ static int validate_syms(kms_handle *h, const char *path, kms_error *err)
         why = "anchor symbol out of range";
     else if (!in_range(h, T_ANCHORS, ANCHOR_SEGMENT, h->count[T_SEGMENTS]))
         why = "anchor segment out of range";
+    else if (!in_range(h, T_VSYMS, VSYM_NAME, h->count[T_STRINGS]))
+        why = "vmlinux symbol name out of range";
     if (why)
         return kmsi_fail(err, KMS_E_SYMS, "%s: %s; rebuild it with 'kmodsyms build'", path, why);
     h->release = str(h, le32(d + HDR_KERNEL_RELEASE));

@@ -47,10 +47,11 @@ enum {
     T_SYMBOLS,
     T_SEGMENTS,
     T_ANCHORS,
+    T_VSYMS,
     T_COUNT
 };
 
-static const uint32_t entry_size[T_COUNT] = {1, 4, 4, 8, 16, 4, 40, 40, 16, 8};
+static const uint32_t entry_size[T_COUNT] = {1, 4, 4, 8, 16, 4, 40, 40, 16, 8, 24};
 static const char *const table_names[T_COUNT] = {
     "strings",
     "modules",
@@ -62,6 +63,7 @@ static const char *const table_names[T_COUNT] = {
     "symbols",
     "segments",
     "anchors",
+    "vmlinux_symbols",
 };
 
 /* Entry fields: byte offsets within an entry. */
@@ -91,6 +93,9 @@ static const char *const table_names[T_COUNT] = {
 #define SEG_END 8u
 #define ANCHOR_SYMBOL 0u
 #define ANCHOR_SEGMENT 4u
+#define VSYM_NAME 0u
+#define VSYM_ADDRESS 8u
+#define VSYM_SIZE 16u
 
 /* Codes and flags. */
 #define FLAG_MISSING_OBJECTS 1u /* header flags */

@@ -220,12 +220,13 @@ int kmsi_build_index(kms_handle *h, kms_error *err)
 {
     size_t n = h->n;
 
-    /* Padding (__pfx_/__cfi_) inside a placed section (R23): its size is the
+    /* Padding (__pfx_/__cfi_) inside a placed section (R23), unless vmlinux's
+     * symbol table sized it (R56): its size is the
      * distance to the next distinct address above, if one of the (first 4)
      * lines there is the function it prefixes. */
     for (size_t k = 0; k < n; k++) {
         size_t i = h->by_address[k], nxt = k + 1;
-        if (h->line_matched[i] || h->line_section[i] < 0 ||
+        if (h->line_matched[i] || h->line[i].size >= 0 || h->line_section[i] < 0 ||
             !(has_prefix(h, i, "__pfx_") || has_prefix(h, i, "__cfi_")))
             continue;
         while (nxt < n && addr_at(h, nxt) == h->line[i].addr)

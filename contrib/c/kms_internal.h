@@ -187,6 +187,8 @@ struct kms_handle {
 
     /* placement */
     uint64_t *section_base;     /* per section: where it is (scratch: only while loading) */
+    uint64_t *seg_shift;        /* per segment: its KASLR shift, when seg_known (scratch too) */
+    uint8_t *seg_known;
     uint8_t *placed;            /* per section: PLACED (moved by a known shift, placement
                                  * != 0), HOLDS_TEXT (a t/T kallsyms line is in it) */
     size_t namb;                /* ambiguous lines (WHO_AMBIGUOUS), and their candidates */

@@ -123,6 +123,8 @@ static void free_build(kms_handle *h)
     h->line_matched = NULL;
     h->line_section = h->line_region = NULL;
     h->section_base = NULL;
+    h->seg_shift = NULL;
+    h->seg_known = NULL;
     h->by_address = NULL;
     h->region_end = NULL;
 }
@@ -204,7 +206,8 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
     }
     memset(h->line_matched, 0, h->n);
     struct scratch_mark placing = kmsi_scratch_mark(h);
-    if (!SCRATCH(h, h->section_base, h->count[T_SECTIONS])) {
+    if (!SCRATCH(h, h->section_base, h->count[T_SECTIONS]) ||
+        !SCRATCH(h, h->seg_shift, h->count[T_SEGMENTS]) || !SCRATCH(h, h->seg_known, h->count[T_SEGMENTS])) {
         kmsi_fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
         goto bad;
     }
@@ -220,6 +223,8 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
         goto bad;
     kmsi_scratch_release(h, placing); /* only placement and attribution read where sections are */
     h->section_base = NULL;
+    h->seg_shift = NULL;
+    h->seg_known = NULL;
     if (kmsi_match_modules(h, modules, err) || kmsi_build_index(h, err) || kmsi_add_ko_extents(h, err))
         goto bad;
     kmsi_scratch_trim(h); /* the pieces are what the resident set peaks with */

@@ -271,6 +271,8 @@ int kmsi_place_sections(kms_handle *h, const char *syms_path, const char *source
         }
     }
     h->anchors_verified = verified;
+    memcpy(h->seg_shift, shift, nseg * sizeof *shift);
+    memcpy(h->seg_known, known, nseg);
     if (check) {
         uint32_t present = verified + misplaced;
         if (verified == 0 || misplaced > MISPLACED_ANCHORS_ALLOWED) {

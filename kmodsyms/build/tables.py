@@ -17,7 +17,8 @@ from .elfscan import ObjectScan
 from ..errors import KmodsymsError, StaleError
 from .kallsyms import Kallsyms, never_listed
 from ..format.symsfile import (ANCHOR_DTYPE, MODSET_DTYPE, MODULE_DTYPE, NO_ADDRESS, OBJECT_DTYPE, OBJECT_MISSING,
-                       SECNAME_DTYPE, SECTION_DTYPE, SEGMENT_DTYPE, SYMBOL_DTYPE, Meta, StringTable, pick)
+                       SECNAME_DTYPE, SECTION_DTYPE, SEGMENT_DTYPE, SYMBOL_DTYPE, VMLINUX_SYMBOL_DTYPE, Meta, StringTable,
+                       pick)
 from .thick import ThickMap
 
 
@@ -113,7 +114,8 @@ def assemble(thick: ThickMap, owners: dict[str, tuple[int, ...]], objects: list[
     tables = {"modules": modules, "modset_members": np.array(members, dtype=np.uint32),
               "modsets": modset_table, "objects": obj_table, "section_names": secnames,
               "sections": sections, "symbols": symbols,
-              "segments": np.zeros(0, SEGMENT_DTYPE), "anchors": np.zeros(0, ANCHOR_DTYPE)}
+              "segments": np.zeros(0, SEGMENT_DTYPE), "anchors": np.zeros(0, ANCHOR_DTYPE),
+              "vmlinux_symbols": np.zeros(0, VMLINUX_SYMBOL_DTYPE)}
     return strings, tables
 
 
@@ -190,4 +192,24 @@ def record_layout(kbuild: str, image: Image, sysmap: Kallsyms, meta: Meta,
             "tree again, or pass --no-layout")
     tables["segments"] = np.array(image.segments, dtype=SEGMENT_DTYPE)
     tables["anchors"] = np.array(anchors, dtype=ANCHOR_DTYPE)
+    tables["vmlinux_symbols"] = vmlinux_symbols(vmlinux, image, sysmap, placed, strings)
     meta.placement = json.dumps(placed.stats.__dict__)
+
+
+def vmlinux_symbols(vmlinux: str, image: Image, sysmap: Kallsyms, placed, strings: StringTable) -> np.ndarray:
+    """R56: the System.map lines of the core kernel that no object's symbol
+    is (linked outside vmlinux.a, as scripts/link-vmlinux.sh links
+    init/version-timestamp.o, or made by the linker) with their size in
+    vmlinux's own symbol table, where it is above 0: (name, link address,
+    size), sorted by name bytewise, then by address."""
+    from .layout.result import LINE_AMBIGUOUS
+    core = placed.core_lines
+    lines = core[(placed.line_entry[core] < 0) & (placed.line_how[core] != LINE_AMBIGUOUS)]
+    wanted = sorted({(sysmap.name_bytes(int(line)), int(sysmap.address[line])) for line in lines.tolist()})
+    sizes = symbol_sizes(vmlinux, image, [(address, name) for name, address in wanted])
+    sized = [(name, address, size) for (name, address), size in zip(wanted, sizes) if size]
+    table = np.zeros(len(sized), dtype=VMLINUX_SYMBOL_DTYPE)
+    table["name"] = [strings.add(name) for name, _, _ in sized]
+    table["address"] = [address for _, address, _ in sized]
+    table["size"] = [size for *_, size in sized]
+    return table

@@ -89,6 +89,8 @@ TABLES: tuple[Table, ...] = (
                               Field("", "I"))),
     Table("segments", "SEG_", (Field("start", "Q"), Field("end", "Q"))),
     Table("anchors", "ANCHOR_", (Field("symbol", "I"), Field("segment", "I"))),
+    Table("vmlinux_symbols", "VSYM_", (Field("name", "I"), Field("", "I"), Field("address", "Q"),
+                                       Field("size", "Q"))),
 )
 TABLE_INDEX = {t.name: i for i, t in enumerate(TABLES)}
 
@@ -97,7 +99,7 @@ HEADER: tuple[Field, ...] = (
     Field("header_size", "I"), Field("flags", "I"),
     *(Field(s, "I") for s in HEADER_STRINGS),
     Field("directory", "I", 2 * len(TABLES)),   # (offset, count) per table
-    Field("", "B", 24),
+    Field("", "B", 16),
 )
 HEADER_AT = {f.name: at for f, at in _offsets(HEADER) if f.name}
 HEADER_SIZE = sum(f.size for f in HEADER)
@@ -197,7 +199,8 @@ def c_header() -> str:
 
 def _c_table(name: str) -> str:
     # the C names of the tables, as the library has always spelled them
-    return {"modset_members": "MEMBERS", "section_names": "SECNAMES"}.get(name, name.upper())
+    return {"modset_members": "MEMBERS", "section_names": "SECNAMES",
+            "vmlinux_symbols": "VSYMS"}.get(name, name.upper())
 
 
 def main(argv: list[str]) -> int:

@@ -61,7 +61,7 @@ def _dtype(table: Table) -> np.dtype:
 # Table order in the directory; "strings" counts bytes, the others entries.
 TABLES = tuple((t.name, _dtype(t)) for t in FORMAT_TABLES)
 (MODULE_DTYPE, MEMBER_DTYPE, MODSET_DTYPE, OBJECT_DTYPE, SECNAME_DTYPE, SECTION_DTYPE,
- SYMBOL_DTYPE, SEGMENT_DTYPE, ANCHOR_DTYPE) = (d for _, d in TABLES[1:])
+ SYMBOL_DTYPE, SEGMENT_DTYPE, ANCHOR_DTYPE, VMLINUX_SYMBOL_DTYPE) = (d for _, d in TABLES[1:])
 
 
 def _header_part(start: int, end: int) -> struct.Struct:
@@ -262,6 +262,7 @@ class SymsFile:
     symbols: np.ndarray
     segments: np.ndarray
     anchors: np.ndarray
+    vmlinux_symbols: np.ndarray
     meta_kernel_release: str
     meta_build_id: str
     meta_tool_version: str
@@ -305,6 +306,7 @@ class SymsFile:
         self.modules, self.modset_members, self.modsets = t["modules"], t["modset_members"], t["modsets"]
         self.objects, self.section_names, self.sections = t["objects"], t["section_names"], t["sections"]
         self.symbols, self.segments, self.anchors = t["symbols"], t["segments"], t["anchors"]
+        self.vmlinux_symbols = t["vmlinux_symbols"]
 
     def _index_modules(self) -> None:
         self.module_names = [self.string(int(o)) for o in self.modules["name"]]
@@ -385,6 +387,7 @@ class SymsFile:
          self.meta_placement) = (self.string(o) for o in self._header_strings)
         check(self.anchors["symbol"], len(symbols), "anchor symbol")
         check(self.anchors["segment"], len(self.segments), "anchor segment")
+        check(self.vmlinux_symbols["name"], n_str, "vmlinux symbol name")
         self._index_modules()
 
     # -- decoding -------------------------------------------------------------
