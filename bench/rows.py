@@ -603,6 +603,19 @@ def row_c_load_modules(b: Bench) -> list[dict]:
 N_COMPRESSED_MODULES = 150   # a distribution host's loaded modules (issue 21 part 3)
 
 
+def _module_files(root: str, modules: list[str]) -> dict[str, str]:
+    """Each module's plain .ko under ROOT (its path relative to ROOT), by
+    its kernel name (as kallsyms spells it, '-' read as '_')."""
+    found = {}
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            if name.endswith(".ko"):
+                mod = name[:-len(".ko")].replace("-", "_")
+                if mod in modules:
+                    found.setdefault(mod, os.path.relpath(os.path.join(dirpath, name), root))
+    return found
+
+
 def _compressed_install(b: Bench, suffix: str) -> tuple[str, str, str, int]:
     """A host with N_COMPRESSED_MODULES loaded modules installed compressed
     as a distribution does (signed is immaterial to the cost): the
@@ -611,7 +624,6 @@ def _compressed_install(b: Bench, suffix: str) -> tuple[str, str, str, int]:
     other line), each .ko compressed by the distribution's tool, with a
     modules.dep.  Returns (kallsyms, modules directory, an empty
     /proc/modules, bytes of compressed files)."""
-    from kmodsyms.loadable import find_module_files
     tool = {".xz": ["xz", "-c", "-T1"], ".zst": ["zstd", "-q", "-c"]}[suffix]
     with open(b.corpus.kallsyms, "rb") as f:
         text = f.read()
@@ -622,7 +634,7 @@ def _compressed_install(b: Bench, suffix: str) -> tuple[str, str, str, int]:
             lines_of.setdefault(tag[1:-1].decode(), []).append(line)
         else:
             core.append(line)
-    found = find_module_files(b.corpus.load_root, list(lines_of))
+    found = _module_files(b.corpus.load_root, list(lines_of))
     names = [m for m in lines_of if m in found]
     if not names:
         raise RuntimeError(f"no .ko of kallsyms' loaded modules under {b.corpus.load_root}")

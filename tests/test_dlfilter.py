@@ -22,7 +22,7 @@ import pytest
 
 from conftest import ROOT
 from perf_data import write_perf_data
-from test_dtrace_consumer import (NEEDS_VMLINUX_SIZES, OUTSIDE_VMLINUX_A, PSEUDO, corpus_truth,
+from test_dtrace_consumer import (OUTSIDE_VMLINUX_A, PSEUDO, corpus_truth,
                                   fixture_truth, kallsyms_lines)
 
 CSRC = os.path.join(ROOT, "contrib", "c")
@@ -116,7 +116,6 @@ def test_corpus_built_in_and_loaded(dlfilter, corpus, corpus_syms):
 
 
 @pytest.mark.corpus
-@pytest.mark.xfail(reason=NEEDS_VMLINUX_SIZES, strict=True)
 def test_corpus_version_timestamp_symbols_in_vmlinux(dlfilter, corpus, corpus_syms):
     """linux_banner and init_uts_ns (init/version-timestamp.o, linked
     outside vmlinux.a) lie in vmlinux."""

@@ -43,15 +43,9 @@ SITUATIONS = ("plain", ".xz", ".zst", ".gz", "absent")
 FIXTURE_MODULES = ("fs/fuse/fuse.ko",)
 
 # What is not done yet (issue 21 part 1).
-NEEDS_ESTIMATES = "the Python API's kallmodsyms_lines() prints 0 where a size is not exact, " \
-                  "where kmodsyms-c kallmodsyms prints the estimate (issue 21 part 1): dtrace " \
-                  "grows no range from a size-0 line, so a loaded module without its .ko " \
-                  "gets none"
 # init/version-timestamp.o is linked outside vmlinux.a (issue 21 part 1.3):
 # kmodsyms gives these lines an estimate, not vmlinux's ELF size, yet.
 OUTSIDE_VMLINUX_A = frozenset({"linux_banner", "init_uts_ns"})
-NEEDS_VMLINUX_SIZES = "vmlinux's ELF size for symbols of objects linked outside vmlinux.a " \
-                      "(issue 21 part 1.3)"
 
 @pytest.fixture(scope="session")
 def consumer(tmp_path_factory):
@@ -321,14 +315,7 @@ def run_situation(consumer, tree, syms, truth, rels, situation, source, tmp, pro
     return table
 
 
-def xfail_for(situation: str, source: str):
-    """The marks of a case that cannot pass yet."""
-    if situation == "absent" and source == "python":
-        return [pytest.mark.xfail(reason=NEEDS_ESTIMATES, strict=True)]
-    return []
-
-
-CASES = [pytest.param(s, src, id=f"{src}-{s.lstrip('.')}", marks=xfail_for(s, src))
+CASES = [pytest.param(s, src, id=f"{src}-{s.lstrip('.')}")
          for s in SITUATIONS for src in ("c", "python")]
 
 
@@ -344,7 +331,6 @@ def test_fixture_replay(consumer, fixture_tree, fixture_syms, tmp_path, situatio
 
 
 @pytest.mark.corpus
-@pytest.mark.xfail(reason=NEEDS_VMLINUX_SIZES, strict=True)
 @pytest.mark.parametrize("source", ["c", "python"])
 def test_corpus_version_timestamp_symbols_sized(consumer, corpus, corpus_syms, tmp_path, source):
     """linux_banner and init_uts_ns get vmlinux's ELF size (about 165 and 432)."""
@@ -500,9 +486,6 @@ def test_corpus_spans_as_dtrace_builds_them(consumer, corpus, corpus_syms):
 
 
 @pytest.mark.corpus
-@pytest.mark.xfail(reason="kms_module_spans() gives an empty span for a line of exact size 0 "
-                   "(an __initcall_ entry), where dt_modsym_addsym() grows no range",
-                   strict=True)
 def test_corpus_spans_never_empty(consumer, corpus, corpus_syms):
     _count, empty = check_spans_as_dtrace_builds_them(consumer, corpus, corpus_syms,
                                                       corpus_truth(corpus), corpus)

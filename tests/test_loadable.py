@@ -206,7 +206,7 @@ def test_kernel_lettered_module_lines_keep_their_ko_answers(fixture_syms, fixtur
     (tests/test_live.py): with its .ko matched, every line still gets the
     .ko's size and binding (cleanup_module global though printed `t`)."""
     kallsyms = kernel_lettered_fixture(tmp_path)
-    r = load(fixture_syms, kallsyms, cache=False, modules_dir=fixture_tree)
+    r = load(fixture_syms, kallsyms, modules_dir=fixture_tree)
     assert check_module_answers(r, FUSE_KO, kallsyms, "fuse", "fs/fuse/fuse.ko") >= 10
     assert [rec.binding for rec in r.lookup("cleanup_module", "fuse")] == ["global"]
 
@@ -214,7 +214,7 @@ def test_kernel_lettered_module_lines_keep_their_ko_answers(fixture_syms, fixtur
 @pytest.mark.xfail(strict=True, reason="a module line's letter case says exported or not, not its "
                    "ELF binding; without the .ko the resolver still reads lower case as local")
 def test_kernel_lettered_module_line_without_ko_claims_no_local_binding(fixture_syms, tmp_path):
-    r = load(fixture_syms, kernel_lettered_fixture(tmp_path), cache=False)
+    r = load(fixture_syms, kernel_lettered_fixture(tmp_path))
     (rec,) = r.lookup("cleanup_module", "fuse")
     assert rec.binding != "local", rec
 

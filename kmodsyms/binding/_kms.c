@@ -559,10 +559,11 @@ static int kallmodsyms_line(const struct kms_line *l, void *arg)
 {
     struct text_out *o = arg;
     char head[64];
-    /* the size UEK printed: the symbol's exact size, 0 when not known */
-    uint64_t size = l->size_kind == KMS_SIZE_EXACT ? l->sym_size : 0;
+    /* the exact size, else the estimate (R48, R49), so that dt_module.c, which
+     * grows a module's range only from lines of nonzero size, never loses a
+     * loaded module whose .ko was not read; 0 only when nothing is known */
     int n = snprintf(head, sizeof head, "%016llx %llx %c ", (unsigned long long)l->address,
-                     (unsigned long long)size, l->type);
+                     (unsigned long long)l->sym_size, l->type);
     if (put(o, head, (size_t)n) || put(o, l->name, l->name_len))
         return -1;
     for (uint32_t k = 0; k < l->nmodules; k++)
