@@ -7,7 +7,7 @@ Builds the corpus' dtrace_syms into a scratch directory, compresses it with
 the xz and zstd command-line tools at their default and maximum levels, and
 times, interleaved in one run: decompressing each (Python's lzma; the
 zstandard module when installed) against the two loads it would add to, a
-cold ``kmodsyms.load()`` and one restored from a snapshot.  Prints one line
+``kmodsyms.load()`` (libkmodsyms, which maps the file).  Prints one line
 per file: size, saving, decompression time and its ratio to each load.
 """
 
@@ -66,7 +66,6 @@ def main(argv=None) -> int:
     from kmodsyms.build.thick import read_thick
     work = tempfile.mkdtemp(prefix="kmodsyms-compress-")
     try:
-        os.environ["XDG_CACHE_HOME"] = os.path.join(work, "cache")   # snapshots of this run only
         syms = os.path.join(work, "dtrace_syms")
         thick = os.path.join(tree, "modules_thick.builtin.reference")
         build(tree, read_thick(thick), thick, syms, use_cache=False)
@@ -83,19 +82,15 @@ def main(argv=None) -> int:
             if fn is not None:
                 assert fn() == open(syms, "rb").read()
                 files[name] = (out, fn)
-        kmodsyms.load(syms, kallsyms)       # saves the snapshot the restored loads use
-        fns = [_timed(lambda: kmodsyms.load(syms, kallsyms, cache=False)),
-               _timed(lambda: kmodsyms.load(syms, kallsyms))]
+        fns = [_timed(lambda: kmodsyms.load(syms, kallsyms))]
         fns += [_timed(fn) for _, fn in files.values()]
         samples = [median(s) for s in interleaved(fns, args.runs)]
-        cold, restored = samples[:2]
-        print(f"dtrace_syms {size:,} bytes; load(): cold {cold * 1e3:.1f} ms, "
-              f"from a snapshot {restored * 1e3:.1f} ms (medians of {args.runs})")
-        for (name, (path, _)), t in zip(files.items(), samples[2:]):
+        cold = samples[0]
+        print(f"dtrace_syms {size:,} bytes; load(): {cold * 1e3:.1f} ms (medians of {args.runs})")
+        for (name, (path, _)), t in zip(files.items(), samples[1:]):
             packed = os.path.getsize(path)
             print(f"{name:9} {packed:>10,} bytes ({packed / size:5.1%}, saves {size - packed:,}); "
-                  f"decompress {t * 1e3:6.1f} ms = {t / cold:4.2f}x cold load, "
-                  f"{t / restored:5.2f}x snapshot load")
+                  f"decompress {t * 1e3:6.1f} ms = {t / cold:4.2f}x the load")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -41,7 +41,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--json", metavar="PATH", default=DEFAULT_JSON, help=f"[default: {DEFAULT_JSON}]")
     p.add_argument("--only", metavar="ROW", action="append", default=[],
                    help="run only this row (repeatable or comma-separated): "
-                        + ", ".join(ROWS) + " (or 1-13)")
+                        + ", ".join(ROWS) + " (or 1-14)")
     p.add_argument("--keep", action="store_true", help="keep the scratch directory")
     return p.parse_args(argv)
 
@@ -118,9 +118,6 @@ def main(argv=None) -> int:
     status = 0
     try:
         corpus = choose(args.corpus, args.synthetic, workdir, log)
-        # From here on, snapshots (kmodsyms.snapshot) go to the run's scratch,
-        # not the user's cache (which keeps the unpacked corpus).
-        os.environ["XDG_CACHE_HOME"] = os.path.join(workdir, "xdg-cache")
         _byte_compile(log)
         header = machine()
         header["loadavg_start"] = os.getloadavg()[0]

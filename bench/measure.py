@@ -47,8 +47,8 @@ def interleaved(fns: Sequence[Callable[[], float]], runs: int, warmup: int = 1) 
 def kmodsyms_cmd() -> list[str]:
     """The ``kmodsyms`` console script of this interpreter (not a pyenv shim,
     whose bash start-up would be billed to us), else ``python -m kmodsyms``:
-    the same entry point (kmodsyms.__main__, which offers resolve and lookup
-    to the snapshot path first), not the typer CLI behind it."""
+    the same entry point (kmodsyms.__main__, which runs resolve and lookup
+    without typer), not the typer CLI behind it."""
     script = os.path.join(os.path.dirname(sys.executable), "kmodsyms")
     if os.path.exists(script):
         return [script]

@@ -16,6 +16,7 @@ from typing import Optional
 import numpy as np
 
 from .corpus import Corpus, ar_members, replicate_tree
+from .debuginfo_row import row_debuginfo
 from .measure import interleaved, kmodsyms_cmd, median, wall
 
 N_ADDRESSES = 1_000_000
@@ -150,26 +151,20 @@ def _drgn_loader():
 
 
 def row_load(b: Bench) -> list[dict]:
+    """A cold kmodsyms.load() in-process (libkmodsyms through the binding:
+    map and check dtrace_syms, read kallsyms, place, attribute, index)
+    against drgn's kallsyms loader on the same file, alternating."""
     import kmodsyms
-    import kmodsyms.resolver  # noqa: F401  (imports outside the timing)
+    import kmodsyms.binding  # noqa: F401  (imports outside the timing)
     syms, ks = b.syms(), b.corpus.kallsyms
     state = {}
 
-    def timed_load(cache: bool) -> float:
+    def ours() -> float:
         state.pop("r", None)
         gc.collect()
         t0 = time.perf_counter()
-        state["r"] = kmodsyms.load(syms=syms, kallsyms=ks, cache=cache)
+        state["r"] = kmodsyms.load(syms=syms, kallsyms=ks)
         return time.perf_counter() - t0
-
-    # The first load of the pair saves its snapshot (the warm-up); the timed
-    # loads restore it, as every later start-up on one boot does.  The cold
-    # load (cache=False: read, place, index) is timed alongside.
-    def ours() -> float:
-        return timed_load(True)
-
-    def cold() -> float:
-        return timed_load(False)
 
     fn, why = _drgn_loader()
     call = None
@@ -194,23 +189,23 @@ def row_load(b: Bench) -> list[dict]:
         return time.perf_counter() - t0
 
     if call is None:
-        s, c = interleaved([ours, cold], b.runs)
-        return [result("load", "kmodsyms.load(syms, kallsyms) in-process", "s", median(s),
-                       target="<= 0.5x", samples={"ours": s, "cold": c},
-                       note=f"baseline missing: {why}; cold load {median(c):.3f}s",
-                       status="baseline missing")]
-    s, d, c = interleaved([ours, base, cold], b.runs)
+        s = interleaved([ours], b.runs)[0]
+        return [result("load", "kmodsyms.load(syms, kallsyms) in-process, cold", "s", median(s),
+                       target="<= 0.25x", samples={"ours": s},
+                       note=f"baseline missing: {why}", status="baseline missing")]
+    s, d = interleaved([ours, base], b.runs)
     o, r = median(s), median(d)
-    return [result("load", "kmodsyms.load(syms, kallsyms) in-process", "s", o, r, o / r,
-                   "<= 0.5x", o / r <= 0.5, {"ours": s, "baseline": d, "cold": c},
+    return [result("load", "kmodsyms.load(syms, kallsyms) in-process, cold", "s", o, r, o / r,
+                   "<= 0.25x", o / r <= 0.25, {"ours": s, "baseline": d},
                    f"baseline: {why} _load_proc_kallsyms(FILE, modules=True); "
-                   f"kallsyms {os.path.getsize(ks):,} bytes; restored from the snapshot the "
-                   f"first load saved; a cold load (cache=False) takes {median(c):.3f}s "
-                   f"({median(c) / r:.2f}x)")]
+                   f"kallsyms {os.path.getsize(ks):,} bytes; libkmodsyms through "
+                   "kmodsyms.binding, nothing cached anywhere")]
 
 
 # -- 4. resolve_many ------------------------------------------------------------
 def row_resolve_many(b: Bench) -> list[dict]:
+    """Resolver.resolve_many over a numpy uint64 array (any buffer serves):
+    the library's columnar resolve (kms_resolve_lines) through the binding."""
     import kmodsyms
     lo, hi, _ = b.core_range()
     r = kmodsyms.load(syms=b.syms(), kallsyms=b.corpus.kallsyms)
@@ -224,13 +219,14 @@ def row_resolve_many(b: Bench) -> list[dict]:
 
     s = interleaved([once], b.runs)[0]
     rate = N_ADDRESSES / median(s)
-    lines, sized = r.resolve_many(q)
-    answered = float(np.mean(np.asarray(lines) >= 0))
+    batch = r.resolve_many(q)
+    lines, sized = np.frombuffer(batch.lines, np.int32), np.frombuffer(batch.sized, np.uint8)
     return [result("resolve_many", f"resolve_many, {N_ADDRESSES:,} random core addresses", "addr/s",
-                   rate, None, None, ">= 2,000,000/s", rate >= 2_000_000,
+                   rate, None, None, ">= 10,000,000/s", rate >= 10_000_000,
                    {"seconds": s},
-                   f"uniform over [{lo:#x}, {hi:#x}], seed {SEED}; {answered:.1%} answered, "
-                   f"{float(np.mean(sized)):.1%} sized")]
+                   f"uniform over [{lo:#x}, {hi:#x}], seed {SEED}; {float(np.mean(lines >= 0)):.1%} "
+                   f"answered, {float(np.mean(sized)):.1%} sized; columns array('i') + "
+                   "array('B'), no object per address")]
 
 
 # -- 5. kmodsyms resolve, whole process ----------------------------------------
@@ -252,43 +248,35 @@ def import_time_us(module: str, runs: int = 5) -> float:
 
 
 def row_resolve_cli(b: Bench) -> list[dict]:
-    """Whole ``kmodsyms resolve`` processes against cat + python.  The first
-    run of a pair of files loads them in full and saves a snapshot
-    (kmodsyms.snapshot); the timed runs answer from it (kmodsyms.quick), as
-    every later run on the same boot does.  The full load's cost is measured too
-    (``--no-cache``) and given in the note."""
+    """Whole cold ``kmodsyms resolve ADDR`` processes against cat + python:
+    nothing is cached anywhere (every run loads through the library), and
+    the process imports neither typer nor numpy."""
     syms, ks = b.syms(), b.corpus.kallsyms
     _, _, addr = b.core_range()
-    cache_home = os.environ["XDG_CACHE_HOME"]   # the run's own (bench/main.py)
-    env = dict(os.environ)
     cmd = b.kmodsyms + ["resolve", "--syms", syms, "--kallsyms", ks, f"{addr:#x}"]
-    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"kmodsyms resolve exited {out.returncode}: {out.stderr.strip()}")
     cat = ["cat", ks]
     py = [sys.executable, "-c", "pass"]
-    s, c, p, f = interleaved([lambda: wall(cmd, env=env), lambda: wall(cat), lambda: wall(py),
-                              lambda: wall(cmd + ["--no-cache"], env=env)], b.runs)
+    s, c, p = interleaved([lambda: wall(cmd), lambda: wall(cat), lambda: wall(py)], b.runs)
     o, r = median(s), median(c) + median(p)
-    quick_imports = import_time_us("kmodsyms.quick", runs=3 if b.quick else 5)
+    fast_imports = import_time_us("kmodsyms.cli.frontend", runs=3 if b.quick else 5)
+    binding_imports = import_time_us("kmodsyms.binding", runs=3 if b.quick else 5)
     cli_imports = import_time_us("kmodsyms.cli.app", runs=3 if b.quick else 5)
-    snapshots = os.path.join(cache_home, "kmodsyms")
-    size = sum(os.path.getsize(os.path.join(snapshots, n)) for n in os.listdir(snapshots))
-    return [result("resolve_cli", "kmodsyms resolve ADDR (process wall)", "s", o, r, o / r,
-                   "<= 1.5x", o / r <= 1.5, {"ours": s, "cat": c, "python_pass": p, "no_cache": f},
+    return [result("resolve_cli", "kmodsyms resolve ADDR (process wall, cold)", "s", o, r, o / r,
+                   "<= 3x", o / r <= 3.0, {"ours": s, "cat": c, "python_pass": p},
                    f"baseline: cat kallsyms >/dev/null ({median(c):.3f}s) + python -c pass "
-                   f"({median(p):.3f}s); answered from the snapshot the first run saved "
-                   f"({size / 2**20:.1f} MiB); a full load (--no-cache, as a first run) takes "
-                   f"{median(f):.3f}s ({median(f) / r:.1f}x); imports (-X importtime, cumulative): "
-                   f"kmodsyms.quick {quick_imports / 1000:.1f} ms, kmodsyms.cli.app "
-                   f"{cli_imports / 1000:.1f} ms; answer: {out.stdout.strip()}")]
+                   f"({median(p):.3f}s); no cache anywhere: each run loads through libkmodsyms; "
+                   f"imports (-X importtime, cumulative): kmodsyms.cli.frontend "
+                   f"{fast_imports / 1000:.1f} ms, kmodsyms.binding {binding_imports / 1000:.1f} ms "
+                   f"(typer's CLI, not imported: kmodsyms.cli.app {cli_imports / 1000:.1f} ms); "
+                   f"answer: {out.stdout.strip()}")]
 
 
 def row_lookup_cli(b: Bench) -> list[dict]:
-    """Whole ``kmodsyms lookup NAME`` processes against ``kmodsyms resolve
-    ADDR`` of the same symbol, both answered from the snapshot the first
-    run saved (kmodsyms.snapshot: the name is found by bisection in the
-    saved name-hash order)."""
+    """Whole cold ``kmodsyms lookup NAME`` processes against ``kmodsyms
+    resolve ADDR`` of the same symbol."""
     syms, ks = b.syms(), b.corpus.kallsyms
     _, _, addr = b.core_range()
     files = ["--syms", syms, "--kallsyms", ks]
@@ -301,22 +289,19 @@ def row_lookup_cli(b: Bench) -> list[dict]:
     found = subprocess.run(lookup, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if found.returncode != 0:
         raise RuntimeError(f"kmodsyms lookup exited {found.returncode}: {found.stderr.strip()}")
-    ours, base, cold = interleaved([lambda: wall(lookup), lambda: wall(resolve),
-                                    lambda: wall(lookup + ["--no-cache"])], b.runs)
+    ours, base = interleaved([lambda: wall(lookup), lambda: wall(resolve)], b.runs)
     o, r = median(ours), median(base)
-    return [result("lookup_cli", "kmodsyms lookup NAME (process wall)", "s", o, r, o / r,
-                   "<= 1.1x", o / r <= 1.1, {"ours": ours, "baseline": base, "no_cache": cold},
-                   f"baseline: kmodsyms resolve --json of the same symbol's address, from the "
-                   f"snapshot; lookup --no-cache (a full load and the name index) takes "
-                   f"{median(cold):.3f}s; answer: {found.stdout.strip()[:120]}")]
+    return [result("lookup_cli", "kmodsyms lookup NAME (process wall, cold)", "s", o, r, o / r,
+                   "<= 1.1x", o / r <= 1.1, {"ours": ours, "baseline": base},
+                   f"baseline: kmodsyms resolve --json of the same symbol's address; "
+                   f"answer: {found.stdout.strip()[:120]}")]
 
 
 # -- 6. loader memory ------------------------------------------------------------
 _MEM_SCRIPT = r"""
 import gc, json, os, resource, sys
-import numpy, kmodsyms, kmodsyms.resolver, kmodsyms.build.kallsyms, kmodsyms.format.symsfile
-syms, ks, mode, cache = sys.argv[1:5]
-cache = cache == "cache"
+import kmodsyms, kmodsyms.binding
+syms, ks, mode = sys.argv[1:4]
 
 def status(field):
     # VmHWM/VmRSS of this mm.  Not ru_maxrss: Linux carries ru_maxrss across
@@ -342,22 +327,21 @@ if mode == "rss":
     if before is None:
         how = "ru_maxrss"
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    r = kmodsyms.load(syms=syms, kallsyms=ks, cache=cache)
+    r = kmodsyms.load(syms=syms, kallsyms=ks)
     after = (status("VmHWM") if how == "VmHWM"
              else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
     print(json.dumps({"before": before, "after": after, "peak": after - before, "how": how}))
 else:
     import tracemalloc
     tracemalloc.start()
-    r = kmodsyms.load(syms=syms, kallsyms=ks, cache=cache)
+    r = kmodsyms.load(syms=syms, kallsyms=ks)
     cur, peak = tracemalloc.get_traced_memory()
     print(json.dumps({"peak": peak, "current": cur}))
 """
 
 
-def _mem(syms: str, ks: str, mode: str, cache: bool = True) -> dict:
-    out = subprocess.run([sys.executable, "-c", _MEM_SCRIPT, syms, ks, mode,
-                          "cache" if cache else "no-cache"],
+def _mem(syms: str, ks: str, mode: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", _MEM_SCRIPT, syms, ks, mode],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"memory probe exited {out.returncode}: {out.stderr.strip()[-500:]}")
@@ -365,28 +349,21 @@ def _mem(syms: str, ks: str, mode: str, cache: bool = True) -> dict:
 
 
 def row_memory(b: Bench) -> list[dict]:
-    """Peak memory of a start-up load: restoring the snapshot an earlier load
-    saved (the one untimed probe first), and, in the note, a cold load."""
+    """Peak memory of a cold start-up load (libkmodsyms through the binding)."""
     syms, ks = b.syms(), b.corpus.kallsyms
     size = os.path.getsize(ks)
     _mem(syms, ks, "rss")
     rss = [_mem(syms, ks, "rss") for _ in range(b.runs)]
-    cold = [_mem(syms, ks, "rss", cache=False) for _ in range(3 if b.quick else b.runs)]
     tm = [_mem(syms, ks, "tracemalloc") for _ in range(3 if b.quick else b.runs)]
     peak = median([x["peak"] for x in rss])
-    cold_peak = median([x["peak"] for x in cold])
     tpeak = median([x["peak"] for x in tm])
-    tcur = median([x["current"] for x in tm])
     ratio = peak / size
     return [result("memory", "load(): peak RSS above the interpreter / kallsyms size", "bytes",
-                   peak, size, ratio, "<= 3x", ratio <= 3.0,
-                   {"rss": rss, "cold": cold, "tracemalloc": tm},
+                   peak, size, ratio, "<= 3x", ratio <= 3.0, {"rss": rss, "tracemalloc": tm},
                    f"fresh subprocess, {rss[0]['how']} after load - RSS after imports "
-                   f"({median([x['before'] for x in rss]) / 2**20:.0f} MiB), restoring the snapshot; "
-                   f"baseline = kallsyms text size; a cold load (cache=False) peaks at "
-                   f"{cold_peak / 2**20:.1f} MiB ({cold_peak / size:.2f}x); tracemalloc: peak "
-                   f"{tpeak / size:.2f}x, retained {tcur / size:.2f}x; "
-                   f"syms file {os.path.getsize(syms):,} bytes")]
+                   f"({median([x['before'] for x in rss]) / 2**20:.0f} MiB); baseline = kallsyms "
+                   f"text size; Python objects (tracemalloc peak) {tpeak / size:.3f}x: the "
+                   f"library's memory is its own; syms file {os.path.getsize(syms):,} bytes")]
 
 
 # -- 7. scan scaling ---------------------------------------------------------------
@@ -457,8 +434,8 @@ def row_refresh(b: Bench) -> list[dict]:
     for path, data in ((kallsyms, loaded[0]), (modules, loaded[1])):
         with open(path, "wb") as f:
             f.write(data)
-    r = kmodsyms.load(syms=b.syms(), kallsyms=kallsyms, cache=False,
-                      modules_dir=b.corpus.load_root, proc_modules=modules)
+    r = kmodsyms.load(syms=b.syms(), kallsyms=kallsyms, modules_dir=b.corpus.load_root,
+                      proc_modules=modules)
 
     def unchanged() -> float:
         t0 = time.perf_counter()
@@ -494,8 +471,7 @@ def row_refresh(b: Bench) -> list[dict]:
                    "<= 1 ms", o <= 0.001, {"ours": s, "baseline": base, "changed": c},
                    f"baseline: reading /proc/modules ({len(loaded[1]):,} bytes here); "
                    f"mean of {calls} calls per sample; a refresh after [{module.decode()}] "
-                   f"is loaded or unloaded takes {median(c):.3f}s (kallsyms read again, "
-                   "vmlinux's placement kept, modules matched again)")]
+                   f"is loaded or unloaded takes {median(c):.3f}s (the sources loaded again)")]
 
 
 # -- 9. the C loader (contrib/c, libkmodsyms) ------------------------------------
@@ -566,11 +542,15 @@ def _module_install(b: Bench) -> tuple[str, str, list[str]]:
     kernel/PATH under a scratch modules directory with its modules.dep,
     and a /proc/modules of kallsyms' loaded modules (row refresh's).
     Returns (modules directory, /proc/modules file, the .ko paths)."""
-    from kmodsyms.loadable import find_module_files
     with open(b.corpus.kallsyms, "rb") as f:
         listing = _modules_listing(f.read())[1]
     loaded = [line.split()[0].decode() for line in listing.splitlines()]
-    found = find_module_files(b.corpus.load_root, loaded)
+    found = {}
+    for d, _dirs, names in os.walk(b.corpus.load_root):
+        for n in names:
+            if n.endswith(".ko") and n[:-3].replace("-", "_") in loaded:
+                found.setdefault(n[:-3].replace("-", "_"),
+                                 os.path.relpath(os.path.join(d, n), b.corpus.load_root))
     moddir = os.path.dirname(b.path("c_load_modules", "lib", "modules.dep"))
     names = [name for name in loaded if name in found]
     files = [os.path.join("kernel", found[name]) for name in names]
@@ -620,6 +600,140 @@ def row_c_load_modules(b: Bench) -> list[dict]:
                    f"user reads it (no cores)")]
 
 
+N_COMPRESSED_MODULES = 150   # a distribution host's loaded modules (issue 21 part 3)
+
+
+def _module_files(root: str, modules: list[str]) -> dict[str, str]:
+    """Each module's plain .ko under ROOT (its path relative to ROOT), by
+    its kernel name (as kallsyms spells it, '-' read as '_')."""
+    found = {}
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            if name.endswith(".ko"):
+                mod = name[:-len(".ko")].replace("-", "_")
+                if mod in modules:
+                    found.setdefault(mod, os.path.relpath(os.path.join(dirpath, name), root))
+    return found
+
+
+def _compressed_install(b: Bench, suffix: str) -> tuple[str, str, str, int]:
+    """A host with N_COMPRESSED_MODULES loaded modules installed compressed
+    as a distribution does (signed is immaterial to the cost): the
+    corpus's loaded modules with a .ko, copied round-robin under new names
+    (MOD_cNNN, its kallsyms lines moved to a base of its own above every
+    other line), each .ko compressed by the distribution's tool, with a
+    modules.dep.  Returns (kallsyms, modules directory, an empty
+    /proc/modules, bytes of compressed files)."""
+    tool = {".xz": ["xz", "-c", "-T1"], ".zst": ["zstd", "-q", "-c"]}[suffix]
+    with open(b.corpus.kallsyms, "rb") as f:
+        text = f.read()
+    core, lines_of = [], {}
+    for line in text.splitlines(keepends=True):
+        tag = line.rstrip(b"\n").rpartition(b"\t")[2]
+        if tag.startswith(b"["):
+            lines_of.setdefault(tag[1:-1].decode(), []).append(line)
+        else:
+            core.append(line)
+    found = _module_files(b.corpus.load_root, list(lines_of))
+    names = [m for m in lines_of if m in found]
+    if not names:
+        raise RuntimeError(f"no .ko of kallsyms' loaded modules under {b.corpus.load_root}")
+    top = max(int(line.split()[0], 16) for line in text.splitlines() if line.strip())
+    align = 1 << 20
+    base = (top // align + 1) * align
+    moddir = os.path.dirname(b.path(f"c_load_compressed{suffix}", "lib", "modules.dep"))
+    out, dep, size = list(core), [], 0
+    packed = {}
+    for k in range(N_COMPRESSED_MODULES):
+        mod = names[k % len(names)]
+        new = f"{mod}_c{k:03d}"
+        addrs = [int(line.split()[0], 16) for line in lines_of[mod]]
+        low, high = min(addrs), max(addrs)
+        for line, a in zip(lines_of[mod], addrs):
+            fields = line.split(b" ", 1)
+            rest = fields[1].rpartition(b"\t")[0]
+            out.append(b"%016x %s\t[%s]\n" % (base + a - low, rest, new.encode()))
+        base += ((high - low) // align + 2) * align
+        if base >= 2**64:
+            raise RuntimeError("the copies do not fit above the kernel's lines")
+        rel = f"kernel/{os.path.dirname(found[mod])}/{new}.ko{suffix}"
+        if mod not in packed:
+            with open(os.path.join(b.corpus.load_root, found[mod]), "rb") as f:
+                packed[mod] = subprocess.run(tool, input=f.read(), capture_output=True,
+                                             check=True).stdout
+        os.makedirs(os.path.join(moddir, os.path.dirname(rel)), exist_ok=True)
+        with open(os.path.join(moddir, rel), "wb") as f:
+            f.write(packed[mod])
+        size += len(packed[mod])
+        dep.append(f"{rel}:\n")
+    with open(os.path.join(moddir, "modules.dep"), "w") as f:
+        f.writelines(dep)
+    kallsyms = b.path(f"c_load_compressed{suffix}", "kallsyms")
+    with open(kallsyms, "wb") as f:
+        f.writelines(out)
+    proc_modules = b.path(f"c_load_compressed{suffix}", "modules")
+    open(proc_modules, "wb").close()
+    return kallsyms, moddir, proc_modules, size
+
+
+def row_c_load_compressed(b: Bench) -> list[dict]:
+    """Cold kms_load_opts() of a host with 150 loaded modules installed as
+    .ko.xz and as .ko.zst (each read, decompressed and matched at every
+    load), the first load of a process and a second one in it (nothing is
+    kept between loads: the second costs what the first does), against
+    kms_load() of the same kallsyms reading no .ko; and the lazy way
+    (KMS_LOAD_DEFER_MODULES, then kms_read_modules() of the one module a
+    caller first asks about) in the note."""
+    rows = []
+    for suffix in (".xz", ".zst"):
+        tool = {".xz": "xz", ".zst": "zstd"}[suffix]
+        rid = f"c_load_compressed{suffix.replace('.', '_')}"
+        what = (f"C kms_load_opts() with {N_COMPRESSED_MODULES} loaded modules' .ko{suffix}, "
+                "cold / again / reading no .ko")
+        if not shutil.which(tool):
+            rows.append(result(rid, what, "s", status="skipped", note=f"no {tool} tool"))
+            continue
+        syms = b.syms()
+        kallsyms, moddir, proc_modules, size = _compressed_install(b, suffix)
+        last: dict = {}
+
+        again: list[float] = []
+
+        def cold() -> float:
+            last.update(_kms(b, "load-modules", syms, kallsyms, moddir, proc_modules, 2))
+            again.append(last["seconds"][1])
+            return last["seconds"][0]
+
+        def plain() -> float:
+            return _kms(b, "load", syms, kallsyms, 1)["seconds"][0]
+
+        deferred: dict = {"first": []}
+
+        def lazy() -> float:
+            got = _kms(b, "load-deferred", syms, kallsyms, moddir, proc_modules, 1)
+            deferred["first"] += got["first"]
+            deferred["module"] = got["module"]
+            return got["seconds"][0]
+
+        samples = interleaved([cold, plain, lazy], b.runs)
+        if last["matched"] != N_COMPRESSED_MODULES:
+            raise RuntimeError(f"kms-bench load-modules matched {last['matched']} of the "
+                               f"{N_COMPRESSED_MODULES} .ko{suffix} files")
+        o, p, a = median(samples[0]), median(samples[1]), median(again[-len(samples[0]):])
+        lz, first = median(samples[2]), median(deferred["first"][-len(samples[2]):])
+        rows.append(result(rid, what, "s", o, p, o / p, "(measured: issue 21 part 3)", None,
+                           {"ours": samples[0], "again": again[-len(samples[0]):],
+                            "baseline": samples[1], "deferred": samples[2],
+                            "first_module": deferred["first"][-len(samples[2]):]},
+                           f"again (a second load in the process): {a:.3f}s, {a / p:.2f}x; "
+                           f"KMS_LOAD_DEFER_MODULES: the load {lz:.3f}s ({lz / p:.2f}x), then "
+                           f"kms_read_modules() of one ({deferred['module']}) {first:.3f}s; "
+                           f"{N_COMPRESSED_MODULES} copies of the corpus's loaded modules "
+                           f"({size:,} bytes compressed, {last['sized']:,} lines sized); "
+                           f"baseline: kms_load() of the same kallsyms, no .ko read"))
+    return rows
+
+
 def _c_resolve_row(b: Bench, mode: str, row_id: str, what: str) -> list[dict]:
     """Rows c_resolve and c_resolve_many: kms-bench MODE of the same N_ADDRESSES
     addresses (kms-bench makes them from the range)."""
@@ -661,6 +775,64 @@ def row_c_memory(b: Bench) -> list[dict]:
                    f"{os.path.getsize(syms) / 2**20:.1f} MiB, shared with the page cache)")]
 
 
+# -- 14. DTrace's module table from libkmodsyms (contrib/dtrace) -----------------------
+def _dt_module(b: Bench, *args) -> dict:
+    """contrib/dtrace's kms-dt-module ``time``, built into the scratch dir once."""
+    out = b.path("clib", "kms-dt-module")
+    if not os.path.exists(out):
+        src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "contrib", "c")
+        subprocess.run(["make", "-s", "-C", src, f"O={os.path.dirname(out)}", out],
+                       check=True, stdout=subprocess.DEVNULL)
+    proc = subprocess.run([out] + [str(a) for a in args] + ["time"], capture_output=True,
+                          text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"kms-dt-module exited {proc.returncode}: {proc.stderr.strip()}")
+    return json.loads(proc.stdout)
+
+
+def row_c_dtrace_update(b: Bench) -> list[dict]:
+    """dtrace_update()'s kernel part changed as docs/dtrace-utils.md says:
+    cold kms_load_opts() (with the loaded modules' .ko) and kms_foreach()
+    into dtrace's module table, against today's read loop over the
+    /proc/kallmodsyms text of the same lines (getline, sscanf, the same
+    table), each in a fresh process, alternating."""
+    import kmodsyms
+    syms, ks = b.syms(), b.corpus.kallsyms
+    text = b.path("c_dtrace_update", "kallmodsyms")
+    r = kmodsyms.load(syms=syms, kallsyms=ks, modules_dir=b.corpus.load_root)
+    with open(text, "w", encoding="utf-8", errors="surrogateescape") as f:
+        f.writelines(t + "\n" for t in r.kallmodsyms_lines())
+    runs: dict = {"ours": [], "text": [], "plain": []}
+
+    def ours() -> float:
+        runs["ours"].append(_dt_module(b, "--syms", syms, "--kallsyms", ks, "--modules-dir",
+                                       b.corpus.load_root))
+        return runs["ours"][-1]["read"]
+
+    def kallmodsyms_text() -> float:
+        runs["text"].append(_dt_module(b, "--kallmodsyms", text))
+        return runs["text"][-1]["read"]
+
+    def plain() -> float:
+        runs["plain"].append(_dt_module(b, "--plain-kallsyms", ks))
+        return runs["plain"][-1]["read"]
+
+    samples = interleaved([ours, kallmodsyms_text, plain], b.runs)
+    o, t, p = (median(x) for x in samples)
+    last = runs["ours"][-1]
+    cpu = median([a["read_cpu"] for a in runs["ours"]]) / median([a["read_cpu"] for a in runs["text"]])
+    return [result("c_dtrace_update", "dtrace's module table from kms_load_opts()+kms_foreach() / "
+                   "from /proc/kallmodsyms text", "s", o, t, o / t, "<= 2x", o / t <= 2.0,
+                   {"ours": samples[0], "baseline": samples[1], "plain_kallsyms": samples[2]},
+                   f"baseline: the same program's read loop over 'kmodsyms kallmodsyms' output "
+                   f"({os.path.getsize(text):,} bytes) as dt_modsym_update() parses it; "
+                   f"{last['symbols']:,} symbols in {last['modules']} modules; dtrace on plain "
+                   f"kallsyms (no built-in modules) reads in {p:.3f}s; in CPU time the ratio is "
+                   f"{cpu:.2f}x; sorting the tables "
+                   f"{median([x['sort'] for x in runs['ours']]):.3f}s more, either way")]
+
+
 ROWS = {
     "build": row_build,
     "rebuild": row_rebuild,
@@ -673,12 +845,16 @@ ROWS = {
     "refresh": row_refresh,
     "c_load": row_c_load,
     "c_load_modules": row_c_load_modules,
+    "c_load_compressed": row_c_load_compressed,
     "c_resolve": row_c_resolve,
     "c_resolve_many": row_c_resolve_many,
     "c_memory": row_c_memory,
+    "debuginfo": row_debuginfo,
+    "c_dtrace_update": row_c_dtrace_update,
 }
 ALIASES = {"1": "build", "2": "rebuild", "3": "load", "4": "resolve_many", "5": "resolve_cli",
            "6": "memory", "7": "scaling", "resolve": "resolve_cli", "mem": "memory",
            "scan_scaling": "scaling", "lookup": "lookup_cli", "8": "refresh", "9": "c_load",
            "10": "c_resolve", "11": "c_memory", "12": "c_load_modules",
-           "13": "c_resolve_many"}
+           "13": "c_resolve_many", "14": "debuginfo", "15": "c_load_compressed",
+           "16": "c_dtrace_update"}

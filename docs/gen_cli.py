@@ -46,15 +46,21 @@ Conventions shared by every command:
   `kmodsyms: error: ...`, on stderr and exit with status **2**.  Usage errors
   (unknown option, missing argument) also exit 2.
 * `lookup` exits **1** when some name has no match or names an unknown
-  module; `resolve -` exits **1** when some line of stdin was not an address
-  (each bad line is answered in place: `LINE N: ...` on stderr, or
-  `{"input": ..., "error": ...}` with `--json`); `verify` exits **1** when
-  our attribution disagrees with the linker maps.
+  module; `resolve -` exits **1** when some line of stdin was not an address.
+  `resolve -` writes one line for every line it reads, so that `paste`
+  pairs them: a bad line gets `? ERROR` in its place (and `LINE N: ERROR`
+  on stderr), or `{"input": ..., "error": ...}` with `--json`; a blank line
+  an empty line, or `{"input": ""}`.  `verify` exits **1** when our
+  attribution disagrees with the linker maps.
 * Without a usable `dtrace_syms` for the running kernel (missing, or another
   kernel's), `resolve`, `lookup`, `kallmodsyms` and `annotate` answer from
-  kallsyms alone with one `kmodsyms: warning: ...` line; `--strict`, or a
-  file named with `--syms`, makes that an error
-  ([pipelines.md](pipelines.md#a-host-without-dtrace_syms)).
+  kallsyms alone with one `kmodsyms: warning: ...` line (none with
+  `--quiet`); the text formats then show a module they cannot know as `?`.
+  `--strict`, or a file named with `--syms`, makes that an error
+  ([pipelines.md](pipelines.md#a-host-without-dtrace_syms)).  `modules`
+  needs no `dtrace_syms` and gives no such warning.
+* Every command answers from a cold start and writes nothing but what the
+  user names: there is no cache.
 * `-h` is the same as `--help`.  On a terminal, typer renders the help with
   rich; the text below is the plain rendering of the same help.
 * `resolve`, `lookup` and `kallmodsyms` read the running kernel's

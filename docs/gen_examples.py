@@ -461,6 +461,8 @@ SKIPPING_FIXTURES = {
                    "(`apt-get install linux-source-6.12`; these are also `-m slow`)",
     "any_kernel": "the same source, each run for x86_64 and for s390, which also needs "
                   "`gcc-s390x-linux-gnu` (`-m slow`)",
+    "live": "the same source, QEMU (`qemu-system-x86`) and a static busybox (`busybox-static`), "
+            "each run for x86_64 with and without `CONFIG_KALLSYMS_ALL` (`-m live`)",
 }
 
 

@@ -12,16 +12,18 @@ The pipeline, one module per stage:
   :mod:`kmodsyms.build.elfimage`).  The three read ELF files (objects, vmlinux,
   .ko) through one layer, :mod:`kmodsyms.build.elffile`, with the constants of
   :mod:`kmodsyms.build.elfdefs`.
-* :mod:`kmodsyms.build.kallsyms` reads /proc/kallsyms; :mod:`kmodsyms.build.layout`
-  places every object of the file in the running kernel;
-  :mod:`kmodsyms.loadable` matches each loaded module with its own .ko;
-  :mod:`kmodsyms.resolver` indexes it all and answers address ->
-  ``mod`sym+off`` and ``mod`name`` -> address through the
-  :class:`kmodsyms.answer.Answerer` it holds, which makes the records.
-* :mod:`kmodsyms.snapshot` saves a loaded resolver's state so that the next
-  load restores it and the next ``kmodsyms resolve`` answers without numpy
-  (:mod:`kmodsyms.quick`; entry point: :mod:`kmodsyms.__main__`; CLI:
-  :mod:`kmodsyms.cli.app`, output shared by both in :mod:`kmodsyms.cli.frontend`).
+* :mod:`kmodsyms.build.layout` places every object section against
+  System.map (read by :mod:`kmodsyms.build.kallsyms`), which the file records as
+  its link layout; :mod:`kmodsyms.build.verify` checks the attribution against
+  the linker maps.
+* The run time is libkmodsyms (contrib/c), bound by :mod:`kmodsyms.binding`
+  (the extension ``pip install`` compiles from the library's sources): it
+  reads kallsyms, shifts the layout into the running kernel, matches the
+  loaded modules with their .ko files and answers address ->
+  ``mod`sym+off`` and ``mod`name`` -> address, as the records of
+  :mod:`kmodsyms.binding.records`.  The CLI (:mod:`kmodsyms.cli.app`) and the
+  commands that answer from a loaded kernel (:mod:`kmodsyms.cli.frontend`,
+  run without typer from :mod:`kmodsyms.__main__`) call it.
   docs/resolver.md section 10 shows the layers.
 
 :func:`load` is the entry point a tracer's start-up code calls.
@@ -30,12 +32,12 @@ The pipeline, one module per stage:
 __version__ = "0.1.0"
 
 
-def load(syms=None, kallsyms=None, force=False, cache=True, fallback=False, warn=None,
-         modules_dir=None, sysfs_root=None, proc_modules=None):
+def load(syms=None, kallsyms=None, force=False, fallback=False, warn=None, modules_dir=None,
+         sysfs_root=None, proc_modules=None, kallsyms_text=None, kallsyms_name=None):
     """Load ``dtrace_syms`` and kallsyms (and the loaded modules' .ko files)
-    and return a ready :class:`kmodsyms.resolver.Resolver`.  See its
-    docstring for the contract."""
-    from .resolver import load as _load
-    return _load(syms=syms, kallsyms=kallsyms, force=force, cache=cache, fallback=fallback,
-                 warn=warn, modules_dir=modules_dir, sysfs_root=sysfs_root,
-                 proc_modules=proc_modules)
+    through libkmodsyms and return a ready :class:`kmodsyms.binding.Resolver`.
+    See :func:`kmodsyms.binding.load` for the contract."""
+    from .binding import load as _load
+    return _load(syms=syms, kallsyms=kallsyms, force=force, fallback=fallback, warn=warn,
+                 modules_dir=modules_dir, sysfs_root=sysfs_root, proc_modules=proc_modules,
+                 kallsyms_text=kallsyms_text, kallsyms_name=kallsyms_name)

@@ -1,10 +1,10 @@
 """Console entry point (``kmodsyms``, ``python -m kmodsyms``).
 
-``kmodsyms resolve`` and ``kmodsyms lookup`` are first offered to
-:func:`kmodsyms.quick.quick_run`, which answers from a saved snapshot
-without importing typer or numpy (~0.15 s of imports, where the whole
-answer then takes ~70 ms); everything else, and whatever it declines, runs
-the typer CLI in :mod:`kmodsyms.cli.app`.
+The commands that answer from a loaded kernel (``resolve``, ``lookup``,
+``kallmodsyms``, ``modules``) run through :func:`kmodsyms.frontend.fast_main`
+without importing typer (its import costs more than the whole answer);
+everything else, and whatever that declines (``--help``, a malformed
+option), runs the typer CLI in :mod:`kmodsyms.cli.app`.
 """
 
 import sys
@@ -12,9 +12,9 @@ import sys
 
 def main() -> None:
     args = sys.argv[1:]
-    if args[:1] in (["resolve"], ["lookup"]):
-        from .quick import quick_run
-        status = quick_run(args[0], args[1:])
+    if args[:1] and args[0] in ("resolve", "lookup", "kallmodsyms", "modules"):
+        from .cli.frontend import fast_main
+        status = fast_main(args[0], args[1:])
         if status is not None:
             sys.exit(status)
     from .cli.app import main as cli_main

@@ -3,8 +3,7 @@
 Every failure a user can cause (a missing file, a corrupt dtrace_syms, a
 malformed line) is a :class:`KmodsymsError` whose message is one line saying
 what is wrong and what to do.  The CLI prints it and exits with status 2;
-anything else escaping is a bug.  The two warnings a load gives instead
-of failing are worded here too, for the API's ``warn`` and both CLI paths.
+anything else escaping is a bug.
 """
 
 
@@ -20,14 +19,3 @@ class StaleError(KmodsymsError):
     def __init__(self, message: str, evidence: str = ""):
         super().__init__(message)
         self.evidence = evidence
-
-
-def forced_warning(stale: KmodsymsError) -> str:
-    """The line ``--force`` (``load(force=True)``) gives on every load over
-    a mismatched file."""
-    return f"used anyway (--force), answers may be wrong: {stale}"
-
-
-def degraded_warning(kallsyms_source: str, why: str) -> str:
-    """The line every load that answers from kallsyms alone gives, once."""
-    return f"answering from {kallsyms_source} alone, built-in modules show as vmlinux: {why}"

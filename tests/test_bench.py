@@ -47,3 +47,20 @@ def test_bench_quick_c_load_modules(tmp_path):
     assert len(row["samples"]["ours"]) == len(row["samples"]["baseline"]) == 3
     assert "the .ko of 1 of the 1 loaded modules" in row["note"]
     assert "22 module lines sized" in row["note"]
+
+
+def test_bench_quick_c_dtrace_update(tmp_path):
+    """DTrace's module table from libkmodsyms against the kallmodsyms text
+    read loop, on the synthetic corpus (fixtures/kbuild)."""
+    if not (shutil.which("make") and shutil.which(os.environ.get("CC", "cc"))):
+        pytest.skip("cc or make is not installed")
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--only", "14", "--synthetic", "2",
+         "--json", str(out)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    [row] = json.loads(out.read_text())["rows"]
+    assert row["id"] == "c_dtrace_update" and row["status"] == "ok", row
+    assert len(row["samples"]["ours"]) == len(row["samples"]["baseline"]) == 3
+    assert "symbols in 10 modules" in row["note"], row["note"]

@@ -11,7 +11,7 @@ import pytest
 from conftest import FIXTURE
 from kmodsyms.build.writer import build
 from kmodsyms.errors import KmodsymsError, StaleError
-from kmodsyms.resolver import load
+from kmodsyms import load
 from kmodsyms.build.thick import read_thick
 
 KALLSYMS = os.path.join(FIXTURE, "kallsyms")
@@ -24,16 +24,16 @@ def cli(*args):
 
 
 def test_swapped_syms_and_kallsyms(fixture_syms):
-    code, err = cli("resolve", "--no-cache", "--syms", KALLSYMS, "--kallsyms", fixture_syms, "0x1")
+    code, err = cli("resolve", "--syms", KALLSYMS, "--kallsyms", fixture_syms, "0x1")
     assert code == 2 and f"{KALLSYMS} is a kallsyms text, not a dtrace_syms file" in err and "swapped" in err
     with pytest.raises(KmodsymsError, match=f"^{fixture_syms} is a dtrace_syms file, not a kallsyms: .*swapped"):
-        load(syms=fixture_syms, kallsyms=fixture_syms, cache=False)
+        load(syms=fixture_syms, kallsyms=fixture_syms)
 
 
 def test_kallsyms_cut_mid_line_is_truncated(fixture_syms, tmp_path):
     cut = tmp_path / "kallsyms"
     cut.write_bytes(open(KALLSYMS, "rb").read()[:2000])
-    code, err = cli("resolve", "--no-cache", "--syms", fixture_syms, "--kallsyms", str(cut), "0x1")
+    code, err = cli("resolve", "--syms", fixture_syms, "--kallsyms", str(cut), "0x1")
     assert code == 2 and f"{cut} ends in the middle of line" in err and "truncated" in err
 
 
@@ -41,7 +41,7 @@ def test_kallsyms_cut_between_lines_is_truncated(fixture_syms, tmp_path):
     lines = open(KALLSYMS, "rb").read().splitlines(keepends=True)
     cut = tmp_path / "kallsyms"
     cut.write_bytes(b"".join(lines[:len(lines) // 3]))
-    code, err = cli("resolve", "--no-cache", "--syms", fixture_syms, "--kallsyms", str(cut), "0x1")
+    code, err = cli("resolve", "--syms", fixture_syms, "--kallsyms", str(cut), "0x1")
     assert code == 2 and err.startswith(f"kmodsyms: error: {cut} lacks ") and "truncated" in err
     assert "rebuild dtrace_syms" not in err
 
@@ -54,7 +54,7 @@ def test_another_kernels_kallsyms_names_both(fixture_syms, tmp_path):
     other = tmp_path / "kallsyms"
     other.write_bytes(b"".join(moved))
     with pytest.raises(StaleError, match=f"^{fixture_syms} does not match {other}: .*different kernels"):
-        load(syms=fixture_syms, kallsyms=str(other), cache=False)
+        load(syms=fixture_syms, kallsyms=str(other))
 
 
 def test_stale_system_map_is_blamed_at_build(tmp_path):
@@ -74,7 +74,7 @@ def test_build_without_system_map_says_so(tmp_path):
     tree = tmp_path / "tree"
     shutil.copytree(FIXTURE, tree)
     os.unlink(tree / "System.map")
-    out = subprocess.run([sys.executable, "-m", "kmodsyms", "build", "--kbuild", str(tree), "--no-cache"],
+    out = subprocess.run([sys.executable, "-m", "kmodsyms", "build", "--kbuild", str(tree)],
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "no link layout: the tree has no System.map" in out.stdout

@@ -1,22 +1,22 @@
-"""libkmodsyms (contrib/c) answers exactly what the Python resolver answers.
+"""libkmodsyms (contrib/c) as DTrace builds it: with make, plainly and under
+AddressSanitizer and UndefinedBehaviorSanitizer, and its program
+``kmodsyms-c``.
 
-The library and its program ``kmodsyms-c`` are built with make into a
-temporary directory (skipped only when there is no C compiler or make), once
-plainly and once under AddressSanitizer and UndefinedBehaviorSanitizer.  Both
-sides then read the same files, and are compared:
+The library is the one resolver; tests/test_resolver.py, test_corpora.py
+and test_loadable.py hold its answers (through the binding) to the linker
+maps and ELF tables.  Here the sanitized build answers the same questions,
+held to the same truth, so that a memory error shows:
 
-* every kallsyms line's attribution (module set, object, size, type, binding);
-* every line's start, end-1 and end, and random addresses, record field by
-  field (the JSON of ``kmodsyms resolve --json``);
-* ``kallmodsyms``, byte for byte;
-* lookups of every duplicated name (and ``mod`name`` forms);
-* damaged dtrace_syms and kallsyms (tests/test_fuzz.py's mutations): the same
-  accept/refuse decision, the same answers when accepted, and no sanitizer
-  report.
-
-On the fixture and on every corpus of ../shared/kernels (x86_64 defconfig,
-arm64; each also reduced to a text-only kallsyms, as a kernel without
-CONFIG_KALLSYMS_ALL prints), skipped when absent.
+* every kallsyms line's attribution against truth.tsv (object, modules,
+  ELF size), full and text-only;
+* every line's start, end-1 and end, and random addresses, without a
+  sanitizer report, and each answer as the bound library gives it (the
+  program's JSON is ``kmodsyms resolve --json``'s, the same front end in C);
+* loaded modules' .ko files against their own ELF symbol tables
+  (pyelftools, readelf), on every ELF class and byte order;
+* damaged dtrace_syms and kallsyms (tests/test_fuzz.py's mutations): a
+  clean answer or one error line, never a sanitizer report;
+* the build itself: exports, soname, install.
 """
 
 from __future__ import annotations
@@ -35,16 +35,11 @@ from hypothesis import given, settings
 
 from conftest import FIXTURE, ROOT
 from kallsyms_variants import text_only
-from kmodsyms.errors import KmodsymsError
-from kmodsyms.cli.frontend import parse_name
-from kmodsyms.resolver import load
-from kmodsyms.format.symsfile import SymsFile
+from kmodsyms import load
 from test_fuzz import _COMMON, kallsyms_mutation, mutate_kallsyms, mutate_syms, syms_mutation
-from kmodsyms.loadable import module_name
 from test_loadable import (CORPUS_MODULES, FUSE_CORE, FUSE_KO, OTHER_FUSE_KO, ByStart,
-                           sample_module_lines,
                            distro_tree, elf_symbols, fake_sysfs, innermost, module_lines,
-                           readelf_symbols, runtime_symbols)
+                           module_name, readelf_symbols, runtime_symbols, sample_module_lines)
 
 CSRC = os.path.join(ROOT, "contrib", "c")
 FIXTURE_KALLSYMS = os.path.join(FIXTURE, "kallsyms")
@@ -52,7 +47,6 @@ N_RANDOM = 200_000
 SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=99",
                  "UBSAN_OPTIONS": "halt_on_error=1:exitcode=99:print_stacktrace=1"}
 FUZZ_CASES = settings(max_examples=40, **_COMMON)
-# Each case runs the sanitized program twice and loads in Python: ~0.3 s.
 FUZZ_CASES_SLOW = settings(max_examples=2_000, **_COMMON)
 
 
@@ -91,40 +85,49 @@ def text_only_file(tree: str, kallsyms: str, dest: str) -> str:
     return dest
 
 
-# ------------------------------------------------------------------ comparing
-def python_line_json(r, line: int) -> dict:
-    """What kmodsyms-c's ``lines`` prints for a line, from the Python resolver."""
-    rec = r.record(int(r.line_address[line]), line, False)
-    return {"address": f"{rec.start:#x}", "size": max(int(r.line_size[line]), 0),
-            "type": rec.type, "name": rec.symbol,
-            "modules": None if rec.origin == "core" else rec.modules,
-            "origin": rec.origin, "binding": rec.binding, "object": rec.object}
-
-
-def _lookup_args(spec: str):
-    """(name, module, offset) of a lookup spec, as 'kmodsyms lookup' reads it."""
-    module, name, offset = parse_name(spec)
-    return name, module, offset
-
-
+# ------------------------------------------------------------------ answering
 def json_lines(data: bytes) -> list[dict]:
     return [json.loads(line) for line in data.decode("utf-8").splitlines()]
 
 
-def compare_resolve(clib, syms, kallsyms, r, addresses, sanitized=False) -> None:
-    stdin = "".join(f"{a:#x}\n" for a in addresses).encode()
-    got = json_lines(run_c(clib, ["resolve", "--syms", syms, "--kallsyms", kallsyms],
-                           stdin=stdin, sanitized=sanitized).stdout)
-    assert len(got) == len(addresses)
-    for a, c in zip(addresses, got):
-        want = r.resolve(a).to_json()
-        assert c == want, (hex(a), c, want)
+def probes_of(lines: list[dict], random_count: int, seed: int = 20261201) -> list[int]:
+    """Every line's start, end-1 and end (end: address + size, or + 1
+    unsized), random addresses over their span, and the extremes."""
+    starts = np.array([int(d["address"], 16) for d in lines], dtype=np.uint64)
+    ends = starts + np.maximum(np.array([d["size"] for d in lines], dtype=np.uint64), 1)
+    rng = np.random.default_rng(seed)
+    rand = rng.integers(int(starts.min()), int(starts.max()) + 0x10000, size=random_count,
+                        dtype=np.uint64, endpoint=True)
+    return np.unique(np.concatenate([starts, ends - np.uint64(1), ends, rand, np.array(
+        [0, 1, 2**64 - 1], dtype=np.uint64)])).tolist()
+
+
+def sanitized_answers(clib, syms, kallsyms, random_count, sources=()) -> tuple[list, dict]:
+    """The sanitized program's every line ('lines') and its answers for
+    :func:`probes_of` them: each answer is the bound library's (no
+    sanitizer report, no difference between the builds).  Returns (lines,
+    {address: record})."""
+    base = ["--syms", syms, "--kallsyms", kallsyms, *sources]
+    lines = json_lines(run_c(clib, ["lines"] + base, sanitized=True).stdout)
+    addrs = probes_of(lines, random_count)
+    stdin = "".join(f"{a:x}\n" for a in addrs).encode()
+    records = json_lines(run_c(clib, ["resolve"] + base, stdin=stdin, sanitized=True).stdout)
+    assert len(records) == len(addrs)
+    r = load(syms, kallsyms, **dict(zip(("modules_dir", "sysfs_root", "proc_modules"),
+                                        _source_values(sources))))
+    batch = r.resolve_many(addrs)
+    for a, line, rec in zip(addrs, batch.lines.tolist(), records):
+        assert rec == r.record(a, line).to_json(), (hex(a), rec)
+    km = run_c(clib, ["kallmodsyms"] + base, sanitized=True).stdout
+    assert_kallmodsyms(km, r.kallmodsyms())
+    return lines, dict(zip(addrs, records))
 
 
 def assert_kallmodsyms(got: bytes, want: bytes, name="") -> None:
-    """kmodsyms-c's kallmodsyms against the Python resolver's, byte for byte
-    but for the sizes Python prints 0 for (none exact): there C prints its
-    estimate (tests/test_clib_sizes.py holds those to the kernel's rule)."""
+    """kmodsyms-c's kallmodsyms against the binding's ('kmodsyms
+    kallmodsyms'), byte for byte but for the sizes the binding prints 0 for
+    (none exact): there C prints its estimate (tests/test_clib_sizes.py
+    holds those to the kernel's rule)."""
     if got == want:
         return
     g, w = got.split(b"\n"), want.split(b"\n")
@@ -135,98 +138,70 @@ def assert_kallmodsyms(got: bytes, want: bytes, name="") -> None:
             assert (fa[0], fa[2], fb[1]) == (fb[0], fb[2], b"0"), (name, a, b)
 
 
-def compare_all(clib, name, syms, kallsyms, random_count: int) -> None:
-    base = ["--syms", syms, "--kallsyms", kallsyms]
-    try:
-        r = load(syms, kallsyms, cache=False)
-    except KmodsymsError as e:      # both refuse (a text-only kallsyms, while Python does)
-        proc = run_c(clib, ["kallmodsyms"] + base, check=False)
-        assert proc.returncode == 2 and proc.stdout == b"", (name, e, proc.stderr)
-        return
-    # kallmodsyms, byte for byte
-    want = "".join(t + "\n" for t in r.kallmodsyms_lines()).encode("utf-8", "surrogateescape")
-    assert_kallmodsyms(run_c(clib, ["kallmodsyms"] + base).stdout, want, name)
-    # every line's attribution
-    got = json_lines(run_c(clib, ["lines"] + base).stdout)
-    assert len(got) == len(r.line_address)
-    for line, c in enumerate(got):
-        assert c == python_line_json(r, line), (name, line)
-    # every line's start, end-1 and end, and random addresses
-    starts = r.line_address.astype(np.uint64)
-    ends = starts + np.maximum(r.line_size, 1).astype(np.uint64)
-    rng = np.random.default_rng(20261201)
-    lo, hi = int(starts.min()), int(starts.max())
-    rand = rng.integers(lo, hi + 0x10000, size=random_count, dtype=np.uint64, endpoint=True)
-    addrs = np.unique(np.concatenate([starts, ends - np.uint64(1), ends, rand,
-                                      np.array([0, 1, 2**64 - 1], dtype=np.uint64)]))
-    stdin = "".join(f"{a:x}\n" for a in addrs.tolist()).encode()
-    got = run_c(clib, ["resolve"] + base, stdin=stdin).stdout.decode().splitlines()
-    assert len(got) == len(addrs)
-    lines, sized = r.resolve_many(addrs)
-    for k, a in enumerate(addrs.tolist()):
-        want = r.record(a, int(lines[k]), bool(sized[k])).to_json()
-        c = json.loads(got[k])
-        assert c == want, (name, hex(a), c, want)
-    # lookups of every duplicated name, bare and module-qualified
-    names = [r.ks.name(i) for i in range(len(r.ks))]
-    seen, dups = set(), set()
-    for n in names:
-        (dups if n in seen else seen).add(n)
-    specs = sorted(dups)
-    for n in specs[:200]:
-        for rec in r.lookup(n):
-            specs += [f"{m}`{n}" for m in rec.modules or []]
-    specs += [spec + "+0x4" for spec in specs[:100]]          # DTrace's mod`sym+0xoff
-    specs += ["no_such_symbol_anywhere", "vmlinux`" + names[0]]
-    proc = run_c(clib, ["lookup"] + base + ["--"] + specs, check=False)
-    want = [rec.to_json() for spec in specs for rec in r.lookup(*_lookup_args(spec))]
-    assert json_lines(proc.stdout) == want, name
-    assert proc.returncode == 1     # the absent name
-    assert proc.stderr == b"kmodsyms-c: no symbol no_such_symbol_anywhere\n"
+def _source_values(sources) -> list:
+    values = dict(zip(sources[::2], sources[1::2]))
+    return [values.get(flag) for flag in ("--modules-dir", "--sysfs-root", "--proc-modules")]
 
 
-def test_fixture_equal(clib, fixture_syms):
-    compare_all(clib, "fixture", fixture_syms, FIXTURE_KALLSYMS, 20_000)
+def check_lines_against_truth(tree: str, lines: list[dict]) -> int:
+    """Every ok row of truth.tsv among the lines: the object and modules the
+    linker maps give it, and its ELF size where the line has one.  Returns
+    how many rows were checked."""
+    truth = {}
+    for line in open(os.path.join(tree, "truth.tsv")):
+        if not line.startswith("#"):
+            addr, _t, name, obj, mods, size, flag = line.rstrip("\n").split("\t")
+            truth[(int(addr, 16), name)] = (obj, mods, int(size), flag)
+    checked, wrong = 0, []
+    for d in lines:
+        row = truth.get((int(d["address"], 16), d["name"]))
+        if row is None or row[3] != "ok" or d["origin"] in ("loadable", "pseudo"):
+            continue
+        checked += 1
+        mods = ",".join(d["modules"] or []) or "vmlinux"
+        if (d["object"] or "-", mods) != row[:2] or (d["size"] and d["size"] != row[2]):
+            wrong.append((d, row))
+    assert wrong == []
+    return checked
 
 
-def test_fixture_text_only_equal(clib, fixture_syms):
-    compare_all(clib, "fixture-text-only", fixture_syms,
-                os.path.join(FIXTURE, "kallsyms.text-only"), 20_000)
+def test_fixture_sanitized(clib, fixture_syms):
+    lines, records = sanitized_answers(clib, fixture_syms, FIXTURE_KALLSYMS, 20_000)
+    assert len(lines) == len(open(FIXTURE_KALLSYMS).read().splitlines())
 
 
-def test_fixture_ambiguous_equal(clib, fixture_syms, tmp_path):
+def test_fixture_text_only_sanitized(clib, fixture_syms):
+    sanitized_answers(clib, fixture_syms, os.path.join(FIXTURE, "kallsyms.text-only"), 20_000)
+
+
+def test_fixture_ambiguous_sanitized(clib, fixture_syms, tmp_path):
     """Sections the build could not place: their symbols' lines are
-    ambiguous, with candidates, on both sides."""
+    ambiguous, with candidates."""
     from test_corpora import _unplace_sections_of
     out = str(tmp_path / "dtrace_syms")
     assert _unplace_sections_of(fixture_syms, "init_once", out) == 3
-    r = load(out, FIXTURE_KALLSYMS, cache=False)
-    assert r.stats.lines_ambiguous >= 3
-    compare_all(clib, "fixture-ambiguous", out, FIXTURE_KALLSYMS, 20_000)
+    _lines, records = sanitized_answers(clib, out, FIXTURE_KALLSYMS, 20_000)
+    assert sum(rec["ambiguous"] for rec in records.values()) >= 3
 
 
 @pytest.mark.slow
-def test_corpora_equal(clib, any_corpus, any_corpus_syms, tmp_path):
+def test_corpora_sanitized(clib, any_corpus, any_corpus_syms, tmp_path):
     """Every corpus (x86_64, arm64), with its full and its text-only kallsyms."""
     kallsyms = os.path.join(any_corpus, "kallsyms")
-    compare_all(clib, any_corpus, any_corpus_syms, kallsyms, N_RANDOM)
-    compare_all(clib, any_corpus + " text-only", any_corpus_syms,
-                text_only_file(any_corpus, kallsyms, str(tmp_path / "ks")), N_RANDOM)
+    lines, _records = sanitized_answers(clib, any_corpus_syms, kallsyms, N_RANDOM)
+    assert check_lines_against_truth(any_corpus, lines) > 45_000
+    text = text_only_file(any_corpus, kallsyms, str(tmp_path / "ks"))
+    lines, _records = sanitized_answers(clib, any_corpus_syms, text, N_RANDOM)
+    assert check_lines_against_truth(any_corpus, lines) > 15_000
     assert check_module_ranges(clib, any_corpus, any_corpus_syms) > 40_000
 
 
-def test_corpus_equal(clib, corpus_syms, corpus):
-    """The x86_64 corpus in the default run: kallmodsyms byte for byte and
-    every line's start, end-1 and end (the slow test adds the rest)."""
-    kallsyms = os.path.join(corpus, "kallsyms")
-    r = load(corpus_syms, kallsyms, cache=False)
-    base = ["--syms", corpus_syms, "--kallsyms", kallsyms]
-    want = "".join(t + "\n" for t in r.kallmodsyms_lines()).encode("utf-8", "surrogateescape")
-    assert_kallmodsyms(run_c(clib, ["kallmodsyms"] + base).stdout, want)
-    starts = r.line_address.astype(np.uint64)
-    ends = starts + np.maximum(r.line_size, 1).astype(np.uint64)
-    addrs = np.unique(np.concatenate([starts, ends - np.uint64(1), ends]))[::50]
-    compare_resolve(clib, corpus_syms, kallsyms, r, addrs.tolist())
+def test_corpus_lines_against_truth(clib, corpus_syms, corpus):
+    """The x86_64 corpus in the default run: the sanitized program's every
+    line against truth.tsv."""
+    lines = json_lines(run_c(clib, ["lines", "--syms", corpus_syms, "--kallsyms",
+                                    os.path.join(corpus, "kallsyms")], sanitized=True).stdout)
+    assert check_lines_against_truth(corpus, lines) > 180_000
 
 
 def check_module_ranges(clib, tree, syms) -> int:
@@ -268,7 +243,7 @@ def test_module_ranges_hold_every_symbol(clib, corpus, corpus_syms):
 def test_resolve_arguments_and_errors(clib, fixture_syms):
     base = ["--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS]
     out = json_lines(run_c(clib, ["resolve"] + base + ["0xffffffffab600400", "ffffffffab600a98"]).stdout)
-    r = load(fixture_syms, FIXTURE_KALLSYMS, cache=False)
+    r = load(fixture_syms, FIXTURE_KALLSYMS)
     assert out == [r.resolve(0xffffffffab600400).to_json(), r.resolve(0xffffffffab600a98).to_json()]
     # a bad line of stdin is answered in place, the rest still are (exit 1)
     batch = run_c(clib, ["resolve"] + base, stdin=b"0xffffffffab600400\n zz \n0x1\n", check=False)
@@ -287,7 +262,7 @@ def test_resolve_dash_reads_stdin_in_its_place(clib, fixture_syms):
     """``-`` among the addresses reads stdin there, as ``kmodsyms resolve``
     does (and, with no address at all, stdin is read too)."""
     base = ["--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS]
-    r = load(fixture_syms, FIXTURE_KALLSYMS, cache=False)
+    r = load(fixture_syms, FIXTURE_KALLSYMS)
     got = json_lines(run_c(clib, ["resolve"] + base + ["0x1", "-", "0xffffffffab600a98"],
                            stdin=b"0xffffffffab600400\n").stdout)
     assert got == [r.resolve(a).to_json() for a in (1, 0xffffffffab600400, 0xffffffffab600a98)]
@@ -310,7 +285,6 @@ def test_no_layout_is_refused_with_its_code(clib, fixture_syms, tmp_path):
     from test_fuzz import _without_layout
     path = tmp_path / "no-layout"
     path.write_bytes(_without_layout(open(fixture_syms, "rb").read()))
-    load(str(path), FIXTURE_KALLSYMS, cache=False)       # Python places it by search
     proc = run_c(clib, ["resolve", "--syms", str(path), "--kallsyms", FIXTURE_KALLSYMS, "0x1"],
                  check=False)
     assert proc.returncode == 2
@@ -423,37 +397,19 @@ def test_installed_into_destdir_builds_a_program(clib, tmp_path, how):
 
 
 # ------------------------------------------------------------------ damaged input
-def python_decision(syms_path: str, kallsyms_path: str) -> str:
-    try:
-        data = open(syms_path, "rb").read()
-        has_layout = SymsFile(data, syms_path).has_layout
-    except KmodsymsError:
-        return "refused"
-    try:
-        load(syms_path, kallsyms_path, cache=False)
-    except KmodsymsError:
-        return "refused"
-    return "accepted" if has_layout else "no-layout"
-
-
-def check_same_decision(clib, syms_path: str, kallsyms_path: str, probes) -> None:
-    want = python_decision(syms_path, kallsyms_path)
+def check_clean_decision(clib, syms_path: str, kallsyms_path: str, probes) -> None:
+    """The sanitized program on damaged input: its answers with exit 0, or
+    one error line with exit 2; never a sanitizer report (exit 99)."""
     base = ["--syms", syms_path, "--kallsyms", kallsyms_path]
     stdin = "".join(f"{a:#x}\n" for a in probes).encode()
-    proc = run_c(clib, ["resolve"] + base, stdin=stdin, sanitized=True, check=False)
-    if want == "refused":
-        assert proc.returncode == 2 and proc.stdout == b"", proc
-        assert proc.stderr.count(b"\n") == 1
-        return
-    if want == "no-layout":
-        assert proc.returncode == 2 and b"no link layout" in proc.stderr, proc
+    proc = run_c(clib, ["resolve"] + base, stdin=stdin, check=False)
+    if proc.returncode == 2:
+        assert proc.stdout == b"" and proc.stderr.count(b"\n") == 1, proc
         return
     assert proc.returncode == 0, proc.stderr
-    r = load(syms_path, kallsyms_path, cache=False)
-    got = json_lines(proc.stdout)
-    assert got == [r.resolve(a).to_json() for a in probes]
-    want_km = "".join(t + "\n" for t in r.kallmodsyms_lines()).encode("utf-8", "surrogateescape")
-    assert_kallmodsyms(run_c(clib, ["kallmodsyms"] + base, sanitized=True).stdout, want_km)
+    assert len(json_lines(proc.stdout)) == len(probes)
+    run_c(clib, ["kallmodsyms"] + base, sanitized=True)
+    run_c(clib, ["lines"] + base, sanitized=True)
 
 
 @pytest.fixture(scope="session")
@@ -467,38 +423,38 @@ def probe_addresses():
 
 @FUZZ_CASES
 @given(mutation=syms_mutation)
-def test_damaged_dtrace_syms_same_decision(clib, fixture_syms, probe_addresses, tmp_path_factory,
+def test_damaged_dtrace_syms_clean_decision(clib, fixture_syms, probe_addresses, tmp_path_factory,
                                            mutation):
     path = str(tmp_path_factory.mktemp("fuzz") / "dtrace_syms")
     with open(fixture_syms, "rb") as f:
         open(path, "wb").write(mutate_syms(f.read(), mutation))
-    check_same_decision(clib, path, FIXTURE_KALLSYMS, probe_addresses)
+    check_clean_decision(clib, path, FIXTURE_KALLSYMS, probe_addresses)
 
 
 @FUZZ_CASES
 @given(ops=kallsyms_mutation)
-def test_damaged_kallsyms_same_decision(clib, fixture_syms, probe_addresses, tmp_path_factory, ops):
+def test_damaged_kallsyms_clean_decision(clib, fixture_syms, probe_addresses, tmp_path_factory, ops):
     path = str(tmp_path_factory.mktemp("fuzz") / "kallsyms")
     with open(FIXTURE_KALLSYMS, "rb") as f:
         open(path, "wb").write(mutate_kallsyms(f.read(), ops))
-    check_same_decision(clib, fixture_syms, path, probe_addresses)
+    check_clean_decision(clib, fixture_syms, path, probe_addresses)
 
 
 @pytest.mark.slow
 @FUZZ_CASES_SLOW
 @given(mutation=syms_mutation)
-def test_damaged_dtrace_syms_same_decision_slow(clib, fixture_syms, probe_addresses,
+def test_damaged_dtrace_syms_clean_decision_slow(clib, fixture_syms, probe_addresses,
                                                 tmp_path_factory, mutation):
-    test_damaged_dtrace_syms_same_decision.hypothesis.inner_test(
+    test_damaged_dtrace_syms_clean_decision.hypothesis.inner_test(
         clib, fixture_syms, probe_addresses, tmp_path_factory, mutation)
 
 
 @pytest.mark.slow
 @FUZZ_CASES_SLOW
 @given(ops=kallsyms_mutation)
-def test_damaged_kallsyms_same_decision_slow(clib, fixture_syms, probe_addresses,
+def test_damaged_kallsyms_clean_decision_slow(clib, fixture_syms, probe_addresses,
                                              tmp_path_factory, ops):
-    test_damaged_kallsyms_same_decision.hypothesis.inner_test(
+    test_damaged_kallsyms_clean_decision.hypothesis.inner_test(
         clib, fixture_syms, probe_addresses, tmp_path_factory, ops)
 
 
@@ -514,36 +470,24 @@ def source_args(modules_dir=None, sysfs_root=None, proc_modules=None) -> list[st
     return [arg for flag, value in given.items() if value for arg in (flag, value)]
 
 
-def compare_modules(clib, name, syms, kallsyms, random_count, sanitized=False, **sources):
-    """C and Python reading the same module sources: each loaded module's
-    file and status (and the warnings), every line of every loaded module
-    field by field, kallmodsyms byte for byte, and every module line's
-    start, end-1 and end plus random addresses in the modules' span, record
-    by record.  Returns the Python resolver and C's records of the probes."""
-    r = load(syms, kallsyms, cache=False, **sources)
+def module_answers(clib, syms, kallsyms, random_count, **sources):
+    """The sanitized program reading the module sources: each loaded
+    module's stats (and its warnings on stderr), every line, and the answers
+    for every module line's start, end-1 and end plus random addresses in
+    the modules' span (as :func:`sanitized_answers`).  Returns (stats,
+    {address: record}, lines)."""
     base = ["--syms", syms, "--kallsyms", kallsyms] + source_args(**sources)
-    proc = run_c(clib, ["modules"] + base, sanitized=sanitized)
-    assert json_lines(proc.stdout) == [st.__dict__ for st in r.module_stats], name
-    assert proc.stderr.decode().splitlines() == \
-        [f"kmodsyms-c: warning: {w}" for w in r.module_warnings], name
-    want = "".join(t + "\n" for t in r.kallmodsyms_lines()).encode("utf-8", "surrogateescape")
-    assert_kallmodsyms(run_c(clib, ["kallmodsyms"] + base, sanitized=sanitized).stdout, want, name)
-    got = json_lines(run_c(clib, ["lines"] + base, sanitized=sanitized).stdout)
-    loaded = np.flatnonzero(r.ks.module != 0)
-    for line in loaded.tolist():
-        assert got[line] == python_line_json(r, line), (name, line)
-    starts = r.line_address[loaded].astype(np.uint64)
-    ends = starts + np.maximum(r.line_size[loaded], 1).astype(np.uint64)
-    rng = np.random.default_rng(20261201)
-    rand = rng.integers(int(starts.min()), int(ends.max()), size=random_count, dtype=np.uint64)
-    addrs = np.unique(np.concatenate([starts, ends - np.uint64(1), ends, rand]))
-    stdin = "".join(f"{a:x}\n" for a in addrs.tolist()).encode()
-    records = json_lines(run_c(clib, ["resolve"] + base, stdin=stdin, sanitized=sanitized).stdout)
+    proc = run_c(clib, ["modules"] + base, sanitized=True)
+    stats = json_lines(proc.stdout)
+    warned = [w for w in proc.stderr.decode().splitlines()]
+    assert len(warned) == sum(st["status"] in ("refused", "unsupported") for st in stats)
+    lines = json_lines(run_c(clib, ["lines"] + base, sanitized=True).stdout)
+    mine = [d for d in lines if d["origin"] == "loadable"]
+    addrs = probes_of(mine, random_count)
+    stdin = "".join(f"{a:x}\n" for a in addrs).encode()
+    records = json_lines(run_c(clib, ["resolve"] + base, stdin=stdin, sanitized=True).stdout)
     assert len(records) == len(addrs)
-    lines, sized = r.resolve_many(addrs)
-    for k, a in enumerate(addrs.tolist()):
-        assert records[k] == r.record(a, int(lines[k]), bool(sized[k])).to_json(), (name, hex(a))
-    return r, dict(zip(addrs.tolist(), records)), got
+    return stats, dict(zip(addrs, records)), lines
 
 
 def check_against_elf(got_lines, records, kallsyms, module, ko_path, rel, truth) -> int:
@@ -573,17 +517,16 @@ def check_against_elf(got_lines, records, kallsyms, module, ko_path, rel, truth)
 
 
 def test_fixture_module_ko_equal(clib, fixture_syms, fixture_tree):
-    _r, records, got = compare_modules(clib, "fixture .ko", fixture_syms, FIXTURE_KALLSYMS, 5_000,
-                                       sanitized=True, modules_dir=fixture_tree)
+    _stats, records, got = module_answers(clib, fixture_syms, FIXTURE_KALLSYMS, 5_000,
+                                       modules_dir=fixture_tree)
     assert check_against_elf(got, records, FIXTURE_KALLSYMS, "fuse", FUSE_KO, "fs/fuse/fuse.ko",
                              elf_symbols) == 22
 
 
 def test_fixture_other_build_refused_equal(clib, fixture_syms):
-    r, records, _got = compare_modules(clib, "other build", fixture_syms, FIXTURE_KALLSYMS, 2_000,
-                                       sanitized=True,
+    stats, records, _got = module_answers(clib, fixture_syms, FIXTURE_KALLSYMS, 2_000,
                                        modules_dir=os.path.join(FIXTURE, "otherbuild"))
-    assert [s.status for s in r.module_stats] == ["refused"]
+    assert [st["status"] for st in stats] == ["refused"]
     assert not any(rec["sized"] and rec["module"] == "fuse" for rec in records.values())
 
 
@@ -598,9 +541,9 @@ def test_fixture_sysfs_equal(clib, fixture_syms, fixture_tree, tmp_path, case, s
                        build_id_of={"own build-id": FUSE_KO,
                                     "other build-id": OTHER_FUSE_KO}.get(case),
                        shift=0x40 if case == ".text elsewhere" else 0)
-    r, _records, _got = compare_modules(clib, case, fixture_syms, FIXTURE_KALLSYMS, 1_000,
+    stats, _records, _got = module_answers(clib, fixture_syms, FIXTURE_KALLSYMS, 1_000,
                                         modules_dir=fixture_tree, sysfs_root=sysfs)
-    assert [s.status for s in r.module_stats] == [status]
+    assert [st["status"] for st in stats] == [status]
 
 
 @pytest.mark.parametrize("how", ["proc_modules", "proc_modules and .ko", "sysfs coresize"])
@@ -616,7 +559,7 @@ def test_fixture_module_core_equal(clib, fixture_syms, fixture_tree, tmp_path, h
     sources = {"proc_modules": {"proc_modules": str(proc)},
                "proc_modules and .ko": {"proc_modules": str(proc), "modules_dir": fixture_tree},
                "sysfs coresize": {"sysfs_root": str(tmp_path / "sys")}}[how]
-    _r, records, _got = compare_modules(clib, how, fixture_syms, FIXTURE_KALLSYMS, 2_000, **sources)
+    _stats, records, _got = module_answers(clib, fixture_syms, FIXTURE_KALLSYMS, 2_000, **sources)
     if how != "proc_modules and .ko":   # the core's end, 0x...a02100, answers nothing
         assert records[0xFFFFFFFFC0A020B1]["symbol"] == "fuse_inode_count"
 
@@ -625,31 +568,188 @@ def test_fixture_module_core_equal(clib, fixture_syms, fixture_tree, tmp_path, h
 def test_installed_module_equal(clib, fixture_syms, tmp_path, signed):
     """A distribution's tree: kernel/ prefix, modules.dep, signature cut."""
     moddir = distro_tree(tmp_path, {"fs/fuse": FUSE_KO}, "", signed)
-    r, records, got = compare_modules(clib, "installed", fixture_syms, FIXTURE_KALLSYMS, 1_000,
-                                      sanitized=True, modules_dir=moddir)
-    assert [s.status for s in r.module_stats] == ["matched"]
+    stats, records, got = module_answers(clib, fixture_syms, FIXTURE_KALLSYMS, 1_000,
+                                      modules_dir=moddir)
+    assert [st["status"] for st in stats] == ["matched"]
     check_against_elf(got, records, FIXTURE_KALLSYMS, "fuse", FUSE_KO, "kernel/fs/fuse/fuse.ko",
                       elf_symbols)
 
 
 @pytest.mark.parametrize("suffix", [".xz", ".zst", ".gz"])
-def test_compressed_module_is_not_read(clib, fixture_syms, tmp_path, suffix):
-    """libc has no decompressor: a compressed .ko is found (the same file
-    as Python finds) but not read; its lines are answered as from kallsyms
-    alone, and the module says why (Python reads it: docs/loader.md)."""
-    moddir = distro_tree(tmp_path, {"fs/fuse": FUSE_KO}, suffix, True)
-    base = ["--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS, "--modules-dir", moddir]
+@pytest.mark.parametrize("signed", [False, True])
+def test_compressed_module_read(clib, fixture_syms, tmp_path, suffix, signed):
+    """fuse.ko installed as a distribution does (signed, then compressed by
+    the xz, zstd or gzip tool) is read as the plain file: its sizes those of
+    the plain .ko's own symbol table."""
+    moddir = distro_tree(tmp_path, {"fs/fuse": FUSE_KO}, suffix, signed)
     rel = f"kernel/fs/fuse/fuse.ko{suffix}"
-    assert [(s.file, s.status) for s in load(fixture_syms, FIXTURE_KALLSYMS, cache=False,
-                                             modules_dir=moddir).module_stats] == [(rel, "matched")]
-    proc = run_c(clib, ["modules"] + base, sanitized=True)
+    stats, records, got = module_answers(clib, fixture_syms, FIXTURE_KALLSYMS, 2_000,
+                                         modules_dir=moddir)
+    assert [(st["file"], st["status"]) for st in stats] == [(rel, "matched")]
+    assert check_against_elf(got, records, FIXTURE_KALLSYMS, "fuse", FUSE_KO, rel,
+                             elf_symbols) == 22
+
+
+def test_deferred_modules_equal(clib, fixture_syms, tmp_path):
+    """KMS_LOAD_DEFER_MODULES then kms_read_modules() (kmodsyms-c --defer)
+    reaches exactly the answers of the bound library's load, which reads
+    every .ko (and test_loadable.py holds to the .ko's ELF table)."""
+    moddir = distro_tree(tmp_path, {"fs/fuse": FUSE_KO}, ".xz", True)
+    r = load(fixture_syms, FIXTURE_KALLSYMS, modules_dir=moddir)
+    base = ["--defer", "--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS, "--modules-dir",
+            moddir]
+    assert json_lines(run_c(clib, ["modules"] + base, sanitized=True).stdout) == \
+        [st.to_json() for st in r.module_stats]
+    got = json_lines(run_c(clib, ["lines"] + base, sanitized=True).stdout)
+    assert [(d["address"], d["name"], d["object"]) for d in got] == \
+        [(hex(ln.address), ln.name, ln.object) for ln in r.lines()]
+
+
+@pytest.mark.parametrize("suffix", [".xz", ".zst", ".gz"])
+def test_compressed_module_damaged(clib, fixture_syms, tmp_path, suffix):
+    """A compressed file cut short: refused for fuse alone, the compression
+    named as the fault, the module's lines answered as from kallsyms alone."""
+    moddir = distro_tree(tmp_path, {"fs/fuse": FUSE_KO}, suffix, True)
+    path = os.path.join(moddir, f"kernel/fs/fuse/fuse.ko{suffix}")
+    data = open(path, "rb").read()
+    with open(path, "wb") as f:
+        f.write(data[:len(data) // 2])
+    r = load(fixture_syms, FIXTURE_KALLSYMS, modules_dir=moddir)
+    assert [s.status for s in r.module_stats] == ["refused"]
+    base = ["--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS, "--modules-dir", moddir]
+    (mod,) = json_lines(run_c(clib, ["modules"] + base, sanitized=True).stdout)
+    assert mod["status"] == "refused" and mod["reason"].startswith(f"{path}: cannot decompress (")
+    assert mod["reason"].endswith("; reinstall the module")
+    plain = run_c(clib, ["lines", "--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS]).stdout
+    assert run_c(clib, ["lines"] + base).stdout == plain
+
+
+LIBRARY_OF = {".xz": "liblzma.so.5", ".zst": "libzstd.so.1", ".gz": "libz.so.1"}
+
+
+@pytest.mark.parametrize("suffix", [".xz", ".zst", ".gz"])
+def test_compressed_module_without_its_library(clib, fixture_syms, tmp_path, suffix):
+    """On a machine without the decompressor's library (here hidden by an
+    empty file bound over it in a private mount namespace), the module is
+    found but unsupported, the reason naming the library; its lines are
+    answered as from kallsyms alone and every other answer is unchanged."""
+    lib = LIBRARY_OF[suffix]
+    found = [os.path.join(d, lib) for d in ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
+                                            "/lib64", "/usr/lib64", "/lib", "/usr/lib")
+             if os.path.exists(os.path.join(d, lib))]
+    if not found or not shutil.which("unshare") or os.geteuid() != 0:
+        pytest.skip(f"hiding {lib} needs root, unshare and the library's path")
+    moddir = distro_tree(tmp_path, {"fs/fuse": FUSE_KO}, suffix, True)
+    prog = os.path.join(clib["asan"], "kmodsyms-c")
+    base = ["--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS, "--modules-dir", moddir]
+    hide = " && ".join(f"mount --bind /dev/null {os.path.realpath(p)}" for p in found)
+
+    def hidden(cmd):
+        script = f"{hide} && exec \"$@\""
+        proc = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script,
+                               "sh", prog] + cmd, capture_output=True,
+                              env=dict(os.environ, **SANITIZER_ENV), timeout=300)
+        if proc.returncode != 0 and b"mount" in proc.stderr:
+            pytest.skip(f"cannot bind-mount over {lib}: {proc.stderr.decode()[:200]}")
+        assert proc.returncode == 0, proc.stderr
+        return proc
+    proc = hidden(["modules"] + base)
     (mod,) = json_lines(proc.stdout)
+    rel = f"kernel/fs/fuse/fuse.ko{suffix}"
     assert (mod["file"], mod["status"], mod["sized"]) == (rel, "unsupported", 0)
-    assert f"compressed ({suffix})" in mod["reason"]
+    assert lib in mod["reason"] and f"compressed ({suffix[1:]})" in mod["reason"]
     assert proc.stderr.count(b"\n") == 1 and b"module fuse:" in proc.stderr
-    plain = load(fixture_syms, FIXTURE_KALLSYMS, cache=False)
-    got = json_lines(run_c(clib, ["lines"] + base).stdout)
-    assert got == [python_line_json(plain, line) for line in range(len(got))]
+    plain = run_c(clib, ["lines", "--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS]).stdout
+    assert hidden(["lines"] + base).stdout == plain
+
+
+def test_fallback_sanitized(clib, fixture_tree):
+    """KMS_LOAD_FALLBACK with no default dtrace_syms on this host: the
+    sanitized program answers from kallsyms alone as the bound library
+    does (every line, kallmodsyms, probes), loaded modules still read, with
+    the one warning load(fallback=True) gives."""
+    default = f"/lib/modules/{os.uname().release}/kernel/dtrace_syms"
+    if os.path.exists(default):
+        pytest.skip(f"{default} is installed: not degraded here")
+    warns = []
+    r = load(None, FIXTURE_KALLSYMS, fallback=True, warn=warns.append, modules_dir=fixture_tree)
+    assert not r.builtin_modules_known and len(warns) == 1
+    base = ["--fallback", "--kallsyms", FIXTURE_KALLSYMS, "--modules-dir", fixture_tree]
+    proc = run_c(clib, ["lines"] + base, sanitized=True)
+    assert proc.stderr.decode().splitlines() == [f"kmodsyms-c: warning: {warns[0]}"]
+    lines = json_lines(proc.stdout)
+    assert [(d["address"], d["name"]) for d in lines] == \
+        [(hex(ln.address), ln.name) for ln in r.lines()]
+    assert_kallmodsyms(run_c(clib, ["kallmodsyms"] + base).stdout, r.kallmodsyms())
+    addrs = probes_of(lines, 2_000)
+    records = json_lines(run_c(clib, ["resolve"] + base, stdin="".join(
+        f"{a:x}\n" for a in addrs).encode(), sanitized=True).stdout)
+    batch = r.resolve_many(addrs)
+    for a, line, rec in zip(addrs, batch.lines.tolist(), records):
+        assert rec == r.record(a, line).to_json(), hex(a)
+    # strict: the same missing file is an error naming it
+    proc = run_c(clib, ["lines", "--kallsyms", FIXTURE_KALLSYMS], check=False)
+    assert proc.returncode == 2 and default.encode() in proc.stderr
+
+
+@pytest.mark.parametrize("tool", [["gzip", "-c"], ["xz", "-c"], ["zstd", "-q", "-c"]])
+def test_compressed_kallsyms_named(clib, fixture_syms, tmp_path, tool):
+    """kallsyms compressed by the real tool: one line naming the file
+    once and what it is, exit status 2 (issue 24 item 7)."""
+    if not shutil.which(tool[0]):
+        pytest.skip(f"{tool[0]} is not installed")
+    path = tmp_path / "kallsyms.z"
+    path.write_bytes(subprocess.run(tool, input=open(FIXTURE_KALLSYMS, "rb").read(),
+                                    capture_output=True, check=True).stdout)
+    proc = run_c(clib, ["lines", "--syms", fixture_syms, "--kallsyms", str(path)],
+                 sanitized=True, check=False)
+    name = {"gzip": "gzip", "xz": "xz", "zstd": "zstd"}[tool[0]]
+    assert proc.returncode == 2
+    assert proc.stderr.decode() == \
+        f"kmodsyms-c: error: {path}: {name} data: decompress it first\n"
+
+
+def _kernel_rule_hides(kptr: int, paranoid: int, cap_syslog: bool) -> bool:
+    """kernel/ksyms_common.c kallsyms_show_value(), negated."""
+    if kptr == 0 and paranoid <= 1:
+        return False
+    return not (kptr <= 1 and cap_syslog)
+
+
+@pytest.mark.parametrize("who", ["nobody", "root without CAP_SYSLOG"])
+def test_hidden_addresses_real_cause(clib, fixture_syms, who):
+    """The running kernel's /proc/kallsyms read by a reader it hides
+    addresses from: the error names the real cause from the sysctls the
+    kernel's rule reads, and a sysctl only where setting it would show
+    them (issue 24 item 9)."""
+    if os.geteuid() != 0 or not shutil.which("setpriv") or not os.path.exists("/proc/kallsyms"):
+        pytest.skip("needs root, setpriv and /proc/kallsyms")
+    kptr = int(open("/proc/sys/kernel/kptr_restrict").read())
+    paranoid = int(open("/proc/sys/kernel/perf_event_paranoid").read())
+    if not _kernel_rule_hides(kptr, paranoid, False):
+        pytest.skip(f"kptr_restrict={kptr}, perf_event_paranoid={paranoid}: shown to every reader")
+    drop = (["--reuid=65534", "--regid=65534", "--clear-groups"] if who == "nobody" else
+            ["--inh-caps=-syslog", "--bounding-set=-syslog"])
+    import tempfile
+    with tempfile.TemporaryDirectory() as shared:   # where the other user may read
+        os.chmod(shared, 0o755)
+        prog, syms = os.path.join(shared, "kmodsyms-c"), os.path.join(shared, "dtrace_syms")
+        shutil.copy(os.path.join(clib["plain"], "kmodsyms-c"), prog)
+        shutil.copy(fixture_syms, syms)
+        os.chmod(syms, 0o644)
+        proc = subprocess.run(["setpriv"] + drop + [prog, "lines", "--syms", syms],
+                              capture_output=True, timeout=120)
+    msg = proc.stderr.decode()
+    assert proc.returncode == 2 and msg.count("\n") == 1, msg
+    assert msg.startswith("kmodsyms-c: error: /proc/kallsyms: every address is 0: "), msg
+    if kptr >= 2:
+        assert f"kernel.kptr_restrict is {kptr}" in msg and "kptr_restrict=1" in msg
+    elif kptr == 1:
+        assert "kernel.kptr_restrict is 1" in msg and "CAP_SYSLOG" in msg
+        assert ("kptr_restrict=0" in msg) == (paranoid <= 1)
+    else:   # 0, with perf_event_paranoid above 1: kptr_restrict=0 already holds
+        assert f"kernel.perf_event_paranoid is {paranoid}" in msg and "CAP_SYSLOG" in msg
+        assert "kptr_restrict" not in msg and "perf_event_paranoid=1" in msg
 
 
 def test_search_without_modules_dep_equal(clib, fixture_syms, tmp_path):
@@ -660,9 +760,9 @@ def test_search_without_modules_dep_equal(clib, fixture_syms, tmp_path):
                         ("updates/dkms/fuse.ko", FUSE_KO)):
         os.makedirs(os.path.dirname(moddir / rel), exist_ok=True)
         shutil.copy(source, moddir / rel)
-    r, _records, _got = compare_modules(clib, "search", fixture_syms, FIXTURE_KALLSYMS, 500,
-                                        sanitized=True, modules_dir=str(moddir))
-    assert [(s.file, s.status) for s in r.module_stats] == [("updates/dkms/fuse.ko", "matched")]
+    stats, _records, _got = module_answers(clib, fixture_syms, FIXTURE_KALLSYMS, 500,
+                                        modules_dir=str(moddir))
+    assert [(st["file"], st["status"]) for st in stats] == [("updates/dkms/fuse.ko", "matched")]
 
 
 def cross_module_kallsyms(obj: str, dest) -> str:
@@ -680,9 +780,9 @@ def test_cross_object_as_module_equal(clib, fixture_syms, tmp_path, arch):
     kallsyms = cross_module_kallsyms(obj, tmp_path / "kallsyms")
     os.makedirs(tmp_path / "lib" / "extra")
     shutil.copy(obj, tmp_path / "lib" / "extra" / "sample.ko")
-    r, records, got = compare_modules(clib, arch, fixture_syms, kallsyms, 2_000, sanitized=True,
+    stats, records, got = module_answers(clib, fixture_syms, kallsyms, 2_000,
                                       modules_dir=str(tmp_path / "lib"))
-    assert {s.name: s.status for s in r.module_stats}["sample"] == "matched"
+    assert {st["name"]: st["status"] for st in stats}["sample"] == "matched"
     assert check_against_elf(got, records, kallsyms, "sample", obj, "extra/sample.ko",
                              elf_symbols) >= 7
 
@@ -697,7 +797,7 @@ def _damage_sections(data: bytearray, shoff: int, index: int, **fields) -> bytea
 
 def _damaged_ko(data: bytearray, path: str, damage: str) -> bytes:
     """fuse.ko (ELF64, little-endian) damaged one way: each of the ways
-    kmodsyms/build/elffile.py words a refusal, and a file without section headers."""
+    kmodsyms/elffile.py words a refusal, and a file without section headers."""
     shoff = struct.unpack_from("<Q", data, 0x28)[0]
     if damage == "bad section index":    # every symbol's st_shndx past the section count
         from elftools.elf.elffile import ELFFile
@@ -742,27 +842,26 @@ def test_damaged_module_file_equal(clib, fixture_syms, tmp_path, damage):
     else:
         damaged = _damaged_ko(bytearray(open(path, "rb").read()), path, damage)
         open(path, "wb").write(damaged)
-    r, _records, _got = compare_modules(clib, damage, fixture_syms, FIXTURE_KALLSYMS, 500,
-                                        sanitized=True, modules_dir=moddir)
-    assert [s.status for s in r.module_stats] == ["refused"]
+    stats, _records, _got = module_answers(clib, fixture_syms, FIXTURE_KALLSYMS, 500,
+                                        modules_dir=moddir)
+    assert [st["status"] for st in stats] == ["refused"]
 
 
 def corpus_module_check(clib, tree, syms, random_count) -> dict:
     """A corpus with its .ko files (tests/test_loadable.py CORPUS_MODULES):
-    C equal to Python, and C's sizes and innermost answers held to
-    readelf -sW of each .ko.  Returns {module: lines with an ELF size}."""
+    the sanitized program's sizes and innermost answers held to readelf
+    -sW of each .ko.  Returns {module: lines with an ELF size}."""
     arch = "arm64" if "arm64" in tree else "x86_64"
     kallsyms = os.path.join(tree, "kallsyms")
-    r, records, got = compare_modules(clib, tree, syms, kallsyms, random_count, modules_dir=tree)
-    assert r.module_warnings == []
-    assert {s.status for s in r.module_stats} == {"matched"}
+    stats, records, got = module_answers(clib, syms, kallsyms, random_count, modules_dir=tree)
+    assert {st["status"] for st in stats} == {"matched"}
     sized = {}
     for rel in CORPUS_MODULES[arch]:
         module = module_name(os.path.basename(rel))
         sized[module] = check_against_elf(got, records, kallsyms, module, os.path.join(tree, rel),
                                           rel, readelf_symbols)
-        stat = {s.name: s for s in r.module_stats}[module]
-        assert sized[module] == stat.sized > 0
+        stat = {st["name"]: st for st in stats}[module]
+        assert sized[module] == stat["sized"] > 0
         check_loaded_module_ranges(clib, syms, kallsyms, tree, module, rel)
     return sized
 
@@ -788,6 +887,28 @@ def test_corpus_module_ko_equal(clib, corpus, corpus_syms):
     """x86_64: xfs, fuse, isofs (11,985, 717 and 119 lines with an ELF size)."""
     assert corpus_module_check(clib, corpus, corpus_syms, 20_000) == \
         {"xfs": 11_985, "fuse": 717, "isofs": 119}
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("suffix", [".xz", ".zst", ".gz"])
+def test_corpus_compressed_modules_sized_as_plain(clib, corpus, corpus_syms, tmp_path, suffix):
+    """x86_64's xfs, fuse and isofs, signed and compressed by the xz, zstd
+    or gzip tool as a distribution installs them: C sizes every line as
+    readelf -sW of the plain .ko does."""
+    trees = {}
+    for rel in CORPUS_MODULES["x86_64"]:
+        trees[os.path.dirname(rel)] = os.path.join(corpus, rel)
+    moddir = distro_tree(tmp_path, trees, suffix, True, prefix="")
+    kallsyms = os.path.join(corpus, "kallsyms")
+    stats, records, got = module_answers(clib, corpus_syms, kallsyms, 2_000, modules_dir=moddir)
+    assert {st["status"] for st in stats} == {"matched"}
+    sized = {}
+    for rel in CORPUS_MODULES["x86_64"]:
+        module = module_name(os.path.basename(rel))
+        sized[module] = check_against_elf(got, records, kallsyms, module,
+                                          os.path.join(corpus, rel), rel + suffix,
+                                          readelf_symbols)
+    assert sized == {"xfs": 11_985, "fuse": 717, "isofs": 119}
 
 
 @pytest.mark.slow

@@ -17,10 +17,10 @@ import pytest
 
 from conftest import ROOT
 from kallsyms_variants import text_only
-from kmodsyms.build.kallsyms import Kallsyms
 from kmodsyms.build.linkmap import parse_map, vmlinux_object_map
-from kmodsyms.resolver import load
+from kmodsyms import load
 from kmodsyms.build.thick import read_thick
+from test_corpora import ambiguity, built_in_lines, count_lines
 
 DIRECT = os.path.join(ROOT, "fixtures", "kbuild-direct")
 # The direct tree's kallsyms is its vmlinux moved by this KASLR offset
@@ -72,23 +72,22 @@ def wrong_lines(resolver, tree: str) -> tuple[int, list]:
     for start, end, obj in zip(objects.start.tolist(), objects.end.tolist(), objects.object):
         starts.setdefault(start, set()).add(obj)
         ends.setdefault(end, set()).add(obj)
-    modsets = resolver.line_modsets()
     checked, wrong = 0, []
-    for line in resolver.core_lines.tolist():
-        name = resolver.ks.name(line)
-        link = int(resolver.ks.address[line]) - DIRECT_KASLR
+    for line in built_in_lines(resolver):
+        name = line.name
+        link = line.address - DIRECT_KASLR
         size = sizes[(name, link)]
         if size == 0 and starts.get(link, set()) != ends.get(link, set()):
             continue
         checked += 1
         theirs = objects.object_at(link)
         their_modules = ",".join(thick.modules[m] for m in owners.get(theirs, ())) or "vmlinux"
-        obj = int(resolver.line_object[line])
-        ours = resolver.syms.object_path(obj) if obj >= 0 else None
-        modset = int(modsets[line])
-        our_modules = "ambiguous" if modset == -2 else ",".join(resolver.syms.modset_names(modset)) or "vmlinux"
-        our_size = int(resolver.line_size[line])
-        if (ours, our_modules) != (theirs, their_modules) or (our_size >= 0 and our_size != size):
+        ours = line.object
+        candidates = ambiguity(resolver, line)
+        differ = candidates is not None and len({tuple(c) for c in candidates}) > 1
+        our_modules = "ambiguous" if differ else ",".join(line.modules) or "vmlinux"
+        our_size = line.size if line.size_kind == "exact" else None
+        if (ours, our_modules) != (theirs, their_modules) or (our_size is not None and our_size != size):
             wrong.append((name, hex(link), ours, our_modules, our_size, theirs, their_modules, size))
     return checked, wrong
 
@@ -107,10 +106,10 @@ def test_tree_is_linked_from_its_objects():
 
 
 def test_every_line_against_linker_map(direct_tree, direct_syms):
-    r = load(syms=direct_syms, kallsyms=os.path.join(direct_tree, "kallsyms"), cache=False)
+    r = load(syms=direct_syms, kallsyms=os.path.join(direct_tree, "kallsyms"))
     checked, wrong = wrong_lines(r, direct_tree)
     assert checked > 45 and wrong == []
-    assert r.stats.lines_ambiguous == 0
+    assert count_lines(r)[0] == 0
 
 
 def test_text_only_kallsyms(direct_tree, direct_syms):
@@ -119,7 +118,7 @@ def test_text_only_kallsyms(direct_tree, direct_syms):
     text = open(os.path.join(direct_tree, "kallsyms.text-only"), "rb").read()
     assert text == text_only(os.path.join(direct_tree, "System.map"),
                              open(os.path.join(direct_tree, "kallsyms"), "rb").read())
-    r = load(syms=direct_syms, kallsyms=Kallsyms(text, "kallsyms.text-only"), cache=False)
+    r = load(syms=direct_syms, kallsyms_text=text, kallsyms_name="kallsyms.text-only")
     checked, wrong = wrong_lines(r, direct_tree)
     assert checked > 20 and wrong == []
 
@@ -129,7 +128,7 @@ def test_duplicate_only_sections(direct_tree, direct_syms):
     set_root, alone in .data.rel.local in a core object and two built-in
     modules; err_text, alone in .data.rel.ro.local in two core objects,
     where the ld -r block model would swap them."""
-    r = load(syms=direct_syms, kallsyms=os.path.join(direct_tree, "kallsyms"), cache=False)
+    r = load(syms=direct_syms, kallsyms=os.path.join(direct_tree, "kallsyms"))
     objects = vmlinux_object_map(os.path.join(direct_tree, "vmlinux.map"), None,
                                  os.path.join(direct_tree, "vmlinux"))
     for rec in r.lookup("set_root") + r.lookup("err_text"):
@@ -149,7 +148,7 @@ def test_same_name_in_sections_of_two_names(direct_tree, direct_syms):
     in .data.rel in crypto/chacha_generic.o between them (48 bytes).  ld
     lays out each section name's copies in link order; the sizes tell which
     line is chacha's, so each line has its object, as vmlinux.map says."""
-    r = load(syms=direct_syms, kallsyms=os.path.join(direct_tree, "kallsyms"), cache=False)
+    r = load(syms=direct_syms, kallsyms=os.path.join(direct_tree, "kallsyms"))
     objects = vmlinux_object_map(os.path.join(direct_tree, "vmlinux.map"), None,
                                  os.path.join(direct_tree, "vmlinux"))
     sizes = elf_sizes(direct_tree)

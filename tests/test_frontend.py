@@ -1,7 +1,7 @@
 """``resolve`` and ``lookup`` as a user and a script meet them: batches
 that survive bad lines, the output formats, ``MOD`NAME+OFF`` lookups, the
 basic conventions (--version, help) -- each the same from the typer CLI
-and from the snapshot's quick path."""
+and from the path that runs without typer (kmodsyms.cli.frontend.fast_main)."""
 
 from __future__ import annotations
 
@@ -20,17 +20,16 @@ from kmodsyms.cli.frontend import format_dtrace, format_kernel, parse_address
 KALLSYMS = os.path.join(FIXTURE, "kallsyms")
 
 
-def _run(args, stdin=None):
-    return subprocess.run([sys.executable, "-m", "kmodsyms", *args], input=stdin,
+def _run(args, stdin=None, module="kmodsyms"):
+    return subprocess.run([sys.executable, "-m", module, *args], input=stdin,
                           capture_output=True, text=True, cwd=ROOT,
                           env={**os.environ, "PYTHONPATH": ROOT})
 
 
 def _both_paths(args, stdin=None):
-    """The answer of the typer CLI (--no-cache) and of the quick path (a
-    snapshot present): they must be the same; returns it."""
-    full = _run(args[:1] + ["--no-cache"] + args[1:], stdin)
-    _run(args[:1] + ["0x1" if args[0] == "resolve" else "rest_init"] + args[1:])  # saves
+    """The answer of the typer CLI (kmodsyms.cli.app) and of the entry
+    point's path without typer: they must be the same; returns it."""
+    full = _run(args, stdin, module="kmodsyms.cli.app")
     quick = _run(args, stdin)
     assert (quick.returncode, quick.stdout, quick.stderr) == \
         (full.returncode, full.stdout, full.stderr)
@@ -56,12 +55,17 @@ def _vmlinux_symbols():
 
 
 def test_bad_stdin_lines_are_answered_in_place(files):
+    """Issue 24.5: one line out for every line in, bad and blank ones
+    included, so that 'paste' pairs them; the bad ones also on stderr."""
     good = 0xffffffffab600400
     stdin = f"{good:#x}\n-1\nzz\n\n0x1ffffffffffffffff\n{good + 4:x}\n"
     text = _both_paths(["resolve", *files, "-"], stdin)
     assert text.returncode == 1
-    assert text.stdout.splitlines() == [str(load(files[1], files[3]).resolve(a))
-                                        for a in (good, good + 4)]
+    r = load(files[1], files[3])
+    assert text.stdout.splitlines() == [
+        str(r.resolve(good)), "? bad address '-1': negative",
+        "? bad address 'zz': give it in hex, e.g. 0xffffffff81000000", "",
+        "? bad address '0x1ffffffffffffffff': more than 64 bits", str(r.resolve(good + 4))]
     assert text.stderr.splitlines() == [
         "LINE 2: bad address '-1': negative",
         "LINE 3: bad address 'zz': give it in hex, e.g. 0xffffffff81000000",
@@ -69,7 +73,8 @@ def test_bad_stdin_lines_are_answered_in_place(files):
     as_json = _both_paths(["resolve", *files, "--json", "-"], stdin)
     docs = [json.loads(line) for line in as_json.stdout.splitlines()]
     assert as_json.returncode == 1 and as_json.stderr == ""
-    assert [d.get("input") for d in docs] == [None, "-1", "zz", "0x1ffffffffffffffff", None]
+    assert [d.get("input") for d in docs] == [None, "-1", "zz", "", "0x1ffffffffffffffff", None]
+    assert "error" not in docs[3]          # a blank line is no error
     assert docs[1]["error"] == "bad address '-1': negative"
     assert [d["address"] for d in docs if "address" in d] == [hex(good), hex(good + 4)]
 
@@ -146,15 +151,27 @@ def test_lookup_with_offset_and_unknown_module(files):
     assert (bad.returncode, bad.stdout) == (2, "") and len(bad.stderr.splitlines()) == 1
 
 
-def test_lookup_runs_from_the_snapshot_without_numpy_or_typer(files):
-    first = _run(["lookup", *files, "init_once"])
-    second = subprocess.run([sys.executable, "-X", "importtime", "-m", "kmodsyms", "lookup",
-                             *files, "init_once"], capture_output=True, text=True, cwd=ROOT,
+@pytest.mark.parametrize("command", ["lookup", "resolve"])
+def test_answers_come_without_numpy_or_typer(files, command):
+    """'kmodsyms.load()' and a resolve or lookup import neither numpy nor
+    typer (their imports cost more than the answer)."""
+    target = "init_once" if command == "lookup" else "0xffffffffab600400"
+    first = _run([command, *files, target])
+    second = subprocess.run([sys.executable, "-X", "importtime", "-m", "kmodsyms", command,
+                             *files, target], capture_output=True, text=True, cwd=ROOT,
                             env={**os.environ, "PYTHONPATH": ROOT})
     assert (second.returncode, second.stdout) == (0, first.stdout)
-    assert len(first.stdout.splitlines()) == 4     # ext4, isofs, core, fuse
     imported = {line.rsplit("|", 1)[-1].strip() for line in second.stderr.splitlines()}
-    assert not imported & {"numpy", "typer", "kmodsyms.resolver", "kmodsyms.cli.app"}
+    assert not imported & {"numpy", "typer", "kmodsyms.cli.app", "kmodsyms.build"}
+
+
+def test_api_load_and_resolve_import_no_numpy(fixture_syms):
+    code = ("import sys, kmodsyms; r = kmodsyms.load(sys.argv[1], sys.argv[2]); "
+            "r.resolve(0xffffffffab600400); r.lookup('init_once'); "
+            "r.resolve_many(bytes(8 * 100)); print('numpy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, fixture_syms, KALLSYMS],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert (out.returncode, out.stdout) == (0, "False\n"), out.stderr
 
 
 def test_version_and_help():
@@ -171,10 +188,10 @@ def test_version_and_help():
     assert "'\\t[mod]'" in rich.stdout
 
 
-@pytest.mark.parametrize("command", ["resolve", "lookup"])
-def test_typer_and_the_quick_path_read_one_table(command):
-    """Every option of the typer command is in the table the quick path
-    parses with, with the same flags, and nothing else is."""
+@pytest.mark.parametrize("command", ["resolve", "lookup", "kallmodsyms", "modules"])
+def test_typer_and_the_path_without_typer_read_one_table(command):
+    """Every option of the typer command is in the table the path without
+    typer parses with, with the same flags, and nothing else is."""
     from typer.main import get_command
     from kmodsyms.cli.app import app
     from kmodsyms.cli.frontend import COMMAND_OPTIONS, OPTIONS

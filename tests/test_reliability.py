@@ -25,9 +25,8 @@ import numpy as np
 import pytest
 
 from conftest import FIXTURE, ROOT
+from kmodsyms import load
 from kmodsyms.errors import KmodsymsError, StaleError
-from kmodsyms.build.kallsyms import Kallsyms, read_kallsyms
-from kmodsyms.resolver import Resolver, load
 from kmodsyms.format.symsfile import Meta, StringTable, SymsFile, TABLES, encode, write_atomic
 
 FIXTURE_KALLSYMS = os.path.join(FIXTURE, "kallsyms")
@@ -55,8 +54,14 @@ def assert_clear_error(proc, match=None):
 
 @pytest.fixture(scope="module")
 def syms(fixture_syms):
-    with open(fixture_syms, "rb") as f:
-        return SymsFile(f.read(), fixture_syms)
+    """The fixture dtrace_syms' path."""
+    return fixture_syms
+
+
+def _load(syms_path, text, check_anchors=True):
+    """libkmodsyms on SYMS_PATH and kallsyms TEXT (without the anchor
+    check: as --force)."""
+    return load(syms=syms_path, kallsyms_text=text, force=not check_anchors)
 
 
 @pytest.fixture(scope="module")
@@ -76,10 +81,8 @@ def addresses(ks_text):
 
 
 def answers(syms, text, addresses, check_anchors=True):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        r = Resolver(syms, Kallsyms(text), check_anchors=check_anchors)
-        return {a: str(r.resolve(a)) for a in addresses}
+    r = _load(syms, text, check_anchors)
+    return {a: str(r.resolve(a)) for a in addresses}
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +98,7 @@ def lines_of(text):
 def test_hidden_addresses_all_zero(syms, ks_text, tmp_path, fixture_syms):
     hidden = b"".join(b"0" * 16 + ln[16:] + b"\n" for ln in ks_text.splitlines())
     with pytest.raises(KmodsymsError, match="kptr_restrict"):
-        Kallsyms(hidden)
+        _load(syms, hidden)
     (tmp_path / "k").write_bytes(hidden)
     assert_clear_error(cli("resolve", "--syms", fixture_syms, "--kallsyms", tmp_path / "k",
                            "0xffffffffab600010"), "kptr_restrict")
@@ -129,7 +132,7 @@ def _wrong(truth_rec, rec):
 
 @pytest.fixture(scope="module")
 def truth_records(syms, ks_text, addresses):
-    r = Resolver(syms, Kallsyms(ks_text))
+    r = _load(syms, ks_text)
     return {a: r.resolve(a) for a in addresses}
 
 
@@ -141,7 +144,7 @@ def _zeroed_wrong(syms, ks_text, addresses, truth_records, indices):
         for i in indices:
             zeroed = lines.copy()
             zeroed[i] = b"0" * 16 + lines[i][16:]
-            r = Resolver(syms, Kallsyms(b"\n".join(zeroed)), check_anchors=False)
+            r = _load(syms, b"\n".join(zeroed), False)
             hidden = int(lines[i][:16], 16)
             hidden_name = lines[i][19:].decode()
             for a in addresses:
@@ -170,11 +173,13 @@ def test_zeroed_line_reproducers(syms, ks_text, addresses, truth_records, line, 
       so 'msr`msr_read' answers 'vmlinux`msr_read (unsized)';
     * zeroing 'copy_process' (sized 0x6c) makes per-cpu offsets 0..0x6b
       answer 'vmlinux`copy_process+0x40 (0x6c bytes, kernel/fork.o)'."""
-    if not layout:  # no link layout: placement from kallsyms alone
-        from test_fuzz import _without_layout
-        syms = SymsFile(_without_layout(syms.data))
-        truth_records = {a: rec for a, rec in zip(
-            addresses, map(Resolver(syms, Kallsyms(ks_text)).resolve, addresses))}
+    if not layout:  # no link layout: the library refuses the file, clearly
+        from test_fuzz import _without_layout, load_image
+        with open(syms, "rb") as f:
+            bare = _without_layout(f.read())
+        with pytest.raises(KmodsymsError, match="has no link layout"):
+            load_image(bare, ks_text, False)
+        return
     i = next(k for k, ln in enumerate(lines_of(ks_text)) if ln + b"\n" == ln[:16] + line)
     wrong = _zeroed_wrong(syms, ks_text, addresses, truth_records, [i])
     assert not wrong, f"{len(wrong)} wrong answers, e.g. {wrong[:3]}"
@@ -225,9 +230,9 @@ def test_duplicated_lines(syms, ks_text, addresses, truth, truth_records, which)
         out = lines + lines
         # every name twice: refusing (StaleError) is a clear answer; else no wrong one
         try:
-            r = Resolver(syms, Kallsyms(b"\n".join(out)), check_anchors=True)
+            r = _load(syms, b"\n".join(out), True)
         except StaleError:
-            r = Resolver(syms, Kallsyms(b"\n".join(out)), check_anchors=False)
+            r = _load(syms, b"\n".join(out), False)
         wrong = [(hex(a), str(truth_records[a]), str(rec)) for a in addresses
                  if _wrong(truth_records[a], rec := r.resolve(a))]
         assert not wrong, wrong[:5]
@@ -245,7 +250,7 @@ def test_unusual_names(syms, ks_text, addresses, truth, name, fixture_syms, tmp_
     text = ks_text.replace(b" fuse_dev_open\t", b" " + name + b"\t").replace(
         b" _stext\n", b" _s" + name + b"\n")
     got = answers(syms, text, addresses)
-    r = Resolver(syms, Kallsyms(text))
+    r = _load(syms, text)
     rec = r.resolve(0xFFFFFFFFC0A00010)
     assert rec.symbol.encode("utf-8", "surrogateescape") == name and rec.module == "fuse"
     assert [rec.start for rec in r.lookup(name.decode("utf-8", "surrogateescape"))] == [0xFFFFFFFFC0A00010]
@@ -283,17 +288,15 @@ def test_line_endings(syms, ks_text, addresses, truth, variant):
 
 
 @pytest.mark.parametrize("text", [b"", b"\n", b"\n\n\n", b"\r\n"])
-def test_empty_kallsyms(text):
+def test_empty_kallsyms(text, fixture_syms):
     with pytest.raises(KmodsymsError, match="empty"):
-        Kallsyms(text)
+        _load(fixture_syms, text)
 
 
 def test_unreadable_kallsyms(tmp_path, fixture_syms):
     missing, directory = tmp_path / "nope", tmp_path / "dir"
     directory.mkdir()
     for path in (missing, directory):
-        with pytest.raises(KmodsymsError, match="cannot read"):
-            read_kallsyms(str(path))
         with pytest.raises(KmodsymsError, match="cannot read"):
             load(syms=fixture_syms, kallsyms=str(path))
         assert_clear_error(cli("resolve", "--syms", fixture_syms, "--kallsyms", path, "0x0"),
@@ -303,7 +306,7 @@ def test_unreadable_kallsyms(tmp_path, fixture_syms):
         noperm.write_bytes(b"x")
         noperm.chmod(0)
         with pytest.raises(KmodsymsError, match="cannot read"):
-            read_kallsyms(str(noperm))
+            load(syms=fixture_syms, kallsyms=str(noperm))
 
 
 def test_unreadable_dtrace_syms(tmp_path, kallsyms_path=FIXTURE_KALLSYMS):
@@ -544,7 +547,7 @@ def test_fixture_syms_against_shifted_foreign_kallsyms_is_stale(fixture_syms, ks
             a = (a + rng.randrange(1, 0x1000) * 8) % (1 << 64)
         out.append(b"%016x" % a + ln[16:])
     with pytest.raises(StaleError):
-        load(syms=fixture_syms, kallsyms=Kallsyms(b"\n".join(out)))
+        load(syms=fixture_syms, kallsyms_text=b"\n".join(out))
 
 
 # ========================================================== least privilege

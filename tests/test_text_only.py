@@ -11,8 +11,7 @@ import pytest
 from conftest import FIXTURE
 from kallsyms_variants import text_only
 from kmodsyms.errors import KmodsymsError, StaleError
-from kmodsyms.build.kallsyms import Kallsyms
-from kmodsyms.resolver import load
+from kmodsyms import load
 
 TEXT_ONLY = os.path.join(FIXTURE, "kallsyms.text-only")
 
@@ -30,12 +29,11 @@ def test_bundled_text_only_kallsyms_is_the_kernels_rule():
 def test_text_only_answers_as_the_full_kallsyms(fixture_syms):
     """Every line of the text-only kallsyms gets what the full kallsyms
     gives the same line: the absent data anchors do not refuse the file."""
-    full = load(syms=fixture_syms, kallsyms=os.path.join(FIXTURE, "kallsyms"), cache=False)
-    text = load(syms=fixture_syms, kallsyms=TEXT_ONLY, cache=False)
-    assert len(text.ks) < len(full.ks)
-    for line in range(len(text.ks)):
-        address = int(text.ks.address[line])
-        name = text.ks.name(line)
+    full = load(syms=fixture_syms, kallsyms=os.path.join(FIXTURE, "kallsyms"))
+    text = load(syms=fixture_syms, kallsyms=TEXT_ONLY)
+    assert len(text) < len(full)
+    for line in text.lines():
+        address, name = line.address, line.name
         ours = [rec for rec in text.lookup(name) if rec.start == address]
         theirs = [rec for rec in full.lookup(name) if rec.start == address]
         if all(r.size is None for r in theirs):
@@ -55,10 +53,10 @@ def test_text_only_kallsyms_of_another_kernel_is_refused(fixture_syms, tmp_path)
     moved = [b"%016x" % (int(l[:16], 16) + 0x40) + l[16:] if i > len(lines) // 10 and l.count(b" ") == 2
              and b"\t" not in l else l for i, l in enumerate(lines)]
     with pytest.raises(StaleError, match="does not match .*different kernels"):
-        load(syms=fixture_syms, kallsyms=Kallsyms(b"".join(moved), "moved"), cache=False)
+        load(syms=fixture_syms, kallsyms_text=b"".join(moved), kallsyms_name="moved")
 
 
 def test_truncated_text_only_kallsyms_blames_kallsyms(fixture_syms):
     lines = open(TEXT_ONLY, "rb").read().splitlines(keepends=True)
     with pytest.raises(KmodsymsError, match="^cut lacks .*truncated"):
-        load(syms=fixture_syms, kallsyms=Kallsyms(b"".join(lines[:len(lines) // 2]), "cut"), cache=False)
+        load(syms=fixture_syms, kallsyms_text=b"".join(lines[:len(lines) // 2]), kallsyms_name="cut")

@@ -30,8 +30,13 @@
  * modules' .ko files: --modules-dir DIR (as 'kmodsyms --modules-dir'), and
  * --sysfs-root DIR, --proc-modules FILE (as kmodsyms.load(sysfs_root=,
  * proc_modules=)); with the live /proc/kallsyms they default to the running
- * kernel's.  A module whose .ko is refused or not read: one warning line on
- * stderr, as 'kmodsyms' prints.  Bad input: one line on stderr, exit status 2.
+ * kernel's.  --fallback: KMS_LOAD_FALLBACK (without --syms, a missing, bad
+ * or stale default file answers from kallsyms alone).  --defer: the load
+ * with KMS_LOAD_DEFER_MODULES, then kms_read_modules() of every module (the
+ * lazy way to the same answers).  The load's warning
+ * (kms_info.warning: degraded, or what --force overrode) and each module
+ * whose .ko is refused or not read: one warning line on stderr each, as
+ * 'kmodsyms' prints.  Bad input: one line on stderr, exit status 2.
  */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include <errno.h>
@@ -44,7 +49,8 @@
 
 static const char *const origin_names[] = {NULL, "core", "builtin", "loadable", "pseudo"};
 static const char *const binding_names[] = {"local", "global", "weak"};
-static const char *const status_names[] = {"matched", "missing", "refused", "unsupported"};
+static const char *const status_names[] = {"matched", "missing", "refused", "unsupported",
+                                           "deferred"};
 
 /* A JSON string as Python's json.dumps writes it (ensure_ascii): bytes
  * decoded as UTF-8 with surrogateescape, everything non-ASCII as \uXXXX. */
@@ -138,6 +144,9 @@ static void put_modules(uint32_t n, const char *const *mods, FILE *out)
     putc(']', out);
 }
 
+/* The load answered from kallsyms alone: each record says so, as Python's. */
+static int builtin_modules_unknown;
+
 /* Symbolization.to_json() of kmodsyms/answer.py, key for key. */
 static void put_record(const struct kms_sym *r, FILE *out)
 {
@@ -176,6 +185,8 @@ static void put_record(const struct kms_sym *r, FILE *out)
         }
         putc(']', out);
     }
+    if (builtin_modules_unknown)
+        fputs(", \"builtin_modules_known\": false", out);
     fputs("}\n", out);
 }
 
@@ -189,7 +200,8 @@ static int usage(void)
 {
     fputs("usage: kmodsyms-c {resolve|lookup|kallmodsyms|lines|ranges|spans|symbols|builtin|"
           "modules} [--syms F] [--kallsyms K] [--modules-dir DIR] [--sysfs-root DIR] "
-          "[--proc-modules FILE] [--force] [--format kernel] [ARG...]\n", stderr);
+          "[--proc-modules FILE] [--force] [--fallback] [--defer] [--format kernel] "
+          "[ARG...]\n", stderr);
     return 2;
 }
 
@@ -406,6 +418,10 @@ int main(int argc, char **argv)
             opts.proc_modules = argv[++i];
         else if (!strcmp(argv[i], "--force"))
             opts.flags |= KMS_LOAD_FORCE;
+        else if (!strcmp(argv[i], "--fallback"))
+            opts.flags |= KMS_LOAD_FALLBACK;
+        else if (!strcmp(argv[i], "--defer"))
+            opts.flags |= KMS_LOAD_DEFER_MODULES;
         else if (!strcmp(argv[i], "--format") && i + 1 < argc && !strcmp(argv[i + 1], "kernel"))
             kernel = ++i > 0;
         else if (!strcmp(argv[i], "--") )
@@ -441,7 +457,9 @@ int main(int argc, char **argv)
             return free(args), 2;
         }
     }
-    if (!(h = kms_load_opts(&opts, &err))) {
+    if (!(h = kms_load_opts(&opts, &err)) ||
+        ((opts.flags & KMS_LOAD_DEFER_MODULES) && kms_read_modules(h, NULL, 0, &err))) {
+        kms_free(h);
         free(args);
         return die(err.message);
     }
@@ -454,6 +472,11 @@ int main(int argc, char **argv)
     }
     mods[0].size = sizeof *mods;
     kms_modules(h, mods, nmods);
+    struct kms_info info = {.size = sizeof info};
+    kms_get_info(h, &info);
+    builtin_modules_unknown = !info.builtin_modules_known;
+    if (info.warning[0]) /* the CLI's own option is --force */
+        fprintf(stderr, "kmodsyms-c: warning: %s\n", info.warning);
     for (size_t k = 0; k < nmods; k++)
         if (mods[k].warning)
             fprintf(stderr, "kmodsyms-c: warning: %s\n", mods[k].warning);

@@ -7,8 +7,9 @@
  * (/proc/kallsyms or a saved copy), places the file's object sections by its
  * recorded link layout (one KASLR shift per load segment, found and checked
  * by the anchors), attributes every kallsyms line and builds an address
- * index.  The answers are those of the Python resolver (kmodsyms.load(),
- * docs/resolver.md), which the tests hold it to.
+ * index, by the rules of docs/resolver.md.  It is the one resolver: the
+ * Python package reaches it through its binding (kmodsyms.load()), and the
+ * tests hold its answers to the linker maps.
  *
  * Ownership and lifetime.  Every string and array the library returns in
  * struct kms_sym, struct kms_line, struct kms_module and struct kms_info points into memory the
@@ -32,9 +33,11 @@
  * type and binding of their symbol in the module's own .ko (found through
  * modules.dep, else by search, under the modules directory), placed by
  * sysfs or by anchors and refused for that module alone when it is not the
- * loaded build (kmodsyms/loadable.py's rules).  Only uncompressed .ko files
- * are read, signed or not: a module installed as .ko.xz, .ko.zst or .ko.gz
- * keeps unsized lines (KMS_MODULE_UNSUPPORTED; kms_modules() says so).
+ * loaded build (kmodsyms/loadable.py's rules).  A .ko, .ko.xz, .ko.zst or
+ * .ko.gz is read, signed or not; the decompressors are the system's
+ * liblzma.so.5, libzstd.so.1 and libz.so.1, loaded at run time (dlopen) only
+ * when a module needs one: without it that module keeps unsized lines
+ * (KMS_MODULE_UNSUPPORTED, its reason naming the library).
  *
  * Errors.  A function that can fail fills a caller's struct kms_error (if
  * not NULL) with a code and one line of text saying what is wrong, which
@@ -83,11 +86,29 @@ enum kms_code {
     KMS_E_SYMS,         /* dtrace_syms is not a valid file: rebuild it */
     KMS_E_VERSION,      /* dtrace_syms of another format version: rebuild it */
     KMS_E_NO_LAYOUT,    /* dtrace_syms has no link layout: rebuild it with one */
-    KMS_E_KALLSYMS,     /* kallsyms text is malformed or empty */
-    KMS_E_HIDDEN,       /* every kallsyms address is 0: kernel.kptr_restrict, run as root */
+    KMS_E_KALLSYMS,     /* kallsyms text is malformed or empty, or not text (compressed,
+                         * ELF, binary: the message says which) */
+    KMS_E_HIDDEN,       /* every kallsyms address is 0: the message says why, by the
+                         * kernel's rule (kptr_restrict, perf_event_paranoid, CAP_SYSLOG) */
     KMS_E_STALE,        /* dtrace_syms is for another kernel (release, build-id, anchors) */
-    KMS_E_ARG           /* bad argument (NULL handle, malformed "mod`name") */
+    KMS_E_ARG,          /* bad argument (NULL handle, malformed "mod`name") */
+    KMS_E_NO_SYMS       /* no dtrace_syms file at the path (a host with none installed:
+                         * a normal case; KMS_LOAD_FALLBACK answers from kallsyms alone) */
 };
+
+/* A static phrase for CODE (enum kms_code), never NULL: "unknown error" for
+ * a code this version does not know.  kms_error.message says more. */
+const char *kms_strerror(int code);
+
+/*
+ * Where a caller must act on the file's being another kernel's, a message
+ * names the flag that overrides it, as the word KMS_FORCE_WORD (in an error:
+ * "...; rebuild it or load with KMS_LOAD_FORCE"; in the warning a forced
+ * load gives: "used anyway (KMS_LOAD_FORCE), ...").  The word appears in no
+ * other way: a front end with its own option replaces it (kmodsyms' CLI and
+ * Python binding: "--force").
+ */
+#define KMS_FORCE_WORD "KMS_LOAD_FORCE"
 
 typedef struct kms_error {
     int code;            /* enum kms_code */
@@ -95,11 +116,19 @@ typedef struct kms_error {
 } kms_error;
 
 /* kms_load() flags. */
-#define KMS_LOAD_FORCE 0x1u /* skip every staleness check (CLI --force) */
+#define KMS_LOAD_FORCE 0x1u /* use a file of another kernel anyway (CLI --force): the
+                             * checks still run, and what they found is kms_info.warning */
 #define KMS_LOAD_LIVE 0x2u  /* kms_load_buffer(): the text is the running kernel's
                              * /proc/kallsyms, so check release and build-id */
 #define KMS_LOAD_NO_MODULES 0x4u /* read no .ko, sysfs or /proc/modules, even for the
                                   * running kernel: loaded modules' lines stay unsized */
+#define KMS_LOAD_DEFER_MODULES 0x10u /* find each loaded module's file but read none
+                                     * (KMS_MODULE_DEFERRED) until kms_read_modules()
+                                     * asks: a start that decompresses nothing.  Since 2.0 */
+#define KMS_LOAD_FALLBACK 0x8u /* the default dtrace_syms (syms_path NULL) missing, unreadable,
+                                * corrupt, without a link layout or another kernel's: answer
+                                * from kallsyms alone (kms_info.degraded says why) rather than
+                                * fail.  Not passing it is the strict policy.  Since 2.0 */
 
 typedef struct kms_handle kms_handle;
 
@@ -213,6 +242,22 @@ void kms_resolve(const kms_handle *h, uint64_t addr, struct kms_sym *out);
  */
 void kms_resolve_many(const kms_handle *h, const uint64_t *addrs, size_t n, struct kms_sym *out);
 
+/*
+ * The columnar form of kms_resolve_many: LINE[i] is the index, in kallsyms
+ * order (kms_foreach's), of the line answering ADDRS[i] (UINT32_MAX when
+ * none does), SIZED[i] its kms_sym.sized.  For callers that keep columns
+ * (the Python binding's resolve_many).  Never fails on a loaded handle.
+ */
+void kms_resolve_lines(const kms_handle *h, const uint64_t *addrs, size_t n, uint32_t *line,
+                       uint8_t *sized);
+
+/*
+ * The record of ADDR answered by kallsyms line INDEX (< kms_info.lines; a
+ * kms_resolve_lines answer), as kms_resolve fills it, sized when the
+ * line's symbol holds ADDR.
+ */
+void kms_line_sym(const kms_handle *h, uint32_t index, uint64_t addr, struct kms_sym *out);
+
 /* A batch for kms_resolve_many whose records (448 KiB on LP64) stay in the
  * cache until the caller reads them: one call over a much larger array
  * spends its time writing records out to memory (docs/loader.md). */
@@ -322,8 +367,10 @@ enum kms_module_status {
     KMS_MODULE_MATCHED = 0,  /* its .ko is the loaded module: its lines have ELF sizes */
     KMS_MODULE_MISSING,      /* no file found (or no modules directory): unsized */
     KMS_MODULE_REFUSED,      /* the file is not the loaded module, or cannot be read: unsized */
-    KMS_MODULE_UNSUPPORTED   /* compressed (.ko.xz, .ko.zst, .ko.gz), which only the Python
-                              * resolver reads: unsized */
+    KMS_MODULE_UNSUPPORTED,  /* compressed (.ko.xz, .ko.zst, .ko.gz), and the library that
+                              * decompresses it cannot be loaded: unsized */
+    KMS_MODULE_DEFERRED      /* KMS_LOAD_DEFER_MODULES: found, not read yet
+                              * (kms_read_modules()): unsized.  Since 2.0 */
 };
 
 /* One loaded module (not the pseudo-modules), as 'kmodsyms modules' lists it. */
@@ -377,6 +424,47 @@ struct kms_ksym {
  */
 int kms_resolve_kernel(const kms_handle *h, uint64_t addr, struct kms_ksym *out);
 
+/*
+ * What kms_refresh() found: modules loaded, unloaded and reloaded (the same
+ * name with other lines or addresses), pseudo-modules included, in kallsyms
+ * order.  Set SIZE to sizeof(struct kms_changes); the library fills what
+ * SIZE covers.  The names stay valid until the next kms_refresh() or
+ * kms_free() of the handle.  Since 2.0.
+ */
+struct kms_changes {
+    size_t size;
+    size_t nloaded;
+    const char *const *loaded;
+    size_t nunloaded;
+    const char *const *unloaded;
+    size_t nreloaded;
+    const char *const *reloaded;
+};
+
+/*
+ * Follow modules loaded or unloaded since H was loaded (Resolver.refresh()):
+ * when the /proc/modules it read (the proc_modules source) is unchanged, use
+ * counts aside, nothing else is read and OUT says no change; otherwise H is
+ * loaded again from the same sources (kallsyms, dtrace_syms, the modules
+ * directory, sysfs) with the same flags, and OUT lists what changed.  On
+ * failure H is unchanged and the code is returned (KMS_E_ARG for a handle
+ * loaded from a caller's kallsyms text, which cannot be read again).  Not
+ * concurrent with queries on H: its answers and strings change.  Since 2.0.
+ */
+int kms_refresh(kms_handle *h, struct kms_changes *out, kms_error *err);
+
+/*
+ * Read the .ko of the loaded modules MODS[0..N) (N 0: every deferred one)
+ * of a handle loaded with KMS_LOAD_DEFER_MODULES: they become MATCHED (or
+ * REFUSED, UNSUPPORTED) and their lines sized; modules read before stay
+ * read.  H is loaded again from its sources (as kms_refresh(): the cost of
+ * one load plus those files; kallsyms read again, so a module loaded or
+ * unloaded meanwhile is followed too).  On failure H is unchanged.  Not
+ * concurrent with queries on H.  Names already read, or not loaded, are
+ * no error.  Since 2.0.
+ */
+int kms_read_modules(kms_handle *h, const char *const *mods, size_t n, kms_error *err);
+
 /* About the loaded files. */
 struct kms_info {
     size_t size;                /* sizeof(struct kms_info) as the caller knows it */
@@ -387,6 +475,13 @@ struct kms_info {
     uint32_t segments;          /* load segments of the layout */
     uint32_t anchors;           /* anchors in the file */
     uint32_t anchors_verified;  /* found at link address + shift */
+    /* since 2.0: the load policy's outcome */
+    uint8_t builtin_modules_known; /* 0: answered from kallsyms alone (degraded) */
+    const char *degraded;       /* "" or why (the dtrace_syms file's fault, one line) */
+    const char *warning;        /* "" or the one line a front end shows once: the degraded
+                                 * reason, or what KMS_LOAD_FORCE overrode */
+    uint32_t file_flags;        /* the dtrace_syms header's flags (docs/format.md; 0 when
+                                 * degraded): FLAG_GUESSED_MODULES, a guessed module map */
 };
 void kms_get_info(const kms_handle *h, struct kms_info *out);
 

@@ -6,7 +6,12 @@
  *   kms-bench load SYMS KALLSYMS RUNS    kms_load + kms_free, each run cold (nothing kept)
  *   kms-bench load-modules SYMS KALLSYMS MODULES_DIR PROC_MODULES RUNS
  *                                        the same through kms_load_opts, each loaded
- *                                        module's .ko read and matched too
+ *                                        module's .ko read and matched too (compressed
+ *                                        or not: bench row c_load_compressed)
+ *   kms-bench load-deferred SYMS KALLSYMS MODULES_DIR PROC_MODULES RUNS
+ *                                        the same with KMS_LOAD_DEFER_MODULES (no .ko
+ *                                        read), then kms_read_modules() of the first
+ *                                        loaded module ("first": that call's seconds)
  *   kms-bench resolve SYMS KALLSYMS N LO HI
  *                                        kms_resolve of N addresses uniform in [LO, HI]
  *   kms-bench resolve-many SYMS KALLSYMS N LO HI
@@ -105,7 +110,8 @@ int main(int argc, char **argv)
 {
     kms_error err;
     if (argc < 3)
-        return die("usage: kms-bench floor|load|load-modules|resolve|resolve-many|memory ARGS");
+        return die("usage: kms-bench floor|load|load-modules|load-deferred|resolve|resolve-many|"
+                   "memory ARGS");
     const char *mode = argv[1];
     if (!strcmp(mode, "floor") && argc == 4) {
         int runs = atoi(argv[3]);
@@ -165,6 +171,43 @@ int main(int argc, char **argv)
         printf("], \"modules\": %zu, \"matched\": %zu, \"sized\": %zu}\n", nmods, matched, sized);
         return 0;
     }
+    if (!strcmp(mode, "load-deferred") && argc == 7) {
+        struct kms_load_opts o = {.size = sizeof o, .syms_path = argv[2], .kallsyms_path = argv[3],
+                                  .modules_dir = argv[4], .proc_modules = argv[5],
+                                  .flags = KMS_LOAD_DEFER_MODULES};
+        int runs = atoi(argv[6]);
+        char first[256] = "";
+        double *read_s = malloc((size_t)(runs > 0 ? runs : 1) * sizeof *read_s);
+        struct kms_module m = {.size = sizeof m};
+        if (!read_s)
+            return die("out of memory");
+        printf("{\"seconds\": [");
+        for (int r = 0; r < runs; r++) {
+            double t0 = now();
+            kms_handle *h = kms_load_opts(&o, &err);
+            double dt = now() - t0;
+            if (!h)
+                return die(err.message);
+            if (kms_modules(h, &m, 1) < 1 || m.status != KMS_MODULE_DEFERRED)
+                return die("no deferred module");
+            snprintf(first, sizeof first, "%s", m.name);
+            const char *name = first;
+            t0 = now();
+            if (kms_read_modules(h, &name, 1, &err))
+                return die(err.message);
+            read_s[r] = now() - t0;
+            if (kms_modules(h, &m, 1) < 1 || m.status != KMS_MODULE_MATCHED)
+                return die("the module read was not matched");
+            kms_free(h);
+            printf("%s%.6f", r ? ", " : "", dt);
+        }
+        printf("], \"first\": [");
+        for (int r = 0; r < runs; r++)
+            printf("%s%.6f", r ? ", " : "", read_s[r]);
+        printf("], \"module\": \"%s\"}\n", first);
+        free(read_s);
+        return 0;
+    }
     if ((!strcmp(mode, "resolve") || !strcmp(mode, "resolve-many")) && argc == 7) {
         long n = atol(argv[4]);
         int many = !strcmp(mode, "resolve-many");
@@ -220,5 +263,6 @@ int main(int argc, char **argv)
         kms_free(h);
         return 0;
     }
-    return die("usage: kms-bench floor|load|load-modules|resolve|resolve-many|memory ARGS");
+    return die("usage: kms-bench floor|load|load-modules|load-deferred|resolve|resolve-many|"
+                   "memory ARGS");
 }

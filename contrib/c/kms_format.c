@@ -58,6 +58,17 @@ static int in_range(const kms_handle *h, int t, uint32_t field, uint64_t bound)
     return 1;
 }
 
+/* Whether D starts as a kallsyms line does: 8 or 16 hex digits, a space, a
+ * letter, a space. */
+static int looks_like_kallsyms(const unsigned char *d, size_t size)
+{
+    size_t k = 0;
+    while (k < size && k < 16 && ((d[k] >= '0' && d[k] <= '9') || (d[k] >= 'a' && d[k] <= 'f')))
+        k++;
+    return (k == 8 || k == 16) && size > k + 3 && d[k] == ' ' && d[k + 2] == ' ' &&
+           ((d[k + 1] >= 'a' && d[k + 1] <= 'z') || (d[k + 1] >= 'A' && d[k + 1] <= 'Z'));
+}
+
 /* kmodsyms.format.symsfile.SymsFile's checks, in its order and with its words. */
 static int validate_syms(kms_handle *h, const char *path, kms_error *err)
 {
@@ -66,8 +77,12 @@ static int validate_syms(kms_handle *h, const char *path, kms_error *err)
     const char *why = NULL;
     uint32_t nstr;
 
-    if (size < CRC_COVERS_FROM || memcmp(d + HDR_MAGIC, FORMAT_MAGIC, FORMAT_MAGIC_SIZE) != 0)
+    if (size < CRC_COVERS_FROM || memcmp(d + HDR_MAGIC, FORMAT_MAGIC, FORMAT_MAGIC_SIZE) != 0) {
+        if (looks_like_kallsyms(d, size))
+            return kmsi_fail(err, KMS_E_SYMS, "%s is a kallsyms text, not a dtrace_syms file: "
+                             "were the dtrace_syms and kallsyms paths swapped?", path);
         return kmsi_fail(err, KMS_E_SYMS, "%s: not a dtrace_syms file (bad magic)", path);
+    }
     if (le32(d + HDR_VERSION) != FORMAT_VERSION)
         return kmsi_fail(err, KMS_E_VERSION,
                          "%s: dtrace_syms format version %lu; this reader reads version %u: "
@@ -210,8 +225,8 @@ int kmsi_map_syms(kms_handle *h, const char *path, kms_error *err)
         int e = errno;
         if (fd >= 0)
             close(fd);
-        return kmsi_fail(err, KMS_E_IO, "cannot read %s: %s; build it with 'kmodsyms build'",
-                         path, strerror(e));
+        return kmsi_fail(err, e == ENOENT ? KMS_E_NO_SYMS : KMS_E_IO,
+                         "cannot read %s: %s; build it with 'kmodsyms build'", path, strerror(e));
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
@@ -231,4 +246,22 @@ int kmsi_map_syms(kms_handle *h, const char *path, kms_error *err)
     }
     close(fd);
     return validate_syms(h, path, err);
+}
+
+int kmsi_no_syms(kms_handle *h, kms_error *err)
+{
+    /* one string (""), one module set (0: the core kernel, no members) */
+    static const unsigned char empty[16];
+    for (int t = 0; t < T_COUNT; t++) {
+        h->table[t] = empty;
+        h->count[t] = 0;
+    }
+    h->count[T_STRINGS] = h->count[T_MODSETS] = 1;
+    h->release = h->build_id = (const char *)empty;
+    h->section_rows = kmsi_scratch(h, 2, sizeof *h->section_rows);
+    if (!h->section_rows || !ALLOC(h, member_name, 0) || !ALLOC(h, object, 0) ||
+        !ALLOC(h, section_object, 0))
+        return kmsi_fail(err, KMS_E_NOMEM, "out of memory");
+    memset(h->section_rows, 0, 2 * sizeof *h->section_rows);
+    return KMS_OK;
 }

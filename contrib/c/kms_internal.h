@@ -220,6 +220,13 @@ struct kms_handle {
     struct owner *owner;        /* owners: none, the objects, then as owner_first[] says */
     uint32_t owner_first[4];    /* per WHO tag: its index 0's owner */
 
+    /* the load policy's outcome (kms_info): "" or why the answers are of
+     * kallsyms alone (KMS_LOAD_FALLBACK); "" or the one warning to show */
+    const char *degraded, *warning;
+
+    /* what kms_refresh() reads again (kms_refresh.c); NULL for a caller's text */
+    struct kms_reload *reload;
+
     /* loaded modules' .ko files (kms_modules.c): their placed sections are
      * sections count[T_SECTIONS] + k, their files objects count[T_OBJECTS] + k;
      * after loading only the statuses (kms_modules()) and cores are kept */
@@ -298,6 +305,7 @@ struct kallsyms_source {
     const char *buf;
     size_t len;           /* the buffer's length; for a file its size when known, else 0 */
     const char *name;
+    int live;             /* the running kernel's /proc/kallsyms, read by this process */
 };
 
 static inline const char *line_name(const kms_handle *h, size_t i)
@@ -395,11 +403,19 @@ int kmsi_map_syms(kms_handle *h, const char *path, kms_error *err);
 
 /* kms_kallsyms.c: the kallsyms text */
 int kmsi_parse_kallsyms(kms_handle *h, const struct kallsyms_source *src, kms_error *err);
+/* Why every address of the running kernel's kallsyms reads 0, and what
+ * would show them, from the kernel's rule (kallsyms_show_value()) and its
+ * state: kernel.kptr_restrict, kernel.perf_event_paranoid (-1: not
+ * readable) and whether the reader has CAP_SYSLOG.  Into BUF (one phrase). */
+void kmsi_hidden_cause(int kptr_restrict, int perf_event_paranoid, int cap_syslog, char *buf,
+                       size_t cap);
 
 /* kms_place.c: anchors and placement */
 void kmsi_free_anchors(struct anchor_index *ai);
 int kmsi_index_anchors(kms_handle *h, kms_error *err);
 int kmsi_find_anchors(struct anchor_index *ai, uint32_t line, const char *name, size_t len);
+/* CHECK: whether the anchors must show the file is kallsyms' kernel's */
+enum { CHECK_NONE, CHECK_FAIL, CHECK_WARN /* KMS_LOAD_FORCE: kmsi_forced() instead */ };
 int kmsi_place_sections(kms_handle *h, const char *syms_path, const char *source, int check,
                                kms_error *err);
 
@@ -425,6 +441,23 @@ int64_t kmsi_line_size(const kms_handle *h, size_t i, uint8_t *kind);
 
 /* kms_load.c: loading */
 int kmsi_fail(kms_error *err, int code, const char *fmt, ...);
+/* KMS_LOAD_FORCE used the file although STALE (the check's message) says
+ * it is another kernel's: the handle's warning says so. */
+int kmsi_forced(kms_handle *h, const char *stale, kms_error *err);
+
+/* kms_load.c: kms_load_opts() reading (under KMS_LOAD_DEFER_MODULES) only
+ * the .ko of READ[0..NREAD) */
+kms_handle *kmsi_load_reading(const struct kms_load_opts *opts, const char *const *read,
+                              size_t nread, kms_error *err);
+
+/* kms_refresh.c: the sources a handle was loaded from, kept for kms_refresh() */
+int kmsi_remember_sources(kms_handle *h, const struct kms_load_opts *o,
+                          const struct kms_sources *src, kms_error *err);
+void kmsi_forget_sources(kms_handle *h);
+
+/* kms_format.c: a handle's dtrace_syms when there is none (KMS_LOAD_FALLBACK):
+ * empty tables, every kallsyms line the core kernel's or its module's */
+int kmsi_no_syms(kms_handle *h, kms_error *err);
 
 #if defined(__GNUC__) || defined(__clang__)
 #pragma GCC visibility pop

@@ -9,6 +9,9 @@
 #include "kms_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #define BYTES(b) (UINT64_C(0x0101010101010101) * (b)) /* B in each of 8 bytes */
@@ -144,6 +147,9 @@ static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t 
     if (!len)
         return KMS_OK;
     ps->nonblank++;
+    if (ps->nonblank == 1 && len >= 8 && !memcmp(line, "KMODSYMS", 8))
+        return kmsi_fail(err, KMS_E_KALLSYMS, "%s is a dtrace_syms file, not a kallsyms: were "
+                         "the dtrace_syms and kallsyms paths swapped?", source);
     if (!ps->width) {
         const char *sp = memchr(line, ' ', len);
         ps->width = sp ? (size_t)(sp - line) : 0;
@@ -255,8 +261,13 @@ static int parse_block(kms_handle *h, struct parse *ps, const char *t, size_t le
         s = (size_t)(nl - t) + 1;
     }
     if (final && s < len) {
-        if (parse_line(h, ps, t + s, len - s, 0, tab, err))
-            return err ? err->code : KMS_E_KALLSYMS;
+        int code = parse_line(h, ps, t + s, len - s, 0, tab, err);
+        /* a malformed last line without its newline: the file was cut there */
+        if (code == KMS_E_KALLSYMS && ps->nonblank > 1)
+            return kmsi_fail(err, code, "%s ends in the middle of line %zu: it is truncated; "
+                             "read /proc/kallsyms again, whole", ps->source, ps->nonblank);
+        if (code)
+            return code;
         s = len;
     }
     *used = s;
@@ -283,6 +294,121 @@ static void advise_sample(kms_handle *h, struct parse *ps, const char *t, size_t
     kmsi_advise_huge(h->text, ps->names_cap, &ps->names_asked, 0, (len - lines * per_line) * total / len);
 }
 
+/* ------------------------------------------------------------ what a bad file is */
+
+#define HEAD 64 /* the bytes looks_like() judges */
+
+/* What the first bytes of a file that is not kallsyms text look like:
+ * a compressed stream (by its magic), an ELF file, other binary data (a
+ * control byte that no text has), or NULL (text: its own error stands). */
+static const char *looks_like(const unsigned char *p, size_t n)
+{
+    static const struct { const char *magic; size_t len; const char *what; } kinds[] = {
+        {"\x1f\x8b", 2, "gzip data: decompress it first"},
+        {"\xfd" "7zXZ\0", 6, "xz data: decompress it first"},
+        {"\x28\xb5\x2f\xfd", 4, "zstd data: decompress it first"},
+        {"BZh", 3, "bzip2 data: decompress it first"},
+        {"\x7f" "ELF", 4, "an ELF file, not kallsyms text: give /proc/kallsyms or a saved copy"},
+    };
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        if (n >= kinds[k].len && !memcmp(p, kinds[k].magic, kinds[k].len))
+            return kinds[k].what;
+    for (size_t k = 0; k < n; k++)
+        if (p[k] < 32 && !is_space(p[k]))
+            return "binary data, not kallsyms text: give /proc/kallsyms or a saved copy";
+    return NULL;
+}
+
+/* A file refused as malformed whose start (HEAD, N bytes) is not text at
+ * all: the error names what it is instead of quoting a line. */
+static void name_binary(kms_error *err, const char *source, const unsigned char *head, size_t n)
+{
+    /* a dtrace_syms file given as kallsyms already says so (parse_line) */
+    if (n >= 8 && !memcmp(head, "KMODSYMS", 8))
+        return;
+    const char *what = err && err->code == KMS_E_KALLSYMS ? looks_like(head, n) : NULL;
+    if (what)
+        kmsi_fail(err, KMS_E_KALLSYMS, "%s: %s", source, what);
+}
+
+static int read_int(const char *path, int *v)
+{
+    char buf[32];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t got = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (got <= 0)
+        return -1;
+    buf[got] = 0;
+    char *end;
+    long x = strtol(buf, &end, 10);
+    if (end == buf)
+        return -1;
+    *v = (int)x;
+    return 0;
+}
+
+/* Whether this process has CAP_SYSLOG (34) in its effective set: -1 unknown. */
+static int has_cap_syslog(void)
+{
+    char buf[4096];
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    ssize_t got = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (got <= 0)
+        return -1;
+    buf[got] = 0;
+    const char *at = strstr(buf, "\nCapEff:");
+    if (!at)
+        return -1;
+    unsigned long long caps = strtoull(at + 9, NULL, 16);
+    return (int)(caps >> 34 & 1);
+}
+
+void kmsi_hidden_cause(int kptr_restrict, int paranoid, int cap_syslog, char *buf, size_t cap)
+{
+    /* kernel/ksyms_common.c kallsyms_show_value(): kptr_restrict 0 shows
+     * addresses to everyone when perf_event_paranoid <= 1, else (and with
+     * kptr_restrict 1) to readers with CAP_SYSLOG; 2 and above to none */
+    if (kptr_restrict >= 2)
+        snprintf(buf, cap, "kernel.kptr_restrict is %d, which hides them from every reader, root "
+                 "included: set 'sysctl kernel.kptr_restrict=1' and read it as root", kptr_restrict);
+    else if (kptr_restrict == 1 && cap_syslog != 1)
+        snprintf(buf, cap, "kernel.kptr_restrict is 1, which shows them only to readers with "
+                 "CAP_SYSLOG: read it as root (with CAP_SYSLOG)%s", paranoid >= 0 && paranoid <= 1
+                 ? ", or set 'sysctl kernel.kptr_restrict=0'" : "");
+    else if (kptr_restrict == 0 && paranoid > 1 && cap_syslog != 1)
+        snprintf(buf, cap, "kernel.perf_event_paranoid is %d, so the kernel shows them only to "
+                 "readers with CAP_SYSLOG: read it as root (with CAP_SYSLOG), or set "
+                 "'sysctl kernel.perf_event_paranoid=1'", paranoid);
+    else if (kptr_restrict < 0)
+        snprintf(buf, cap, "the kernel hides them from this reader (kernel.kptr_restrict, "
+                 "kernel.perf_event_paranoid and CAP_SYSLOG decide; none readable here): "
+                 "run as root");
+    else /* shown now: hidden when the file was opened, or by a security module */
+        snprintf(buf, cap, "the kernel hid them when it was read (now kernel.kptr_restrict is %d, "
+                 "kernel.perf_event_paranoid %d, and this process %s CAP_SYSLOG): read it again",
+                 kptr_restrict, paranoid, cap_syslog == 1 ? "has" : "lacks");
+}
+
+/* The KMS_E_HIDDEN error: for the running kernel its real cause; for a
+ * saved copy the rule, since whoever saved it was the reader. */
+static int hidden_error(const struct kallsyms_source *src, kms_error *err)
+{
+    char cause[300];
+    int kptr = -1, paranoid = -1;
+    if (!src->live)
+        return kmsi_fail(err, KMS_E_HIDDEN, "%s: every address is 0: the kernel hid them from "
+                         "whoever saved it (kernel.kptr_restrict, kernel.perf_event_paranoid and "
+                         "CAP_SYSLOG decide): save /proc/kallsyms again as root", src->name);
+    read_int("/proc/sys/kernel/kptr_restrict", &kptr);
+    read_int("/proc/sys/kernel/perf_event_paranoid", &paranoid);
+    kmsi_hidden_cause(kptr, paranoid, has_cap_syslog(), cause, sizeof cause);
+    return kmsi_fail(err, KMS_E_HIDDEN, "%s: every address is 0: %s", src->name, cause);
+}
+
 /* kmodsyms.build.kallsyms.Kallsyms._parse: the rows and names of every line. */
 int kmsi_parse_kallsyms(kms_handle *h, const struct kallsyms_source *src, kms_error *err)
 {
@@ -307,10 +433,14 @@ int kmsi_parse_kallsyms(kms_handle *h, const struct kallsyms_source *src, kms_er
     if (src->fd < 0) {
         size_t used;
         advise_sample(h, &ps, src->buf, src->len < READ_BLOCK ? src->len : READ_BLOCK, src->len);
-        if (src->len && (rc = parse_block(h, &ps, src->buf, src->len, 1, &used, err)))
+        if (src->len && (rc = parse_block(h, &ps, src->buf, src->len, 1, &used, err))) {
+            name_binary(err, src->name, (const unsigned char *)src->buf,
+                        src->len < HEAD ? src->len : HEAD);
             goto out;
+        }
     } else {
-        size_t cap = READ_BLOCK, have = 0, total = 0;
+        size_t cap = READ_BLOCK, have = 0, total = 0, nhead = 0;
+        unsigned char head[HEAD];
         if (!SCRATCH(h, block, cap)) {
             rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory reading %s", src->name);
             goto out;
@@ -333,8 +463,14 @@ int kmsi_parse_kallsyms(kms_handle *h, const struct kallsyms_source *src, kms_er
             have += (size_t)got;
             if (total == have && src->len)
                 advise_sample(h, &ps, block, have, src->len);
-            if ((rc = parse_block(h, &ps, block, have, got == 0, &used, err)))
+            if (total == have) { /* the file's first bytes */
+                nhead = have < HEAD ? have : HEAD;
+                memcpy(head, block, nhead);
+            }
+            if ((rc = parse_block(h, &ps, block, have, got == 0, &used, err))) {
+                name_binary(err, src->name, head, nhead);
                 goto out;
+            }
             if (got == 0)
                 break;
             if (total < src->len) { /* the rows and names of the whole file, at this rate */
@@ -364,9 +500,7 @@ int kmsi_parse_kallsyms(kms_handle *h, const struct kallsyms_source *src, kms_er
         goto out;
     }
     if (!ps.any_nonzero) {
-        rc = kmsi_fail(err, KMS_E_HIDDEN, "%s: every address is 0: the kernel hides them from this "
-                       "user (kernel.kptr_restrict); run as root, or set "
-                       "'sysctl kernel.kptr_restrict=0'", src->name);
+        rc = hidden_error(src, err);
         goto out;
     }
     if (names_room(h, &ps, 0) || !(h->mod_name = calloc(h->nmods, sizeof *h->mod_name)) ||

@@ -31,27 +31,80 @@ int kmsi_fail(kms_error *err, int code, const char *fmt, ...)
     return code;
 }
 
-/* kmodsyms.live.check_live */
-static int check_live(const kms_handle *h, const char *syms_path, kms_error *err)
+const char *kms_strerror(int code)
+{
+    switch (code) {
+    case KMS_OK: return "success";
+    case KMS_E_NOMEM: return "out of memory";
+    case KMS_E_IO: return "a file cannot be opened or read";
+    case KMS_E_SYMS: return "not a valid dtrace_syms file";
+    case KMS_E_VERSION: return "dtrace_syms of another format version";
+    case KMS_E_NO_LAYOUT: return "dtrace_syms without a link layout";
+    case KMS_E_KALLSYMS: return "kallsyms text malformed or empty";
+    case KMS_E_HIDDEN: return "kallsyms addresses hidden (all zero)";
+    case KMS_E_STALE: return "dtrace_syms of another kernel";
+    case KMS_E_ARG: return "bad argument";
+    case KMS_E_NO_SYMS: return "no dtrace_syms file";
+    default: return "unknown error";
+    }
+}
+
+/* errors.forced_warning: one line, whose reason is the check's without
+ * its remedy (what KMS_LOAD_FORCE did is the news, not how to do it). */
+int kmsi_forced(kms_handle *h, const char *stale, kms_error *err)
+{
+    static const char remedy[] = " or load with " KMS_FORCE_WORD;
+    size_t n = strlen(stale);
+    if (n >= sizeof remedy - 1 && !strcmp(stale + n - (sizeof remedy - 1), remedy))
+        n -= sizeof remedy - 1;
+    const char *pre = "used anyway (" KMS_FORCE_WORD "), answers may be wrong: ";
+    char *w = malloc(strlen(pre) + n + 1);
+    if (!w)
+        return kmsi_fail(err, KMS_E_NOMEM, "out of memory");
+    memcpy(w, pre, strlen(pre));
+    memcpy(w + strlen(pre), stale, n);
+    w[strlen(pre) + n] = 0;
+    if (h->warning[0])
+        free((char *)h->warning);
+    h->warning = w;
+    return KMS_OK;
+}
+
+/* kmodsyms.live.check_live; under KMS_LOAD_FORCE a mismatch is the
+ * handle's warning (*FORCED set) instead of an error. */
+static int check_live(kms_handle *h, const char *syms_path, int force, int *forced,
+                      kms_error *err)
 {
     struct utsname u;
     char live_id[256];
     unsigned char notes[4096];
+    kms_error stale;
+    int rc = KMS_OK;
     if (uname(&u) == 0 && h->release[0] && strcmp(h->release, u.release) != 0)
-        return kmsi_fail(err, KMS_E_STALE, "%s is for kernel %s, but %s is running; use the file "
-                         "of the running kernel or pass --force", syms_path, h->release, u.release);
+        rc = kmsi_fail(&stale, KMS_E_STALE, "%s is for kernel %s, but %s is running; use the "
+                       "file of the running kernel or load with " KMS_FORCE_WORD, syms_path,
+                       h->release, u.release);
     live_id[0] = 0;
-    int fd = open("/sys/kernel/notes", O_RDONLY | O_CLOEXEC);
+    int fd = rc ? -1 : open("/sys/kernel/notes", O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
         ssize_t got = read(fd, notes, sizeof notes);
         if (got > 0)
             kms_notes_build_id(notes, (size_t)got, 0, live_id, sizeof live_id);
         close(fd);
     }
-    if (h->build_id[0] && live_id[0] && strcmp(h->build_id, live_id) != 0)
-        return kmsi_fail(err, KMS_E_STALE, "%s is for vmlinux build-id %s, but the running kernel's "
-                         "is %s; rebuild it or pass --force", syms_path, h->build_id, live_id);
-    return KMS_OK;
+    if (!rc && h->build_id[0] && live_id[0] && strcmp(h->build_id, live_id) != 0)
+        rc = kmsi_fail(&stale, KMS_E_STALE, "%s is for vmlinux build-id %s, but the running "
+                       "kernel's is %s; rebuild it or load with " KMS_FORCE_WORD, syms_path,
+                       h->build_id, live_id);
+    if (!rc)
+        return KMS_OK;
+    if (!force) {
+        if (err)
+            *err = stale;
+        return rc;
+    }
+    *forced = 1;
+    return kmsi_forced(h, stale.message, err);
 }
 
 /* What only building the index needs (of the loaded modules, all but
@@ -76,13 +129,21 @@ static void free_build(kms_handle *h)
     h->region_end = NULL;
 }
 
+/*
+ * One load.  WHY non-NULL: no dtrace_syms (KMS_LOAD_FALLBACK's second try),
+ * answering from kallsyms alone because of WHY.  On failure *SYMS_FAULT says
+ * whether the dtrace_syms file was at fault (missing, unreadable, corrupt,
+ * without layout, another kernel's): what the fallback may answer around.
+ */
 static kms_handle *load(const char *syms_path, const struct kallsyms_source *src, int live,
-                        unsigned flags, const struct kms_sources *modules, kms_error *err)
+                        unsigned flags, const struct kms_sources *modules, const char *why,
+                        int *syms_fault, kms_error *err)
 {
     char default_path[400];
     const char *source = src->name;
     kms_handle *h = calloc(1, sizeof *h);
-    int check = !(flags & KMS_LOAD_FORCE);
+    int force = (flags & KMS_LOAD_FORCE) != 0, forced = 0;
+    *syms_fault = 0;
     if (err) {
         err->code = KMS_OK;
         err->message[0] = 0;
@@ -91,6 +152,7 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
         kmsi_fail(err, KMS_E_NOMEM, "out of memory");
         return NULL;
     }
+    h->degraded = h->warning = "";
     if (!syms_path) {
         struct utsname u;
         if (uname(&u) != 0)
@@ -103,14 +165,38 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
         kmsi_fail(err, KMS_E_KALLSYMS, "%s: larger than 4 GiB: not a kallsyms file", source);
         goto bad;
     }
-    if (kmsi_map_syms(h, syms_path, err) || kmsi_index_anchors(h, err) || kmsi_parse_kallsyms(h, src, err))
+    if (why) {
+        static const char *const pre = "answering from ", *const mid =
+            " alone, built-in modules show as vmlinux: "; /* errors.degraded_warning */
+        char *d = malloc(strlen(why) + 1), *w = malloc(strlen(pre) + strlen(source) +
+                                                       strlen(mid) + strlen(why) + 1);
+        if (d) {
+            strcpy(d, why);
+            h->degraded = d;
+        }
+        if (w) {
+            strcat(strcat(strcat(strcpy(w, pre), source), mid), why);
+            h->warning = w;
+        }
+        if (!d || !w || kmsi_no_syms(h, err)) {
+            kmsi_fail(err, KMS_E_NOMEM, "out of memory");
+            goto bad;
+        }
+    } else if (kmsi_map_syms(h, syms_path, err)) {
+        *syms_fault = err && err->code != KMS_E_NOMEM;
         goto bad;
-    if (live && check && check_live(h, syms_path, err))
+    }
+    if (kmsi_index_anchors(h, err) || kmsi_parse_kallsyms(h, src, err))
         goto bad;
-    if (h->count[T_SEGMENTS] == 0) {
+    if (!why && live && check_live(h, syms_path, force, &forced, err)) {
+        *syms_fault = err && err->code == KMS_E_STALE;
+        goto bad;
+    }
+    if (!why && h->count[T_SEGMENTS] == 0) {
         kmsi_fail(err, KMS_E_NO_LAYOUT, "%s has no link layout (built with --no-layout, or from a "
                   "tree without vmlinux and System.map): rebuild it with 'kmodsyms build' in the "
-                  "kernel's build tree, or use kmodsyms' Python resolver", syms_path);
+                  "kernel's build tree", syms_path);
+        *syms_fault = 1;
         goto bad;
     }
     if (!SCRATCH(h, h->line_matched, h->n) || !SCRATCH(h, h->line_section, h->n) ||
@@ -126,7 +212,14 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
         goto bad;
     }
     memset(h->section_base, 0, h->count[T_SECTIONS] * sizeof *h->section_base);
-    if (kmsi_place_sections(h, syms_path, source, check, err) || kmsi_attribute_lines(h, syms_path, err))
+    /* resolver._load_full: a file forced past the live check is not checked
+     * again; otherwise the anchors check it, warning instead under FORCE */
+    int check = why || forced ? CHECK_NONE : force ? CHECK_WARN : CHECK_FAIL;
+    if (kmsi_place_sections(h, syms_path, source, check, err)) {
+        *syms_fault = err && err->code == KMS_E_STALE;
+        goto bad;
+    }
+    if (kmsi_attribute_lines(h, syms_path, err))
         goto bad;
     kmsi_scratch_release(h, placing); /* only placement and attribution read where sections are */
     h->section_base = NULL;
@@ -148,9 +241,15 @@ bad:
 
 kms_handle *kms_load_opts(const struct kms_load_opts *opts, kms_error *err)
 {
+    return kmsi_load_reading(opts, NULL, 0, err);
+}
+
+kms_handle *kmsi_load_reading(const struct kms_load_opts *opts, const char *const *read,
+                              size_t nread, kms_error *err)
+{
     struct kms_load_opts o;
     char modules_dir[400];
-    struct kallsyms_source ks = {-1, NULL, 0, NULL};
+    struct kallsyms_source ks = {-1, NULL, 0, NULL, 0};
     struct stat st;
     int live;
     memset(&o, 0, sizeof o);
@@ -177,8 +276,9 @@ kms_handle *kms_load_opts(const struct kms_load_opts *opts, kms_error *err)
             ks.len = (size_t)st.st_size;
         live = strcmp(ks.name, LIVE_KALLSYMS) == 0;
     }
+    ks.live = live;
     /* live.module_sources: the running kernel's, for its own kallsyms */
-    struct kms_sources src = {o.modules_dir, o.sysfs_root, o.proc_modules};
+    struct kms_sources src = {o.modules_dir, o.sysfs_root, o.proc_modules, 0, NULL, 0};
     if (live && !src.modules_dir) {
         struct utsname u;
         if (uname(&u) != 0)
@@ -192,9 +292,34 @@ kms_handle *kms_load_opts(const struct kms_load_opts *opts, kms_error *err)
         src.proc_modules = "/proc/modules";
     if (o.flags & KMS_LOAD_NO_MODULES)
         src.modules_dir = src.sysfs_root = src.proc_modules = NULL;
-    kms_handle *h = load(o.syms_path, &ks, live, o.flags, &src, err);
+    src.defer = (o.flags & KMS_LOAD_DEFER_MODULES) != 0;
+    src.read = read;
+    src.nread = nread;
+    int syms_fault;
+    kms_error own;
+    if (!err) /* the fallback's reason is the first load's error */
+        err = &own;
+    kms_handle *h = load(o.syms_path, &ks, live, o.flags, &src, NULL, &syms_fault, err);
+    /* resolver.load(fallback=True): only the default file may be done
+     * without, and kallsyms' own faults are never hidden (a second read
+     * reports them as the first would have) */
+    if (!h && syms_fault && (o.flags & KMS_LOAD_FALLBACK) && !o.syms_path) {
+        kms_error why = *err;
+        if (ks.fd < 0 || lseek(ks.fd, 0, SEEK_SET) == 0)
+            h = load(NULL, &ks, live, o.flags, &src, why.message, &syms_fault, err);
+        else
+            kmsi_fail(err, KMS_E_IO, "cannot read %s again: %s", ks.name, strerror(errno));
+    }
     if (ks.fd >= 0)
         close(ks.fd);
+    if (h && !o.kallsyms_text) {
+        struct kms_load_opts again = o;
+        again.kallsyms_path = ks.name;
+        if (kmsi_remember_sources(h, &again, &src, err)) {
+            kms_free(h);
+            return NULL;
+        }
+    }
     return h;
 }
 
@@ -248,5 +373,10 @@ void kms_free(kms_handle *h)
     free(h->estimate);
     free_build(h);
     kms_modules_free(&h->mods);
+    kmsi_forget_sources(h);
+    if (h->degraded && h->degraded[0])
+        free((char *)h->degraded);
+    if (h->warning && h->warning[0])
+        free((char *)h->warning);
     free(h);
 }

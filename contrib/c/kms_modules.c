@@ -8,11 +8,11 @@
  *   1. its file under the modules directory (R43): the first modules.dep entry of
  *      its name, else a search for NAME.ko (updates/ over extra/ over the
  *      rest), file names read as the kernel spells module names ('-' as '_');
- *   2. the file read as installed: a .ko, signed or not (the signature is
- *      cut: the ELF ends where its section headers and contents end).
- *      Compressed files (.ko.xz, .ko.zst, .ko.gz) are not read (libc has no
- *      decompressor): that module is KMS_MODULE_UNSUPPORTED, its lines
- *      unsized, where the Python resolver reads them;
+ *   2. the file read as installed: a .ko, .ko.xz, .ko.zst or .ko.gz
+ *      (kms_decompress.c, with the system's liblzma, libzstd or zlib loaded
+ *      at run time: without it that module is KMS_MODULE_UNSUPPORTED, its
+ *      lines unsized), signed or not (the signature is cut: the ELF ends
+ *      where its section headers and contents end);
  *   3. the kernel's word, when readable: /sys/module/NAME/sections/<name>,
  *      srcversion, notes/.note.gnu.build-id, and the module's core from
  *      /proc/modules or /sys/module/NAME/coresize;
@@ -22,6 +22,7 @@
  */
 #define _DEFAULT_SOURCE /* strdup, lstat */
 #include "kms_modules.h"
+#include "kms_decompress.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -52,7 +53,7 @@
 
 /* loadable._REMEDY: what a refusal of a damaged file says to do. */
 #define KO_REMEDY "reinstall it"
-/* loadable.KO_SUFFIXES; the first is the one read here. */
+/* loadable.KO_SUFFIXES */
 static const char *const ko_suffixes[] = {".ko", ".ko.xz", ".ko.zst", ".ko.gz"};
 #define NSUFFIXES (sizeof ko_suffixes / sizeof ko_suffixes[0])
 /* loadable._SEARCH_PRIORITY: depmod's default search order. */
@@ -1407,18 +1408,6 @@ static char *match_module(struct match *m, const struct live *live)
 
 /* ------------------------------------------------------------ all modules */
 
-/* Python's read_ko_bytes decompresses by the file's suffix: which, or NULL. */
-static const char *compressed(const char *path)
-{
-    size_t n = strlen(path);
-    for (size_t k = 1; k < NSUFFIXES; k++) {
-        const char *z = ko_suffixes[k] + 3; /* ".xz" of ".ko.xz" */
-        if (n >= strlen(z) && !strcmp(path + n - strlen(z), z))
-            return z;
-    }
-    return NULL;
-}
-
 /* Add a module's outcome (FILE, REASON, WARNING now owned by OUT); -1 when
  * a refusal's text could not be made (out of memory). */
 static int add_status(struct kms_loaded *out, const char *name, char *file, uint8_t status,
@@ -1433,8 +1422,8 @@ static int add_status(struct kms_loaded *out, const char *name, char *file, uint
     st->sized = 0;
     st->reason = reason;
     st->warning = warning;
-    return (status == KMS_MODULE_MATCHED || status == KMS_MODULE_MISSING || (reason && warning))
-               ? 0 : -1;
+    return (status == KMS_MODULE_MATCHED || status == KMS_MODULE_MISSING ||
+            status == KMS_MODULE_DEFERRED || (reason && warning)) ? 0 : -1;
 }
 
 /* The section count of every matched .ko is unknown until read: extents
@@ -1454,9 +1443,9 @@ static int reserve_extents(struct kms_loaded *out, size_t *cap, size_t more)
 
 /* Read and match one module's file FULL (PATH relative); its outcome
  * added to OUT->status, its lines' answers to OUT->line.  -1: out of memory. */
-static int one_module(struct kms_loaded *out, size_t *ext_cap, const char *name, char *path,
-                      const char *full, const struct live *live, const struct kms_mline *lines,
-                      const size_t *idx, size_t nl)
+static int one_module(struct kms_loaded *out, size_t *ext_cap, struct kms_decompressors *dz,
+                      const char *name, char *path, const char *full, const struct live *live,
+                      const struct kms_mline *lines, const size_t *idx, size_t nl)
 {
     struct stat st;
     struct ko ko;
@@ -1467,13 +1456,6 @@ static int one_module(struct kms_loaded *out, size_t *ext_cap, const char *name,
         return add_status(out, name, path, KMS_MODULE_REFUSED, nl, why,
                           why ? format("module %s: %s; its symbols stay unsized", name, why) : NULL);
     }
-    const char *suffix = compressed(full);
-    if (suffix) {
-        char *why = format("%s is compressed (%s): libkmodsyms reads only uncompressed .ko files",
-                           full, suffix);
-        return add_status(out, name, path, KMS_MODULE_UNSUPPORTED, nl, why,
-                          why ? format("module %s: %s; its symbols stay unsized", name, why) : NULL);
-    }
     if ((e = map_ko(full, &ko)) != 0) {
         if (e == ENOMEM)
             return free(path), -1;
@@ -1482,6 +1464,22 @@ static int one_module(struct kms_loaded *out, size_t *ext_cap, const char *name,
                           why ? format("module %s: %s; its symbols stay unsized", name, why) : NULL);
     }
     char *why = NULL;
+    const char *kind = kmsi_compression(full);
+    if (kind) { /* read_ko_bytes: the decompressed file is the one read */
+        unsigned char *plain;
+        size_t len;
+        int z = kmsi_decompress(dz, full, kind, ko.data, ko.n, &plain, &len, &why);
+        ko_free(&ko);
+        memset(&ko, 0, sizeof ko);
+        if (z < 0)
+            return free(path), -1;
+        if (z)
+            return add_status(out, name, path,
+                              z == 2 ? KMS_MODULE_UNSUPPORTED : KMS_MODULE_REFUSED, nl, why,
+                              format("module %s: %s; its symbols stay unsized", name, why));
+        ko.data = plain;
+        ko.n = len;
+    }
     int refused = ko_read(&ko, full, &why);
     if (refused < 0) {
         ko_free(&ko);
@@ -1570,8 +1568,10 @@ int kms_modules_match(struct kms_loaded *out, const struct kms_mline *lines, siz
 {
     struct wanted w = {NULL, 0, NULL, NULL};
     size_t *count = NULL, *idx = NULL, ext_cap = 0;
+    struct kms_decompressors dz;
     int rc = KMS_OK;
     memset(out, 0, sizeof *out);
+    memset(&dz, 0, sizeof dz);
     out->nmods = nmods;
     out->nlines = n;
     const char **wanted = malloc((nmods ? nmods : 1) * sizeof *wanted);
@@ -1636,13 +1636,17 @@ int kms_modules_match(struct kms_loaded *out, const struct kms_mline *lines, siz
             free(coresize);
         }
         w.path[k - 1] = NULL; /* owned by the status from here */
-        if (!path) {
-            if (add_status(out, mod_name[m], NULL, KMS_MODULE_MISSING, nl, NULL, NULL))
+        int deferred = src->defer && path;
+        for (size_t r = 0; deferred && r < src->nread; r++)
+            deferred = strcmp(src->read[r], mod_name[m]) != 0;
+        if (!path || deferred) {
+            if (add_status(out, mod_name[m], path, path ? KMS_MODULE_DEFERRED : KMS_MODULE_MISSING,
+                           nl, NULL, NULL))
                 goto nomem_live;
         } else if (!(full = join(src->modules_dir, path))) {
             free(path);
             goto nomem_live;
-        } else if (one_module(out, &ext_cap, mod_name[m], path, full, &live, lines,
+        } else if (one_module(out, &ext_cap, &dz, mod_name[m], path, full, &live, lines,
                               idx + count[m], nl)) {
             free(full);
             goto nomem_live;
@@ -1658,6 +1662,7 @@ int kms_modules_match(struct kms_loaded *out, const struct kms_mline *lines, siz
 nomem:
     rc = oom(err);
 done:
+    kmsi_decompressors_close(&dz);
     for (size_t k = 0; w.path && k < w.n; k++)
         free(w.path[k]);
     free(w.path);

@@ -21,6 +21,11 @@ struct kms_sources {
     const char *modules_dir;  /* .ko files, modules.dep */
     const char *sysfs_root;   /* /sys: module/NAME/{sections,srcversion,notes,coresize} */
     const char *proc_modules; /* /proc/modules: each module's core */
+    /* KMS_LOAD_DEFER_MODULES: only the modules named in READ[0..NREAD) have
+     * their file read; every other one found is KMS_MODULE_DEFERRED */
+    int defer;
+    const char *const *read;
+    size_t nread;
 };
 
 /* A kallsyms line of a loaded or pseudo-module. */

@@ -276,14 +276,21 @@ int kmsi_place_sections(kms_handle *h, const char *syms_path, const char *source
     if (check) {
         uint32_t present = verified + misplaced;
         if (verified == 0 || misplaced > MISPLACED_ANCHORS_ALLOWED) {
-            rc = kmsi_fail(err, KMS_E_STALE, "%s does not match %s: of its %u anchor symbols, %u are "
-                           "where its link addresses say, %u elsewhere and %u absent; they are of "
-                           "different kernels: use the dtrace_syms built for the kernel whose "
-                           "kallsyms this is (or rebuild it)", syms_path, source, present + absent,
-                           verified, misplaced, absent);
-            goto out;
+            kms_error stale;
+            kmsi_fail(check == CHECK_WARN ? &stale : err, KMS_E_STALE, "%s does not match %s: of "
+                      "its %u anchor symbols, %u are where its link addresses say, %u elsewhere "
+                      "and %u absent; they are of different kernels: use the dtrace_syms built "
+                      "for the kernel whose kallsyms this is (or rebuild it)", syms_path, source,
+                      present + absent, verified, misplaced, absent);
+            if (check != CHECK_WARN) {
+                rc = KMS_E_STALE;
+                goto out;
+            }
+            if ((rc = kmsi_forced(h, stale.message, err)) != KMS_OK)
+                goto out;
         }
-        if (absent_functions) {
+        /* forced (KMS_LOAD_FORCE), as the stale check: answer anyway */
+        if (absent_functions && check != CHECK_WARN) {
             rc = kmsi_fail(err, KMS_E_KALLSYMS, "%s lacks %u function symbols that every kallsyms of "
                            "this kernel lists (such as %.80s), though the %u it has are where %s says: "
                            "it is truncated or filtered; read /proc/kallsyms again, whole and as root",

@@ -189,6 +189,54 @@ void kms_resolve_many(const kms_handle *h, const uint64_t *addrs, size_t n, stru
     }
 }
 
+/*
+ * kms_resolve_many's search, writing only what a columnar caller keeps:
+ * the answering line's index (UINT32_MAX: none) and whether its interval
+ * holds the address, without filling a record per address.
+ */
+void kms_resolve_lines(const kms_handle *h, const uint64_t *addrs, size_t n, uint32_t *line,
+                       uint8_t *sized)
+{
+    struct probe p[RESOLVE_BATCH];
+    for (size_t at = 0; at < n; at += RESOLVE_BATCH) {
+        size_t m = n - at < RESOLVE_BATCH ? n - at : RESOLVE_BATCH;
+        for (size_t i = 0; i < m; i++) {
+            probe_bucket(h, addrs[at + i], &p[i]);
+            PREFETCH(p[i].bucket);
+        }
+        for (size_t i = 0; i < m; i++) {
+            probe_pieces(h, &p[i]);
+            PREFETCH(p[i].piece);
+            PREFETCH(p[i].piece + p[i].count);
+        }
+        for (size_t i = 0; i < m; i++) {
+            uint32_t answer = probe_answer(&p[i]);
+            line[at + i] = answer & PIECE_NO_LINE ? UINT32_MAX : answer & PIECE_INDEX;
+            sized[at + i] = (uint8_t)(answer >> 31);
+        }
+    }
+}
+
+/*
+ * The record of ADDRESS answered by kallsyms line INDEX (sized when the
+ * line's symbol holds ADDRESS), as kms_resolve fills it: for a caller that
+ * kept a line index (kms_resolve_lines) and wants the whole answer.
+ */
+void kms_line_sym(const kms_handle *h, uint32_t index, uint64_t address, struct kms_sym *out)
+{
+    const struct line *l = h->line + index;
+    /* sized as kms_resolve's answers are: the exact size holds the address */
+    int sized = l->size > 0 && address >= l->addr && address - l->addr < (uint64_t)l->size;
+    uint32_t answer = index | (sized ? PIECE_SIZED : 0);
+    if (caller_size(out) >= sizeof *out) {
+        record(h, address, answer, out);
+    } else {
+        struct kms_sym whole;
+        record(h, address, answer, &whole);
+        put_fitting(out, &whole, sizeof whole);
+    }
+}
+
 struct lookup_ctx {
     const char *mod;    /* the module asked for (not NUL-terminated), or NULL */
     size_t modlen;
@@ -575,6 +623,8 @@ size_t kms_module_spans(const kms_handle *h, const char *mod, struct kms_range *
         struct kms_line l;
         uint32_t i = h->grouped[k];
         fill_line(h, i, &l);
+        if (l.sym_size == 0)
+            continue; /* R51: dt_module.c reads no range from a size-0 line */
         if (!line_of(&l, want)) {
             run = 0;
             continue;
@@ -613,6 +663,10 @@ void kms_get_info(const kms_handle *h, struct kms_info *caller)
     out->segments = h->count[T_SEGMENTS];
     out->anchors = h->count[T_ANCHORS];
     out->anchors_verified = h->anchors_verified;
+    out->builtin_modules_known = !h->degraded[0];
+    out->degraded = h->degraded;
+    out->warning = h->warning;
+    out->file_flags = h->map && h->map_size >= HDR_FLAGS + 4 ? le32(h->map + HDR_FLAGS) : 0;
     put_fitting(caller, &all, sizeof all);
 }
 

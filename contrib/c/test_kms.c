@@ -4,12 +4,15 @@
  * fixture tree's dtrace_syms and kallsyms (make check runs them under
  * AddressSanitizer and UndefinedBehaviorSanitizer).  The expected answers
  * are the fixture's documented ones (docs/resolver.md, docs/format.md); the
- * full comparison with the Python resolver is tests/test_clib.py.
+ * comparisons with the linker maps are tests/test_clib.py's.
  * Damaged inputs must load or fail with one line of text, never crash.
  * Loaded modules: the fixture's fs/fuse/fuse.ko (beside KALLSYMS) is
  * matched; another build of it, and truncated or damaged copies, are
- * refused for fuse alone; a compressed one is not read.
+ * refused for fuse alone; compressed (xz, zstd, gzip: the tools found on
+ * PATH) it is matched as the plain file, damaged refused.
  */
+#include <fcntl.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +20,33 @@
 #include <threads.h>
 
 #include "kmodsyms.h"
+#include "kms_decompress.h"
+#include "kms_internal.h" /* kmsi_hidden_cause */
+
+/* kms_decompress.h declares the decompressors' types itself: where their
+ * headers are installed, they must agree with them. */
+#define SAME_LAYOUT(ours, theirs, first, last)                                           \
+    _Static_assert(sizeof(ours) == sizeof(theirs) &&                                    \
+                   offsetof(ours, first) == offsetof(theirs, first) &&                  \
+                   offsetof(ours, last) == offsetof(theirs, last), #ours " is " #theirs)
+#if defined(__has_include)
+#if __has_include(<lzma.h>)
+#include <lzma.h>
+SAME_LAYOUT(struct kmsz_lzma_stream, lzma_stream, total_out, reserved_enum2);
+_Static_assert(LZMA_CONCATENATED == 0x08 && LZMA_FINISH == 3 && LZMA_STREAM_END == 1,
+               "liblzma's constants");
+#endif
+#if __has_include(<zstd.h>)
+#include <zstd.h>
+SAME_LAYOUT(struct kmsz_zstd_in, ZSTD_inBuffer, src, pos);
+SAME_LAYOUT(struct kmsz_zstd_out, ZSTD_outBuffer, dst, pos);
+#endif
+#if __has_include(<zlib.h>)
+#include <zlib.h>
+SAME_LAYOUT(struct kmsz_z_stream, z_stream, total_out, reserved);
+_Static_assert(Z_STREAM_END == 1 && Z_BUF_ERROR == -5 && MAX_WBITS == 15, "zlib's constants");
+#endif
+#endif
 
 static int failures;
 
@@ -180,7 +210,7 @@ static void check_growable(kms_handle *h)
             CHECK(tail[k] == 0xA5, "stride record %zu: byte %zu past the struct written", i, k);
     }
 
-    struct kms_info info;
+    struct kms_info info = {.size = sizeof info};
     memset(&info, 0xA5, sizeof info);
     info.size = offsetof(struct kms_info, lines);
     kms_get_info(h, &info);
@@ -471,6 +501,57 @@ static kms_handle *load_modules(const char *syms, const char *kallsyms, const ch
     return h;
 }
 
+/* SIGNED (a signed fuse.ko) compressed by each tool found on PATH, then
+ * damaged: matched, then refused for fuse alone. */
+static void check_compressed(const char *syms, const char *kallsyms, const char *dir,
+                             const char *signed_ko)
+{
+    static const char *const tool[][2] = {{"xz", "xz -c --check=crc32"}, {"zst", "zstd -q -c"},
+                                          {"gz", "gzip -n -c"}};
+    char path[4096 + 64], cmd[3 * 4096 + 256];
+    struct kms_module m = {.size = sizeof m};
+    struct kms_sym r = {.size = sizeof r};
+    for (size_t t = 0; t < sizeof tool / sizeof tool[0]; t++) {
+        snprintf(cmd, sizeof cmd, "command -v %.*s >/dev/null", (int)strcspn(tool[t][1], " "),
+                 tool[t][1]);
+        if (system(cmd) != 0) {
+            fprintf(stderr, "test_kms: no %s tool: .ko.%s not tested\n", tool[t][1], tool[t][0]);
+            continue;
+        }
+        snprintf(path, sizeof path, "%s/fuse.ko.%s", dir, tool[t][0]);
+        snprintf(cmd, sizeof cmd, "%s < '%s' > '%s'", tool[t][1], signed_ko, path);
+        CHECK(system(cmd) == 0, "%s", cmd);
+        char plain[4096 + 64];
+        snprintf(plain, sizeof plain, "%s", signed_ko);
+        char hidden[4096 + 80];
+        snprintf(hidden, sizeof hidden, "%s.keep", plain);
+        rename(plain, hidden);
+        kms_handle *h = load_modules(syms, kallsyms, dir, KMS_MODULE_MATCHED, tool[t][0]);
+        if (h) {
+            kms_resolve(h, 0xffffffffc0a00014u, &r);
+            CHECK(r.sym && !strcmp(r.sym, "fuse_dev_open") && r.sized && r.sym_size == 0x16 &&
+                  r.object && !strncmp(r.object, "fuse.ko.", 8), "%s: fuse_dev_open", tool[t][0]);
+        }
+        kms_free(h);
+        /* damaged: not that compression, or cut short */
+        size_t n;
+        unsigned char *z = slurp(path, &n);
+        for (int cut = 0; cut < 2; cut++) {
+            spit(path, cut ? z : (const unsigned char *)"\177ELF not compressed", cut ? n / 2 : 20);
+            h = load_modules(syms, kallsyms, dir, KMS_MODULE_REFUSED, tool[t][0]);
+            if (h && kms_modules(h, &m, 1) == 1)
+                CHECK(strstr(m.reason, "cannot decompress (") &&
+                      strstr(m.reason, "; reinstall the module"), "%s: '%s'", tool[t][0], m.reason);
+            if (h)
+                check_fixture(h);
+            kms_free(h);
+        }
+        free(z);
+        remove(path);
+        rename(hidden, plain);
+    }
+}
+
 static void check_modules(const char *syms, const char *kallsyms, const char *dir)
 {
     char tree[4096], path[4096 + 64];
@@ -551,18 +632,39 @@ static void check_modules(const char *syms, const char *kallsyms, const char *di
     }
     CHECK(matched > 0 && refused > 0, "flips: %d matched, %d refused", matched, refused);
 
-    /* compressed: found, not read */
+    /* compressed (signed first, as scripts/Makefile.modinst does), by the
+     * distributions' own tools: matched as the plain file */
+    spit(path, copy, len + 328);
+    check_compressed(syms, kallsyms, dir, path);
     remove(path);
-    snprintf(path, sizeof path, "%s/fuse.ko.xz", dir);
-    spit(path, ko, len);
-    h = load_modules(syms, kallsyms, dir, KMS_MODULE_UNSUPPORTED, "compressed");
-    if (h && kms_modules(h, &m, 1) == 1)
-        CHECK(!strcmp(m.file, "fuse.ko.xz") && strstr(m.reason, "compressed (.xz)"), "'%s'",
-              m.reason);
-    if (h)
-        check_fixture(h);
+
+    /* KMS_LOAD_DEFER_MODULES: found, read when asked, kept read by a refresh */
+    struct kms_load_opts d = {.size = sizeof d, .syms_path = syms, .kallsyms_path = kallsyms,
+                              .modules_dir = tree, .flags = KMS_LOAD_DEFER_MODULES};
+    h = kms_load_opts(&d, &e);
+    CHECK(h && kms_modules(h, &m, 1) == 1 && m.status == KMS_MODULE_DEFERRED && m.sized == 0 &&
+          !strcmp(m.file, "fs/fuse/fuse.ko"), "deferred: %s", h ? "" : e.message);
+    if (h) {
+        check_fixture(h); /* as from kallsyms alone */
+        const char *fuse[] = {"fuse", "nosuch"};
+        CHECK(kms_read_modules(h, fuse, 2, &e) == KMS_OK, "read fuse: %s", e.message);
+        CHECK(kms_modules(h, &m, 1) == 1 && m.status == KMS_MODULE_MATCHED && m.sized == 22,
+              "read: status %d", m.status);
+        kms_resolve(h, 0xffffffffc0a00014u, &r);
+        CHECK(r.sized && r.sym_size == 0x16 && r.object && !strcmp(r.object, "fs/fuse/fuse.ko"),
+              "fuse_dev_open sized after kms_read_modules");
+        CHECK(kms_read_modules(h, NULL, 0, &e) == KMS_OK, "nothing left: %s", e.message);
+        CHECK(kms_read_modules(h, fuse, 1, &e) == KMS_OK && kms_modules(h, &m, 1) == 1 &&
+              m.status == KMS_MODULE_MATCHED, "asked again: %s", e.message);
+        struct kms_changes c = {.size = sizeof c};
+        CHECK(kms_refresh(h, &c, &e) == KMS_OK && kms_modules(h, &m, 1) == 1 &&
+              m.status == KMS_MODULE_MATCHED, "a refresh keeps it read");
+    }
     kms_free(h);
-    remove(path);
+    h = kms_load_opts(&d, &e);
+    CHECK(h && kms_read_modules(h, NULL, 0, &e) == KMS_OK && kms_modules(h, &m, 1) == 1 &&
+          m.status == KMS_MODULE_MATCHED, "every deferred one read");
+    kms_free(h);
 
     /* options: SIZE is required; KMS_LOAD_NO_MODULES reads nothing */
     struct kms_load_opts o = {.syms_path = syms, .kallsyms_path = kallsyms, .modules_dir = tree};
@@ -574,6 +676,280 @@ static void check_modules(const char *syms, const char *kallsyms, const char *di
     kms_free(h);
     free(ko);
     free(copy);
+}
+
+/*
+ * KMS_LOAD_FALLBACK reads the default file, /lib/modules/$(uname -r)/kernel/
+ * dtrace_syms: this program is linked with --wrap=open so that, while
+ * DEFAULT_SYMS is set, that path opens DEFAULT_SYMS instead (a real file,
+ * bad in a chosen way), and nothing is installed on the host.
+ */
+static const char *default_syms;
+int __real_open(const char *path, int flags, ...);
+int __wrap_open(const char *path, int flags, ...)
+{
+    va_list ap;
+    va_start(ap, flags);
+    int mode = (flags & O_CREAT) ? va_arg(ap, int) : 0;
+    va_end(ap);
+    static const char tail[] = "/kernel/dtrace_syms";
+    size_t n = strlen(path);
+    if (default_syms && !strncmp(path, "/lib/modules/", 13) && n > sizeof tail &&
+        !strcmp(path + n - (sizeof tail - 1), tail))
+        path = default_syms;
+    return __real_open(path, flags, mode);
+}
+
+/* A degraded handle: every line of the core kernel or of its module, the
+ * warning errors.degraded_warning's. */
+static void check_degraded(kms_handle *h, const char *source, const char *why, const char *what)
+{
+    struct kms_info info = {.size = sizeof info};
+    struct kms_sym r = {.size = sizeof r};
+    char want[512];
+    kms_get_info(h, &info);
+    snprintf(want, sizeof want, "answering from %s alone, built-in modules show as vmlinux: ",
+             source);
+    CHECK(!info.builtin_modules_known && strstr(info.degraded, why) &&
+          !strncmp(info.warning, want, strlen(want)) &&
+          !strcmp(info.warning + strlen(want), info.degraded) && !strchr(info.warning, '\n'),
+          "%s: degraded '%s', warning '%s'", what, info.degraded, info.warning);
+    for (uint64_t a = 0xffffffff81000000u; a < 0xffffffff81003000u; a += 7) {
+        kms_resolve(h, a, &r);
+        CHECK(r.origin != KMS_ORIGIN_BUILTIN && !r.object && !r.sized && !r.ambiguous &&
+              (!r.dso || !strcmp(r.dso, "vmlinux")), "%s: 0x%llx answers %s", what,
+              (unsigned long long)a, r.dso ? r.dso : "(none)");
+    }
+    kms_resolve(h, 0xffffffffc0a00014u, &r);
+    CHECK(r.sym && !strcmp(r.sym, "fuse_dev_open") && r.origin == KMS_ORIGIN_LOADABLE,
+          "%s: loaded modules as before", what);
+}
+
+static void check_fallback(const char *syms, const char *kallsyms, const char *dir,
+                           const unsigned char *simg, size_t slen, const char *moved, size_t mlen)
+{
+    char path[4096 + 32], absent[4096 + 32];
+    kms_error e;
+    kms_handle *h;
+    struct kms_load_opts o = {.size = sizeof o, .kallsyms_path = kallsyms,
+                              .flags = KMS_LOAD_FALLBACK};
+    snprintf(absent, sizeof absent, "%s/absent", dir);
+    default_syms = absent;
+    check_error(kms_load(NULL, kallsyms, 0, &e), &e, KMS_E_NO_SYMS, "strict: no default file");
+    h = kms_load_opts(&o, &e);
+    CHECK(h != NULL, "fallback, no file: %s", e.message);
+    if (h)
+        check_degraded(h, kallsyms, "No such file or directory", "no file");
+    kms_free(h);
+
+    /* corrupt (a flipped byte), without a layout, another kernel's: each
+     * answered from kallsyms alone, saying why */
+    unsigned char *img = malloc(slen);
+    memcpy(img, simg, slen);
+    img[slen / 2] ^= 1;
+    snprintf(path, sizeof path, "%s/fallback-corrupt", dir);
+    spit(path, img, slen);
+    default_syms = path;
+    h = kms_load_opts(&o, &e);
+    CHECK(h != NULL, "fallback, corrupt: %s", e.message);
+    if (h)
+        check_degraded(h, kallsyms, "checksum mismatch", "corrupt");
+    kms_free(h);
+    snprintf(path, sizeof path, "%s/no-layout", dir);
+    h = kms_load_opts(&o, &e);
+    CHECK(h != NULL, "fallback, no layout: %s", e.message);
+    if (h)
+        check_degraded(h, kallsyms, "has no link layout", "no layout");
+    kms_free(h);
+    default_syms = syms;
+    o.kallsyms_path = NULL;
+    o.kallsyms_text = moved;
+    o.kallsyms_len = mlen;
+    o.kallsyms_name = "moved";
+    h = kms_load_opts(&o, &e);
+    CHECK(h != NULL, "fallback, stale: %s", e.message);
+    if (h) {
+        struct kms_info info = {.size = sizeof info};
+        kms_get_info(h, &info);
+        CHECK(!info.builtin_modules_known && strstr(info.degraded, "does not match moved"),
+              "stale: '%s'", info.degraded);
+    }
+    kms_free(h);
+    /* FORCE over FALLBACK: the stale file used, with its warning */
+    o.flags |= KMS_LOAD_FORCE;
+    h = kms_load_opts(&o, &e);
+    CHECK(h != NULL, "fallback and force: %s", e.message);
+    if (h) {
+        struct kms_info info = {.size = sizeof info};
+        kms_get_info(h, &info);
+        CHECK(info.builtin_modules_known && !strncmp(info.warning, "used anyway", 11),
+              "forced over fallback: '%s'", info.warning);
+    }
+    kms_free(h);
+    /* kallsyms' own faults are never the fallback's to hide */
+    default_syms = absent;
+    o.flags = KMS_LOAD_FALLBACK;
+    o.kallsyms_text = "ffffffff8100000 t x\n";
+    o.kallsyms_len = 20;
+    check_error(kms_load_opts(&o, &e), &e, KMS_E_KALLSYMS, "fallback, bad kallsyms");
+    default_syms = NULL;
+    free(img);
+}
+
+/* Why the running kernel hides addresses: kernel/ksyms_common.c
+ * kallsyms_show_value(), each case's remedy the one that would help. */
+static void check_hidden_cause(int kptr, int paranoid, int cap, const char *want,
+                               const char *unwanted)
+{
+    char buf[400];
+    kmsi_hidden_cause(kptr, paranoid, cap, buf, sizeof buf);
+    CHECK(strstr(buf, want) && (!unwanted || !strstr(buf, unwanted)),
+          "kptr_restrict %d, perf_event_paranoid %d, CAP_SYSLOG %d: '%s'", kptr, paranoid, cap, buf);
+}
+
+/* kallsyms that is not text, or empty: the file named once, and what it is. */
+static void check_bad_kallsyms(const char *syms)
+{
+    static const struct { const char *data; size_t len; const char *what; } bad[] = {
+        {"\x1f\x8b\x08\x08\0\0\0\0", 8, "K: gzip data: decompress it first"},
+        {"\xfd" "7zXZ\0\0\x04\xe6", 10, "K: xz data: decompress it first"},
+        {"\x28\xb5\x2f\xfd\x24\x00", 6, "K: zstd data: decompress it first"},
+        {"BZh91AY&SY", 10, "K: bzip2 data: decompress it first"},
+        {"\x7f" "ELF\x02\x01\x01", 7, "K: an ELF file, not kallsyms text"},
+        {"\x01\x02garbage\x03 t x\n", 15, "K: binary data, not kallsyms text"},
+    };
+    kms_error e;
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        check_error(kms_load_buffer(syms, bad[k].data, bad[k].len, "K", 0, &e), &e,
+                    KMS_E_KALLSYMS, bad[k].what);
+        CHECK(!strncmp(e.message, bad[k].what, strlen(bad[k].what)), "'%s'", e.message);
+    }
+    /* a text file's own fault keeps its line */
+    check_error(kms_load_buffer(syms, "hello world\n", 12, "K", 0, &e), &e, KMS_E_KALLSYMS, "text");
+    CHECK(!strncmp(e.message, "K:1: ", 5), "'%s'", e.message);
+    check_error(kms_load_buffer(syms, "\n\n", 2, "K", 0, &e), &e, KMS_E_KALLSYMS, "blank");
+    CHECK(!strcmp(e.message, "K: empty: no symbols (is this a kallsyms file?)"), "'%s'",
+          e.message);
+
+    check_hidden_cause(2, 1, 1, "kernel.kptr_restrict is 2, which hides them from every reader, "
+                       "root included: set 'sysctl kernel.kptr_restrict=1'", NULL);
+    check_hidden_cause(1, 2, 0, "kernel.kptr_restrict is 1, which shows them only to readers with "
+                       "CAP_SYSLOG", "sysctl");
+    check_hidden_cause(1, 1, 0, "or set 'sysctl kernel.kptr_restrict=0'", NULL);
+    check_hidden_cause(0, 2, 0, "kernel.perf_event_paranoid is 2, so the kernel shows them only to "
+                       "readers with CAP_SYSLOG: read it as root (with CAP_SYSLOG), or set "
+                       "'sysctl kernel.perf_event_paranoid=1'", "kptr_restrict");
+    check_hidden_cause(0, 3, 0, "kernel.perf_event_paranoid is 3", "kptr_restrict");
+    check_hidden_cause(0, 1, 0, "the kernel hid them when it was read", "sysctl");
+    check_hidden_cause(1, 2, 1, "the kernel hid them when it was read", "sysctl");
+    check_hidden_cause(-1, -1, -1, "none readable here", "sysctl");
+}
+
+/* Lines of KTEXT (LEN bytes) into PATH: all (WHICH 0), without fuse's (1),
+ * or with fuse's moved up by 0x1000 (2). */
+static void write_kallsyms(const char *path, const unsigned char *ktext, size_t len, int which)
+{
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL, "cannot write %s", path);
+    if (!f)
+        return;
+    for (const char *line = (const char *)ktext, *end = line + len; line < end;) {
+        const char *nl = memchr(line, '\n', (size_t)(end - line));
+        size_t n = nl ? (size_t)(nl - line) + 1 : (size_t)(end - line);
+        int fuse = n > 8 && !memcmp(line + n - 8, "\t[fuse]\n", 8);
+        if (fuse && which == 1) {
+        } else if (fuse && which == 2) {
+            fprintf(f, "%016llx%.*s", strtoull(line, NULL, 16) + 0x1000, (int)(n - 16), line + 16);
+        } else {
+            fwrite(line, 1, n, f);
+        }
+        line += n;
+    }
+    fclose(f);
+}
+
+static int same_list(const char *const *names, size_t n, const char *want)
+{
+    return want ? n == 1 && !strcmp(names[0], want) : n == 0;
+}
+
+/* kms_refresh(): modules loaded, reloaded and unloaded between reads of a
+ * kallsyms file; an unchanged /proc/modules reads nothing more. */
+static void check_refresh(const char *syms, const unsigned char *ktext, size_t klen,
+                          const char *dir)
+{
+    char path[4096 + 32], procmod[4096 + 32];
+    kms_error e;
+    struct kms_changes c = {.size = sizeof c};
+    struct kms_sym r = {.size = sizeof r};
+    snprintf(path, sizeof path, "%s/refresh-kallsyms", dir);
+    write_kallsyms(path, ktext, klen, 1);
+    kms_handle *h = kms_load(syms, path, 0, &e);
+    CHECK(h != NULL, "refresh: %s", e.message);
+    if (!h)
+        return;
+    kms_resolve(h, 0xffffffffc0a00014u, &r);
+    CHECK(!r.sym || strcmp(r.sym, "fuse_dev_open"), "no fuse before");
+    write_kallsyms(path, ktext, klen, 0);
+    CHECK(kms_refresh(h, &c, &e) == KMS_OK, "refresh: %s", e.message);
+    CHECK(same_list(c.loaded, c.nloaded, "fuse") && same_list(c.unloaded, c.nunloaded, NULL) &&
+          same_list(c.reloaded, c.nreloaded, NULL), "loaded: %zu %zu %zu", c.nloaded,
+          c.nunloaded, c.nreloaded);
+    kms_resolve(h, 0xffffffffc0a00014u, &r);
+    CHECK(r.sym && !strcmp(r.sym, "fuse_dev_open") && r.origin == KMS_ORIGIN_LOADABLE,
+          "fuse after loading");
+    check_fixture(h);
+    CHECK(kms_refresh(h, &c, &e) == KMS_OK && !c.nloaded && !c.nunloaded && !c.nreloaded,
+          "unchanged");
+    write_kallsyms(path, ktext, klen, 2);
+    CHECK(kms_refresh(h, &c, &e) == KMS_OK, "refresh: %s", e.message);
+    CHECK(same_list(c.reloaded, c.nreloaded, "fuse") && !c.nloaded && !c.nunloaded,
+          "reloaded: %zu %zu %zu", c.nloaded, c.nunloaded, c.nreloaded);
+    kms_resolve(h, 0xffffffffc0a01014u, &r);
+    CHECK(r.sym && !strcmp(r.sym, "fuse_dev_open") && r.symoff == 4,
+          "fuse moved: %s+0x%llx", r.sym ? r.sym : "-", (unsigned long long)r.symoff);
+    write_kallsyms(path, ktext, klen, 1);
+    CHECK(kms_refresh(h, &c, &e) == KMS_OK, "refresh: %s", e.message);
+    CHECK(same_list(c.unloaded, c.nunloaded, "fuse") && !c.nloaded && !c.nreloaded,
+          "unloaded: %zu %zu %zu", c.nloaded, c.nunloaded, c.nreloaded);
+    /* a failed refresh leaves the handle as it was */
+    struct kms_info before = {.size = sizeof before}, after = {.size = sizeof after};
+    kms_get_info(h, &before);
+    spit(path, "", 0);
+    CHECK(kms_refresh(h, &c, &e) == KMS_E_KALLSYMS, "refresh of an empty file: %d", e.code);
+    kms_get_info(h, &after);
+    CHECK(after.lines == before.lines && after.lines == 244 - 22, "unchanged: %zu lines",
+          after.lines);
+    write_kallsyms(path, ktext, klen, 0);
+    CHECK(kms_refresh(h, &c, &e) == KMS_OK && same_list(c.loaded, c.nloaded, "fuse"), "again");
+    check_fixture(h);
+    kms_free(h);
+
+    /* with /proc/modules: unchanged (use counts aside), kallsyms is not read */
+    snprintf(procmod, sizeof procmod, "%s/refresh-modules", dir);
+    spit(procmod, "fuse 200704 3 - Live 0xffffffffc0a00000\n", 40);
+    write_kallsyms(path, ktext, klen, 0);
+    struct kms_load_opts o = {.size = sizeof o, .syms_path = syms, .kallsyms_path = path,
+                              .proc_modules = procmod};
+    h = kms_load_opts(&o, &e);
+    CHECK(h != NULL, "refresh with /proc/modules: %s", e.message);
+    if (!h)
+        return;
+    write_kallsyms(path, ktext, klen, 2);
+    spit(procmod, "fuse 200704 5 - Live 0xffffffffc0a00000\n", 40);
+    CHECK(kms_refresh(h, &c, &e) == KMS_OK && !c.nloaded && !c.nunloaded && !c.nreloaded,
+          "use count changed: nothing read");
+    kms_resolve(h, 0xffffffffc0a00014u, &r);
+    CHECK(r.sym && !strcmp(r.sym, "fuse_dev_open") && r.symoff == 0x4, "not moved");
+    spit(procmod, "fuse 200704 5 - Live 0xffffffffc0a01000\n", 40);
+    CHECK(kms_refresh(h, &c, &e) == KMS_OK && same_list(c.reloaded, c.nreloaded, "fuse"),
+          "moved: %s", e.message);
+    kms_free(h);
+
+    /* a caller's text cannot be read again */
+    h = kms_load_buffer(syms, (const char *)ktext, klen, "fixture", 0, &e);
+    CHECK(h && kms_refresh(h, &c, &e) == KMS_E_ARG, "refresh of a buffer load");
+    kms_free(h);
 }
 
 static int count_lines(const struct kms_line *l, void *arg)
@@ -619,13 +995,25 @@ int main(int argc, char **argv)
         check_fixture(h);
     kms_free(h);
 
+    check_refresh(syms, ktext, klen, dir);
+
     /* errors, each with its code */
     snprintf(path, sizeof path, "%s/absent", dir);
-    check_error(kms_load(path, kallsyms, 0, &e), &e, KMS_E_IO, "missing dtrace_syms");
+    check_error(kms_load(path, kallsyms, 0, &e), &e, KMS_E_NO_SYMS, "missing dtrace_syms");
+    check_error(kms_load(path, kallsyms, KMS_LOAD_FALLBACK, &e), &e, KMS_E_NO_SYMS,
+                "a named file is never done without");
+    check_error(kms_load(dir, kallsyms, 0, &e), &e, KMS_E_IO, "a directory as dtrace_syms");
     check_error(kms_load(syms, path, 0, &e), &e, KMS_E_IO, "missing kallsyms");
+    for (int c = KMS_OK; c <= KMS_E_NO_SYMS; c++)
+        CHECK(kms_strerror(c)[0] && strcmp(kms_strerror(c), kms_strerror(-1)), "strerror %d", c);
+    CHECK(!strcmp(kms_strerror(KMS_E_NO_SYMS), "no dtrace_syms file"), "strerror");
     check_error(kms_load_buffer(syms, "", 0, NULL, 0, &e), &e, KMS_E_KALLSYMS, "empty kallsyms");
     check_error(kms_load_buffer(syms, "0000000000000000 t x\n", 21, NULL, 0, &e), &e,
                 KMS_E_HIDDEN, "hidden addresses");
+    CHECK(strstr(e.message, "kallsyms: every address is 0: the kernel hid them from whoever saved "
+                 "it (kernel.kptr_restrict, kernel.perf_event_paranoid and CAP_SYSLOG decide)"),
+          "'%s'", e.message);
+    check_bad_kallsyms(syms);
     check_error(kms_load_buffer(syms, "ffffffff8100000 t x\n", 20, NULL, 0, &e), &e,
                 KMS_E_KALLSYMS, "malformed line");
 
@@ -634,9 +1022,21 @@ int main(int argc, char **argv)
                                 &e), &e, KMS_E_STALE, "fixture as the live kernel");
     CHECK(strstr(e.message, "is for kernel") && strstr(e.message, "is running"), "'%s'",
           e.message);
+    CHECK(strstr(e.message, "or load with " KMS_FORCE_WORD) &&
+          !strcmp(e.message + strlen(e.message) - strlen(KMS_FORCE_WORD), KMS_FORCE_WORD),
+          "the remedy is the C flag, last: '%s'", e.message);
     h = kms_load_buffer(syms, (const char *)ktext, klen, "/proc/kallsyms",
                         KMS_LOAD_LIVE | KMS_LOAD_FORCE, &e);
     CHECK(h != NULL, "live --force: %s", e.message);
+    if (h) {
+        struct kms_info info = {.size = sizeof info};
+        kms_get_info(h, &info);
+        CHECK(info.builtin_modules_known && !info.degraded[0] &&
+              !strncmp(info.warning, "used anyway (KMS_LOAD_FORCE), answers may be wrong: ", 52) &&
+              strstr(info.warning, "is running; use the file of the running kernel") &&
+              !strstr(info.warning, " or load with"), "forced: '%s'", info.warning);
+        check_fixture(h);
+    }
     kms_free(h);
 
     /* without a layout: segments and anchors emptied, CRC repaired */
@@ -679,7 +1079,14 @@ int main(int argc, char **argv)
                 "moved lines");
     h = kms_load_buffer(syms, moved, klen, "moved", KMS_LOAD_FORCE, &e);
     CHECK(h != NULL, "--force loads it: %s", e.message);
+    if (h) {
+        struct kms_info info = {.size = sizeof info};
+        kms_get_info(h, &info);
+        CHECK(!strncmp(info.warning, "used anyway (KMS_LOAD_FORCE), answers may be wrong: ", 52) &&
+              strstr(info.warning, "does not match moved: of its"), "'%s'", info.warning);
+    }
     kms_free(h);
+    check_fallback(syms, kallsyms, dir, simg, slen, moved, klen);
     free(moved);
 
     /* every truncation, and a flipped bit at every byte with the CRC

@@ -1,4 +1,6 @@
-"""Read /proc/kallsyms in one gulp into arrays.
+"""Read System.map (the build's symbol list, in kallsyms' format) in one
+gulp into arrays, for the build's layout search and the tests.  At run
+time libkmodsyms reads kallsyms.
 
 Each line is ``ADDR TYPE NAME`` or ``ADDR TYPE NAME\\t[MOD]``.  The text is
 read once; addresses, type letters, module ids and the byte span of each
@@ -18,7 +20,6 @@ import numpy as np
 
 from ..errors import KmodsymsError
 from ..format.fileformat import MAGIC
-from ..kernelnames import is_pseudo_module
 from ..format.spans import equal_spans, words
 
 # Bounds of the address ranges that scripts/kallsyms.c keeps when it is not
@@ -96,17 +97,6 @@ class Kallsyms:
         self.zero_is_hidden = zero_is_hidden
         self.module_names: list[str] = ["vmlinux"]
         self._parse()
-
-    @classmethod
-    def from_columns(cls, text: bytes, source: str, module_names: list[str], address,
-                     type, module, name_start, name_end, by_address) -> "Kallsyms":
-        """Kallsyms parsed before (a snapshot's columns, see
-        :mod:`kmodsyms.snapshot`) over the same ``text``."""
-        ks = cls.__new__(cls)
-        ks.text, ks.source, ks.zero_is_hidden, ks.module_names = text, source, True, module_names
-        ks.address, ks.type, ks.module = address, type, module
-        ks.name_start, ks.name_end, ks._by_address = name_start, name_end, by_address
-        return ks
 
     def __len__(self) -> int:
         return len(self.address)
@@ -243,9 +233,6 @@ class Kallsyms:
             if len(bounds) == 2 and bounds[0] < bounds[1]:
                 ranges.append((bounds[0], bounds[1]))
         return ranges
-
-    def pseudo_module_ids(self) -> list[int]:
-        return [i for i, m in enumerate(self.module_names) if i and is_pseudo_module(m)]
 
 
 def read_kallsyms(path: str = "/proc/kallsyms", zero_is_hidden: bool = True) -> Kallsyms:

@@ -3,7 +3,7 @@ symbol against two independent answers from the build tree.
 
 * **linker maps** (``vmlinux.map`` + ``vmlinux`` and, when vmlinux was
   linked from vmlinux.o, ``vmlinux.o.map``): the object whose bytes lie at
-  each address (:func:`kmodsyms.build.linkmap.vmlinux_object_map`),
+  each address (:func:`kmodsyms.linkmap.vmlinux_object_map`),
   mapped to its module(s) through the dtrace_syms objects table.  This is
   the reference: any disagreement fails verification.
 * **modules.builtin.ranges** (CONFIG_BUILTIN_MODULE_RANGES, written by
@@ -354,28 +354,26 @@ def _modules_key(mods) -> tuple:
 
 
 def our_answers(resolver) -> tuple[list, list, list]:
-    """For every kallsyms line: our module key (None: ambiguous), object,
-    and the ambiguity candidates, from the resolver's per-line arrays
-    (:meth:`Resolver.line_modsets`)."""
-    syms = resolver.syms
-    set_keys = [_modules_key(syms.modset_names(i)) for i in range(len(syms.modsets))]
-    paths = {}
+    """For every kallsyms line of ``resolver`` (:mod:`kmodsyms.binding`):
+    our module key (None: ambiguous), object, and the ambiguity
+    candidates.  Only a line of no object can be ambiguous: its own record
+    says whether it is."""
     keys, objects, cands = [], [], []
-    for line, (modset, obj) in enumerate(zip(resolver.line_modsets().tolist(),
-                                             resolver.line_object.tolist())):
-        ambiguous = line in resolver.ambiguous
-        keys.append(set_keys[modset] if modset >= 0 and not ambiguous else None)
-        objects.append(paths.setdefault(obj, syms.object_path(obj)) if obj >= 0 else None)
-        cands.append(resolver.record(int(resolver.ks.address[line]), line, False).candidates
-                     if ambiguous else None)
+    for line in resolver.lines():
+        candidates = None
+        if line.object is None:
+            rec = resolver.record(line.address, line.index)
+            candidates = rec.candidates if rec.ambiguous else None
+        keys.append(None if candidates is not None else _modules_key(line.modules))
+        objects.append(line.object)
+        cands.append(candidates)
     return keys, objects, cands
 
 
 def verify(kbuild: str, syms_path: str | None = None) -> Report:
     """Compare our attribution of every System.map line with the linker
     maps and/or modules.builtin.ranges of the build tree ``kbuild``."""
-    from .kallsyms import read_kallsyms
-    from ..resolver import Resolver
+    from ..binding import load
     from ..format.symsfile import read_syms
 
     if not os.path.isdir(kbuild):
@@ -403,16 +401,18 @@ def verify(kbuild: str, syms_path: str | None = None) -> Report:
                                 "vmlinux.o (CONFIG_VMLINUX_MAP builds write the maps)")
 
     syms = read_syms(syms_path)
-    ks = read_kallsyms(path("System.map"), zero_is_hidden=False)
-    resolver = Resolver(syms, ks)
+    # System.map read as a kallsyms of the kernel at its link addresses:
+    # the library attributes its lines as it does a running kernel's.
+    resolver = load(syms=syms_path, kallsyms=path("System.map"))
+    lines = resolver.lines()
     ours, our_objects, candidates = our_answers(resolver)
-    n = len(ks)
-    addresses = ks.address
-    names = [nm.decode("utf-8", "surrogateescape") for nm in ks.names_bytes(slice(None))]
+    n = len(lines)
+    addresses = np.array([line.address for line in lines], dtype=np.uint64)
+    names = [line.name for line in lines]
 
     elf = read_elf_info(path("vmlinux")) if os.path.isfile(path("vmlinux")) else None
     sections = elf.section_of(addresses) if elf else ["?"] * n
-    sizes = [elf.sizes.get((ks.name_bytes(i), int(a)), 0) if elf else None
+    sizes = [elf.sizes.get((names[i].encode("utf-8", "surrogateescape"), int(a)), 0)
              for i, a in enumerate(addresses.tolist())] if elf else [None] * n
 
     report = Report(kbuild, syms_path, lines=n)

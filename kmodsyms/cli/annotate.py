@@ -26,6 +26,7 @@ from __future__ import annotations
 import bisect
 import re
 
+from ..binding.records import Origin
 from .frontend import format_kernel
 
 KERNEL_DSOS = ("[kernel.kallsyms]", "[kernel.vmlinux]")
@@ -64,7 +65,7 @@ class Annotator:
         recs = self._names.get(name)
         if recs is None:
             recs = self._names[name] = [rec for rec in self.resolver.lookup(name)
-                                        if rec.origin in ("core", "builtin")]
+                                        if rec.origin in (Origin.CORE, Origin.BUILTIN)]
         return recs
 
     def _module_of(self, name: str, address: int | None = None, size: int | None = None):
@@ -87,7 +88,7 @@ class Annotator:
     def _sizes(self, rec) -> tuple:
         """The sizes an oops may print for ``rec``'s symbol: the kernel's
         (the distance to the next kallsyms address) and the ELF size."""
-        addresses = self.resolver.sorted_address
+        addresses = self.resolver.sorted_addresses()
         above = bisect.bisect_right(addresses, rec.start)
         gap = int(addresses[above]) - rec.start if above < len(addresses) else None
         return gap, rec.size

@@ -16,8 +16,7 @@ import typer
 
 from .. import __version__
 from ..errors import KmodsymsError
-from .frontend import (OPTIONS, byte_exact_stdout, check_addresses, guarded, output_format,
-                       parse_name, run_lookup, run_resolve, warn)
+from .frontend import OPTIONS, byte_exact_stdout, guarded, load_resolver, run_command
 from ..kernelnames import kernel_spelling
 
 app = typer.Typer(
@@ -71,7 +70,7 @@ class _Progress:
 
 @app.command()
 def build(
-    kbuild: str = typer.Option(..., "--kbuild", "-k", help="Kernel build tree (objtree)."),
+    kbuild: Optional[str] = typer.Option(None, "--kbuild", "-k", help="Kernel build tree (objtree)."),
     thick: Optional[str] = typer.Option(
         None, "--thick", help="modules_thick.builtin to use (default: DIR/modules_thick.builtin, "
                               "then DIR/modules.builtin.objs, else derived from .cmd files)."),
@@ -83,15 +82,47 @@ def build(
     no_cache: bool = typer.Option(False, "--no-cache", help="Rescan every object (ignore OUTPUT.cache)."),
     no_layout: bool = typer.Option(False, "--no-layout",
                                    help="Do not record link addresses from vmlinux and System.map "
-                                        "(the loader then places objects by searching kallsyms)."),
+                                        "(a file without them cannot be loaded: for the "
+                                        "layout search's tests)."),
+    source: Optional[str] = typer.Option(
+        None, "--source", help="Kernel source (directory or tarball): take the module map from its "
+                               "kbuild Makefiles evaluated against the kernel's config (with --kbuild: "
+                               "DIR/.config, for a tree without .cmd files)."),
+    debuginfo: Optional[str] = typer.Option(
+        None, "--debuginfo", help="Build from this debug vmlinux (a distribution's -dbg/-debuginfo "
+                                  "package) instead of a build tree; see docs/distributions.md."),
+    release: Optional[str] = typer.Option(
+        None, "--release", help="With no build tree: the kernel release whose distribution files to "
+                                "read (default: the debug vmlinux's name, else the running kernel)."),
+    system_map: Optional[str] = typer.Option(None, "--system-map", help="With --debuginfo: System.map "
+                                             "(default: /usr/lib/debug/boot or /boot/System.map-REL)."),
+    config: Optional[str] = typer.Option(None, "--config", help="With --debuginfo: the kernel's config "
+                                         "(default: /boot/config-REL)."),
+    modules_dir: Optional[str] = typer.Option(None, "--modules-dir", help="With --debuginfo: "
+                                              "/lib/modules/REL (modules.builtin)."),
+    guess_modules: bool = typer.Option(False, "--guess-modules", help="With --debuginfo and no --source: "
+                                       "guess each object's module from modules.builtin.modinfo's file= "
+                                       "entries (not exact; recorded as such)."),
+    as_json: bool = typer.Option(False, "--json", help="With --debuginfo: print the summary as JSON."),
 ):
-    """Scan a kernel build tree into one dtrace_syms file."""
+    """Scan a kernel build tree into one dtrace_syms file, or build one from
+    a distribution's debug vmlinux (--debuginfo)."""
     from ..build.archive import vmlinux_objects
     from ..build.writer import build as run_build
     from ..build.modmap import choose_module_map
+    if debuginfo or release or system_map or config or modules_dir or guess_modules:
+        if kbuild:
+            _die("give --kbuild, or --debuginfo and its files, not both")
+        _build_debuginfo(debuginfo, release, system_map, config, modules_dir, source, guess_modules,
+                         output, jobs, as_json)
+        return
+    if not kbuild:
+        _die("give the kernel build tree (--kbuild DIR), or a debug vmlinux (--debuginfo VMLINUX)")
     if not os.path.isdir(kbuild):
         _die(f"{kbuild}: not a directory (give the kernel build tree with --kbuild)")
-    thick_map, thick_source = choose_module_map(kbuild, thick)
+    if source and thick:
+        _die("give --thick or --source, not both")
+    thick_map, thick_source = choose_module_map(kbuild, thick, source)
     output = output or os.path.join(kbuild, "dtrace_syms")
     # The bar's length costs a second read of vmlinux.a: only on a terminal.
     total = len(vmlinux_objects(kbuild)[0]) if sys.stderr.isatty() else 0
@@ -106,6 +137,39 @@ def build(
                f"(module map: {result.thick_source}), {result.layout}, {result.seconds:.2f}s")
 
 
+def _build_debuginfo(vmlinux, release, system_map, config, modules_dir, source, guess_modules,
+                     output, jobs, as_json) -> None:
+    from ..build.debuginfo import build_from_debuginfo, default_inputs, release_of_vmlinux
+    if source and guess_modules:
+        _die("give --source or --guess-modules, not both")
+    if not output:
+        _die("give the output file (-o FILE) to build from debug info")
+    release = release or (release_of_vmlinux(vmlinux) if vmlinux else "")
+    inputs = default_inputs(release)
+    inputs.vmlinux = vmlinux or inputs.vmlinux
+    inputs.system_map = system_map or inputs.system_map
+    inputs.config = config or inputs.config
+    inputs.modules_dir = modules_dir or inputs.modules_dir
+    r = build_from_debuginfo(inputs, output, source, guess_modules=guess_modules, jobs=jobs)
+    if as_json:
+        typer.echo(json.dumps(r.summary(), indent=2))
+        return
+    c = r.counts
+    typer.echo(f"{r.output}: {r.symbols} symbols, {r.objects} objects (from debug info), "
+               f"{r.modules} built-in modules (module map: {r.module_map}), link layout recorded, "
+               f"{r.seconds:.2f}s")
+    typer.echo(f"  of {c['symbols']} System.map symbols: {c['symbols'] - c['unattributed']} "
+               f"attributed ({c['file run']} by file run, {c['code range']} by code range, "
+               f"{c['variable']} by variable, {c['padding']} __pfx_, {c['static call']} __SCT__), "
+               f"{c['no object']} of units outside vmlinux's objects, {c['unattributed']} unattributed "
+               "(in no object: see --json)")
+    if r.self_check:
+        k = r.self_check
+        typer.echo(f"  self-check: {k['initcalls_wrong']} of {k['initcalls_checked']} __initcall__kmod_ "
+                   f"symbols and {k['params_wrong']} of {k['params_checked']} __param_ symbols of "
+                   "modules.builtin.modinfo's parameters name another module than their object's")
+
+
 @app.command()
 def info(
     file: str = typer.Argument(..., help="A dtrace_syms file."),
@@ -113,7 +177,7 @@ def info(
 ):
     """Show a dtrace_syms file's header, counts and modules."""
     from ..format.fileformat import FORMAT_VERSION
-    from ..format.symsfile import read_syms
+    from ..format.symsfile import FLAG_FROM_DEBUG_INFO, FLAG_GUESSED_MODULES, read_syms
     syms = read_syms(file)
     counts = syms.module_symbol_counts()
     core = int((syms.symbols["modset"] == 0).sum())
@@ -129,6 +193,8 @@ def info(
         "symbols": len(syms.symbols),
         "core_symbols": core,
         "missing_objects": syms.missing_objects,
+        "from_debug_info": bool(syms.flags & FLAG_FROM_DEBUG_INFO),
+        "modules_guessed": bool(syms.flags & FLAG_GUESSED_MODULES),
         "layout": ({"segments": len(syms.segments), "anchors": len(syms.anchors),
                     "placement": json.loads(syms.meta_placement)}
                    if syms.has_layout and syms.meta_placement else None),
@@ -148,7 +214,21 @@ def info(
                f"symbols:         {doc['symbols']} ({core} core kernel)\n"
                f"built-in modules: {len(counts)}")
     layout = doc["layout"]
-    if layout:
+    debug = layout["placement"].get("debug_info") if layout else None
+    if doc["from_debug_info"] and debug:
+        check = debug.get("self_check") or {}
+        typer.echo(f"built from:      debug info{' (modules GUESSED from modules.builtin.modinfo)' if doc['modules_guessed'] else ''}; "
+                   f"of {debug['symbols']} System.map symbols, "
+                   f"{debug['symbols'] - debug['unattributed'] - debug['no object']} in an object of "
+                   f"vmlinux, {debug['no object']} in units of no object (.vmlinux.export.c...), "
+                   f"{debug['unattributed']} in no unit"
+                   + (f"; self-check: {check['initcalls_wrong']} of {check['initcalls_checked']} "
+                      f"__initcall__kmod_ and {check.get('params_wrong', 0)} of "
+                      f"{check.get('params_checked', 0)} __param_ symbols in another module"
+                      if check else ""))
+        typer.echo(f"link layout:     from debug info: {len(syms.sections)} sections at their link "
+                   f"addresses; {layout['segments']} segments")
+    elif layout:
         p = layout["placement"]
         typer.echo(f"link layout:     {len(syms.sections) - p['sections_unplaced']} of "
                    f"{len(syms.sections)} sections placed against System.map "
@@ -244,7 +324,7 @@ def verify(
 
 def _option(name: str):
     """The typer option of the shared table (kmodsyms.cli.frontend.OPTIONS),
-    which the quick path reads too."""
+    which kmodsyms.cli.frontend.parse_args reads too."""
     option = OPTIONS[name]
     if not option.choices:
         return typer.Option(option.default, *option.flags, help=option.help, show_default=False)
@@ -258,37 +338,35 @@ def _option(name: str):
                         metavar="[" + "|".join(option.choices) + "]", callback=one_of_choices)
 
 
-def _load(syms: Optional[str], kallsyms: Optional[str], strict: bool, force: bool,
-          no_cache: bool, modules_dir: Optional[str]):
-    from ..resolver import load
-    resolver = load(syms=syms, kallsyms=kallsyms, force=force, cache=not no_cache,
-                    fallback=not strict and syms is None, warn=warn, modules_dir=modules_dir)
-    for warning in resolver.module_warnings:
-        warn(warning)
-    return resolver
+def _options(**given) -> dict:
+    """A command's options as :func:`kmodsyms.frontend.run_command` takes
+    them (the same dict :func:`kmodsyms.frontend.parse_args` makes)."""
+    options = {name: OPTIONS[name].default for name in OPTIONS}
+    options.update(given)
+    return options
 
 
 @app.command()
 def resolve(
     addresses: List[str] = typer.Argument(..., help="Addresses in hex (0x optional); '-' reads "
-                                                    "one per line from stdin, where a bad line "
-                                                    "is reported and the rest answered (exit "
-                                                    "status 1)."),
+                                                    "one per line from stdin and writes one "
+                                                    "line per line read, in its place: a bad "
+                                                    "line's error (exit status 1), a blank "
+                                                    "line's empty one."),
     syms: Optional[str] = _option("syms"),
     kallsyms: Optional[str] = _option("kallsyms"),
     fmt: str = _option("format"),
     as_json: bool = _option("json"),
     strict: bool = _option("strict"),
     force: bool = _option("force"),
-    no_cache: bool = _option("no_cache"),
+    quiet: bool = _option("quiet"),
     modules_dir: Optional[str] = _option("modules_dir"),
 ):
     """Name the module, innermost symbol and offset of kernel addresses
     (DTrace's mod`sym+0xoff)."""
-    check_addresses(addresses)   # refuse bad arguments before loading anything
-    resolver = _load(syms, kallsyms, strict, force, no_cache, modules_dir)
-    raise typer.Exit(run_resolve(resolver, addresses, output_format(
-        {"format": fmt, "json": as_json})))
+    raise typer.Exit(run_command("resolve", _options(
+        arguments=addresses, syms=syms, kallsyms=kallsyms, format=fmt, json=as_json,
+        strict=strict, force=force, quiet=quiet, modules_dir=modules_dir)))
 
 
 @app.command()
@@ -302,15 +380,14 @@ def lookup(
     as_json: bool = _option("json"),
     strict: bool = _option("strict"),
     force: bool = _option("force"),
-    no_cache: bool = _option("no_cache"),
+    quiet: bool = _option("quiet"),
     modules_dir: Optional[str] = _option("modules_dir"),
 ):
     """Find the address of MOD`NAME (every match of a bare NAME, with its module).
     Exit status 1 when a name has no match or its module is unknown."""
-    for spec in names:
-        parse_name(spec)   # refuse bad arguments before loading anything
-    resolver = _load(syms, kallsyms, strict, force, no_cache, modules_dir)
-    raise typer.Exit(run_lookup(resolver, names, output_format({"format": fmt, "json": as_json})))
+    raise typer.Exit(run_command("lookup", _options(
+        arguments=names, syms=syms, kallsyms=kallsyms, format=fmt, json=as_json,
+        strict=strict, force=force, quiet=quiet, modules_dir=modules_dir)))
 
 
 @app.command()
@@ -319,15 +396,14 @@ def kallmodsyms(
     kallsyms: Optional[str] = _option("kallsyms"),
     strict: bool = _option("strict"),
     force: bool = _option("force"),
-    no_cache: bool = _option("no_cache"),
+    quiet: bool = _option("quiet"),
     modules_dir: Optional[str] = _option("modules_dir"),
 ):
     """Print what UEK's /proc/kallmodsyms printed ('%016x %x %c %s' then
     '\\t[mod]'), for consumers that parse it."""
-    resolver = _load(syms, kallsyms, strict, force, no_cache, modules_dir)
-    out = sys.stdout
-    for text in resolver.kallmodsyms_lines():
-        out.write(text + "\n")
+    raise typer.Exit(run_command("kallmodsyms", _options(
+        syms=syms, kallsyms=kallsyms, strict=strict, force=force, quiet=quiet,
+        modules_dir=modules_dir)))
 
 
 @app.command()
@@ -341,7 +417,7 @@ def annotate(
     kallsyms: Optional[str] = _option("kallsyms"),
     strict: bool = _option("strict"),
     force: bool = _option("force"),
-    no_cache: bool = _option("no_cache"),
+    quiet: bool = _option("quiet"),
     modules_dir: Optional[str] = _option("modules_dir"),
 ):
     """Copy text to stdout with its kernel frames module-qualified: 'perf
@@ -357,45 +433,12 @@ def annotate(
             readers.append(sys.stdin.buffer if path == "-" else open(path, "rb"))
         except OSError as e:
             raise KmodsymsError(f"cannot read {path}: {e.strerror}") from None
-    resolver = _load(syms, kallsyms, strict, force, no_cache, modules_dir)
+    resolver = load_resolver(_options(syms=syms, kallsyms=kallsyms, strict=strict, force=force,
+                                      modules_dir=modules_dir), quiet=quiet)
     out = sys.stdout.buffer
     lines = (raw.decode("utf-8", "surrogateescape") for reader in readers for raw in reader)
     run_annotate(resolver, lines, lambda text: out.write(text.encode("utf-8", "surrogateescape")),
                  folded=folded)
-
-
-@app.command()
-def cache(
-    list_: bool = typer.Option(False, "--list", help="List the snapshots, most recently used "
-                                                     "first."),
-    clear: bool = typer.Option(False, "--clear", help="Delete every snapshot."),
-    as_json: bool = typer.Option(False, "--json", help="--list as one JSON object."),
-):
-    """Show or clear the snapshot cache: where it is, what it holds.  A
-    snapshot of a loaded pair of files lets 'resolve' and 'lookup' answer
-    in milliseconds until kallsyms changes; the cache keeps the most
-    recently used few, and drops those of earlier boots."""
-    from .. import snapshot
-    directory = snapshot.cache_dir()
-    if clear:
-        typer.echo(f"{directory}: {snapshot.clear()} snapshots deleted")
-        return
-    snaps = snapshot.cached_snapshots()
-    if as_json:
-        typer.echo(json.dumps({"directory": directory, "max_snapshots": snapshot.MAX_SNAPSHOTS,
-                               "max_bytes": snapshot.MAX_CACHE_BYTES,
-                               "snapshots": [snap.to_json() for snap in snaps]}, indent=2))
-        return
-    total = sum(snap.size for snap in snaps)
-    typer.echo(f"{directory or '(no cache: no home directory)'}: {len(snaps)} snapshots, "
-               f"{total / (1 << 20):.1f} MiB (keeps at most {snapshot.MAX_SNAPSHOTS}, "
-               f"{snapshot.MAX_CACHE_BYTES >> 20} MiB)")
-    if list_:
-        import time
-        for snap in snaps:
-            used = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snap.last_used))
-            typer.echo(f"  {os.path.basename(snap.path)}  {snap.size / (1 << 20):6.1f} MiB  "
-                       f"used {used}  {snap.syms} + {snap.kallsyms}")
 
 
 @app.command()
@@ -405,20 +448,13 @@ def modules(
     as_json: bool = typer.Option(False, "--json", help="One JSON object per module."),
     strict: bool = _option("strict"),
     force: bool = _option("force"),
-    no_cache: bool = _option("no_cache"),
     modules_dir: Optional[str] = _option("modules_dir"),
 ):
     """List the loaded modules: the .ko file each was matched with, and how
     many of its kallsyms lines got their ELF size from it."""
-    resolver = _load(syms, kallsyms, strict, force, no_cache, modules_dir)
-    for st in resolver.module_stats:
-        if as_json:
-            sys.stdout.write(json.dumps(st.__dict__) + "\n")
-        else:
-            note = st.file or "-"
-            if st.reason:
-                note += f" (refused: {st.reason})"
-            sys.stdout.write(f"{st.name}\t{st.status}\t{st.sized}/{st.lines} sized\t{note}\n")
+    raise typer.Exit(run_command("modules", _options(
+        syms=syms, kallsyms=kallsyms, json=as_json, strict=strict, force=force,
+        modules_dir=modules_dir)))
 
 
 def _run_app() -> int:
@@ -445,8 +481,8 @@ def _run_app() -> int:
 
 
 def main() -> None:
-    """Console entry point: run the app through the error wrapper the quick
-    path uses too (kmodsyms.cli.frontend.guarded)."""
+    """Console entry point: run the app through the error wrapper the
+    commands run without typer use too (kmodsyms.cli.frontend.guarded)."""
     byte_exact_stdout()
     sys.exit(guarded(_run_app))
 

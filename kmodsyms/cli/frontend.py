@@ -1,6 +1,8 @@
-"""What the two ways into ``kmodsyms resolve`` and ``lookup`` share: the
-typer CLI (:mod:`kmodsyms.cli.app`) and the quick path that answers from a
-snapshot without importing typer or numpy (:mod:`kmodsyms.quick`).
+"""The commands that answer from a loaded kernel (``resolve``, ``lookup``,
+``kallmodsyms``, ``modules``), shared by the typer CLI (:mod:`kmodsyms.cli.app`)
+and the entry point (:mod:`kmodsyms.__main__`), which runs them without
+importing typer: a ``kmodsyms resolve ADDR`` process costs the interpreter,
+the extension and ``kms_load()``, little more.
 
 One table of the options (:data:`OPTIONS`, :data:`COMMAND_OPTIONS`): typer
 builds its parameters from it and :func:`parse_args` reads the same command
@@ -10,8 +12,7 @@ exit status 2 on either path.  And the output: addresses parsed
 (:func:`parse_address`), answers formatted (:data:`FORMATS`) and written a
 line at a time (:func:`write_answers`), names parsed (:func:`parse_name`).
 
-Plain Python: the quick path imports this module, so nothing here may pull
-in numpy or typer.
+Nothing here may pull in numpy or typer.
 """
 
 from __future__ import annotations
@@ -43,8 +44,9 @@ FORMAT_NAMES = ("verbose", "dtrace", "kernel", "json")
 
 OPTIONS = {
     "syms": Option(("--syms", "-s"), "dtrace_syms file (default: /lib/modules/$(uname -r)/"
-                   "kernel/dtrace_syms; without it, kallsyms alone answers and built-in "
-                   "modules show as vmlinux, with a warning).", takes_value=True),
+                   "kernel/dtrace_syms; without it, kallsyms alone answers, a built-in "
+                   "module's symbol shows its module as '?', with a warning).",
+                   takes_value=True),
     "kallsyms": Option(("--kallsyms",), "kallsyms file (default: /proc/kallsyms, checked "
                        "against the running kernel).", takes_value=True),
     "format": Option(("--format", "-f"), "verbose: 0xADDR mod`sym+0xoff (size, object); "
@@ -56,20 +58,24 @@ OPTIONS = {
                      "or for another kernel) instead of answering from kallsyms alone."),
     "force": Option(("--force",), "Use dtrace_syms even if it looks built for another "
                     "kernel (with a warning on every run)."),
-    "no_cache": Option(("--no-cache",), "Neither restore nor save a snapshot of the loaded "
-                       "files (see 'kmodsyms cache')."),
+    "quiet": Option(("--quiet", "-q"), "Print no warning for answering from kallsyms "
+                    "alone (without a usable dtrace_syms), for scripts."),
     "modules_dir": Option(("--modules-dir",), "Where loaded modules' .ko files are "
                           "(modules.dep, else searched), for their sizes (default with "
                           "/proc/kallsyms: /lib/modules/$(uname -r); with a kallsyms file: "
                           "none).", takes_value=True),
 }
 
-# The options of the commands the quick path answers, in --help order
+# The options of the commands run without typer, in --help order
 # (tests/test_frontend.py holds the typer commands to them).
 COMMAND_OPTIONS = {
-    "resolve": ("syms", "kallsyms", "format", "json", "strict", "force", "no_cache", "modules_dir"),
-    "lookup": ("syms", "kallsyms", "format", "json", "strict", "force", "no_cache", "modules_dir"),
+    "resolve": ("syms", "kallsyms", "format", "json", "strict", "force", "quiet", "modules_dir"),
+    "lookup": ("syms", "kallsyms", "format", "json", "strict", "force", "quiet", "modules_dir"),
+    "kallmodsyms": ("syms", "kallsyms", "strict", "force", "quiet", "modules_dir"),
+    "modules": ("syms", "kallsyms", "json", "strict", "force", "modules_dir"),
 }
+# Commands that take no arguments, only options.
+NO_ARGUMENTS = ("kallmodsyms", "modules")
 
 
 def parse_args(command: str, args: list[str]) -> dict | None:
@@ -110,7 +116,7 @@ def parse_args(command: str, args: list[str]) -> dict | None:
         if option.choices and value not in option.choices:
             return None
         options[name] = value
-    if not arguments:
+    if bool(arguments) == (command in NO_ARGUMENTS):
         return None
     options["arguments"] = arguments
     return options
@@ -197,19 +203,32 @@ def parse_name(spec: str) -> tuple[str | None, str, int]:
 
 
 # ------------------------------------------------------------------ formats
+def shown_module(rec) -> str | None:
+    """The module a text format names: None (printed ``?``) where it is
+    not known: an ambiguous symbol's candidates in different modules, or
+    answered from kallsyms alone (no dtrace_syms), where a symbol outside
+    loaded and pseudo-modules may be core kernel or any built-in module."""
+    if not rec.builtin_modules_known and rec.origin not in ("loadable", "pseudo"):
+        return None
+    return rec.module
+
+
 def format_verbose(rec) -> str:
-    """``0xADDR mod`sym+0xoff (0xSIZE bytes, object)``: the record's own text."""
+    """``0xADDR mod`sym+0xoff (0xSIZE bytes, object)``: the record's own
+    text, with ``?`` for a module not known."""
+    if rec.module is not None and shown_module(rec) is None:
+        rec = rec._replace(module=None)
     return str(rec)
 
 
 def format_dtrace(rec) -> str:
     """As DTrace's ``stack()`` prints a frame: ``mod`sym+0xoff`` (no
     ``+0x0``), ``mod`0xADDR`` in a module but no symbol, else ``0xADDR``.
-    ``?`` stands for the module of an ambiguous symbol whose candidates lie
-    in different modules."""
+    ``?`` stands for a module not known (:func:`shown_module`)."""
+    module = shown_module(rec)
     if rec.symbol is None:
-        return f"{rec.module}`{rec.address:#x}" if rec.module else f"{rec.address:#x}"
-    text = f"{rec.module or '?'}`{rec.symbol}"
+        return f"{module}`{rec.address:#x}" if module else f"{rec.address:#x}"
+    text = f"{module or '?'}`{rec.symbol}"
     return text + f"+{rec.offset:#x}" if rec.offset else text
 
 
@@ -223,13 +242,14 @@ def format_kernel(rec) -> str:
     text = f"{rec.symbol}+{rec.offset:#x}"
     if rec.size is not None:
         text += f"/{rec.size:#x}"
-    if rec.module is None:
+    module = shown_module(rec)
+    if module is None:
         return text + " [?]"
-    return text if rec.module == "vmlinux" else f"{text} [{rec.module}]"
+    return text if module == "vmlinux" else f"{text} [{module}]"
 
 
 def format_json(rec) -> str:
-    import json   # here: its import is a few ms of a run from a snapshot
+    import json   # here: a resolve of one address does not need it
     return json.dumps(rec.to_json())
 
 
@@ -237,13 +257,27 @@ FORMATS = {"verbose": format_verbose, "dtrace": format_dtrace, "kernel": format_
            "json": format_json}
 
 
+def _bad_line(fmt: str, text: str, number: int, error: str) -> None:
+    """A bad line of ``resolve -``'s stdin, in its place: ``{"input",
+    "error"}`` in JSON, else the error (and ``LINE N: ...`` on stderr)."""
+    if fmt == "json":
+        import json
+        sys.stdout.write(json.dumps({"input": text, "error": error}) + "\n")
+        return
+    sys.stdout.write(f"? {error}\n")
+    sys.stdout.flush()
+    print(f"LINE {number}: {error}", file=sys.stderr)
+
+
 def write_answers(resolve, addresses: list[str], fmt: str) -> int:
     """``kmodsyms resolve``'s output: each of ``addresses`` (``-``: one per
     line of stdin, flushed line by line) answered by ``resolve(address) ->
-    Symbolization`` as one line on stdout in format ``fmt``.  A bad line of
-    stdin does not stop the rest: in JSON it gets ``{"input", "error"}`` in
-    its place, else ``LINE N: ...`` on stderr.  Returns how many were bad
-    (the caller refuses bad arguments before loading anything)."""
+    Symbolization`` as one line on stdout in format ``fmt``.  Every line of
+    stdin gets one line of output, so that ``paste`` pairs them: a blank one
+    an empty line (JSON: ``{"input": ""}``), a bad one its error in its
+    place (:func:`_bad_line`), which does not stop the rest.  Returns how
+    many were bad (the caller refuses bad arguments before loading
+    anything)."""
     render = FORMATS[fmt]
     bad = 0
     for arg in addresses:
@@ -253,17 +287,13 @@ def write_answers(resolve, addresses: list[str], fmt: str) -> int:
         for number, line in enumerate(sys.stdin, 1):
             text = line.strip()
             if not text:
+                sys.stdout.write('{"input": ""}\n' if fmt == "json" else "\n")
                 continue
             try:
                 address = parse_address(text)
             except KmodsymsError as e:
                 bad += 1
-                if fmt == "json":
-                    import json
-                    sys.stdout.write(json.dumps({"input": text, "error": str(e)}) + "\n")
-                else:
-                    sys.stdout.flush()
-                    print(f"LINE {number}: {e}", file=sys.stderr)
+                _bad_line(fmt, text, number, str(e))
                 continue
             sys.stdout.write(render(resolve(address)) + "\n")
             sys.stdout.flush()
@@ -278,9 +308,28 @@ def check_addresses(arguments: list[str]) -> None:
 
 
 # ----------------------------------------------------------------- commands
+def load_resolver(options: dict, quiet: bool = False):
+    """The resolver a command's options ask for (:func:`kmodsyms.load`):
+    answering from kallsyms alone, with one warning (none when ``quiet``),
+    when the default dtrace_syms is not usable, unless ``--strict``."""
+    from ..binding import load
+    resolver = load(syms=options["syms"], kallsyms=options["kallsyms"], force=options["force"],
+                    fallback=not options["strict"] and options["syms"] is None,
+                    warn=(lambda message: None) if quiet else warn,
+                    modules_dir=options["modules_dir"])
+    for warning in resolver.module_warnings:
+        warn(warning)
+    if resolver.info.guessed_modules:
+        warn(f"the built-in modules of {options['syms'] or 'dtrace_syms'} are guessed from "
+             "modules.builtin.modinfo (kmodsyms build --guess-modules), not kbuild's: a module "
+             "of several objects may show as vmlinux or as another module; rebuild it with "
+             "--source")
+    return resolver
+
+
 def run_resolve(answers, arguments: list[str], fmt: str) -> int:
-    """``kmodsyms resolve`` on a loaded resolver or snapshot: exit status 1
-    when a line of stdin was bad, else 0."""
+    """``kmodsyms resolve`` on a loaded resolver: exit status 1 when a line
+    of stdin was bad, else 0."""
     return 1 if write_answers(answers.resolve, arguments, fmt) else 0
 
 
@@ -290,10 +339,9 @@ def run_lookup(answers, specs: list[str], fmt: str) -> int:
     that is not there."""
     render = FORMATS[fmt]
     parsed = [parse_name(spec) for spec in specs]   # all checked before any answer
-    known = set(answers.modules())
     missing = 0
     for spec, (module, name, offset) in zip(specs, parsed):
-        if module is not None and module not in known:
+        if module is not None and not answers.module_known(module):
             missing += 1
             print(f"{PROG}: no module {module!r} (for {spec}): not vmlinux, a built-in "
                   f"module{'' if answers.builtin_modules_known else ' (unknown without dtrace_syms)'}"
@@ -306,3 +354,56 @@ def run_lookup(answers, specs: list[str], fmt: str) -> int:
         for rec in matches:
             sys.stdout.write(render(rec) + "\n")
     return 1 if missing else 0
+
+
+def run_kallmodsyms(answers) -> int:
+    sys.stdout.flush()
+    sys.stdout.buffer.write(answers.kallmodsyms())
+    return 0
+
+
+def run_modules(answers, as_json: bool) -> int:
+    """``kmodsyms modules``: each loaded module, its file, status and sizes."""
+    if as_json:
+        import json
+    for st in answers.module_stats:
+        if as_json:
+            sys.stdout.write(json.dumps(st.to_json()) + "\n")
+        else:
+            note = st.file or "-"
+            if st.reason:
+                note += f" (refused: {st.reason})"
+            sys.stdout.write(f"{st.name}\t{st.status}\t{st.sized}/{st.lines} sized\t{note}\n")
+    return 0
+
+
+def run_command(command: str, options: dict) -> int:
+    """Run one of :data:`COMMAND_OPTIONS`' commands with its parsed options:
+    arguments checked before anything is loaded, then the load, then the
+    answers."""
+    arguments = options.get("arguments", [])
+    if command == "resolve":
+        check_addresses(arguments)
+    elif command == "lookup":
+        for spec in arguments:
+            parse_name(spec)
+    # 'modules' needs no dtrace_syms: answering without one is not worth a warning.
+    resolver = load_resolver(options, quiet=options.get("quiet") or command == "modules")
+    if command == "resolve":
+        return run_resolve(resolver, arguments, output_format(options))
+    if command == "lookup":
+        return run_lookup(resolver, arguments, output_format(options))
+    if command == "kallmodsyms":
+        return run_kallmodsyms(resolver)
+    return run_modules(resolver, options["json"])
+
+
+def fast_main(command: str, args: list[str]) -> int | None:
+    """``kmodsyms COMMAND ARGS`` without typer: the exit status, or None
+    when the arguments are not ones :func:`parse_args` reads (help,
+    unknown or malformed options), which the typer CLI then handles."""
+    options = parse_args(command, args)
+    if options is None:
+        return None
+    byte_exact_stdout()
+    return guarded(lambda: run_command(command, options))

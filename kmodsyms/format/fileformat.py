@@ -117,6 +117,8 @@ CRC_COVERS_FROM = HEADER_AT["file_size"]
 
 # header flags
 FLAG_MISSING_OBJECTS = 1   # some objects were missing at build time (--allow-missing)
+FLAG_FROM_DEBUG_INFO = 2   # built from a debug vmlinux's DWARF, not from the objects
+FLAG_GUESSED_MODULES = 4   # the module map is modules.builtin.modinfo's file= guess
 # objects.flags
 OBJECT_MISSING = 1         # this object was missing: no sections, no symbols
 # sections.address of a section not placed at build time
@@ -186,6 +188,8 @@ def c_header() -> str:
                 out.append(f"#define {t.c_prefix}{f.name.upper()} {at}u")
     out += ["", "/* Codes and flags. */",
             f"#define FLAG_MISSING_OBJECTS {FLAG_MISSING_OBJECTS}u /* header flags */",
+            f"#define FLAG_FROM_DEBUG_INFO {FLAG_FROM_DEBUG_INFO}u",
+            f"#define FLAG_GUESSED_MODULES {FLAG_GUESSED_MODULES}u",
             f"#define OBJECT_MISSING {OBJECT_MISSING}u /* objects.flags */",
             f"#define NO_ADDRESS UINT64_C(0x{NO_ADDRESS:X}) /* sections.address: not placed */"]
     out += [f"#define PLACEMENT_{k} {v}u /* sections.placement */" for k, v in PLACEMENT_CODES.items()]

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .namehash import MULTIPLIER
-
 # _LOW_BYTES[n]: a little-endian word mask keeping its first n bytes.
 _LOW_BYTES = np.array([(1 << (8 * n)) - 1 for n in range(9)], dtype=np.uint64)
-_MULTIPLIER = np.uint64(MULTIPLIER)   # kmodsyms.format.namehash hashes one name the same way
+_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)   # odd, well spread (golden ratio)
 
 
 def words(buf) -> np.ndarray:

@@ -1,0 +1,40 @@
+# SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
+#
+# contrib/dtrace: kms-dt-module, DTrace's kernel module table built from
+# libkmodsyms (docs/dtrace-utils.md).  Included by contrib/c/Makefile, whose
+# variables (O, SRC, LIB_A, HDR, ALL_CFLAGS, BINDIR) it uses; built by its
+# 'all', installed by its 'install'.
+DTRACE_SRC := $(SRC)/../dtrace
+DTRACE_PROG := $(O)/kms-dt-module
+
+all: $(DTRACE_PROG)
+
+$(DTRACE_PROG): $(DTRACE_SRC)/kms-dt-module.c $(LIB_A) $(HDR)
+	$(CC) $(ALL_CFLAGS) -I$(SRC) $(CPPFLAGS) $(LDFLAGS) -o $@ $< $(LIB_A) $(LDLIBS)
+
+install: install-dtrace
+install-dtrace: $(DTRACE_PROG)
+	install -d $(DESTDIR)$(BINDIR)
+	install -m 0755 $(DTRACE_PROG) $(DESTDIR)$(BINDIR)/
+
+# 'make check': the table built, every kallsyms address looked up, from
+# libkmodsyms and from plain kallsyms, under the sanitizers.
+DTRACE_ASAN := $(ASAN)/kms-dt-module
+DTRACE_MODULES ?= $(ROOT)/fixtures/kbuild
+$(DTRACE_ASAN): CPPFLAGS += -I$(SRC)
+$(DTRACE_ASAN): $(DTRACE_SRC)/kms-dt-module.c $(LIB_SRC) $(LIB_HDR)
+	$(SANITIZED_LINK)
+
+check: check-dtrace
+check-dtrace: $(DTRACE_ASAN) $(SYMS)
+	$(DTRACE_ASAN) --syms $(SYMS) --kallsyms $(KALLSYMS) --modules-dir $(DTRACE_MODULES) \
+		modules > /dev/null
+	cut -d' ' -f1 $(KALLSYMS) | $(DTRACE_ASAN) --syms $(SYMS) --kallsyms $(KALLSYMS) \
+		--modules-dir $(DTRACE_MODULES) lookup > /dev/null
+	cut -d' ' -f1 $(KALLSYMS) | $(DTRACE_ASAN) --plain-kallsyms $(KALLSYMS) lookup > /dev/null
+
+clean: clean-dtrace
+clean-dtrace:
+	rm -f $(DTRACE_PROG)
+
+.PHONY: install-dtrace check-dtrace clean-dtrace

@@ -1,0 +1,819 @@
+// SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
+/*
+ * kmodsyms.binding._kms: libkmodsyms (contrib/c) for Python, compiled into
+ * this extension from the library's own sources by 'pip install .'.
+ *
+ * One type, Handle: a loaded kms_handle.  Its methods are the library's
+ * queries; the records they return are the declared types of
+ * kmodsyms/binding/records.py, which configure() hands over once, so that
+ * a record is made here in one step (a tuple of the record's type, filled
+ * in place) with no Python code run per record.  resolve_lines() writes
+ * the answers of a buffer of addresses into the caller's columns, without
+ * the GIL and without a Python object per address.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <string.h>
+
+#include "kmodsyms.h"
+#include "kms_format.h" /* the file format's flags, from its one table */
+
+#if PY_VERSION_HEX < 0x030A0000
+static inline PyObject *Py_NewRef(PyObject *o)
+{
+    Py_INCREF(o);
+    return o;
+}
+#endif
+
+/* What configure() hands over: the record types and the enum members. */
+static PyObject *sym_type, *line_type, *module_type, *range_type, *info_type, *ksym_type;
+static PyObject *origins;   /* tuple indexed by enum kms_origin (None for NONE) */
+static PyObject *bindings;  /* tuple indexed by STB_* (0..2) */
+static PyObject *statuses;  /* tuple indexed by enum kms_module_status */
+static PyObject *size_kinds; /* tuple indexed by enum kms_size_kind */
+static PyObject *KmsError;  /* _kms.Error(code, message) */
+
+typedef struct {
+    PyObject_HEAD
+    kms_handle *h;
+    struct kms_line *lines; /* kallsyms order, made on first need (kms_foreach) */
+    size_t nlines;
+    PyObject *strings;      /* address -> str of the handle's module names and paths */
+} Handle;
+
+/* ---------------------------------------------------------------- values */
+
+static PyObject *text(const char *s, size_t len)
+{
+    return PyUnicode_DecodeUTF8(s, (Py_ssize_t)len, "surrogateescape");
+}
+
+static PyObject *text_or_none(const char *s)
+{
+    if (!s)
+        Py_RETURN_NONE;
+    return text(s, strlen(s));
+}
+
+static PyObject *name_list(uint32_t n, const char *const *names)
+{
+    PyObject *list = PyList_New(n);
+    for (uint32_t k = 0; list && k < n; k++) {
+        PyObject *name = text_or_none(names[k]);
+        if (!name) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, k, name);
+    }
+    return list;
+}
+
+static PyObject *member(PyObject *table, unsigned index)
+{
+    if (index >= (unsigned)PyTuple_GET_SIZE(table))
+        Py_RETURN_NONE;
+    PyObject *m = PyTuple_GET_ITEM(table, index);
+    Py_INCREF(m);
+    return m;
+}
+
+/* A record of TYPE (a tuple subclass of N fields) holding ITEMS, stolen;
+ * NULL (with every item released) when one is NULL or memory is short. */
+static PyObject *make_record(PyObject *type, PyObject **items, Py_ssize_t n)
+{
+    PyObject *rec = NULL;
+    Py_ssize_t k;
+    for (k = 0; k < n; k++)
+        if (!items[k])
+            goto out;
+    rec = ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, n);
+    if (!rec)
+        goto out;
+    for (k = 0; k < n; k++) {
+        PyTuple_SET_ITEM(rec, k, items[k]);
+        items[k] = NULL;
+    }
+out:
+    for (k = 0; k < n; k++)
+        Py_XDECREF(items[k]);
+    return rec;
+}
+
+/* Symbolization (records.py) of R; KNOWN: built-in modules known. */
+static PyObject *sym_record(const struct kms_sym *r, int known)
+{
+    PyObject *f[15];
+    int has = r->sym != NULL;
+    f[0] = PyLong_FromUnsignedLongLong(r->address);
+    f[1] = text_or_none(r->dso);
+    if (r->nmodules)
+        f[2] = name_list(r->nmodules, r->modules);
+    else
+        f[2] = Py_NewRef(Py_None);
+    f[3] = member(origins, r->origin);
+    f[4] = has ? text(r->sym, r->sym_len) : Py_NewRef(Py_None);
+    f[5] = has ? PyLong_FromUnsignedLongLong(r->symoff) : Py_NewRef(Py_None);
+    f[6] = has ? PyLong_FromUnsignedLongLong(r->sym_start) : Py_NewRef(Py_None);
+    f[7] = has && r->size_kind == KMS_SIZE_EXACT ? PyLong_FromLongLong(r->sym_size)
+                                                 : Py_NewRef(Py_None);
+    f[8] = PyBool_FromLong(r->sized);
+    f[9] = has ? PyUnicode_FromStringAndSize(&r->type, 1) : Py_NewRef(Py_None);
+    f[10] = member(bindings, r->sym_binding);
+    f[11] = text_or_none(r->object);
+    f[12] = PyBool_FromLong(r->ambiguous);
+    f[13] = PyList_New(r->ambiguous ? r->ncandidates : 0);
+    for (uint32_t k = 0; f[13] && r->ambiguous && k < r->ncandidates; k++) {
+        PyObject *c = name_list(r->candidates[k].nmodules, r->candidates[k].modules);
+        if (!c) {
+            Py_CLEAR(f[13]);
+            break;
+        }
+        PyList_SET_ITEM(f[13], k, c);
+    }
+    f[14] = PyBool_FromLong(known);
+    return make_record(sym_type, f, 15);
+}
+
+/* The string at S (NULL: None), decoded once per handle: module names and
+ * object paths repeat over many lines, and live as long as the handle. */
+static PyObject *cached_text(PyObject *cache, const char *s)
+{
+    if (!s)
+        Py_RETURN_NONE;
+    PyObject *key = PyLong_FromVoidPtr((void *)s), *value;
+    if (!key)
+        return NULL;
+    value = PyDict_GetItemWithError(cache, key);
+    if (value) {
+        Py_DECREF(key);
+        return Py_NewRef(value);
+    }
+    if (!PyErr_Occurred() && (value = text(s, strlen(s))) != NULL &&
+        PyDict_SetItem(cache, key, value) < 0)
+        Py_CLEAR(value);
+    Py_DECREF(key);
+    return value;
+}
+
+static PyObject *cached_list(PyObject *cache, uint32_t n, const char *const *names)
+{
+    PyObject *list = PyList_New(n);
+    for (uint32_t k = 0; list && k < n; k++) {
+        PyObject *name = cached_text(cache, names[k]);
+        if (!name) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, k, name);
+    }
+    return list;
+}
+
+/* Line (records.py) of kallsyms line INDEX (CACHE: the handle's strings). */
+static PyObject *line_record(const struct kms_line *l, size_t index, PyObject *cache)
+{
+    PyObject *f[10];
+    f[0] = PyLong_FromSize_t(index);
+    f[1] = PyLong_FromUnsignedLongLong(l->address);
+    f[2] = PyLong_FromUnsignedLongLong(l->sym_size);
+    f[3] = PyUnicode_FromStringAndSize(&l->type, 1);
+    f[4] = text(l->name, l->name_len);
+    f[5] = cached_list(cache, l->nmodules, l->modules);
+    f[6] = member(origins, l->origin);
+    f[7] = member(bindings, l->sym_binding);
+    f[8] = cached_text(cache, l->object);
+    f[9] = member(size_kinds, l->size_kind);
+    return make_record(line_type, f, 10);
+}
+
+/* ---------------------------------------------------------------- handle */
+
+static int keep_line(const struct kms_line *l, void *arg)
+{
+    Handle *self = arg;
+    self->lines[self->nlines++] = *l;
+    return 0;
+}
+
+/* The kallsyms lines, in kallsyms order (their strings live in the handle). */
+static int need_lines(Handle *self)
+{
+    if (self->lines)
+        return 0;
+    struct kms_info info = {.size = sizeof info};
+    kms_get_info(self->h, &info);
+    self->lines = PyMem_RawMalloc((info.lines ? info.lines : 1) * sizeof *self->lines);
+    if (!self->lines) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->nlines = 0;
+    kms_foreach(self->h, keep_line, self);
+    if (!self->strings && !(self->strings = PyDict_New()))
+        return -1;
+    return 0;
+}
+
+/* Whether the load knows the built-in modules (not from kallsyms alone). */
+static int known_builtins(const kms_handle *h)
+{
+    struct kms_info info = {.size = sizeof info};
+    kms_get_info(h, &info);
+    return info.builtin_modules_known;
+}
+
+static void Handle_dealloc(Handle *self)
+{
+    if (self->h)
+        kms_free(self->h);
+    PyMem_RawFree(self->lines);
+    Py_XDECREF(self->strings);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int opt_bytes(PyObject *value, const char **out)
+{
+    if (value == Py_None) {
+        *out = NULL;
+        return 0;
+    }
+    if (!PyBytes_Check(value)) {
+        PyErr_SetString(PyExc_TypeError, "paths and names are bytes (os.fsencode) or None");
+        return -1;
+    }
+    *out = PyBytes_AS_STRING(value);
+    return 0;
+}
+
+/* Handle(syms, kallsyms, text, name, modules_dir, sysfs_root, proc_modules,
+ * flags): kms_load_opts() with these fields (paths as bytes or None; TEXT
+ * a bytes-like kallsyms text or None).  Raises Error(code, message). */
+static int Handle_init(Handle *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"syms", "kallsyms", "text", "name", "modules_dir", "sysfs_root",
+                            "proc_modules", "flags", NULL};
+    PyObject *syms = Py_None, *kallsyms = Py_None, *text_obj = Py_None, *name = Py_None;
+    PyObject *modules_dir = Py_None, *sysfs_root = Py_None, *proc_modules = Py_None;
+    unsigned flags = 0;
+    struct kms_load_opts opts = {.size = sizeof opts};
+    Py_buffer buf = {0};
+    kms_error err;
+
+    if (self->h) {
+        PyErr_SetString(PyExc_RuntimeError, "Handle is already loaded");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OOOOOOOI", names, &syms, &kallsyms, &text_obj,
+                                     &name, &modules_dir, &sysfs_root, &proc_modules, &flags))
+        return -1;
+    if (opt_bytes(syms, &opts.syms_path) || opt_bytes(kallsyms, &opts.kallsyms_path) ||
+        opt_bytes(name, &opts.kallsyms_name) || opt_bytes(modules_dir, &opts.modules_dir) ||
+        opt_bytes(sysfs_root, &opts.sysfs_root) || opt_bytes(proc_modules, &opts.proc_modules))
+        return -1;
+    if (text_obj != Py_None) {
+        if (PyObject_GetBuffer(text_obj, &buf, PyBUF_SIMPLE) < 0)
+            return -1;
+        opts.kallsyms_text = buf.buf;
+        opts.kallsyms_len = (size_t)buf.len;
+    }
+    opts.flags = flags;
+    Py_BEGIN_ALLOW_THREADS
+    self->h = kms_load_opts(&opts, &err);
+    Py_END_ALLOW_THREADS
+    if (buf.obj)
+        PyBuffer_Release(&buf);
+    if (!self->h) {
+        PyObject *e = Py_BuildValue("(is)", err.code, err.message);
+        if (e) {
+            PyErr_SetObject(KmsError, e);
+            Py_DECREF(e);
+        }
+        return -1;
+    }
+    return 0;
+}
+
+static int loaded(Handle *self)
+{
+    if (self->h)
+        return 1;
+    PyErr_SetString(PyExc_RuntimeError, "Handle is not loaded");
+    return 0;
+}
+
+/* resolve(address: int) -> Symbolization */
+static PyObject *Handle_resolve(Handle *self, PyObject *arg)
+{
+    struct kms_sym r = {.size = sizeof r};
+    unsigned long long a = PyLong_AsUnsignedLongLong(arg);
+    if (a == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    if (!loaded(self))
+        return NULL;
+    kms_resolve(self->h, a, &r);
+    return sym_record(&r, known_builtins(self->h));
+}
+
+/* resolve_lines(addresses, lines, sized): for the N uint64 ADDRESSES (any
+ * C-contiguous buffer of 8-byte items, or bytes), write the answering
+ * line (int32/uint32; -1 as int32: none) into LINES and sized (0/1) into
+ * SIZED, writable buffers of at least N 4-byte and 1-byte items.  The GIL
+ * is released while the library works. */
+static PyObject *Handle_resolve_lines(Handle *self, PyObject *args)
+{
+    PyObject *a_obj, *l_obj, *s_obj;
+    Py_buffer a, l, s;
+    if (!PyArg_ParseTuple(args, "OOO", &a_obj, &l_obj, &s_obj) || !loaded(self))
+        return NULL;
+    if (PyObject_GetBuffer(a_obj, &a, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(l_obj, &l, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&a);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(s_obj, &s, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&a);
+        PyBuffer_Release(&l);
+        return NULL;
+    }
+    size_t n = (size_t)a.len / 8;
+    int bytes = a.format == NULL || !strcmp(a.format, "B") || !strcmp(a.format, "b") ||
+                !strcmp(a.format, "c");
+    if (a.len % 8 || (!bytes && a.itemsize != 8)) {
+        PyErr_SetString(PyExc_TypeError, "addresses: a buffer of 8-byte unsigned integers");
+    } else if ((size_t)l.len < n * 4 || (size_t)s.len < n) {
+        PyErr_SetString(PyExc_ValueError, "lines/sized: too short for the addresses");
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        kms_resolve_lines(self->h, a.buf, n, l.buf, s.buf);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&a);
+    PyBuffer_Release(&l);
+    PyBuffer_Release(&s);
+    if (PyErr_Occurred())
+        return NULL;
+    return PyLong_FromSize_t(n);
+}
+
+/* lookup(name: bytes, mod: bytes or None, offset: int) -> [Symbolization]:
+ * kms_lookup_name(), each the record of the address OFFSET bytes into the
+ * symbol, in kallsyms order. */
+static PyObject *Handle_lookup(Handle *self, PyObject *args)
+{
+    const char *name, *mod = NULL;
+    PyObject *mod_obj = Py_None;
+    unsigned long long off = 0;
+    if (!PyArg_ParseTuple(args, "y|OK", &name, &mod_obj, &off) || !loaded(self) ||
+        opt_bytes(mod_obj, &mod))
+        return NULL;
+    struct kms_sym stack[8], *recs = stack;
+    stack[0].size = sizeof stack[0];
+    size_t n = kms_lookup_name(self->h, mod, name, off, recs, 8);
+    if (n > 8) {
+        if (!(recs = PyMem_Malloc(n * sizeof *recs)))
+            return PyErr_NoMemory();
+        recs[0].size = sizeof *recs;
+        n = kms_lookup_name(self->h, mod, name, off, recs, n);
+    }
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    int known = known_builtins(self->h);
+    for (size_t k = 0; list && k < n; k++) {
+        PyObject *rec = sym_record(&recs[k], known);
+        if (!rec) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)k, rec);
+    }
+    if (recs != stack)
+        PyMem_Free(recs);
+    return list;
+}
+
+/* module_lines(mod: bytes) -> [int]: kms_module_lines(), kallsyms order. */
+static PyObject *Handle_module_lines(Handle *self, PyObject *args)
+{
+    const char *mod;
+    if (!PyArg_ParseTuple(args, "y", &mod) || !loaded(self))
+        return NULL;
+    size_t n = kms_module_lines(self->h, mod, NULL, 0);
+    uint32_t *index = PyMem_Malloc((n ? n : 1) * sizeof *index);
+    if (!index)
+        return PyErr_NoMemory();
+    n = kms_module_lines(self->h, mod, index, n);
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    for (size_t k = 0; list && k < n; k++) {
+        PyObject *i = PyLong_FromUnsignedLong(index[k]);
+        if (!i) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)k, i);
+    }
+    PyMem_Free(index);
+    return list;
+}
+
+/* builtin_modules() -> [str]: the file's built-in modules, in its order. */
+static PyObject *Handle_builtin_modules(Handle *self, PyObject *unused)
+{
+    (void)unused;
+    if (!loaded(self))
+        return NULL;
+    size_t n = kms_builtin_modules(self->h, NULL, 0);
+    const char **names = PyMem_Malloc((n ? n : 1) * sizeof *names);
+    if (!names)
+        return PyErr_NoMemory();
+    n = kms_builtin_modules(self->h, names, n);
+    PyObject *list = name_list((uint32_t)n, names);
+    PyMem_Free(names);
+    return list;
+}
+
+/* kernel_symbol(address) -> (text, symbol, offset, size, module, exact): the
+ * address as the kernel's %pS prints it (kms_resolve_kernel()). */
+static PyObject *Handle_kernel_symbol(Handle *self, PyObject *arg)
+{
+    struct kms_ksym k = {.size = sizeof k};
+    unsigned long long a = PyLong_AsUnsignedLongLong(arg);
+    if (a == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    if (!loaded(self))
+        return NULL;
+    kms_resolve_kernel(self->h, a, &k);
+    PyObject *f[7] = {PyLong_FromUnsignedLongLong(k.address),
+                      text(k.text, strlen(k.text)),
+                      k.sym ? text(k.sym, k.sym_len) : Py_NewRef(Py_None),
+                      k.sym ? PyLong_FromUnsignedLongLong(k.offset) : Py_NewRef(Py_None),
+                      k.sym ? PyLong_FromUnsignedLongLong(k.sym_size) : Py_NewRef(Py_None),
+                      text_or_none(k.module), PyBool_FromLong(k.exact)};
+    return make_record(ksym_type, f, 7);
+}
+
+/* module_known(mod: bytes) -> bool */
+static PyObject *Handle_module_known(Handle *self, PyObject *args)
+{
+    const char *mod;
+    if (!PyArg_ParseTuple(args, "y", &mod) || !loaded(self))
+        return NULL;
+    return PyBool_FromLong(kms_module_known(self->h, mod));
+}
+
+/* line_count() -> int */
+static PyObject *Handle_line_count(Handle *self, PyObject *unused)
+{
+    (void)unused;
+    if (!loaded(self) || need_lines(self))
+        return NULL;
+    return PyLong_FromSize_t(self->nlines);
+}
+
+/* line(index) -> Line */
+static PyObject *Handle_line(Handle *self, PyObject *arg)
+{
+    Py_ssize_t i = PyLong_AsSsize_t(arg);
+    if (i == -1 && PyErr_Occurred())
+        return NULL;
+    if (!loaded(self) || need_lines(self))
+        return NULL;
+    if (i < 0 || (size_t)i >= self->nlines) {
+        PyErr_SetString(PyExc_IndexError, "no such kallsyms line");
+        return NULL;
+    }
+    return line_record(&self->lines[i], (size_t)i, self->strings);
+}
+
+/* lines() -> [Line], kallsyms order */
+static PyObject *Handle_lines(Handle *self, PyObject *unused)
+{
+    (void)unused;
+    if (!loaded(self) || need_lines(self))
+        return NULL;
+    PyObject *list = PyList_New((Py_ssize_t)self->nlines);
+#if PY_VERSION_HEX >= 0x030A0000
+    /* hundreds of thousands of new containers would run the collector over
+     * and over, for nothing: none of them can be part of a cycle */
+    int collecting = PyGC_Disable();
+#endif
+    for (size_t i = 0; list && i < self->nlines; i++) {
+        PyObject *rec = line_record(&self->lines[i], i, self->strings);
+        if (!rec) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, rec);
+    }
+#if PY_VERSION_HEX >= 0x030A0000
+    if (collecting)
+        PyGC_Enable();
+#endif
+    return list;
+}
+
+/* symbol(index, address) -> Symbolization: the record of ADDRESS answered
+ * by kallsyms line INDEX (kms_line_sym). */
+static PyObject *Handle_symbol(Handle *self, PyObject *args)
+{
+    Py_ssize_t i;
+    unsigned long long address;
+    struct kms_info info = {.size = sizeof info};
+    struct kms_sym r = {.size = sizeof r};
+    if (!PyArg_ParseTuple(args, "nK", &i, &address) || !loaded(self))
+        return NULL;
+    kms_get_info(self->h, &info);
+    if (i < 0 || (size_t)i >= info.lines) {
+        PyErr_SetString(PyExc_IndexError, "no such kallsyms line");
+        return NULL;
+    }
+    kms_line_sym(self->h, (uint32_t)i, address, &r);
+    return sym_record(&r, known_builtins(self->h));
+}
+
+struct text_out {
+    char *buf;
+    size_t len, cap;
+};
+
+static int put(struct text_out *o, const char *s, size_t n)
+{
+    if (o->len + n > o->cap) {
+        size_t cap = o->cap ? o->cap : 1 << 20;
+        while (cap < o->len + n)
+            cap *= 2;
+        char *more = PyMem_RawRealloc(o->buf, cap);
+        if (!more)
+            return -1;
+        o->buf = more;
+        o->cap = cap;
+    }
+    memcpy(o->buf + o->len, s, n);
+    o->len += n;
+    return 0;
+}
+
+static int kallmodsyms_line(const struct kms_line *l, void *arg)
+{
+    struct text_out *o = arg;
+    char head[64];
+    /* the exact size, else the estimate (R48, R49), so that dt_module.c, which
+     * grows a module's range only from lines of nonzero size, never loses a
+     * loaded module whose .ko was not read; 0 only when nothing is known */
+    int n = snprintf(head, sizeof head, "%016llx %llx %c ", (unsigned long long)l->address,
+                     (unsigned long long)l->sym_size, l->type);
+    if (put(o, head, (size_t)n) || put(o, l->name, l->name_len))
+        return -1;
+    for (uint32_t k = 0; k < l->nmodules; k++)
+        if (put(o, k ? " [" : "\t[", 2) || put(o, l->modules[k], strlen(l->modules[k])) ||
+            put(o, "]", 1))
+            return -1;
+    return put(o, "\n", 1);
+}
+
+static PyObject *names_tuple(size_t n, const char *const *names)
+{
+    PyObject *t = PyTuple_New((Py_ssize_t)n);
+    for (size_t k = 0; t && k < n; k++) {
+        PyObject *name = text_or_none(names[k]);
+        if (!name) {
+            Py_CLEAR(t);
+            break;
+        }
+        PyTuple_SET_ITEM(t, (Py_ssize_t)k, name);
+    }
+    return t;
+}
+
+/* refresh() -> (loaded, unloaded, reloaded): kms_refresh(), the GIL
+ * released; the lines kept for line() are dropped (they were the old
+ * load's).  Raises Error(code, message); the handle is unchanged then. */
+static PyObject *Handle_refresh(Handle *self, PyObject *unused)
+{
+    (void)unused;
+    struct kms_changes c = {.size = sizeof c};
+    kms_error err;
+    int rc;
+    if (!loaded(self))
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = kms_refresh(self->h, &c, &err);
+    Py_END_ALLOW_THREADS
+    if (rc != KMS_OK) {
+        PyObject *e = Py_BuildValue("(is)", err.code, err.message);
+        if (e) {
+            PyErr_SetObject(KmsError, e);
+            Py_DECREF(e);
+        }
+        return NULL;
+    }
+    if (c.nloaded || c.nunloaded || c.nreloaded) {
+        PyMem_RawFree(self->lines);
+        self->lines = NULL;
+        self->nlines = 0;
+        Py_CLEAR(self->strings);
+    }
+    PyObject *f[3] = {names_tuple(c.nloaded, c.loaded), names_tuple(c.nunloaded, c.unloaded),
+                      names_tuple(c.nreloaded, c.reloaded)};
+    if (!f[0] || !f[1] || !f[2]) {
+        Py_XDECREF(f[0]);
+        Py_XDECREF(f[1]);
+        Py_XDECREF(f[2]);
+        return NULL;
+    }
+    return Py_BuildValue("(NNN)", f[0], f[1], f[2]);
+}
+
+/* kallmodsyms() -> bytes: what UEK's /proc/kallmodsyms printed. */
+static PyObject *Handle_kallmodsyms(Handle *self, PyObject *unused)
+{
+    (void)unused;
+    struct text_out o = {0};
+    int r;
+    if (!loaded(self))
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    r = kms_foreach(self->h, kallmodsyms_line, &o);
+    Py_END_ALLOW_THREADS
+    PyObject *out = r ? PyErr_NoMemory() : PyBytes_FromStringAndSize(o.buf ? o.buf : "", (Py_ssize_t)o.len);
+    PyMem_RawFree(o.buf);
+    return out;
+}
+
+/* modules() -> [ModuleStats] of the loaded modules, kallsyms order. */
+static PyObject *Handle_modules(Handle *self, PyObject *unused)
+{
+    (void)unused;
+    if (!loaded(self))
+        return NULL;
+    size_t n = kms_modules(self->h, NULL, 0);
+    struct kms_module *mods = PyMem_Malloc((n ? n : 1) * sizeof *mods);
+    if (!mods)
+        return PyErr_NoMemory();
+    mods[0].size = sizeof *mods;
+    n = kms_modules(self->h, mods, n);
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    for (size_t k = 0; list && k < n; k++) {
+        PyObject *f[7];
+        f[0] = text_or_none(mods[k].name);
+        f[1] = text_or_none(mods[k].file);
+        f[2] = member(statuses, mods[k].status);
+        f[3] = PyLong_FromSize_t(mods[k].lines);
+        f[4] = PyLong_FromSize_t(mods[k].sized);
+        f[5] = text_or_none(mods[k].reason);
+        f[6] = text_or_none(mods[k].warning);
+        PyObject *rec = make_record(module_type, f, 7);
+        if (!rec) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)k, rec);
+    }
+    PyMem_Free(mods);
+    return list;
+}
+
+/* module_ranges(mod: bytes) -> [ModuleRange] */
+static PyObject *Handle_module_ranges(Handle *self, PyObject *args)
+{
+    const char *mod;
+    if (!PyArg_ParseTuple(args, "y", &mod) || !loaded(self))
+        return NULL;
+    size_t n = kms_module_ranges(self->h, mod, NULL, 0);
+    struct kms_range *r = PyMem_Malloc((n ? n : 1) * sizeof *r);
+    if (!r)
+        return PyErr_NoMemory();
+    r[0].size = sizeof *r;
+    n = kms_module_ranges(self->h, mod, r, n);
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    for (size_t k = 0; list && k < n; k++) {
+        PyObject *f[3] = {PyLong_FromUnsignedLongLong(r[k].start),
+                          PyLong_FromUnsignedLongLong(r[k].end), PyBool_FromLong(r[k].text)};
+        PyObject *rec = make_record(range_type, f, 3);
+        if (!rec) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)k, rec);
+    }
+    PyMem_Free(r);
+    return list;
+}
+
+/* info() -> Info */
+static PyObject *Handle_info(Handle *self, PyObject *unused)
+{
+    (void)unused;
+    struct kms_info i = {.size = sizeof i};
+    if (!loaded(self))
+        return NULL;
+    kms_get_info(self->h, &i);
+    PyObject *f[11] = {text_or_none(i.kernel_release), text_or_none(i.build_id),
+                       PyLong_FromSize_t(i.lines), PyLong_FromSize_t(i.core_lines),
+                       PyLong_FromUnsignedLong(i.segments), PyLong_FromUnsignedLong(i.anchors),
+                       PyLong_FromUnsignedLong(i.anchors_verified),
+                       PyBool_FromLong(i.builtin_modules_known), text_or_none(i.degraded),
+                       text_or_none(i.warning),
+                       PyBool_FromLong((i.file_flags & FLAG_GUESSED_MODULES) != 0)};
+    return make_record(info_type, f, 11);
+}
+
+static PyMethodDef Handle_methods[] = {
+    {"resolve", (PyCFunction)Handle_resolve, METH_O, "resolve(address) -> Symbolization"},
+    {"resolve_lines", (PyCFunction)Handle_resolve_lines, METH_VARARGS,
+     "resolve_lines(addresses, lines, sized) -> n: the columnar resolve"},
+    {"lookup", (PyCFunction)Handle_lookup, METH_VARARGS,
+     "lookup(name: bytes, mod: bytes or None, offset=0) -> [Symbolization]"},
+    {"module_lines", (PyCFunction)Handle_module_lines, METH_VARARGS,
+     "module_lines(mod: bytes) -> [line index]"},
+    {"builtin_modules", (PyCFunction)Handle_builtin_modules, METH_NOARGS,
+     "builtin_modules() -> [str]"},
+    {"kernel_symbol", (PyCFunction)Handle_kernel_symbol, METH_O,
+     "kernel_symbol(address) -> KernelSymbol (%pS)"},
+    {"module_known", (PyCFunction)Handle_module_known, METH_VARARGS,
+     "module_known(mod: bytes) -> bool"},
+    {"line_count", (PyCFunction)Handle_line_count, METH_NOARGS, "kallsyms lines"},
+    {"line", (PyCFunction)Handle_line, METH_O, "line(index) -> Line"},
+    {"lines", (PyCFunction)Handle_lines, METH_NOARGS, "lines() -> [Line]"},
+    {"symbol", (PyCFunction)Handle_symbol, METH_VARARGS,
+     "symbol(index, address) -> Symbolization of ADDRESS answered by line INDEX"},
+    {"kallmodsyms", (PyCFunction)Handle_kallmodsyms, METH_NOARGS, "kallmodsyms() -> bytes"},
+    {"refresh", (PyCFunction)Handle_refresh, METH_NOARGS,
+     "refresh() -> (loaded, unloaded, reloaded) module names (kms_refresh)"},
+    {"modules", (PyCFunction)Handle_modules, METH_NOARGS, "modules() -> [ModuleStats]"},
+    {"module_ranges", (PyCFunction)Handle_module_ranges, METH_VARARGS,
+     "module_ranges(mod: bytes) -> [ModuleRange]"},
+    {"info", (PyCFunction)Handle_info, METH_NOARGS, "info() -> Info"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject HandleType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kmodsyms.binding._kms.Handle",
+    .tp_basicsize = sizeof(Handle),
+    .tp_dealloc = (destructor)Handle_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A loaded libkmodsyms handle (kms_load_opts).",
+    .tp_methods = Handle_methods,
+    .tp_init = (initproc)Handle_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* configure(sym, line, module, range, info, ksym, origins, bindings, statuses, size_kinds) */
+static PyObject *configure(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    PyObject *t[10];
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O!O!O!", &PyType_Type, &t[0], &PyType_Type,
+                          &t[1], &PyType_Type, &t[2], &PyType_Type, &t[3], &PyType_Type, &t[4],
+                          &PyType_Type, &t[5], &PyTuple_Type, &t[6], &PyTuple_Type, &t[7],
+                          &PyTuple_Type, &t[8], &PyTuple_Type, &t[9]))
+        return NULL;
+    for (int k = 0; k < 6; k++)
+        if (!PyType_IsSubtype((PyTypeObject *)t[k], &PyTuple_Type)) {
+            PyErr_SetString(PyExc_TypeError, "record types are tuple subclasses");
+            return NULL;
+        }
+    PyObject **slot[10] = {&sym_type, &line_type, &module_type, &range_type, &info_type,
+                           &ksym_type, &origins, &bindings, &statuses, &size_kinds};
+    for (int k = 0; k < 10; k++)
+        Py_XSETREF(*slot[k], Py_NewRef(t[k]));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"configure", configure, METH_VARARGS, "hand over the record types and enum members"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef kms_module = {
+    PyModuleDef_HEAD_INIT, "_kms", "libkmodsyms, bound for Python.", -1, module_methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__kms(void)
+{
+    PyObject *m;
+    if (PyType_Ready(&HandleType) < 0)
+        return NULL;
+    if (!(m = PyModule_Create(&kms_module)))
+        return NULL;
+    KmsError = PyErr_NewException("kmodsyms.binding._kms.Error", NULL, NULL);
+    if (!KmsError || PyModule_AddObject(m, "Error", Py_NewRef(KmsError)) < 0 ||
+        PyModule_AddObject(m, "Handle", Py_NewRef((PyObject *)&HandleType)) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyModule_AddIntConstant(m, "LOAD_FORCE", KMS_LOAD_FORCE);
+    PyModule_AddIntConstant(m, "LOAD_LIVE", KMS_LOAD_LIVE);
+    PyModule_AddIntConstant(m, "LOAD_NO_MODULES", KMS_LOAD_NO_MODULES);
+    PyModule_AddIntConstant(m, "LOAD_FALLBACK", KMS_LOAD_FALLBACK);
+    PyModule_AddIntConstant(m, "E_NO_SYMS", KMS_E_NO_SYMS);
+    PyModule_AddStringConstant(m, "FORCE_WORD", KMS_FORCE_WORD);
+    PyModule_AddIntConstant(m, "E_STALE", KMS_E_STALE);
+    PyModule_AddIntConstant(m, "E_IO", KMS_E_IO);
+    PyModule_AddIntConstant(m, "RESOLVE_BATCH", KMS_RESOLVE_BATCH);
+    return m;
+}

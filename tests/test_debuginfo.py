@@ -1,0 +1,226 @@
+"""``kmodsyms build --debuginfo``: a dtrace_syms from a debug vmlinux alone,
+checked against the linker maps of the same link.
+
+The fixture tree rebuilt with ``-g`` (fixtures/kbuild/build.sh in a copy,
+``EXTRA_CFLAGS=-g EXTRA_AFLAGS=-g``) gives a debug vmlinux whose own
+vmlinux.map and vmlinux.o.map name the object of every address: each
+System.map symbol's object from debug info must be the linker's, and the
+ones no rule decides must be the ones the linker put in no object.  The
+module map is the tree's own (.cmd files' KBUILD_MODFILE): the object ->
+module step is tests/test_makeeval.py's.  Skipped without gcc and binutils.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIXTURE
+from kmodsyms.build.archive import vmlinux_objects
+from kmodsyms.build.debuginfo import DebugInputs, build_from_debuginfo, release_of_vmlinux
+from kmodsyms.errors import KmodsymsError
+from kmodsyms.build.kbuild import cmd_modfiles
+from kmodsyms.build.makeeval import KbuildEval, KbuildObject
+
+KMODSYMS = [sys.executable, "-m", "kmodsyms"]
+
+
+@pytest.fixture(scope="module")
+def debug_tree(tmp_path_factory):
+    """A copy of the fixture tree built with -g."""
+    absent = [t for t in ("gcc", "ld", "ar", "nm", "objcopy") if shutil.which(t) is None]
+    if absent:
+        pytest.skip(f"the fixture's toolchain is absent: {', '.join(absent)}")
+    tree = str(tmp_path_factory.mktemp("debug") / "kbuild")
+    shutil.copytree(FIXTURE, tree, symlinks=True)
+    subprocess.run(["bash", os.path.join(tree, "build.sh")], check=True, capture_output=True,
+                   env={**os.environ, "EXTRA_CFLAGS": "-g", "EXTRA_AFLAGS": "-g"})
+    return tree
+
+
+def tree_map(tree: str) -> KbuildEval:
+    objects, _ = vmlinux_objects(tree)
+    return KbuildEval(tuple(KbuildObject(o, tuple(cmd_modfiles(tree, o))) for o in objects), 0, "x86")
+
+
+def inputs(tree: str) -> DebugInputs:
+    return DebugInputs(os.path.join(tree, "vmlinux"), os.path.join(tree, "System.map"),
+                       os.path.join(tree, ".config"), tree, "6.12.0-kmodsyms-fixture")
+
+
+@pytest.fixture(scope="module")
+def debug_syms(debug_tree):
+    out = os.path.join(debug_tree, "dtrace_syms.debuginfo")
+    result = build_from_debuginfo(inputs(debug_tree), out, None, kbuild_map=tree_map(debug_tree),
+                                  kbuild_map_source="the tree's .cmd files", jobs=1)
+    return out, result
+
+
+def linker_objects(tree: str):
+    """System.map's lines, and the object the linker maps put at each."""
+    from kmodsyms.build.kallsyms import read_kallsyms
+    from kmodsyms.build.linkmap import vmlinux_object_map
+    om = vmlinux_object_map(*(os.path.join(tree, n) for n in ("vmlinux.map", "vmlinux.o.map", "vmlinux")))
+    ks = read_kallsyms(os.path.join(tree, "System.map"), zero_is_hidden=False)
+    return ks, [om.object_at(int(a)) for a in ks.address.tolist()]
+
+
+def test_every_symbol_has_the_linkers_object_or_none(debug_tree, debug_syms):
+    from kmodsyms import load
+    from kmodsyms.build.linkmap import vmlinux_object_map
+    out, result = debug_syms
+    om = vmlinux_object_map(*(os.path.join(debug_tree, n)
+                              for n in ("vmlinux.map", "vmlinux.o.map", "vmlinux")))
+    # System.map read by the library as a kallsyms at the link addresses
+    lines = load(syms=out, kallsyms=os.path.join(debug_tree, "System.map")).lines()
+    ours = [line.object for line in lines]
+    theirs = [om.object_at(line.address) for line in lines]
+    wrong = [(ln.name, o, t) for ln, o, t in zip(lines, ours, theirs) if o is not None and o != t]
+    assert wrong == []
+    missed = sorted(ln.name for ln, o, t in zip(lines, ours, theirs) if o is None and t is not None)
+    assert missed == []
+    # What no rule decides is what the linker script made: in no object's symbol table.
+    from kmodsyms.build.elfscan import scan_object
+    defined = {name.decode() for o in vmlinux_objects(debug_tree)[0]
+               for name in scan_object(os.path.join(debug_tree, o)).sym_name}
+    assert set(result.unattributed).isdisjoint(defined)
+    assert {ln.name for ln, t in zip(lines, theirs) if t is None} <= set(result.unattributed)
+    assert result.counts["unattributed"] == len(result.unattributed) > 0
+    for rule in ("file run", "code range", "variable", "padding"):
+        assert result.counts[rule] > 0, rule
+
+
+def test_modules_agree_with_the_linker_maps(debug_tree, debug_syms):
+    from kmodsyms.build.verify import verify
+    report = verify(debug_tree, debug_syms[0])
+    comparison = report.linker_maps
+    assert comparison.disagreements == 0 and comparison.compared > 200
+
+
+def test_initcall_self_check_passes(debug_syms):
+    check = debug_syms[1].self_check
+    assert check["initcalls_checked"] >= 5 and check["initcalls_wrong"] == 0
+
+
+def test_info_says_it_came_from_debug_info(debug_syms):
+    out = debug_syms[0]
+    doc = json.loads(subprocess.run(KMODSYMS + ["info", "--json", out], capture_output=True, text=True,
+                                    check=True).stdout)
+    assert doc["from_debug_info"] and not doc["modules_guessed"]
+    debug = doc["layout"]["placement"]["debug_info"]
+    assert debug["unattributed"] == debug_syms[1].counts["unattributed"]
+    text = subprocess.run(KMODSYMS + ["info", out], capture_output=True, text=True, check=True).stdout
+    assert "built from:      debug info;" in text and "link layout:     from debug info" in text
+
+
+def test_resolve_and_kallmodsyms_read_it_as_any_other(debug_tree, debug_syms):
+    kallsyms = os.path.join(debug_tree, "kallsyms")
+    run = subprocess.run(KMODSYMS + ["kallmodsyms", "--syms", debug_syms[0], "--kallsyms", kallsyms],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    lines = [line for line in run.stdout.splitlines() if "\t[" in line]
+    assert any(line.endswith("[ext4]") for line in lines) and any(line.endswith("[isofs]") for line in lines)
+
+
+def test_guessed_modules_are_said_to_be_guessed(debug_tree, tmp_path):
+    out = str(tmp_path / "guessed")
+    run = subprocess.run(KMODSYMS + ["build", "--debuginfo", os.path.join(debug_tree, "vmlinux"),
+                                     "--system-map", os.path.join(debug_tree, "System.map"),
+                                     "--modules-dir", debug_tree, "--guess-modules", "-o", out],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(subprocess.run(KMODSYMS + ["info", "--json", out], capture_output=True, text=True,
+                                    check=True).stdout)
+    assert doc["modules_guessed"] and doc["module_map"].startswith("guessed")
+    assert doc["layout"]["placement"]["builtin_modules_known"] is False
+    text = subprocess.run(KMODSYMS + ["info", out], capture_output=True, text=True, check=True).stdout
+    assert "modules GUESSED" in text
+
+
+def test_without_the_source_it_refuses_in_one_line(debug_tree, tmp_path):
+    out = str(tmp_path / "refused")
+    run = subprocess.run(KMODSYMS + ["build", "--debuginfo", os.path.join(debug_tree, "vmlinux"),
+                                     "--system-map", os.path.join(debug_tree, "System.map"),
+                                     "--modules-dir", debug_tree, "-o", out],
+                         capture_output=True, text=True)
+    assert run.returncode == 2 and not os.path.exists(out)
+    assert len(run.stderr.strip().splitlines()) == 1
+    assert "install the kernel's source" in run.stderr and "--guess-modules" in run.stderr
+
+
+def test_missing_inputs_are_one_line_each(debug_tree, tmp_path):
+    base = ["build", "--debuginfo", os.path.join(debug_tree, "vmlinux"), "--guess-modules",
+            "--modules-dir", debug_tree, "-o", str(tmp_path / "x")]
+    run = subprocess.run(KMODSYMS + base + ["--system-map", str(tmp_path / "absent")],
+                         capture_output=True, text=True)
+    assert run.returncode == 2 and "no such System.map" in run.stderr
+    run = subprocess.run(KMODSYMS + ["build", "--debuginfo", os.path.join(debug_tree, "vmlinux")],
+                         capture_output=True, text=True)
+    assert run.returncode == 2 and "-o FILE" in run.stderr
+    with pytest.raises(KmodsymsError, match="no DWARF"):
+        build_from_debuginfo(DebugInputs(os.path.join(FIXTURE, "vmlinux"), os.path.join(FIXTURE, "System.map"),
+                                         "", FIXTURE), str(tmp_path / "y"), None, guess_modules=True)
+    assert not os.path.exists(tmp_path / "y")
+
+
+@pytest.mark.parametrize("path, release", [
+    ("/usr/lib/debug/boot/vmlinux-6.12.117+deb12-cloud-amd64", "6.12.117+deb12-cloud-amd64"),
+    ("/usr/lib/debug/lib/modules/6.12.0-55.el10.x86_64/vmlinux", "6.12.0-55.el10.x86_64"),
+    ("/tmp/vmlinux", ""),
+])
+def test_release_from_the_distributions_paths(path, release):
+    assert release_of_vmlinux(path) == release
+
+
+def test_a_zero_size_static_stays_in_its_own_objects_run(tmp_path):
+    """D1: zkey_a.c's only local is a zero-size static at the end of its
+    .bss, at the address of zkey_b.c's first variable: its STT_FILE run
+    names its unit, whatever the address says."""
+    from kmodsyms.build.debuginfo import attribute
+    from kmodsyms.build.dwarf import Dwarf
+    data = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "dwarf")
+    for name in ("zkey_a", "zkey_b"):
+        shutil.copy(os.path.join(data, name + ".c"), tmp_path)
+        subprocess.run(["gcc", "-g", "-O2", "-fno-pic", "-fno-common", "-c", name + ".c"],
+                       cwd=tmp_path, check=True)
+    subprocess.run(["ld", "-e", "0", "-o", "image", "zkey_a.o", "zkey_b.o"], cwd=tmp_path, check=True)
+    image = str(tmp_path / "image")
+    units = list(Dwarf.from_elf(image).units())
+    result = attribute(image, units, ["zkey_a.o", "zkey_b.o"], None)
+    got = {name: (result.objects[o] if o >= 0 else None) for name, o in zip(result.names, result.obj.tolist())}
+    key = result.names.index(b"__key.0")
+    assert result.address[key] == result.address[result.names.index(b"zkey_b_counter")]
+    assert got[b"__key.0"] == "zkey_a.o" and got[b"zkey_b_counter"] == "zkey_b.o"
+    assert got[b"zkey_a"] == "zkey_a.o" and got[b"zkey_b"] == "zkey_b.o"
+
+
+def test_the_distribution_commands_use_real_options():
+    """Every option of docs/distributions.md's `kmodsyms build` commands is
+    one `kmodsyms build --help` lists."""
+    import re
+    from conftest import ROOT
+    with open(os.path.join(ROOT, "docs", "distributions.md")) as f:
+        text = f.read()
+    commands = re.findall(r"kmodsyms build (.*?)(?:\n(?!    )|$)", text.replace("\\\n", " "), re.S)
+    used = {opt for command in commands for opt in re.findall(r"(?<!\S)(--[a-z-]+|-o)\b", command)}
+    assert {"--debuginfo", "--source", "--system-map", "--config", "--modules-dir"} <= used
+    helptext = subprocess.run(KMODSYMS + ["build", "--help"], capture_output=True, text=True,
+                              env={**os.environ, "COLUMNS": "200"}, check=True).stdout
+    assert all(opt in helptext for opt in used), used
+
+
+def test_answers_from_guessed_modules_warn(debug_tree, tmp_path):
+    out = str(tmp_path / "guessed")
+    subprocess.run(KMODSYMS + ["build", "--debuginfo", os.path.join(debug_tree, "vmlinux"),
+                               "--system-map", os.path.join(debug_tree, "System.map"),
+                               "--modules-dir", debug_tree, "--guess-modules", "-o", out],
+                   capture_output=True, text=True, check=True)
+    run = subprocess.run(KMODSYMS + ["kallmodsyms", "--syms", out, "--kallsyms",
+                                     os.path.join(debug_tree, "kallsyms")],
+                         capture_output=True, text=True)
+    assert run.returncode == 0 and "are guessed from modules.builtin.modinfo" in run.stderr

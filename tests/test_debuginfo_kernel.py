@@ -1,0 +1,124 @@
+"""``kmodsyms build --debuginfo`` on a real kernel: Debian's linux-source
+(tinyconfig, the built-in modules of tests/test_kernel_source.py, plus
+DEBUG_INFO_DWARF5), built once into the corpus cache by that module's
+machinery.  Its debug vmlinux, System.map, .config and modules.builtin are
+what a distribution ships; its own source gives the Makefiles.  Checked
+against the linker maps (the object of every System.map line) and
+upstream's modules.builtin.ranges (``kmodsyms verify``).  Slow: the first
+build of the tree takes minutes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from kernel_build import Kernel, built_tree
+from test_kernel_source import ROOT
+
+pytestmark = pytest.mark.slow
+
+DEBUG_X86_64 = Kernel("x86", "", ("64BIT", "DEBUG_KERNEL", "DEBUG_INFO_DWARF5"),
+                      ("DEBUG_INFO_NONE", "KALLSYMS_ALL"), (), 0x2a00000, "-x86-debuginfo")
+
+
+@pytest.fixture(scope="module")
+def debug_kernel():
+    return built_tree(DEBUG_X86_64)
+
+
+@pytest.fixture(scope="module")
+def built(debug_kernel, tmp_path_factory):
+    tree = debug_kernel
+    out = str(tmp_path_factory.mktemp("debuginfo") / "dtrace_syms")
+    run = subprocess.run([sys.executable, "-m", "kmodsyms", "build", "--debuginfo", os.path.join(tree, "vmlinux"),
+                          "--system-map", os.path.join(tree, "System.map"), "--config", os.path.join(tree, ".config"),
+                          "--modules-dir", tree, "--source", tree, "-o", out, "--json"],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    return out, json.loads(run.stdout)
+
+
+def test_every_line_has_the_linkers_object_or_none(debug_kernel, built):
+    from kmodsyms.build.kallsyms import read_kallsyms
+    from kmodsyms.build.linkmap import vmlinux_object_map
+    from kmodsyms import load
+    tree = debug_kernel
+    out, summary = built
+    om = vmlinux_object_map(*(os.path.join(tree, n) for n in ("vmlinux.map", "vmlinux.o.map", "vmlinux")))
+    lines = load(syms=out, kallsyms=os.path.join(tree, "System.map")).lines()
+    ours = [line.object for line in lines]
+    theirs = [om.object_at(line.address) for line in lines]
+    # An edge (a zero-size symbol where one object's bytes end and the
+    # next's begin, or none's) may go either way, as in kmodsyms verify.
+    from kmodsyms.build.verify import read_elf_info
+    sizes = read_elf_info(os.path.join(tree, "vmlinux")).sizes
+    ends = {int(e) for e in om.end.tolist()}
+    edge = [sizes.get((ln.name.encode(), ln.address), 0) == 0 and ln.address in ends
+            for ln in lines]
+    wrong = [(ln.name, o, t) for ln, o, t, e in zip(lines, ours, theirs, edge)
+             if o is not None and o != t and not e]
+    assert wrong == []
+    attributed = sum(1 for o, t in zip(ours, theirs) if t is not None and o == t)
+    with_object = sum(1 for t in theirs if t is not None)
+    assert attributed >= 0.99 * with_object, (attributed, with_object)
+    assert summary["attribution"]["unattributed"] == len(summary["unattributed"])
+
+
+def test_modules_agree_with_the_linker_maps_and_ranges(debug_kernel, built):
+    proc = subprocess.run([sys.executable, "-m", "kmodsyms", "verify", "--kbuild", debug_kernel,
+                           "--syms", built[0], "--json"], cwd=ROOT, capture_output=True, text=True)
+    report = json.loads(proc.stdout)
+    maps, ranges = report["comparisons"]["linker_maps"], report["comparisons"]["ranges"]
+    assert maps["counts"]["agree"] > 10_000 and maps["disagreements"] == 0, maps["examples"]
+    assert ranges["counts"]["differ"] == 0, ranges["examples"]
+
+
+def test_module_map_equals_the_cmd_files(debug_kernel, built):
+    from kmodsyms.build.kbuild import derive_thick
+    doc = json.loads(subprocess.run([sys.executable, "-m", "kmodsyms", "info", "--json", built[0]],
+                                    cwd=ROOT, capture_output=True, text=True, check=True).stdout)
+    assert doc["from_debug_info"] and [m["name"] for m in doc["modules"]] == derive_thick(debug_kernel).modules
+
+
+def test_initcall_self_check(built):
+    check = built[1]["self_check"]
+    assert check["initcalls_checked"] > 0 and check["initcalls_wrong"] == 0
+
+
+# ------------------------------------------------------- Debian's real package
+def _doc_table() -> dict[str, int]:
+    """docs/distributions.md's figures for Debian's cloud-amd64 package."""
+    import re
+    with open(os.path.join(ROOT, "docs", "distributions.md")) as f:
+        text = f.read()
+    rows = dict(re.findall(r"^\| ([^|]+?) \| ([\d,]+) \|$", text, re.M))
+    return {k: int(v.replace(",", "")) for k, v in rows.items()}
+
+
+def test_debian_package_figures_are_the_docs(tmp_path):
+    """By hand: KMODSYMS_DEBUG_ROOT is Debian's linux-image-6.12.117+deb12-cloud-amd64-dbg
+    and image packages unpacked with dpkg-deb -x, KMODSYMS_KERNEL_SOURCE its linux-source."""
+    sys.path.insert(0, ROOT)
+    from bench.debuginfo_row import debian_inputs
+    root, source = os.environ.get("KMODSYMS_DEBUG_ROOT", ""), os.environ.get("KMODSYMS_KERNEL_SOURCE", "")
+    args = debian_inputs(root) if root else None
+    if not args or not source or "cloud-amd64" not in args[1]:
+        pytest.skip("set KMODSYMS_DEBUG_ROOT (Debian's cloud-amd64 -dbg package, unpacked) and "
+                    "KMODSYMS_KERNEL_SOURCE")
+    out = str(tmp_path / "dtrace_syms")
+    run = subprocess.run([sys.executable, "-m", "kmodsyms", "build", *args, "--source", source, "-o", out,
+                          "--json"], cwd=ROOT, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    summary = json.loads(run.stdout)
+    got, table = summary["attribution"], _doc_table()
+    assert {"D1 (file run)": got["file run"], "D2 (code range)": got["code range"],
+            "D2 (variable)": got["variable"], "D3 (`__pfx_`)": got["padding"],
+            "D4 (`__SCT__`)": got["static call"], "units that are no object of `vmlinux.a`": got["no object"],
+            "unattributed (D5)": got["unattributed"]} == {k: table[k] for k in (
+                "D1 (file run)", "D2 (code range)", "D2 (variable)", "D3 (`__pfx_`)", "D4 (`__SCT__`)",
+                "units that are no object of `vmlinux.a`", "unattributed (D5)")}
+    assert summary["self_check"]["initcalls_wrong"] == 0

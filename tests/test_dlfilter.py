@@ -1,0 +1,256 @@
+"""contrib/perf's kmodsyms-dlfilter.so: perf script --dlfilter keeping the
+samples whose kernel address lies in the named modules.
+
+Driven two ways: by ``test_dlfilter`` (contrib/perf/test_dlfilter.c), which
+loads the filter as perf does and calls ``filter_event()`` with real
+``struct perf_dlfilter_sample`` values, on the first and last byte of every
+sized symbol of the fixture and the corpora -- whose module the linker maps
+say (tests/test_dtrace_consumer.py's truth); by the real ``perf script`` on a
+perf.data of the same addresses written by the test (tests/perf_data.py);
+and by the real ``perf`` on samples of this machine (``perf record -a -e
+cpu-clock``, root), where no dtrace_syms exists: the degraded path.  Skipped without perf's header
+(Debian: linux-perf) or, for the live test, without perf or root.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import ROOT
+from perf_data import write_perf_data
+from test_dtrace_consumer import (OUTSIDE_VMLINUX_A, PSEUDO, corpus_truth,
+                                  fixture_truth, kallsyms_lines)
+
+CSRC = os.path.join(ROOT, "contrib", "c")
+PERF_HEADER = "/usr/include/perf/perf_dlfilter.h"
+KERNEL, USER = 1, 2   # PERF_RECORD_MISC_KERNEL, PERF_RECORD_MISC_USER
+DEGRADED = "kmodsyms-dlfilter: no usable dtrace_syms"
+
+
+@pytest.fixture(scope="session")
+def dlfilter(tmp_path_factory):
+    """(the filter, its driver), built by contrib/c's make."""
+    if not os.path.exists(PERF_HEADER):
+        pytest.skip(f"{PERF_HEADER} is absent (Debian: apt-get install linux-perf)")
+    if not (shutil.which("make") and shutil.which(os.environ.get("CC", "cc"))):
+        pytest.skip("cc or make is not installed")
+    out = str(tmp_path_factory.mktemp("dlfilter"))
+    proc = subprocess.run(["make", "-s", "-C", CSRC, f"O={out}", "all"], capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return os.path.join(out, "kmodsyms-dlfilter.so"), os.path.join(out, "test_dlfilter")
+
+
+def drive(dlfilter, dlargs, samples, check=True):
+    """filter_event() of each (ip, cpumode): {ip: kept}, and stderr."""
+    so, driver = dlfilter
+    stdin = "".join(f"{ip:x} {mode}\n" for ip, mode in samples).encode()
+    proc = subprocess.run([driver, so, "run"] + dlargs, input=stdin, capture_output=True)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    kept = {}
+    for row in proc.stdout.decode().splitlines():
+        ip, verdict = row.split()
+        kept[int(ip, 16)] = verdict == "keep"
+    return kept, proc
+
+
+def sized_symbols(tree, truth, names=None):
+    """(address, size, modules) of every line with an ELF size whose module
+    the linker maps say, and of every loaded module's line (its module's
+    own: kallsyms' tag; the module span holds its first byte).  NAMES: only
+    those; else all but the objects outside vmlinux.a (issue 21 part 1.3)."""
+    out = []
+    for addr, letter, name, tag in kallsyms_lines(os.path.join(tree, "kallsyms")):
+        if (name not in names) if names is not None else (name in OUTSIDE_VMLINUX_A):
+            continue
+        if tag:
+            if tag not in PSEUDO:
+                out.append((addr, 1, [tag]))
+        elif letter not in "aA" and truth.size.get((addr, name)) and (addr, name) in truth.modules:
+            out.append((addr, truth.size[addr, name], truth.modules[addr, name]))
+    return out
+
+
+def check_keeps_exactly_the_module(dlfilter, tree, syms, truth, wanted, names=None):
+    """Every sized symbol's first and last byte: kept exactly when one of
+    its modules is wanted; the same addresses in user mode: dropped."""
+    symbols = sized_symbols(tree, truth, names)
+    probes = sorted({a for addr, size, _m in symbols for a in (addr, addr + size - 1)})
+    kallsyms = os.path.join(tree, "kallsyms")
+    kept, proc = drive(dlfilter, [f"syms={syms}", f"kallsyms={kallsyms}", ",".join(wanted)],
+                       [(a, KERNEL) for a in probes])
+    assert proc.stderr == b""
+    wrong = [(hex(a), mods) for addr, size, mods in symbols for a in (addr, addr + size - 1)
+             if kept[a] != any(m in wanted for m in mods)]
+    assert wrong == [], (len(wrong), wrong[:5])
+    assert sum(kept.values()) > 0
+    user, _ = drive(dlfilter, [f"syms={syms}", f"kallsyms={kallsyms}", ",".join(wanted)],
+                    [(a, USER) for a in probes[:500]])
+    assert not any(user.values())
+    return sum(kept.values())
+
+
+def test_fixture_built_in_and_loaded(dlfilter, fixture_tree, fixture_syms):
+    """ext4 (built-in) and fuse (loaded); then libphy, whose shared object
+    is also fwnode_mdio's."""
+    truth = fixture_truth(fixture_tree)
+    assert check_keeps_exactly_the_module(dlfilter, fixture_tree, fixture_syms, truth,
+                                          ["ext4", "fuse"]) > 20
+    assert check_keeps_exactly_the_module(dlfilter, fixture_tree, fixture_syms, truth,
+                                          ["libphy"]) > 5
+
+
+@pytest.mark.corpus
+def test_corpus_built_in_and_loaded(dlfilter, corpus, corpus_syms):
+    """x86_64: ext4 built-in, xfs loaded, and vmlinux (the core kernel)."""
+    truth = corpus_truth(corpus)
+    assert check_keeps_exactly_the_module(dlfilter, corpus, corpus_syms, truth,
+                                          ["ext4", "xfs"]) > 10_000
+    assert check_keeps_exactly_the_module(dlfilter, corpus, corpus_syms, truth,
+                                          ["vmlinux"]) > 50_000
+
+
+@pytest.mark.corpus
+def test_corpus_version_timestamp_symbols_in_vmlinux(dlfilter, corpus, corpus_syms):
+    """linux_banner and init_uts_ns (init/version-timestamp.o, linked
+    outside vmlinux.a) lie in vmlinux."""
+    check_keeps_exactly_the_module(dlfilter, corpus, corpus_syms, corpus_truth(corpus),
+                                   ["vmlinux"], names=OUTSIDE_VMLINUX_A)
+
+
+@pytest.mark.slow
+@pytest.mark.corpus
+def test_corpora_every_built_in_module(dlfilter, any_corpus, any_corpus_syms):
+    """Both corpora: each built-in module alone, then all loaded ones."""
+    truth = corpus_truth(any_corpus)
+    for module in sorted(truth.builtin):
+        check_keeps_exactly_the_module(dlfilter, any_corpus, any_corpus_syms, truth, [module])
+    check_keeps_exactly_the_module(dlfilter, any_corpus, any_corpus_syms, truth,
+                                   sorted(truth.loaded))
+
+
+def test_arguments(dlfilter, fixture_syms, fixture_tree, tmp_path):
+    """Bad --dlarg values: one line naming what is wrong, start() fails;
+    an unknown module: said once, keeps nothing; '-' reads as '_'."""
+    kallsyms = os.path.join(fixture_tree, "kallsyms")
+    base = [f"syms={fixture_syms}", f"kallsyms={kallsyms}"]
+    for args, words in (([], "name the modules"), (base + ["colour=red"], "unknown --dlarg"),
+                        ([f"syms={tmp_path}/none", f"kallsyms={kallsyms}", "ext4"],
+                         f"{tmp_path}/none")):
+        _kept, proc = drive(dlfilter, args, [], check=False)
+        assert proc.returncode == 1 and words in proc.stderr.decode(), proc.stderr
+        assert proc.stderr.decode().count("\n") == 2   # the filter's line, the driver's
+    kept, proc = drive(dlfilter, base + ["no-such"], [(0xffffffffab600400, KERNEL)])
+    assert proc.stderr.decode() == \
+        "kmodsyms-dlfilter: module no_such is neither built in nor loaded: it keeps no sample\n"
+    assert kept == {0xffffffffab600400: False}
+    so, driver = dlfilter
+    text = subprocess.run([driver, so, "description"], capture_output=True, check=True,
+                          text=True).stdout
+    assert "kmodsyms" in text.splitlines()[0] and "--dlarg" in text
+
+
+# ------------------------------------------------------------------ the real perf
+def check_real_perf_on_written_samples(dlfilter, tree, syms, truth, wanted, tmp_path):
+    """perf script itself, on a perf.data of the first and last byte of
+    every sized symbol (tests/perf_data.py), keeps exactly the samples in
+    the wanted modules."""
+    if not shutil.which("perf"):
+        pytest.skip("perf is not installed (Debian: linux-perf)")
+    symbols = sized_symbols(tree, truth)
+    probes = sorted({a for addr, size, _m in symbols for a in (addr, addr + size - 1)})
+    want = sorted({a for addr, size, mods in symbols for a in (addr, addr + size - 1)
+                   if any(m in wanted for m in mods)})
+    data = str(tmp_path / "perf.data")
+    write_perf_data(data, [(a, KERNEL) for a in probes] + [(probes[0], USER)])
+    plain = perf_script(data)
+    assert plain.returncode == 0 and len(plain.stdout.splitlines()) == len(probes) + 1, plain.stderr
+    so, _driver = dlfilter
+    kallsyms = os.path.join(tree, "kallsyms")
+    proc = subprocess.run(["perf", "script", "-i", data, "-F", "ip", "--dlfilter", so,
+                           "--dlarg", f"syms={syms}", "--dlarg", f"kallsyms={kallsyms}",
+                           "--dlarg", ",".join(wanted)], capture_output=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert [int(x, 16) for x in proc.stdout.split()] == want
+    return len(want)
+
+
+def test_real_perf_on_fixture_samples(dlfilter, fixture_tree, fixture_syms, tmp_path):
+    assert check_real_perf_on_written_samples(dlfilter, fixture_tree, fixture_syms,
+                                              fixture_truth(fixture_tree), ["ext4", "fuse"],
+                                              tmp_path) > 20
+
+
+@pytest.mark.corpus
+def test_real_perf_on_corpus_samples(dlfilter, corpus, corpus_syms, tmp_path):
+    """x86_64 corpus addresses: ext4 (built-in) and xfs (loaded)."""
+    assert check_real_perf_on_written_samples(dlfilter, corpus, corpus_syms,
+                                              corpus_truth(corpus), ["ext4", "xfs"],
+                                              tmp_path) > 10_000
+
+
+@pytest.fixture(scope="module")
+def perf_data(tmp_path_factory):
+    """A few seconds of this machine's samples, as root records them."""
+    if not shutil.which("perf") or os.geteuid() != 0:
+        pytest.skip("needs perf (linux-perf) and root for perf record -a")
+    path = str(tmp_path_factory.mktemp("perf") / "perf.data")
+    proc = subprocess.run(["perf", "record", "-q", "-o", path, "-a", "-e", "cpu-clock", "--",
+                           "sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; "
+                           "cat /proc/kallsyms > /dev/null"],
+                          capture_output=True, timeout=120)
+    if proc.returncode != 0:
+        pytest.skip(f"perf record -a failed here: {proc.stderr.decode().strip()[-200:]}")
+    return path
+
+
+def perf_script(data, *args):
+    return subprocess.run(["perf", "script", "-i", data, "-F", "ip,dso"] + list(args),
+                          capture_output=True, timeout=600)
+
+
+def test_live_perf_without_dtrace_syms(dlfilter, perf_data):
+    """This host has no dtrace_syms: the filter says so once, then keeps
+    exactly the samples perf itself puts in the kernel for vmlinux, and
+    none for a built-in module, which kallsyms alone cannot place."""
+    if os.path.exists(f"/lib/modules/{os.uname().release}/kernel/dtrace_syms"):
+        pytest.skip("this host has a dtrace_syms: not the degraded path")
+    so, _driver = dlfilter
+    plain = perf_script(perf_data)
+    assert plain.returncode == 0, plain.stderr
+    rows = plain.stdout.decode(errors="replace").splitlines()
+    kernel = [r for r in rows if r.rstrip().endswith("([kernel.kallsyms])")]
+    assert kernel and len(kernel) < len(rows)
+    kept = perf_script(perf_data, "--dlfilter", so, "--dlarg", "vmlinux")
+    assert kept.returncode == 0, kept.stderr
+    assert kept.stdout.decode(errors="replace").splitlines() == kernel
+    assert kept.stderr.decode().count(DEGRADED) == 1
+    none = perf_script(perf_data, "--dlfilter", so, "--dlarg", "ext4")
+    assert none.returncode == 0 and none.stdout == b""
+    assert none.stderr.decode().count(DEGRADED) == 1
+
+
+def test_live_perf_refuses_a_named_file_it_cannot_use(dlfilter, perf_data, tmp_path):
+    so, _driver = dlfilter
+    proc = perf_script(perf_data, "--dlfilter", so, "--dlarg", f"syms={tmp_path}/none",
+                       "--dlarg", "ext4")
+    assert proc.returncode != 0 and proc.stdout == b""
+    assert f"kmodsyms-dlfilter: cannot read {tmp_path}/none" in proc.stderr.decode()
+
+
+def test_installed_with_the_library(dlfilter, tmp_path):
+    """make install puts the filter where PERF_DLFILTERDIR says, beside the
+    library and kms-dt-module."""
+    proc = subprocess.run(["make", "-s", "-C", CSRC, f"O={os.path.dirname(dlfilter[0])}",
+                           "install", "PREFIX=/usr", f"DESTDIR={tmp_path}",
+                           "PERF_DLFILTERDIR=/usr/lib/perf-core/dlfilters"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for path in ("usr/lib/perf-core/dlfilters/kmodsyms-dlfilter.so", "usr/bin/kms-dt-module",
+                 "usr/include/kmodsyms.h"):
+        assert os.path.isfile(tmp_path / path), path

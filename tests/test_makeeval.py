@@ -1,0 +1,134 @@
+"""The module map from kbuild's Makefiles (kmodsyms.build.makeeval), held equal to
+kbuild's own answer: the ``KBUILD_MODFILE`` each object was compiled with
+(its ``.cmd`` file) and the link order of ``vmlinux.a``, on both shared
+corpora (x86_64 defconfig, arm64 tinyconfig).  The corpora carry no
+Makefiles: they come from Debian's linux-source tarball of the same version
+(6.12.117), whose Makefiles are unpacked once into the corpus cache.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import sys
+import tarfile
+
+import pytest
+
+from kmodsyms.build.archive import vmlinux_objects
+from kmodsyms.errors import KmodsymsError
+from kmodsyms.build.kbuild import cmd_modfiles, derive_thick, read_modules_builtin
+from kmodsyms.build.makeeval import auto_conf, config_srcarch, evaluate, thick_from_eval, unpack_makefiles
+
+SOURCE_TARBALLS = "/usr/src/linux-source-6.12*.tar.xz"
+
+
+@pytest.fixture(scope="session")
+def kernel_makefiles():
+    """The Makefiles, Kbuild files and scripts/ of Debian's linux-source-6.12,
+    unpacked once per machine into the corpus cache."""
+    tarballs = sorted(glob.glob(SOURCE_TARBALLS))
+    if not tarballs:
+        pytest.skip(f"no {SOURCE_TARBALLS} (apt-get install linux-source-6.12)")
+    from bench.corpus import _corpus_cache_dir
+    st = os.stat(tarballs[-1])
+    root = os.path.join(_corpus_cache_dir(), f"makefiles-{st.st_size}-{int(st.st_mtime)}")
+    stamp = os.path.join(root, ".complete")
+    if not os.path.exists(stamp):
+        os.makedirs(root, exist_ok=True)
+        tree = unpack_makefiles(tarballs[-1], root)
+        with open(stamp, "w") as f:
+            f.write(tree)
+    with open(stamp) as f:
+        return f.read()
+
+
+@pytest.fixture(scope="session")
+def evaluated(any_corpus, kernel_makefiles):
+    """kbuild's Makefiles evaluated against the corpus' .config."""
+    return evaluate(kernel_makefiles, os.path.join(any_corpus, ".config"))
+
+
+def test_config_header_names_the_source_architecture(any_corpus):
+    expected = "arm64" if "arm64" in any_corpus else "x86"
+    assert config_srcarch(os.path.join(any_corpus, ".config")) == expected
+
+
+def test_objects_and_link_order_are_vmlinux_a(any_corpus, evaluated):
+    result = evaluated
+    objects, _ = vmlinux_objects(any_corpus)
+    assert [o.path for o in result.objects] == objects
+
+
+def test_every_modfile_is_the_one_kbuild_compiled_with(any_corpus, evaluated):
+    result = evaluated.modfiles()
+    objects, _ = vmlinux_objects(any_corpus)
+    compared = 0
+    for obj in objects:
+        from_cmd = cmd_modfiles(any_corpus, obj)
+        if from_cmd:   # objcopy-made objects (arm64's *.pi.o, kvm_nvhe.o) have no compiler line
+            assert result[obj] == tuple(from_cmd), obj
+            compared += 1
+    assert compared > 0.99 * len(objects)
+
+
+def test_module_map_equals_the_cmd_derivation(any_corpus, evaluated):
+    result = evaluated
+    builtin = read_modules_builtin(any_corpus)
+    from_makefiles = thick_from_eval(result, builtin)
+    assert from_makefiles.format() == derive_thick(any_corpus).format()
+    with open(os.path.join(any_corpus, "modules_thick.builtin.reference")) as f:
+        assert from_makefiles.format() == f.read()
+
+
+def test_a_tarball_is_read_as_its_directory(any_corpus, kernel_makefiles, evaluated, tmp_path):
+    tarball = str(tmp_path / "linux-source.tar.gz")
+    with tarfile.open(tarball, "w:gz", compresslevel=1) as tar:
+        tar.add(kernel_makefiles, arcname="linux-source-x")
+    config = os.path.join(any_corpus, ".config")
+    assert evaluate(tarball, config) == evaluated
+
+
+def test_build_without_cmd_files_takes_the_map_from_the_makefiles(corpus, kernel_makefiles, tmp_path):
+    """``kmodsyms build --source``: the same module map as the .cmd files give."""
+    out = str(tmp_path / "dtrace_syms")
+    run = subprocess.run([sys.executable, "-m", "kmodsyms", "build", "--kbuild", corpus,
+                          "--source", kernel_makefiles, "-o", out, "--no-cache", "--no-layout"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "evaluated from kbuild's Makefiles" in run.stdout
+    info = subprocess.run([sys.executable, "-m", "kmodsyms", "info", "--json", out],
+                          capture_output=True, text=True, check=True).stdout
+    import json
+    doc = json.loads(info)
+    assert doc["module_map"].startswith("evaluated from kbuild's Makefiles")
+    reference = derive_thick(corpus)
+    assert [m["name"] for m in doc["modules"]] == reference.modules
+
+
+def test_strings_lose_their_quotes_as_in_auto_conf(tmp_path):
+    config = tmp_path / ".config"
+    config.write_text('#\n# Linux/x86 6.12.117 Kernel Configuration\n'
+                      'CONFIG_A=y\n# CONFIG_B is not set\nCONFIG_C="x \\"q\\" \\\\ y"\nCONFIG_D=""\n')
+    assert auto_conf(str(config)) == 'CONFIG_A=y\nCONFIG_C=x "q" \\ y\nCONFIG_D=\n'
+
+
+@pytest.mark.parametrize("text, message", [
+    ("CONFIG_A=y\n", "no '# Linux/ARCH' header"),
+    ("# Linux/x86 6.12 Kernel Configuration\n", "no CONFIG_ symbol set"),
+])
+def test_a_file_that_is_no_config_is_refused(tmp_path, kernel_makefiles, text, message):
+    config = tmp_path / ".config"
+    config.write_text(text)
+    with pytest.raises(KmodsymsError, match=message):
+        evaluate(kernel_makefiles, str(config))
+
+
+def test_a_directory_that_is_no_kernel_source_is_refused(tmp_path):
+    config = tmp_path / ".config"
+    config.write_text("# Linux/x86 6.12 Kernel Configuration\nCONFIG_A=y\n")
+    with pytest.raises(KmodsymsError, match="no Kbuild; give the top of a kernel source tree"):
+        evaluate(str(tmp_path), str(config))
+    with pytest.raises(KmodsymsError, match="no such kernel source"):
+        evaluate(str(tmp_path / "absent"), str(config))

@@ -1,0 +1,74 @@
+"""A run writes nothing but what the user names: no cache, no state, in a
+home and XDG directories that are empty and read-only; and the snapshot
+files an earlier kmodsyms cached are deleted, nothing else of theirs."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIXTURE, ROOT
+
+KALLSYMS = os.path.join(FIXTURE, "kallsyms")
+
+
+def _tree(root) -> list[str]:
+    return sorted(os.path.relpath(os.path.join(d, n), root)
+                  for d, dirs, files in os.walk(root) for n in dirs + files)
+
+
+def _env(home, **more) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XDG_")}
+    env.update(HOME=str(home), PYTHONPATH=ROOT, PYTHONDONTWRITEBYTECODE="1",
+               XDG_CACHE_HOME=str(home / "cache"), XDG_CONFIG_HOME=str(home / "config"),
+               XDG_DATA_HOME=str(home / "data"), XDG_STATE_HOME=str(home / "state"),
+               XDG_RUNTIME_DIR=str(home / "run"), **more)
+    return env
+
+
+def test_a_run_creates_nothing(fixture_syms, tmp_path):
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    files = ["--syms", fixture_syms, "--kallsyms", KALLSYMS]
+    try:
+        for d in (home, work):
+            d.chmod(stat.S_IRUSR | stat.S_IXUSR)
+        for args in (["resolve", *files, "0xffffffffab600400"], ["lookup", *files, "init_once"],
+                     ["kallmodsyms", *files], ["modules", *files],
+                     ["resolve", "--json", *files, "-"]):
+            out = subprocess.run([sys.executable, "-m", "kmodsyms", *args], cwd=work,
+                                 env=_env(home), capture_output=True, input="0x1\n", text=True)
+            assert out.returncode == 0, out.stderr
+    finally:
+        for d in (home, work):
+            d.chmod(stat.S_IRWXU)
+    assert _tree(home) == [] and _tree(work) == []
+
+
+def _snapshot(path, magic=b"KMSNAP\0\7") -> None:
+    path.write_bytes(magic + bytes(64))
+
+
+@pytest.mark.parametrize("others", [False, True])
+def test_old_snapshots_are_deleted(fixture_syms, tmp_path, others):
+    home = tmp_path / "home"
+    cache = home / "cache" / "kmodsyms"
+    cache.mkdir(parents=True)
+    _snapshot(cache / "resolve-5e2f-0badcafe")
+    (cache / ".dtrace_syms.x1y2z3").write_bytes(b"partial")     # a killed writer's
+    if others:   # not ours: kept, and so is the directory
+        (cache / "notes.txt").write_text("mine")
+        _snapshot(cache / "resolve-mine", magic=b"NOTOURS!")
+    out = subprocess.run([sys.executable, "-m", "kmodsyms", "resolve", "--syms", fixture_syms,
+                          "--kallsyms", KALLSYMS, "0x1"], env=_env(home), capture_output=True,
+                         text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    if others:
+        assert _tree(cache) == ["notes.txt", "resolve-mine"]
+    else:
+        assert not cache.exists() and (home / "cache").exists()
