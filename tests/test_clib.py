@@ -354,7 +354,7 @@ USER_PROGRAM = r"""
 int main(int argc, char **argv)
 {
     kms_error err;
-    struct kms_sym s;
+    struct kms_sym s = {.size = sizeof s};
     kms_handle *h = kms_load(argv[1], argv[2], 0, &err);
     if (!h)
         return 1;
