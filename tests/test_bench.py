@@ -56,7 +56,7 @@ def test_bench_quick_c_dtrace_update(tmp_path):
         pytest.skip("cc or make is not installed")
     out = tmp_path / "bench.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--only", "14", "--synthetic", "2",
+        [sys.executable, "-m", "bench", "--quick", "--only", "c_dtrace_update", "--synthetic", "2",
          "--json", str(out)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr

@@ -121,17 +121,46 @@ def test_formats_against_the_vmlinux_symbol_table(files):
             module = r.resolve(address).module
             if fmt == "dtrace":
                 assert line == f"{module}`{name}+0x3"
-            else:
-                assert line == f"{name}+0x3/{size:#x}" + ("" if module == "vmlinux" else f" [{module}]")
+            else:   # %pS: the size is the gap to the next kallsyms address
+                gap = next_address(files[3], address) - (address - 3)
+                assert line == f"{name}+0x3/{gap:#x}" + ("" if module == "vmlinux" else f" [{module}]")
+
+
+def next_address(kallsyms: str, address: int) -> int:
+    """The lowest kallsyms address above ADDRESS (kallsyms_lookup_size_offset())."""
+    with open(kallsyms) as f:
+        return min(a for a in (int(line.split()[0], 16) for line in f) if a > address)
+
+
+def test_kernel_format_never_prints_an_offset_beyond_its_size(files):
+    """Where a function's ELF size ends before the next kallsyms line (its
+    padding), %pS still names it with the kernel's size: the offset is
+    below the size (issue 24 item 1: 'ext4_file_open+0x32f/0x32e' before)."""
+    symbols = _vmlinux_symbols()
+    probes = []
+    for name, entries in symbols.items():
+        if len(entries) == 1 and entries[0][1] > 0 and entries[0][0] >= 0xffffffff81000000 \
+                and not name.startswith("__pfx_"):
+            start = entries[0][0] + FIXTURE_KASLR
+            end = start + entries[0][1]
+            if next_address(files[3], start) > end:
+                probes.append((name, start, end))
+    assert probes
+    out = _both_paths(["resolve", *files, "--format", "kernel", *(f"{e:#x}" for _, _, e in probes)])
+    for (name, start, end), line in zip(probes, out.stdout.splitlines()):
+        gap = next_address(files[3], start) - start
+        assert line.split(" [")[0] == f"{name}+{end - start:#x}/{gap:#x}", line
 
 
 def test_formats_of_loaded_unknown_and_absent_symbols(fixture_syms):
     r = load(fixture_syms, KALLSYMS)
     loaded = r.lookup("fuse_dev_open")[0]          # kallsyms gives no size
     assert format_dtrace(loaded) == "fuse`fuse_dev_open"
-    assert format_kernel(loaded) == "fuse_dev_open+0x0 [fuse]"
+    gap = next_address(KALLSYMS, loaded.address) - loaded.address
+    assert format_kernel(loaded, r.kernel_symbol(loaded.address)) == f"fuse_dev_open+0x0/{gap:#x} [fuse]"
     nowhere = r.resolve(0x1234_5678_9abc_def0)
-    assert (format_dtrace(nowhere), format_kernel(nowhere)) == ("0x123456789abcdef0",) * 2
+    assert (format_dtrace(nowhere), format_kernel(nowhere, r.kernel_symbol(nowhere.address))) == \
+        ("0x123456789abcdef0",) * 2
 
 
 def test_lookup_with_offset_and_unknown_module(files):

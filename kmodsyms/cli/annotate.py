@@ -138,7 +138,7 @@ class Annotator:
         if annotated == text and bracket and not _KERNEL_FRAME.search(text, bracket.end()):
             rec = self._resolve(address)
             if rec.symbol is not None:
-                annotated = f"{text[:bracket.end()]} {format_kernel(rec)}{text[bracket.end():]}"
+                annotated = f"{text[:bracket.end()]} {format_kernel(rec, self.resolver.kernel_symbol(address))}{text[bracket.end():]}"
         return annotated
 
     def _folded(self, m: re.Match) -> str:

@@ -232,17 +232,18 @@ def format_dtrace(rec) -> str:
     return text + f"+{rec.offset:#x}" if rec.offset else text
 
 
-def format_kernel(rec) -> str:
-    """As the kernel's ``%pS`` prints an address: ``sym+0xoff/0xsize``, then
-    `` [mod]`` unless it is core kernel (a built-in module shows as it would
-    were it loadable).  ``/0xsize`` is left out when the size is unknown;
-    an address in no symbol prints as ``0xADDR``, as the kernel does."""
-    if rec.symbol is None:
-        return f"{rec.address:#x}"
-    text = f"{rec.symbol}+{rec.offset:#x}"
-    if rec.size is not None:
-        text += f"/{rec.size:#x}"
-    module = shown_module(rec)
+def format_kernel(rec, ksym) -> str:
+    """As the kernel's ``%pS`` prints an address (``ksym``, the library's
+    kms_resolve_kernel(): the symbol the kernel picks, its offset and the
+    gap to the next kallsyms address as its size, docs/resolver.md
+    R53-R55), then `` [mod]`` unless it is core kernel: a built-in module
+    shows as it would were it loadable, its name from ``rec`` (the
+    address's record); ``[?]`` when the module is not known.  An address in
+    no symbol prints as ``0xADDR``, as the kernel does."""
+    if ksym.symbol is None:
+        return ksym.text
+    text = ksym.text.partition(" [")[0]
+    module = ksym.module or shown_module(rec)
     if module is None:
         return text + " [?]"
     return text if module == "vmlinux" else f"{text} [{module}]"
@@ -253,8 +254,18 @@ def format_json(rec) -> str:
     return json.dumps(rec.to_json())
 
 
-FORMATS = {"verbose": format_verbose, "dtrace": format_dtrace, "kernel": format_kernel,
-           "json": format_json}
+FORMATS = {"verbose": format_verbose, "dtrace": format_dtrace, "json": format_json}
+
+
+def address_renderer(answers, fmt: str):
+    """The function that answers one address as a line of format ``fmt``:
+    ``kernel`` asks the library for %pS's symbol too, the others render
+    the record."""
+    if fmt == "kernel":
+        return lambda address: format_kernel(answers.resolve(address),
+                                             answers.kernel_symbol(address))
+    render = FORMATS[fmt]
+    return lambda address: render(answers.resolve(address))
 
 
 def _bad_line(fmt: str, text: str, number: int, error: str) -> None:
@@ -269,7 +280,7 @@ def _bad_line(fmt: str, text: str, number: int, error: str) -> None:
     print(f"LINE {number}: {error}", file=sys.stderr)
 
 
-def write_answers(resolve, addresses: list[str], fmt: str) -> int:
+def write_answers(answer, addresses: list[str], fmt: str) -> int:
     """``kmodsyms resolve``'s output: each of ``addresses`` (``-``: one per
     line of stdin, flushed line by line) answered by ``resolve(address) ->
     Symbolization`` as one line on stdout in format ``fmt``.  Every line of
@@ -278,11 +289,10 @@ def write_answers(resolve, addresses: list[str], fmt: str) -> int:
     place (:func:`_bad_line`), which does not stop the rest.  Returns how
     many were bad (the caller refuses bad arguments before loading
     anything)."""
-    render = FORMATS[fmt]
     bad = 0
     for arg in addresses:
         if arg != "-":
-            sys.stdout.write(render(resolve(parse_address(arg))) + "\n")
+            sys.stdout.write(answer(parse_address(arg)) + "\n")
             continue
         for number, line in enumerate(sys.stdin, 1):
             text = line.strip()
@@ -295,7 +305,7 @@ def write_answers(resolve, addresses: list[str], fmt: str) -> int:
                 bad += 1
                 _bad_line(fmt, text, number, str(e))
                 continue
-            sys.stdout.write(render(resolve(address)) + "\n")
+            sys.stdout.write(answer(address) + "\n")
             sys.stdout.flush()
     return bad
 
@@ -330,14 +340,15 @@ def load_resolver(options: dict, quiet: bool = False):
 def run_resolve(answers, arguments: list[str], fmt: str) -> int:
     """``kmodsyms resolve`` on a loaded resolver: exit status 1 when a line
     of stdin was bad, else 0."""
-    return 1 if write_answers(answers.resolve, arguments, fmt) else 0
+    return 1 if write_answers(address_renderer(answers, fmt), arguments, fmt) else 0
 
 
 def run_lookup(answers, specs: list[str], fmt: str) -> int:
     """``kmodsyms lookup``: every match of each ``[MOD`]NAME[+OFF]``, one
     per line; exit status 1 when a name has no match or names a module
     that is not there."""
-    render = FORMATS[fmt]
+    render = FORMATS[fmt] if fmt != "kernel" else \
+        (lambda rec: format_kernel(rec, answers.kernel_symbol(rec.address)))
     parsed = [parse_name(spec) for spec in specs]   # all checked before any answer
     missing = 0
     for spec, (module, name, offset) in zip(specs, parsed):
