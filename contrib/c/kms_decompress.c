@@ -42,7 +42,9 @@ const char *kmsi_compression(const char *path)
     return NULL;
 }
 
-static char *format(const char *fmt, ...)
+/* A string made by printf, malloc'd (NULL: out of memory); the one the
+ * .ko reader's messages use too (kms_modules.c). */
+char *kmsi_format(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -60,7 +62,7 @@ static char *format(const char *fmt, ...)
 /* 1 with *WHY, or -1 when even that cannot be made. */
 static int refuse(char **why, const char *path, const char *kind, const char *what)
 {
-    *why = format("%s: cannot decompress (%s: %s); reinstall the module", path, kind, what);
+    *why = kmsi_format("%s: cannot decompress (%s: %s); reinstall the module", path, kind, what);
     return *why ? 1 : -1;
 }
 
@@ -73,14 +75,14 @@ static void *sym(struct kms_decompressors *d, int kind, const char *name)
         d->lib[kind] = dlopen(library[kind], RTLD_NOW | RTLD_LOCAL);
         if (!d->lib[kind]) {
             const char *e = dlerror();
-            d->missing[kind] = format("%s", e ? e : library[kind]);
+            d->missing[kind] = kmsi_format("%s", e ? e : library[kind]);
         }
     }
     if (!d->lib[kind])
         return NULL;
     void *p = dlsym(d->lib[kind], name);
     if (!p && !d->missing[kind]) {
-        d->missing[kind] = format("%s has no %s", library[kind], name);
+        d->missing[kind] = kmsi_format("%s has no %s", library[kind], name);
         dlclose(d->lib[kind]);
         d->lib[kind] = NULL;
     }
@@ -310,7 +312,7 @@ int kmsi_decompress(struct kms_decompressors *d, const char *path, const char *k
            : k == ZSTD ? unzstd(d, path, in, n, out, out_len, why)
            : gunzip(d, path, in, n, out, out_len, why);
     if (rc == 2) {
-        *why = format("%s is compressed (%s) and %s cannot be loaded (%s): install it to read "
+        *why = kmsi_format("%s is compressed (%s) and %s cannot be loaded (%s): install it to read "
                       "the module", path, kind, library[k],
                       d->missing[k] ? d->missing[k] : "not found");
         return *why ? 2 : -1;

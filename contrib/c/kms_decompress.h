@@ -85,6 +85,9 @@ int kmsi_decompress(struct kms_decompressors *d, const char *path, const char *k
 /* Close what kmsi_decompress opened. */
 void kmsi_decompressors_close(struct kms_decompressors *d);
 
+/* A string made by printf, malloc'd (NULL: out of memory). */
+char *kmsi_format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 #if defined(__GNUC__) || defined(__clang__)
 #pragma GCC visibility pop
 #endif

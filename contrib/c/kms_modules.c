@@ -76,21 +76,6 @@ int kms_is_mapping_symbol(const char *p, uint32_t len)
     return len >= 2 && p[0] == '$' && p[1] && strchr("adtx", p[1]) && (len == 2 || p[2] == '.');
 }
 
-/* A string made by printf, malloc'd (NULL: out of memory). */
-static char *format(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (s) {
-        va_start(ap, fmt);
-        vsnprintf(s, (size_t)n + 1, fmt, ap);
-        va_end(ap);
-    }
-    return s;
-}
 
 static int oom(kms_error *err)
 {
@@ -174,7 +159,7 @@ static char *join(const char *dir, const char *rel)
     if (rel[0] == '/') /* os.path.join: an absolute path stands alone */
         return strdup(rel);
     size_t n = strlen(dir);
-    return format("%s%s%s", dir, n && dir[n - 1] == '/' ? "" : "/", rel);
+    return kmsi_format("%s%s%s", dir, n && dir[n - 1] == '/' ? "" : "/", rel);
 }
 
 /* int(TEXT, 16) of Python for what sysfs and /proc print (0x optional,
@@ -562,7 +547,7 @@ static int refuse_elf(char **why, const char *path, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    *why = format("%s: %s; %s", path, what, KO_REMEDY);
+    *why = kmsi_format("%s: %s; %s", path, what, KO_REMEDY);
     return *why ? 1 : -1;
 }
 
@@ -880,7 +865,7 @@ static int read_live(struct live *l, const char *sysfs_root, const char *name)
     memset(l, 0, sizeof *l);
     if (!sysfs_root)
         return 0;
-    char *base = format("%s/module/%s", sysfs_root, name);
+    char *base = kmsi_format("%s/module/%s", sysfs_root, name);
     struct stat st;
     if (!base)
         return -1;
@@ -889,11 +874,11 @@ static int read_live(struct live *l, const char *sysfs_root, const char *name)
         free(base);
         return 0;
     }
-    char *path = format("%s/srcversion", base);
+    char *path = kmsi_format("%s/srcversion", base);
     if (path)
         l->srcversion = read_text(path);
     free(path);
-    path = format("%s/notes/.note.gnu.build-id", base);
+    path = kmsi_format("%s/notes/.note.gnu.build-id", base);
     unsigned char *note;
     size_t n;
     if (path && !slurp(path, &note, &n)) {
@@ -901,7 +886,7 @@ static int read_live(struct live *l, const char *sysfs_root, const char *name)
         free(note);
     }
     free(path);
-    char *dir = format("%s/sections", base);
+    char *dir = kmsi_format("%s/sections", base);
     DIR *d = dir ? opendir(dir) : NULL;
     struct dirent *de;
     size_t cap = 0;
@@ -1223,12 +1208,12 @@ static char *match_module(struct match *m, const struct live *live)
     int either = (live->srcversion && live->srcversion[0]) || (ko->srcversion && ko->srcversion[0]);
     if (live->has_sysfs && differ && either)
         return refusal(
-            format("srcversion %s, the loaded module's is %s",
+            kmsi_format("srcversion %s, the loaded module's is %s",
                    ko->srcversion && ko->srcversion[0] ? ko->srcversion : "(none)",
                    live->srcversion && live->srcversion[0] ? live->srcversion : "(none)"));
     if (live->build_id[0] && ko->build_id[0] && strcmp(live->build_id, ko->build_id))
         return refusal(
-            format("build-id %s, the loaded module's is %s", ko->build_id, live->build_id));
+            kmsi_format("build-id %s, the loaded module's is %s", ko->build_id, live->build_id));
     if (match_init(m))
         return out_of_memory;
     size_t absent = 0;
@@ -1238,7 +1223,7 @@ static char *match_module(struct match *m, const struct live *live)
             first_absent = m->lorder[k];
     if (absent)
         return refusal(
-            format("%zu of the module's kallsyms names are not in the file (e.g. %.*s)", absent,
+            kmsi_format("%zu of the module's kallsyms names are not in the file (e.g. %.*s)", absent,
                    (int)m->names.len[first_absent], m->names.ptr[first_absent]));
     /* The kernel's own word: each section's load address. */
     for (uint32_t k = 0; k < ko->nsec; k++) {
@@ -1314,7 +1299,7 @@ static char *match_module(struct match *m, const struct live *live)
             right += g[v].base == m->base[sec];
         if (right != total)
             why = refusal(
-                format("%zu of its unique symbols in %s are not where kallsyms shows them",
+                kmsi_format("%zu of its unique symbols in %s are not where kallsyms shows them",
                        total - right, ko->sec[sec].name));
     }
     free(votes);
@@ -1380,7 +1365,7 @@ static char *match_module(struct match *m, const struct live *live)
                     m->line_sym[i] = (int32_t)s;
             }
             if (m->line_sym[i] == NO && placed)
-                return refusal(format("its %.*s is not at 0x%" PRIx64 ", where kallsyms shows it",
+                return refusal(kmsi_format("its %.*s is not at 0x%" PRIx64 ", where kallsyms shows it",
                                       (int)m->llen[i], m->lname[i], m->addr[i]));
         }
     }
@@ -1401,7 +1386,7 @@ static char *match_module(struct match *m, const struct live *live)
     for (uint32_t s = 0; s < ko->nsym; s++)
         if (m->shown[ko->sym[s].sec] && !m->sym_is_line[s] &&
             !line_at(m, m->sid[s], at_base(m, s)))
-            return refusal(format("its %.*s (%s) is not in kallsyms", (int)ko->sym[s].len,
+            return refusal(kmsi_format("its %.*s (%s) is not in kallsyms", (int)ko->sym[s].len,
                                   ko->sym[s].name, ko->sec[ko->sym[s].sec].name));
     return NULL;
 }
@@ -1452,16 +1437,16 @@ static int one_module(struct kms_loaded *out, size_t *ext_cap, struct kms_decomp
     int e;
     memset(&ko, 0, sizeof ko);
     if (stat(full, &st) != 0) {
-        char *why = format("cannot read %s: %s", full, strerror(errno));
+        char *why = kmsi_format("cannot read %s: %s", full, strerror(errno));
         return add_status(out, name, path, KMS_MODULE_REFUSED, nl, why,
-                          why ? format("module %s: %s; its symbols stay unsized", name, why) : NULL);
+                          why ? kmsi_format("module %s: %s; its symbols stay unsized", name, why) : NULL);
     }
     if ((e = map_ko(full, &ko)) != 0) {
         if (e == ENOMEM)
             return free(path), -1;
-        char *why = format("cannot read module %s: %s", full, strerror(e));
+        char *why = kmsi_format("cannot read module %s: %s", full, strerror(e));
         return add_status(out, name, path, KMS_MODULE_REFUSED, nl, why,
-                          why ? format("module %s: %s; its symbols stay unsized", name, why) : NULL);
+                          why ? kmsi_format("module %s: %s; its symbols stay unsized", name, why) : NULL);
     }
     char *why = NULL;
     const char *kind = kmsi_compression(full);
@@ -1476,7 +1461,7 @@ static int one_module(struct kms_loaded *out, size_t *ext_cap, struct kms_decomp
         if (z)
             return add_status(out, name, path,
                               z == 2 ? KMS_MODULE_UNSUPPORTED : KMS_MODULE_REFUSED, nl, why,
-                              format("module %s: %s; its symbols stay unsized", name, why));
+                              kmsi_format("module %s: %s; its symbols stay unsized", name, why));
         ko.data = plain;
         ko.n = len;
     }
@@ -1488,7 +1473,7 @@ static int one_module(struct kms_loaded *out, size_t *ext_cap, struct kms_decomp
     if (refused) {
         ko_free(&ko);
         return add_status(out, name, path, KMS_MODULE_REFUSED, nl, why,
-                          format("module %s: %s; its symbols stay unsized", name, why));
+                          kmsi_format("module %s: %s; its symbols stay unsized", name, why));
     }
     struct match m;
     memset(&m, 0, sizeof m);
@@ -1512,7 +1497,7 @@ static int one_module(struct kms_loaded *out, size_t *ext_cap, struct kms_decomp
         bad = -1;
     } else if (why) {
         bad = add_status(out, name, path, KMS_MODULE_REFUSED, nl, why,
-                         format("module %s: %s is not the loaded module (%s); its symbols stay "
+                         kmsi_format("module %s: %s is not the loaded module (%s); its symbols stay "
                                 "unsized", name, full, why));
     } else {
         /* matched: each line its symbol's answer, each shown section an extent */
@@ -1623,7 +1608,7 @@ int kms_modules_match(struct kms_loaded *out, const struct kms_mline *lines, siz
             goto nomem_live;
         if (!out->core_known[m]) { /* /sys/module/NAME/coresize from its .text */
             char *file = src->sysfs_root && live.has_sysfs
-                ? format("%s/module/%s/coresize", src->sysfs_root, mod_name[m]) : NULL;
+                ? kmsi_format("%s/module/%s/coresize", src->sysfs_root, mod_name[m]) : NULL;
             char *coresize = file ? read_text(file) : NULL;
             const uint64_t *text = live_section(&live, ".text");
             uint64_t size;

@@ -93,17 +93,50 @@ static int add_modules(struct filter *f, const char *arg)
     return 0;
 }
 
+/* The core kernel's lines of no object that vmlinux's own symbol table
+ * sizes (R56: linux_banner, init_uts_ns of init/version-timestamp.o, which
+ * no object section of kms_module_ranges("vmlinux") holds). */
+struct extra {
+    struct span *spans;
+    size_t n, cap;
+};
+
+static int add_sized_core_line(const struct kms_line *l, void *arg)
+{
+    struct extra *x = arg;
+    if (l->origin != KMS_ORIGIN_CORE || l->object || l->size_kind != KMS_SIZE_EXACT ||
+        !l->sym_size || l->address + l->sym_size < l->address)
+        return 0;
+    if (x->n == x->cap) {
+        size_t cap = x->cap ? 2 * x->cap : 16;
+        struct span *s = realloc(x->spans, cap * sizeof *s);
+        if (!s)
+            return -1;
+        x->spans = s;
+        x->cap = cap;
+    }
+    x->spans[x->n++] = (struct span){l->address, l->address + l->sym_size};
+    return 0;
+}
+
 /* The wanted modules' address ranges, sorted and merged, for one binary
  * search a sample. */
 static int collect_spans(struct filter *f)
 {
+    struct extra x = {0};
+    for (size_t i = 0; i < f->nmodules; i++)
+        if (!strcmp(f->modules[i], "vmlinux") && kms_foreach(f->h, add_sized_core_line, &x)) {
+            free(x.spans);
+            return -1;
+        }
     size_t total = 0;
     for (size_t i = 0; i < f->nmodules; i++)
         total += kms_module_ranges(f->h, f->modules[i], NULL, 0);
     struct kms_range *ranges = malloc((total ? total : 1) * sizeof *ranges);
-    f->spans = malloc((total ? total : 1) * sizeof *f->spans);
+    f->spans = malloc((total + x.n ? total + x.n : 1) * sizeof *f->spans);
     if (!ranges || !f->spans) {
         free(ranges);
+        free(x.spans);
         return -1;
     }
     size_t n = 0;
@@ -114,6 +147,9 @@ static int collect_spans(struct filter *f)
     for (size_t i = 0; i < n; i++)
         f->spans[i] = (struct span){ranges[i].start, ranges[i].end};
     free(ranges);
+    for (size_t i = 0; i < x.n; i++)
+        f->spans[n++] = x.spans[i];
+    free(x.spans);
     qsort(f->spans, n, sizeof *f->spans, span_cmp);
     size_t out = 0;
     for (size_t i = 0; i < n; i++) {
