@@ -9,6 +9,7 @@ addresses), where no dtrace_syms of the running kernel is installed
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import subprocess
@@ -86,8 +87,25 @@ def test_kallmodsyms_keeps_its_shape():
     lines = out.stdout.splitlines()
     shown = [r for r in rows if r[0] or r[1] in "aA"]
     assert len(lines) == len(shown)
+    # The size: none is exact without dtrace_syms or a .ko; each is the
+    # estimate (R49): the gap to the next line of its module (the core
+    # kernel's: the next core line), bounded, so never past that line.
+    above: dict = {}
+    for a, _letter, _name, module in shown:
+        above.setdefault(module, set()).add(a)
+    order = {m: sorted(s) for m, s in above.items()}
+    equal = core_text = 0
     for line, (a, letter, name, module) in zip(lines, shown):
-        assert line == f"{a:016x} 0 {letter} {name}" + (f"\t[{module}]" if module else "")
+        address, size, rest = line.split(" ", 2)
+        assert (address, rest) == (f"{a:016x}", f"{letter} {name}" + (f"\t[{module}]" if module else ""))
+        later = [b for b in order[module][bisect.bisect_right(order[module], a):][:1]]
+        if letter in "aA" or not later:
+            continue
+        assert int(size, 16) <= later[0] - a, line
+        if not module and letter in "tT":
+            core_text += 1
+            equal += int(size, 16) == later[0] - a
+    assert equal > core_text * 9 // 10, (equal, core_text)
 
 
 def test_strict_and_named_files_stay_errors(tmp_path):
@@ -121,7 +139,8 @@ def test_text_output_claims_no_module_it_does_not_know():
     dtrace = _run("resolve", "--format", "dtrace", hex(address + 1))
     assert dtrace.stdout == f"?`{name}+0x1\n"
     kernel = _run("resolve", "--format", "kernel", hex(address + 1))
-    assert kernel.stdout == f"{name}+0x1 [?]\n"
+    gap = min(a for a, *_ in rows if a > address) - address     # %pS's size
+    assert kernel.stdout == f"{name}+0x1/{gap:#x} [?]\n"
 
 
 def test_modules_needs_no_dtrace_syms_and_quiet_is_quiet():
