@@ -224,3 +224,23 @@ def test_live_perf_on_this_host(tmp_path):
         assert was["symbol"] == "[unknown]" or now["symbol"] == was["symbol"]
         assert now["dso"] == "[kernel.kallsyms]" if degraded else now["dso"] != "[kernel.kallsyms]"
     assert changed <= len(before)
+
+
+def test_hidden_kallsyms_passes_the_text_through(fixture_syms, tmp_path):
+    """Issue 24.9: when kallsyms shows no addresses (kptr_restrict, a reader
+    without CAP_SYSLOG), annotate is still a filter: its input comes out
+    unchanged, with one warning saying why; --strict refuses instead."""
+    import subprocess
+    import sys
+    from conftest import FIXTURE, ROOT
+    hidden = tmp_path / "kallsyms"
+    with open(os.path.join(FIXTURE, "kallsyms")) as f:
+        hidden.write_text("".join("0" * 16 + line[16:] for line in f))
+    text = "RIP: 0010:ext4_file_open+0x4/0x10\n[<ffffffffab600404>] whatever\n"
+    args = [sys.executable, "-m", "kmodsyms", "annotate", "--syms", fixture_syms,
+            "--kallsyms", str(hidden)]
+    run = subprocess.run(args, input=text, capture_output=True, text=True, cwd=ROOT)
+    assert (run.returncode, run.stdout) == (0, text), run.stderr
+    assert len(run.stderr.splitlines()) == 1 and "warning" in run.stderr, run.stderr
+    strict = subprocess.run(args + ["--strict"], input=text, capture_output=True, text=True, cwd=ROOT)
+    assert strict.returncode == 2 and strict.stdout == "" and len(strict.stderr.splitlines()) == 1

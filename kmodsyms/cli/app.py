@@ -16,7 +16,7 @@ import typer
 
 from .. import __version__
 from ..errors import KmodsymsError
-from .frontend import OPTIONS, byte_exact_stdout, guarded, load_resolver, run_command
+from .frontend import OPTIONS, byte_exact_stdout, guarded, load_resolver, run_command, warn
 from ..kernelnames import kernel_spelling
 
 app = typer.Typer(
@@ -433,9 +433,19 @@ def annotate(
             readers.append(sys.stdin.buffer if path == "-" else open(path, "rb"))
         except OSError as e:
             raise KmodsymsError(f"cannot read {path}: {e.strerror}") from None
-    resolver = load_resolver(_options(syms=syms, kallsyms=kallsyms, strict=strict, force=force,
-                                      modules_dir=modules_dir), quiet=quiet)
     out = sys.stdout.buffer
+    try:
+        resolver = load_resolver(_options(syms=syms, kallsyms=kallsyms, strict=strict, force=force,
+                                          modules_dir=modules_dir), quiet=quiet)
+    except KmodsymsError as e:
+        # A filter passes its input through when it cannot add to it (kallsyms
+        # hidden from this user, say): one warning, the text unchanged.
+        if strict:
+            raise
+        warn(f"{e}; the text passes through unannotated")
+        for reader in readers:
+            out.write(reader.read())
+        return
     lines = (raw.decode("utf-8", "surrogateescape") for reader in readers for raw in reader)
     run_annotate(resolver, lines, lambda text: out.write(text.encode("utf-8", "surrogateescape")),
                  folded=folded)
