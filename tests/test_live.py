@@ -172,7 +172,7 @@ def test_every_live_line_against_the_linker_maps_and_ranges(live):
             beside += 1             # test_objects_linked_beside_vmlinux_o_are_named
             continue
         checked += 1
-        answer = r.record(address, line, False)
+        answer = r.record(address, line)
         want = truth.modules_at(at_link)
         if answer.ambiguous:
             ambiguous += 1
