@@ -21,7 +21,7 @@ def library_sources() -> list:
 
 setup(ext_modules=[Extension(
     "kmodsyms.binding._kms",
-    sources=["kmodsyms/binding/_kms.c"] + library_sources(),
+    sources=["src/kmodsyms/binding/_kms.c"] + library_sources(),
     include_dirs=[CSRC],
     extra_compile_args=["-std=c11", "-O2"],
     libraries=["dl"],

@@ -61,8 +61,7 @@ def _annotate(resolver, text, folded=False):
 
 def _run(args, stdin):
     return subprocess.run([sys.executable, "-m", "kmodsyms", *args], input=stdin,
-                          capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": ROOT})
+                          capture_output=True, text=True, cwd=ROOT)
 
 
 @pytest.fixture(scope="module")

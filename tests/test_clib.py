@@ -797,7 +797,7 @@ def _damage_sections(data: bytearray, shoff: int, index: int, **fields) -> bytea
 
 def _damaged_ko(data: bytearray, path: str, damage: str) -> bytes:
     """fuse.ko (ELF64, little-endian) damaged one way: each of the ways
-    kmodsyms/elffile.py words a refusal, and a file without section headers."""
+    src/kmodsyms/elffile.py words a refusal, and a file without section headers."""
     shoff = struct.unpack_from("<Q", data, 0x28)[0]
     if damage == "bad section index":    # every symbol's st_shndx past the section count
         from elftools.elf.elffile import ELFFile

@@ -47,8 +47,7 @@ def _live_kallsyms() -> list[tuple[int, str, str, str]]:
 
 def _run(*args, stdin=None):
     return subprocess.run([sys.executable, "-m", "kmodsyms", *args], input=stdin,
-                          capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": ROOT})
+                          capture_output=True, text=True, cwd=ROOT)
 
 
 def _unique_core_functions(rows, count=50):
@@ -172,8 +171,7 @@ def test_degraded_run_imports_no_numpy():
     rows = _live_kallsyms()
     picks = [f"{a + 2:#x}" for a, _ in _unique_core_functions(rows, 5)]
     out = subprocess.run([sys.executable, "-X", "importtime", "-m", "kmodsyms", "resolve",
-                          "--json", *picks], capture_output=True, text=True, cwd=ROOT,
-                         env={**os.environ, "PYTHONPATH": ROOT})
+                          "--json", *picks], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0
     imported = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines()}
     assert "numpy" not in imported and "typer" not in imported

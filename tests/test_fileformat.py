@@ -1,4 +1,4 @@
-"""The dtrace_syms format's facts are one table (kmodsyms/format/fileformat.py):
+"""The dtrace_syms format's facts are one table (src/kmodsyms/format/fileformat.py):
 the C library's kms_format.h is generated from it and checked in, the
 reader's dtypes are made from it, and docs/format.md's tables say the same."""
 

@@ -22,8 +22,7 @@ KALLSYMS = os.path.join(FIXTURE, "kallsyms")
 
 def _run(args, stdin=None, module="kmodsyms"):
     return subprocess.run([sys.executable, "-m", module, *args], input=stdin,
-                          capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": ROOT})
+                          capture_output=True, text=True, cwd=ROOT)
 
 
 def _both_paths(args, stdin=None):
@@ -187,8 +186,7 @@ def test_answers_come_without_numpy_or_typer(files, command):
     target = "init_once" if command == "lookup" else "0xffffffffab600400"
     first = _run([command, *files, target])
     second = subprocess.run([sys.executable, "-X", "importtime", "-m", "kmodsyms", command,
-                             *files, target], capture_output=True, text=True, cwd=ROOT,
-                            env={**os.environ, "PYTHONPATH": ROOT})
+                             *files, target], capture_output=True, text=True, cwd=ROOT)
     assert (second.returncode, second.stdout) == (0, first.stdout)
     imported = {line.rsplit("|", 1)[-1].strip() for line in second.stderr.splitlines()}
     assert not imported & {"numpy", "typer", "kmodsyms.cli.app", "kmodsyms.build"}
@@ -212,7 +210,7 @@ def test_version_and_help():
     # rich renders help on a terminal: it must keep the literal "[mod]".
     rich = subprocess.run([sys.executable, "-m", "kmodsyms", "kallmodsyms", "--help"],
                           capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": ROOT, "FORCE_COLOR": "1",
+                          env={**os.environ, "FORCE_COLOR": "1",
                                "COLUMNS": "200", "TERM": "xterm"})
     assert "'\\t[mod]'" in rich.stdout
 

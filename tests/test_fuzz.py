@@ -4,7 +4,7 @@ side's reader (kmodsyms.format.symsfile) and by libkmodsyms through the
 binding (kmodsyms.load()); ``make -C contrib/c check`` runs the library's
 own fuzz cases under ASan/UBSan.
 
-The contract (kmodsyms/errors.py): every input gives either a right answer or
+The contract (src/kmodsyms/errors.py): every input gives either a right answer or
 a KmodsymsError; never another exception, a hang, a MemoryError or an
 inconsistent answer.  Each case runs under a time budget (SIGALRM).
 

@@ -38,15 +38,9 @@ def tree(fixture_tree, tmp_path):
     return str(dest)
 
 
-def _env():
-    env = dict(os.environ)
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    return env
-
-
 def make(tree, *args, check=True):
     cmd = ["make", "-f", FRAGMENT, "-C", tree, f"KMODSYMS={KMODSYMS}", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env())
+    proc = subprocess.run(cmd, capture_output=True, text=True)
     if check:
         assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
@@ -54,7 +48,7 @@ def make(tree, *args, check=True):
 
 def cli(*args):
     return subprocess.run([sys.executable, "-m", "kmodsyms", *args],
-                          capture_output=True, text=True, env=_env())
+                          capture_output=True, text=True)
 
 
 def dest_of(mod_path, release=RELEASE):
@@ -134,7 +128,7 @@ def _wrapper(path, command: str) -> str:
     """An executable at ``path`` running ``command`` (this checkout's kmodsyms)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
-        f.write(f"#!/bin/sh\nPYTHONPATH={ROOT} exec {command} \"$@\"\n")
+        f.write(f"#!/bin/sh\nexec {command} \"$@\"\n")
     os.chmod(path, 0o755)
     return str(path)
 
@@ -253,7 +247,7 @@ def kernel_style_tree(tree):
     with open(os.path.join(tree, "Makefile"), "w") as f:
         f.write(KBUILD_PASSES + include)
     return lambda *a: subprocess.run(["make", "-C", tree, f"KMODSYMS={KMODSYMS}", *a],
-                                     capture_output=True, text=True, env=_env())
+                                     capture_output=True, text=True)
 
 
 @needs_make
@@ -325,7 +319,7 @@ def run_packaging_lines(lines, tree):
             name = arg.split("=", 1)[0]
             assert "=" not in arg or name in variables, f"{name} is no variable of the fragment"
         proc = subprocess.run(args, capture_output=True, text=True,
-                              env={**_env(), "KMODSYMS": KMODSYMS})
+                              env={**os.environ, "KMODSYMS": KMODSYMS})
         assert proc.returncode == 0, line + "\n" + proc.stdout + proc.stderr
 
 

@@ -77,7 +77,7 @@ def included(kernel_tree):
 
 
 def make(tree, *args):
-    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = dict(os.environ)
     for name in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL"):   # not a sub-make of whoever runs pytest
         env.pop(name, None)
     return run(["make", f"KMODSYMS={KMODSYMS}", *args], cwd=tree, env=env)

@@ -11,7 +11,7 @@ import re
 
 from conftest import ROOT
 
-PACKAGE = os.path.join(ROOT, "kmodsyms")
+PACKAGE = os.path.join(ROOT, "src", "kmodsyms")
 
 
 def _layers() -> dict[str, int]:

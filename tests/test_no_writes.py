@@ -23,7 +23,7 @@ def _tree(root) -> list[str]:
 
 def _env(home, **more) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("XDG_")}
-    env.update(HOME=str(home), PYTHONPATH=ROOT, PYTHONDONTWRITEBYTECODE="1",
+    env.update(HOME=str(home), PYTHONDONTWRITEBYTECODE="1",
                XDG_CACHE_HOME=str(home / "cache"), XDG_CONFIG_HOME=str(home / "config"),
                XDG_DATA_HOME=str(home / "data"), XDG_STATE_HOME=str(home / "state"),
                XDG_RUNTIME_DIR=str(home / "run"), **more)

@@ -2,7 +2,7 @@
 changing, oddly spelled; objects missing, truncated or not objects at all;
 writers killed mid-write; files of another kernel; a strict umask).
 
-The contract (kmodsyms/errors.py): either the right answer or a
+The contract (src/kmodsyms/errors.py): either the right answer or a
 KmodsymsError (CLI: exit 2, one line on stderr); never a traceback, a hang,
 a wrong answer, or a half-written file.
 """

@@ -15,7 +15,7 @@ CITATION = re.compile(r"\bR(\d+)\b")
 def code_files() -> dict[str, str]:
     """Every file that may cite a rule: the C library's sources and headers,
     and the Python package's modules."""
-    paths = sorted((ROOT / "contrib" / "c").glob("*.[ch]")) + sorted((ROOT / "kmodsyms").rglob("*.py"))
+    paths = sorted((ROOT / "contrib" / "c").glob("*.[ch]")) + sorted((ROOT / "src" / "kmodsyms").rglob("*.py"))
     return {str(p.relative_to(ROOT)): p.read_text(errors="replace") for p in paths}
 
 
@@ -56,7 +56,7 @@ def test_the_rules_are_cited():
     doc, files = _doc(), code_files()
     assert len(set(DEFINITION.findall(doc))) >= 40
     c = sum(len(CITATION.findall(t)) for p, t in files.items() if p.startswith("contrib/c/"))
-    build = sum(len(CITATION.findall(t)) for p, t in files.items() if p.startswith("kmodsyms/build/"))
+    build = sum(len(CITATION.findall(t)) for p, t in files.items() if p.startswith("src/kmodsyms/build/"))
     assert c >= 30 and build >= 10, (c, build)
 
 

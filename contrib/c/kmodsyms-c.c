@@ -325,7 +325,7 @@ static int resolve_stdin(struct pending *p)
     return room ? bad : -1;
 }
 
-/* [MOD`]NAME[+OFF] (OFF in hex): parse_name of kmodsyms/cli/frontend.py.  NAME
+/* [MOD`]NAME[+OFF] (OFF in hex): parse_name of src/kmodsyms/cli/frontend.py.  NAME
  * is cut in place; *MOD is NULL without a tick. */
 static int parse_name(char *spec, const char **mod, const char **name, unsigned long long *off)
 {

@@ -33,7 +33,7 @@
  * type and binding of their symbol in the module's own .ko (found through
  * modules.dep, else by search, under the modules directory), placed by
  * sysfs or by anchors and refused for that module alone when it is not the
- * loaded build (kmodsyms/loadable.py's rules).  A .ko, .ko.xz, .ko.zst or
+ * loaded build (docs/resolver.md R43-R47).  A .ko, .ko.xz, .ko.zst or
  * .ko.gz is read, signed or not; the decompressors are the system's
  * liblzma.so.5, libzstd.so.1 and libz.so.1, loaded at run time (dlopen) only
  * when a module needs one: without it that module keeps unsized lines
@@ -361,8 +361,7 @@ size_t kms_module_ranges(const kms_handle *h, const char *mod, struct kms_range 
 size_t kms_module_spans(const kms_handle *h, const char *mod, struct kms_range *out,
                         size_t max);
 
-/* How a loaded module's lines were answered (kmodsyms/loadable.py's statuses;
- * KMS_MODULE_UNSUPPORTED is the C library's own). */
+/* How a loaded module's lines were answered (docs/resolver.md R46). */
 enum kms_module_status {
     KMS_MODULE_MATCHED = 0,  /* its .ko is the loaded module: its lines have ELF sizes */
     KMS_MODULE_MISSING,      /* no file found (or no modules directory): unsized */

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
 /*
- * libkmodsyms: compressed .ko files, as kmodsyms/loadable.py read_ko_bytes()
- * and kmod's libkmod-file.c read them.  The kernel's scripts/Makefile.modinst
+ * libkmodsyms: compressed .ko files (R43), read as kmod's
+ * libkmod-file.c reads them.  The kernel's scripts/Makefile.modinst
  * signs a module before compressing it, so the signature is inside the
  * compressed data: the caller cuts it from the decompressed ELF as from a
  * plain .ko.

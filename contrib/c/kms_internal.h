@@ -43,7 +43,7 @@
 /* ------------------------------------------------------------ dtrace_syms */
 
 /* The format's facts: header fields, tables, entry sizes and fields,
- * codes (generated from kmodsyms/format/fileformat.py). */
+ * codes (generated from src/kmodsyms/format/fileformat.py). */
 #define SHF_EXECINSTR 0x4u
 
 static inline uint32_t le32(const unsigned char *p)

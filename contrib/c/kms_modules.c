@@ -2,7 +2,7 @@
 /*
  * libkmodsyms: loaded modules matched with their own .ko files, so that
  * their kallsyms lines get ELF sizes, types and bindings, as
- * kmodsyms/loadable.py does (each function names the Python it mirrors).
+ * src/kmodsyms/loadable.py does (each function names the Python it mirrors).
  *
  * For every loaded module of kallsyms (pseudo-modules skipped):
  *   1. its file under the modules directory (R43): the first modules.dep entry of
@@ -37,7 +37,7 @@
 #include <unistd.h>
 
 #define NO (-1)
-/* ELF constants (kmodsyms/build/elfdefs.py) */
+/* ELF constants (src/kmodsyms/build/elfdefs.py) */
 #define SHT_SYMTAB 2u
 #define SHT_NOBITS 8u
 #define SHT_SYMTAB_SHNDX 18u

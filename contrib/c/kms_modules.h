@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0 */
 /*
  * Internal to libkmodsyms (not installed): loaded modules matched with their
- * own .ko files (kms_modules.c, after kmodsyms/loadable.py), for the index.
+ * own .ko files (kms_modules.c, R43-R46), for the index.
  *
  * kms_index.c hands over the kallsyms lines of loaded modules
  * (struct kms_mline, in kallsyms order) and where to look (struct

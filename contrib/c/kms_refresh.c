@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
 /*
  * libkmodsyms: kms_refresh(), following modules loaded or unloaded since a
- * handle was loaded (kmodsyms/resolver.py Resolver.refresh() and
- * ModuleChanges).  /proc/modules (tiny) is compared with what was read
+ * handle was loaded (R47).  /proc/modules (tiny) is compared with what was read
  * last, use counts and users aside: unchanged, nothing else is read.
  * Otherwise (or without /proc/modules) the handle is loaded again from the
  * same sources, and the two kallsyms' modules compared: a module is loaded,

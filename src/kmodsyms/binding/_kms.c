@@ -5,7 +5,7 @@
  *
  * One type, Handle: a loaded kms_handle.  Its methods are the library's
  * queries; the records they return are the declared types of
- * kmodsyms/binding/records.py, which configure() hands over once, so that
+ * src/kmodsyms/binding/records.py, which configure() hands over once, so that
  * a record is made here in one step (a tuple of the record's type, filled
  * in place) with no Python code run per record.  resolve_lines() writes
  * the answers of a buffer of addresses into the caller's columns, without

@@ -1,5 +1,5 @@
 """The declared types of what libkmodsyms answers, as the binding returns
-them: records made in C (kmodsyms/binding/_kms.c fills these tuples in
+them: records made in C (src/kmodsyms/binding/_kms.c fills these tuples in
 place), and the enums of their origins and statuses.
 
 NamedTuples of :mod:`collections` and :mod:`enum`, which the interpreter

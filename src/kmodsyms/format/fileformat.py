@@ -146,7 +146,7 @@ def c_header() -> str:
         "/* SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0 */",
         "/*",
         " * The dtrace_syms format's facts (docs/format.md), generated from",
-        " * kmodsyms/format/fileformat.py, their one table, by",
+        " * src/kmodsyms/format/fileformat.py, their one table, by",
         " *   python -m kmodsyms.format.fileformat --c-header > contrib/c/kms_format.h",
         " * Do not edit: change fileformat.py and run that (tests/test_fileformat.py",
         " * fails while this file differs from what it writes).",
