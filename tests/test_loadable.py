@@ -211,12 +211,20 @@ def test_kernel_lettered_module_lines_keep_their_ko_answers(fixture_syms, fixtur
     assert [rec.binding for rec in r.lookup("cleanup_module", "fuse")] == ["global"]
 
 
-@pytest.mark.xfail(strict=True, reason="a module line's letter case says exported or not, not its "
-                   "ELF binding; without the .ko the resolver still reads lower case as local")
 def test_kernel_lettered_module_line_without_ko_claims_no_local_binding(fixture_syms, tmp_path):
-    r = load(fixture_syms, kernel_lettered_fixture(tmp_path))
-    (rec,) = r.lookup("cleanup_module", "fuse")
-    assert rec.binding != "local", rec
+    """R57: a module line's letter case says exported or not (s_show()), so
+    without its .ko a lower-case line's binding is unknown, an upper-case
+    one's global, and a core line's lower case still local."""
+    from kallsyms_variants import kernel_module_letters
+    kallsyms = tmp_path / "kallsyms"
+    kallsyms.write_bytes(kernel_module_letters(open(FIXTURE_KALLSYMS, "rb").read(),
+                                               {(b"fuse", b"fuse_dev_open")}))
+    r = load(fixture_syms, str(kallsyms))
+    assert [(rec.type, rec.binding) for rec in r.lookup("cleanup_module", "fuse")] == [("t", None)]
+    assert [(rec.type, rec.binding) for rec in r.lookup("fuse_dev_open", "fuse")] == [("T", "global")]
+    core_local = next(line.split() for line in open(FIXTURE_KALLSYMS)
+                      if "[" not in line and line.split()[1] == "t")
+    assert {rec.binding for rec in r.lookup(core_local[2])} == {"local"}, core_local
 
 
 def test_without_modules_dir_loadable_lines_stay_unsized(fixture_syms):

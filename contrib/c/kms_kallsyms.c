@@ -121,12 +121,16 @@ static uint32_t add_module(kms_handle *h, struct parse *ps, const char *t, size_
 }
 
 /* A line without an entry: its binding and preference from its letter
- * (an upper-case letter ranks as global: R26). */
-static uint8_t letter_binding(unsigned char c)
+ * (an upper-case letter ranks as global: R26).  A loaded module's letter is
+ * lower case for every symbol it does not export, global or not (R57), so
+ * there lower case says nothing of the binding. */
+static uint8_t letter_binding(unsigned char c, int module_line)
 {
     if (c == 'w' || c == 'W' || c == 'v' || c == 'V')
         return 2;
-    return c >= 'A' && c <= 'Z' ? 1 : 0;
+    if (c >= 'A' && c <= 'Z')
+        return 1;
+    return module_line ? KMS_BINDING_UNKNOWN : 0;
 }
 
 static uint8_t letter_prefer(unsigned char c)
@@ -222,7 +226,7 @@ static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t 
         l->name_len = (uint32_t)name_len;
         l->who = mod ? WHO(WHO_MODULE, mod) : WHO(WHO_CORE, 0);
         l->type = type;
-        l->binding = letter_binding(type); /* an entry's (take_entry) or a .ko's replace these */
+        l->binding = letter_binding(type, mod != 0); /* an entry's (take_entry) or a .ko's replace these */
         l->prefer = letter_prefer(type);
         l->answers = 0;
         ps->names_len += name_len;
