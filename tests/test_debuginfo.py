@@ -224,3 +224,38 @@ def test_answers_from_guessed_modules_warn(debug_tree, tmp_path):
                                      os.path.join(debug_tree, "kallsyms")],
                          capture_output=True, text=True)
     assert run.returncode == 0 and "are guessed from modules.builtin.modinfo" in run.stderr
+
+
+@pytest.mark.parametrize("out_of_tree", [False, True])
+def test_units_the_final_link_adds_are_their_own_objects(tmp_path, out_of_tree):
+    """D6: the final link adds .vmlinux.export.o and init/version-timestamp.o
+    beside vmlinux.a; their units name those objects, whose symbols are in
+    no module.  In an O= build (``out_of_tree``) a unit of the source tree
+    has an absolute name and a generated one (.vmlinux.export.c) a relative
+    one, as in Debian's build all have."""
+    from kmodsyms.build.debuginfo import attribute, beside_objects
+    from kmodsyms.build.dwarf import Dwarf
+    src = tmp_path / "src"
+    build = tmp_path / "build" if out_of_tree else src
+    for path, text in (("init/main.c", "int main_counter = 1;\nint start_kernel(void) { return main_counter; }\n"),
+                       ("init/version-timestamp.c", "const char linux_banner[] = \"Linux\";\n")):
+        (src / path).parent.mkdir(parents=True, exist_ok=True)
+        (src / path).write_text(text)
+    (build / "init").mkdir(parents=True, exist_ok=True)
+    (build / ".vmlinux.export.c").write_text("const int __ksymtab_start_kernel = 2;\n")
+    for source, obj in (("init/main.c", "init/main.o"), ("init/version-timestamp.c", "init/version-timestamp.o"),
+                        (".vmlinux.export.c", ".vmlinux.export.o")):
+        given = str(src / source) if out_of_tree and not source.startswith(".") else source
+        subprocess.run(["gcc", "-g", "-O2", "-fno-pic", "-c", given, "-o", obj], cwd=build, check=True)
+    subprocess.run(["ld", "-e", "0", "-o", "vmlinux", "init/main.o", "init/version-timestamp.o",
+                    ".vmlinux.export.o"], cwd=build, check=True)
+    image = str(build / "vmlinux")
+    units = list(Dwarf.from_elf(image).units())
+    beside = beside_objects(units, ["init/main.o"])
+    assert beside == ["init/version-timestamp.o", ".vmlinux.export.o"]
+    result = attribute(image, units, ["init/main.o"] + beside, None)
+    got = {name: (result.objects[o] if o >= 0 else None) for name, o in zip(result.names, result.obj.tolist())}
+    assert got[b"start_kernel"] == got[b"main_counter"] == "init/main.o"
+    assert got[b"linux_banner"] == "init/version-timestamp.o"
+    assert got[b"__ksymtab_start_kernel"] == ".vmlinux.export.o"
+
