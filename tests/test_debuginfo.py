@@ -259,3 +259,61 @@ def test_units_the_final_link_adds_are_their_own_objects(tmp_path, out_of_tree):
     assert got[b"linux_banner"] == "init/version-timestamp.o"
     assert got[b"__ksymtab_start_kernel"] == ".vmlinux.export.o"
 
+
+def test_a_weak_variable_at_the_end_of_the_strong_ones_object(tmp_path):
+    """D2: weak_core.c's weak proto_a and proto_b locate the strong ones of
+    weak_helpers.c, the last bytes of its .rodata, so both units claim them
+    and no object of theirs lies above them.  weak_core.o comes before
+    weak_helpers.o in link order, so it is not between weak_helpers.o and
+    weak_next.o: the bytes are weak_helpers.o's (as kernel/bpf/helpers.c's
+    bpf_*_proto, with kernel/bpf/core.c's weak ones)."""
+    from kmodsyms.build.debuginfo import attribute
+    from kmodsyms.build.dwarf import Dwarf
+    data = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "dwarf")
+    names = ("weak_core", "weak_helpers", "weak_next")
+    for name in names:
+        shutil.copy(os.path.join(data, name + ".c"), tmp_path)
+        subprocess.run(["gcc", "-g", "-O2", "-fno-pic", "-fno-common", "-fno-toplevel-reorder", "-c",
+                        name + ".c"], cwd=tmp_path, check=True)
+    subprocess.run(["ld", "-e", "0", "-o", "image"] + [n + ".o" for n in names], cwd=tmp_path, check=True)
+    image = str(tmp_path / "image")
+    units = list(Dwarf.from_elf(image).units())
+    result = attribute(image, units, [n + ".o" for n in names], None)
+    got = {name: (result.objects[o] if o >= 0 else None) for name, o in zip(result.names, result.obj.tolist())}
+    assert got[b"core_own_proto"] == "weak_core.o" and got[b"next_proto"] == "weak_next.o"
+    assert got[b"helpers_own_proto"] == got[b"proto_a"] == got[b"proto_b"] == "weak_helpers.o"
+    # Linked the other way round, weak_core.o lies between the strong ones and
+    # weak_next.o: their bytes could be either's, and no rule guesses.
+    subprocess.run(["ld", "-e", "0", "-o", "image2", "weak_helpers.o", "weak_core.o", "weak_next.o"],
+                   cwd=tmp_path, check=True)
+    image = str(tmp_path / "image2")
+    order = ["weak_helpers.o", "weak_core.o", "weak_next.o"]
+    result = attribute(image, list(Dwarf.from_elf(image).units()), order, None)
+    got = {name: (result.objects[o] if o >= 0 else None) for name, o in zip(result.names, result.obj.tolist())}
+    assert got[b"helpers_own_proto"] == "weak_helpers.o" and got[b"core_own_proto"] == "weak_core.o"
+    assert got[b"proto_a"] is None and got[b"proto_b"] is None
+
+
+def test_a_weak_variable_where_one_input_pattern_ends(tmp_path):
+    """D2: as init/version.c's weak init_uts_ns and init/version-timestamp.o's
+    strong one, which the final link puts after vmlinux.o's .data, where the
+    linker script's next pattern (.data.second here) begins: the objects
+    below (last.o) and above (first.o) bound nothing there, and the weak
+    claimant (weak.o), linked between them, is not taken."""
+    from kmodsyms.build.debuginfo import attribute
+    from kmodsyms.build.dwarf import Dwarf
+    sources = {"last": "int last_var = 7;\n",
+               "weak": "int shared __attribute__((weak)) = 5;\n",
+               "first": 'int first_var __attribute__((section(".data.second"))) = 3;\n',
+               "strong": "int shared = 1;\n"}
+    for name, text in sources.items():
+        (tmp_path / f"{name}.c").write_text(text)
+        subprocess.run(["gcc", "-g", "-O2", "-fno-pic", "-fno-common", "-c", f"{name}.c"], cwd=tmp_path, check=True)
+    (tmp_path / "link.lds").write_text("SECTIONS { . = 0x1000; .data : { *(.data) *(.data.second) } }\n")
+    order = [f"{name}.o" for name in sources]
+    subprocess.run(["ld", "-T", "link.lds", "-o", "image"] + order, cwd=tmp_path, check=True)
+    image = str(tmp_path / "image")
+    result = attribute(image, list(Dwarf.from_elf(image).units()), order, None)
+    got = {name: (result.objects[o] if o >= 0 else None) for name, o in zip(result.names, result.obj.tolist())}
+    assert got[b"last_var"] == "last.o" and got[b"first_var"] == "first.o"
+    assert got[b"shared"] is None

@@ -215,8 +215,9 @@ def attribute(vmlinux: str, units: list[Unit], objects: list[str],
     bind = info_all >> 4
     unit_obj = unit_objects(units, objects)
 
-    # Code ranges, by start.
-    lo, hi, owner = [], [], []
+    # Code ranges, by start; an empty one first, which holds no address, so
+    # that an image of data alone searches them as any other.
+    lo, hi, owner = [0], [0], [-1]
     for u, unit in enumerate(units):
         for a, b in unit.ranges:
             lo.append(a), hi.append(b), owner.append(u)
@@ -391,10 +392,13 @@ def attribute(vmlinux: str, units: list[Unit], objects: list[str],
 
 def _break_variable_ties(obj, how, kept, claims, value, shndx, names, unit_obj) -> None:
     """A variable two units claim (a weak definition's DW_OP_addr names the
-    strong one's address) is the one of them whose object's symbols lie on
-    both sides of it in its image section, across any neighbours tied as it
-    is: an object's input section is contiguous, and the weak copy's bytes
-    lie in the other object's."""
+    strong one's address) has the bytes of one of them.  Across any
+    neighbours tied as it is, the symbols of its image section below and
+    above it were decided: its bytes are those of an object from the one
+    below to the one above in link order (the order of ``objects``), as the
+    linker lays input sections out in that order, each contiguous.  When one
+    claimant alone lies there, and it is the one below or above, it is that
+    one's."""
     order = sorted(range(len(kept)), key=lambda j: (int(shndx[kept[j]]), int(value[kept[j]])))
     tied = {}
     for j, i in enumerate(kept):
@@ -421,10 +425,18 @@ def _break_variable_ties(obj, how, kept, claims, value, shndx, names, unit_obj) 
         if below is None or above is None or int(shndx[kept[below]]) != section \
                 or int(shndx[kept[above]]) != section:
             continue
-        o = int(obj[below])
-        if o >= 0 and o == int(obj[above]) and all(o in tied[j] for j in group):
-            for j in group:
-                obj[j], how[j] = o, BY_VARIABLE
+        low, high = int(obj[below]), int(obj[above])
+        if low < 0:
+            continue
+        for j in group:
+            # Where one input section pattern of the linker script ends and
+            # the next begins, the objects below and above bound nothing
+            # (init/version-timestamp.o's strong init_uts_ns, after
+            # vmlinux.o's .data): a claimant between them that is neither
+            # may not be the one.
+            between = [o for o in tied[j] if low <= o <= high]
+            if len(between) == 1 and between[0] in (low, high):
+                obj[j], how[j] = between[0], BY_VARIABLE
 
 
 # ------------------------------------------------------------------ tables
