@@ -317,3 +317,29 @@ def test_a_weak_variable_where_one_input_pattern_ends(tmp_path):
     got = {name: (result.objects[o] if o >= 0 else None) for name, o in zip(result.names, result.obj.tolist())}
     assert got[b"last_var"] == "last.o" and got[b"first_var"] == "first.o"
     assert got[b"shared"] is None
+
+
+def test_the_package_truth_check_finds_wrong_modules(debug_tree, debug_syms, tmp_path):
+    """tests/debuginfo_truth.py, the check of a distribution's package
+    against a rebuild, on the fixture against its own maps: every line
+    right; and a file whose modules were guessed from modules.builtin.modinfo
+    alone (wrong for the modules that share a directory) fails it."""
+    from debuginfo_truth import compare
+    vmlinux, system_map = os.path.join(debug_tree, "vmlinux"), os.path.join(debug_tree, "System.map")
+    figures = compare(vmlinux, system_map, debug_syms[0], debug_tree)
+    assert figures["paired"] == figures["kallsyms_lines"] > 200
+    assert figures["object"] == figures["module"] == {"right": figures["kallsyms_lines"]}
+    guessed = str(tmp_path / "guessed")
+    build_from_debuginfo(inputs(debug_tree), guessed, None, guess_modules=True, jobs=1)
+    figures = compare(vmlinux, system_map, guessed, debug_tree)
+    assert figures["module"]["wrong"] > 0 and figures["examples"]["module wrong"]
+
+
+def test_the_package_truth_check_pairs_symbols_by_name_and_rank():
+    """A rebuild moves symbols: each name's k-th by address pairs with the
+    k-th; when the counts differ, those of the same name and size do."""
+    from debuginfo_truth import pair
+    ours = [(0x10, "f", 8), (0x20, "_rs.1", 4), (0x30, "_rs.1", 4), (0x40, "k", 0), (0x50, "k", 16)]
+    theirs = [(0x110, "f", 8), (0x125, "_rs.1", 4), (0x135, "_rs.1", 4), (0x150, "k", 16)]
+    assert pair(ours, theirs) == {0: 0, 1: 1, 2: 2, 4: 3}
+    assert pair([(0x10, "f", 8)], [(0x10, "f", 9)]) == {}
