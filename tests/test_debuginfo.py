@@ -224,3 +224,122 @@ def test_answers_from_guessed_modules_warn(debug_tree, tmp_path):
                                      os.path.join(debug_tree, "kallsyms")],
                          capture_output=True, text=True)
     assert run.returncode == 0 and "are guessed from modules.builtin.modinfo" in run.stderr
+
+
+@pytest.mark.parametrize("out_of_tree", [False, True])
+def test_units_the_final_link_adds_are_their_own_objects(tmp_path, out_of_tree):
+    """D6: the final link adds .vmlinux.export.o and init/version-timestamp.o
+    beside vmlinux.a; their units name those objects, whose symbols are in
+    no module.  In an O= build (``out_of_tree``) a unit of the source tree
+    has an absolute name and a generated one (.vmlinux.export.c) a relative
+    one, as in Debian's build all have."""
+    from kmodsyms.build.debuginfo import attribute, beside_objects
+    from kmodsyms.build.dwarf import Dwarf
+    src = tmp_path / "src"
+    build = tmp_path / "build" if out_of_tree else src
+    for path, text in (("init/main.c", "int main_counter = 1;\nint start_kernel(void) { return main_counter; }\n"),
+                       ("init/version-timestamp.c", "const char linux_banner[] = \"Linux\";\n")):
+        (src / path).parent.mkdir(parents=True, exist_ok=True)
+        (src / path).write_text(text)
+    (build / "init").mkdir(parents=True, exist_ok=True)
+    (build / ".vmlinux.export.c").write_text("const int __ksymtab_start_kernel = 2;\n")
+    for source, obj in (("init/main.c", "init/main.o"), ("init/version-timestamp.c", "init/version-timestamp.o"),
+                        (".vmlinux.export.c", ".vmlinux.export.o")):
+        given = str(src / source) if out_of_tree and not source.startswith(".") else source
+        subprocess.run(["gcc", "-g", "-O2", "-fno-pic", "-c", given, "-o", obj], cwd=build, check=True)
+    subprocess.run(["ld", "-e", "0", "-o", "vmlinux", "init/main.o", "init/version-timestamp.o",
+                    ".vmlinux.export.o"], cwd=build, check=True)
+    image = str(build / "vmlinux")
+    units = list(Dwarf.from_elf(image).units())
+    beside = beside_objects(units, ["init/main.o"])
+    assert beside == ["init/version-timestamp.o", ".vmlinux.export.o"]
+    result = attribute(image, units, ["init/main.o"] + beside, None)
+    got = {name: (result.objects[o] if o >= 0 else None) for name, o in zip(result.names, result.obj.tolist())}
+    assert got[b"start_kernel"] == got[b"main_counter"] == "init/main.o"
+    assert got[b"linux_banner"] == "init/version-timestamp.o"
+    assert got[b"__ksymtab_start_kernel"] == ".vmlinux.export.o"
+
+
+def test_a_weak_variable_at_the_end_of_the_strong_ones_object(tmp_path):
+    """D2: weak_core.c's weak proto_a and proto_b locate the strong ones of
+    weak_helpers.c, the last bytes of its .rodata, so both units claim them
+    and no object of theirs lies above them.  weak_core.o comes before
+    weak_helpers.o in link order, so it is not between weak_helpers.o and
+    weak_next.o: the bytes are weak_helpers.o's (as kernel/bpf/helpers.c's
+    bpf_*_proto, with kernel/bpf/core.c's weak ones)."""
+    from kmodsyms.build.debuginfo import attribute
+    from kmodsyms.build.dwarf import Dwarf
+    data = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "dwarf")
+    names = ("weak_core", "weak_helpers", "weak_next")
+    for name in names:
+        shutil.copy(os.path.join(data, name + ".c"), tmp_path)
+        subprocess.run(["gcc", "-g", "-O2", "-fno-pic", "-fno-common", "-fno-toplevel-reorder", "-c",
+                        name + ".c"], cwd=tmp_path, check=True)
+    subprocess.run(["ld", "-e", "0", "-o", "image"] + [n + ".o" for n in names], cwd=tmp_path, check=True)
+    image = str(tmp_path / "image")
+    units = list(Dwarf.from_elf(image).units())
+    result = attribute(image, units, [n + ".o" for n in names], None)
+    got = {name: (result.objects[o] if o >= 0 else None) for name, o in zip(result.names, result.obj.tolist())}
+    assert got[b"core_own_proto"] == "weak_core.o" and got[b"next_proto"] == "weak_next.o"
+    assert got[b"helpers_own_proto"] == got[b"proto_a"] == got[b"proto_b"] == "weak_helpers.o"
+    # Linked the other way round, weak_core.o lies between the strong ones and
+    # weak_next.o: their bytes could be either's, and no rule guesses.
+    subprocess.run(["ld", "-e", "0", "-o", "image2", "weak_helpers.o", "weak_core.o", "weak_next.o"],
+                   cwd=tmp_path, check=True)
+    image = str(tmp_path / "image2")
+    order = ["weak_helpers.o", "weak_core.o", "weak_next.o"]
+    result = attribute(image, list(Dwarf.from_elf(image).units()), order, None)
+    got = {name: (result.objects[o] if o >= 0 else None) for name, o in zip(result.names, result.obj.tolist())}
+    assert got[b"helpers_own_proto"] == "weak_helpers.o" and got[b"core_own_proto"] == "weak_core.o"
+    assert got[b"proto_a"] is None and got[b"proto_b"] is None
+
+
+def test_a_weak_variable_where_one_input_pattern_ends(tmp_path):
+    """D2: as init/version.c's weak init_uts_ns and init/version-timestamp.o's
+    strong one, which the final link puts after vmlinux.o's .data, where the
+    linker script's next pattern (.data.second here) begins: the objects
+    below (last.o) and above (first.o) bound nothing there, and the weak
+    claimant (weak.o), linked between them, is not taken."""
+    from kmodsyms.build.debuginfo import attribute
+    from kmodsyms.build.dwarf import Dwarf
+    sources = {"last": "int last_var = 7;\n",
+               "weak": "int shared __attribute__((weak)) = 5;\n",
+               "first": 'int first_var __attribute__((section(".data.second"))) = 3;\n',
+               "strong": "int shared = 1;\n"}
+    for name, text in sources.items():
+        (tmp_path / f"{name}.c").write_text(text)
+        subprocess.run(["gcc", "-g", "-O2", "-fno-pic", "-fno-common", "-c", f"{name}.c"], cwd=tmp_path, check=True)
+    (tmp_path / "link.lds").write_text("SECTIONS { . = 0x1000; .data : { *(.data) *(.data.second) } }\n")
+    order = [f"{name}.o" for name in sources]
+    subprocess.run(["ld", "-T", "link.lds", "-o", "image"] + order, cwd=tmp_path, check=True)
+    image = str(tmp_path / "image")
+    result = attribute(image, list(Dwarf.from_elf(image).units()), order, None)
+    got = {name: (result.objects[o] if o >= 0 else None) for name, o in zip(result.names, result.obj.tolist())}
+    assert got[b"last_var"] == "last.o" and got[b"first_var"] == "first.o"
+    assert got[b"shared"] is None
+
+
+def test_the_package_truth_check_finds_wrong_modules(debug_tree, debug_syms, tmp_path):
+    """tests/debuginfo_truth.py, the check of a distribution's package
+    against a rebuild, on the fixture against its own maps: every line
+    right; and a file whose modules were guessed from modules.builtin.modinfo
+    alone (wrong for the modules that share a directory) fails it."""
+    from debuginfo_truth import compare
+    vmlinux, system_map = os.path.join(debug_tree, "vmlinux"), os.path.join(debug_tree, "System.map")
+    figures = compare(vmlinux, system_map, debug_syms[0], debug_tree)
+    assert figures["paired"] == figures["kallsyms_lines"] > 200
+    assert figures["object"] == figures["module"] == {"right": figures["kallsyms_lines"]}
+    guessed = str(tmp_path / "guessed")
+    build_from_debuginfo(inputs(debug_tree), guessed, None, guess_modules=True, jobs=1)
+    figures = compare(vmlinux, system_map, guessed, debug_tree)
+    assert figures["module"]["wrong"] > 0 and figures["examples"]["module wrong"]
+
+
+def test_the_package_truth_check_pairs_symbols_by_name_and_rank():
+    """A rebuild moves symbols: each name's k-th by address pairs with the
+    k-th; when the counts differ, those of the same name and size do."""
+    from debuginfo_truth import pair
+    ours = [(0x10, "f", 8), (0x20, "_rs.1", 4), (0x30, "_rs.1", 4), (0x40, "k", 0), (0x50, "k", 16)]
+    theirs = [(0x110, "f", 8), (0x125, "_rs.1", 4), (0x135, "_rs.1", 4), (0x150, "k", 16)]
+    assert pair(ours, theirs) == {0: 0, 1: 1, 2: 2, 4: 3}
+    assert pair([(0x10, "f", 8)], [(0x10, "f", 9)]) == {}

@@ -99,26 +99,66 @@ def _doc_table() -> dict[str, int]:
     return {k: int(v.replace(",", "")) for k, v in rows.items()}
 
 
-def test_debian_package_figures_are_the_docs(tmp_path):
+@pytest.fixture(scope="module")
+def debian_package(tmp_path_factory):
     """By hand: KMODSYMS_DEBUG_ROOT is Debian's linux-image-6.12.117+deb12-cloud-amd64-dbg
-    and image packages unpacked with dpkg-deb -x, KMODSYMS_KERNEL_SOURCE its linux-source."""
-    sys.path.insert(0, ROOT)
-    from bench.debuginfo_row import debian_inputs
+    and image packages unpacked with dpkg-deb -x, KMODSYMS_KERNEL_SOURCE its linux-source.
+    The inputs, our dtrace_syms built from them, and the build's --json summary."""
+    from debuginfo_truth import build_from_package, package_inputs
     root, source = os.environ.get("KMODSYMS_DEBUG_ROOT", ""), os.environ.get("KMODSYMS_KERNEL_SOURCE", "")
-    args = debian_inputs(root) if root else None
+    args = package_inputs(root) if root else None
     if not args or not source or "cloud-amd64" not in args[1]:
         pytest.skip("set KMODSYMS_DEBUG_ROOT (Debian's cloud-amd64 -dbg package, unpacked) and "
                     "KMODSYMS_KERNEL_SOURCE")
-    out = str(tmp_path / "dtrace_syms")
-    run = subprocess.run([sys.executable, "-m", "kmodsyms", "build", *args, "--source", source, "-o", out,
-                          "--json"], cwd=ROOT, capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr
-    summary = json.loads(run.stdout)
+    out = str(tmp_path_factory.mktemp("debian") / "dtrace_syms")
+    return args, out, build_from_package(root, source, out)
+
+
+def test_debian_package_figures_are_the_docs(debian_package):
+    summary = debian_package[2]
     got, table = summary["attribution"], _doc_table()
-    assert {"D1 (file run)": got["file run"], "D2 (code range)": got["code range"],
-            "D2 (variable)": got["variable"], "D3 (`__pfx_`)": got["padding"],
-            "D4 (`__SCT__`)": got["static call"], "units that are no object of `vmlinux.a`": got["no object"],
-            "unattributed (D5)": got["unattributed"]} == {k: table[k] for k in (
-                "D1 (file run)", "D2 (code range)", "D2 (variable)", "D3 (`__pfx_`)", "D4 (`__SCT__`)",
-                "units that are no object of `vmlinux.a`", "unattributed (D5)")}
+    rows = {"D1 (file run)": "file run", "D2 (code range)": "code range", "D2 (variable)": "variable",
+            "D3 (`__pfx_`)": "padding", "D4 (`__SCT__`)": "static call", "unattributed (D5)": "unattributed",
+            "D6 (beside `vmlinux.a`; counted in D1, D2)": "beside vmlinux.a"}
+    assert {row: got[key] for row, key in rows.items()} == {row: table[row] for row in rows}
+    assert got["no object"] == 0
     assert summary["self_check"]["initcalls_wrong"] == 0
+
+
+def _doc_truth_table() -> dict[str, tuple[int, int]]:
+    """docs/distributions.md's figures of the package against its rebuild:
+    the rows of its table headed '| against the rebuild | object | module |'."""
+    import re
+    with open(os.path.join(ROOT, "docs", "distributions.md")) as f:
+        text = f.read()
+    head = "| against the rebuild | object | module |"
+    if head not in text:
+        return {}
+    table = text[text.index(head):].split("\n\n", 1)[0]
+    rows = re.findall(r"^\| ([^|]+?) \| ([\d,]+) \| ([\d,]+) \|$", table, re.M)
+    return {k: (int(a.replace(",", "")), int(b.replace(",", ""))) for k, a, b in rows}
+
+
+def test_debian_package_against_its_rebuild(debian_package):
+    """KMODSYMS_DEBUG_REBUILD: the object tree of a rebuild of the package's
+    config plus CONFIG_VMLINUX_MAP and CONFIG_BUILTIN_MODULE_RANGES from the
+    same source and compiler (docs/distributions.md, "Checked against a
+    rebuild").  Every line kallsyms shows: our object and modules against
+    the linker maps' object and its .cmd file's modules."""
+    from debuginfo_truth import compare
+    rebuild = os.environ.get("KMODSYMS_DEBUG_REBUILD", "")
+    if not os.path.isfile(os.path.join(rebuild, "vmlinux.map")):
+        pytest.skip("set KMODSYMS_DEBUG_REBUILD (a rebuild of the package's config with VMLINUX_MAP)")
+    args, out, _summary = debian_package
+    figures = compare(args[1], args[3], out, rebuild)
+    obj, mod = figures["object"], figures["module"]
+    assert obj.get("wrong", 0) == 0, figures["examples"]["object wrong"]
+    assert mod.get("wrong", 0) == 0, figures["examples"]["module wrong"]
+    total = figures["kallsyms_lines"]
+    assert obj["right"] >= 0.998 * total and mod["right"] >= 0.9999 * total, figures
+    got = {"lines kallsyms shows": (total, total), "paired with the rebuild's": (figures["paired"],) * 2,
+           **{k: (obj.get(k, 0), mod.get(k, 0)) for k in ("right", "wrong", "unattributed")}}
+    table = _doc_truth_table()
+    assert table, ("docs/distributions.md has no '| against the rebuild | object | module |' table "
+                   f"(\"Checked against a rebuild\"); the measured rows: {got}")
+    assert table == got

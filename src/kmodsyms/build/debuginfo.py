@@ -1,6 +1,6 @@
 """Build a dtrace_syms file from a distribution's debug vmlinux, without the
 kernel's build tree: the object of each symbol from the vmlinux's DWARF and
-symbol table, by rules D1-D5 of docs/distributions.md ("How a symbol gets
+symbol table, by rules D1-D6 of docs/distributions.md ("How a symbol gets
 its object"), the module of each object from kbuild's Makefiles evaluated
 against the kernel's config (:mod:`kmodsyms.build.makeeval`).  Each object's
 symbols become sections at their exact link addresses, so the file has a
@@ -113,25 +113,67 @@ def release_of_vmlinux(path: str) -> str:
 
 
 # ------------------------------------------------------------------ units
+def _unit_stem(unit: Unit) -> str:
+    """The unit's name less its extension, relative to its build directory
+    when under it."""
+    name = unit.name
+    if os.path.isabs(name) and unit.comp_dir and name.startswith(unit.comp_dir.rstrip("/") + "/"):
+        name = name[len(unit.comp_dir.rstrip("/")) + 1:]
+    return os.path.splitext(os.path.normpath(name))[0]
+
+
+def _matches(units: list[Unit], objects: list[str]) -> list[tuple[int, str]]:
+    """Per unit, the index in ``objects`` of its object (-1 for none) and
+    the prefix of its stem before that object's path."""
+    stems = {o[:-2] if o.endswith(".o") else o: i for i, o in enumerate(objects)}
+    found = []
+    for unit in units:
+        parts = _unit_stem(unit).split("/")
+        match = (-1, "")
+        for start in range(len(parts)):
+            index = stems.get("/".join(parts[start:]), -1)
+            if index >= 0:
+                match = (index, "/".join(parts[:start]))
+                break
+        found.append(match)
+    return found
+
+
 def unit_objects(units: list[Unit], objects: list[str]) -> list[int]:
     """The index in ``objects`` of each unit's object, -1 for none: the
     object whose path (less ``.o``) is the longest tail of the unit's name
     less its extension."""
-    stems = {o[:-2] if o.endswith(".o") else o: i for i, o in enumerate(objects)}
-    found = []
-    for unit in units:
-        name = unit.name
-        if os.path.isabs(name) and unit.comp_dir and name.startswith(unit.comp_dir.rstrip("/") + "/"):
-            name = name[len(unit.comp_dir.rstrip("/")) + 1:]
-        stem = os.path.splitext(os.path.normpath(name))[0]
-        parts = stem.split("/")
-        index = -1
-        for start in range(len(parts)):
-            index = stems.get("/".join(parts[start:]), -1)
-            if index >= 0:
-                break
-        found.append(index)
-    return found
+    return [index for index, _prefix in _matches(units, objects)]
+
+
+SOURCE_SUFFIXES = (".c", ".S", ".s", ".rs")
+
+
+def beside_objects(units: list[Unit], objects: list[str]) -> list[str]:
+    """D6: the objects the final link adds beside ``objects`` (vmlinux.a's),
+    in unit order: each unit named after a source file that is no object of
+    ``objects`` (``.vmlinux.export.c``, ``init/version-timestamp.c``), as its
+    path less the prefix most of the other units' names carry (the source
+    tree's, in an ``O=`` build).  A unit named after a header (gas names an
+    assembler unit after one it included) is none."""
+    matches = _matches(units, objects)
+    prefixes: dict[str, int] = {}
+    for index, prefix in matches:
+        if index >= 0:
+            prefixes[prefix] = prefixes.get(prefix, 0) + 1
+    common = max(prefixes, key=prefixes.get) if prefixes else ""
+    known, out = set(objects), []
+    for unit, (index, _prefix) in zip(units, matches):
+        if index >= 0 or not unit.name.endswith(SOURCE_SUFFIXES):
+            continue
+        stem = _unit_stem(unit)
+        if common and stem.startswith(common + "/"):
+            stem = stem[len(common) + 1:]
+        path = stem + ".o"
+        if not os.path.isabs(path) and not path.startswith("../") and path not in known:
+            known.add(path)
+            out.append(path)
+    return out
 
 
 def _read_dwarf_units(vmlinux: str, jobs: int) -> list[Unit]:
@@ -173,8 +215,9 @@ def attribute(vmlinux: str, units: list[Unit], objects: list[str],
     bind = info_all >> 4
     unit_obj = unit_objects(units, objects)
 
-    # Code ranges, by start.
-    lo, hi, owner = [], [], []
+    # Code ranges, by start; an empty one first, which holds no address, so
+    # that an image of data alone searches them as any other.
+    lo, hi, owner = [0], [0], [-1]
     for u, unit in enumerate(units):
         for a, b in unit.ranges:
             lo.append(a), hi.append(b), owner.append(u)
@@ -349,10 +392,13 @@ def attribute(vmlinux: str, units: list[Unit], objects: list[str],
 
 def _break_variable_ties(obj, how, kept, claims, value, shndx, names, unit_obj) -> None:
     """A variable two units claim (a weak definition's DW_OP_addr names the
-    strong one's address) is the one of them whose object's symbols lie on
-    both sides of it in its image section, across any neighbours tied as it
-    is: an object's input section is contiguous, and the weak copy's bytes
-    lie in the other object's."""
+    strong one's address) has the bytes of one of them.  Across any
+    neighbours tied as it is, the symbols of its image section below and
+    above it were decided: its bytes are those of an object from the one
+    below to the one above in link order (the order of ``objects``), as the
+    linker lays input sections out in that order, each contiguous.  When one
+    claimant alone lies there, and it is the one below or above, it is that
+    one's."""
     order = sorted(range(len(kept)), key=lambda j: (int(shndx[kept[j]]), int(value[kept[j]])))
     tied = {}
     for j, i in enumerate(kept):
@@ -379,10 +425,18 @@ def _break_variable_ties(obj, how, kept, claims, value, shndx, names, unit_obj) 
         if below is None or above is None or int(shndx[kept[below]]) != section \
                 or int(shndx[kept[above]]) != section:
             continue
-        o = int(obj[below])
-        if o >= 0 and o == int(obj[above]) and all(o in tied[j] for j in group):
-            for j in group:
-                obj[j], how[j] = o, BY_VARIABLE
+        low, high = int(obj[below]), int(obj[above])
+        if low < 0:
+            continue
+        for j in group:
+            # Where one input section pattern of the linker script ends and
+            # the next begins, the objects below and above bound nothing
+            # (init/version-timestamp.o's strong init_uts_ns, after
+            # vmlinux.o's .data): a claimant between them that is neither
+            # may not be the one.
+            between = [o for o in tied[j] if low <= o <= high]
+            if len(between) == 1 and between[0] in (low, high):
+                obj[j], how[j] = between[0], BY_VARIABLE
 
 
 # ------------------------------------------------------------------ tables
@@ -599,6 +653,9 @@ def build_from_debuginfo(inputs: DebugInputs, output: str, source: str | None,
         modfiles = {}
         thick = guessed_thick(inputs.modules_dir, objects, builtin)
         module_map = "guessed from modules.builtin.modinfo (file=): not exact"
+    # D6: what the final link adds beside vmlinux.a, in no module.
+    beside = beside_objects(units, objects)
+    objects = objects + beside
     sysmap = read_kallsyms(inputs.system_map, zero_is_hidden=False)
     shown = set(sysmap.names_bytes(slice(None)))
     attr = attribute(inputs.vmlinux, units, objects, shown)
@@ -620,6 +677,7 @@ def build_from_debuginfo(inputs: DebugInputs, output: str, source: str | None,
     counts["symbols"] = len(attr.names)
     module_symbols = int(sum(1 for o in attr.obj.tolist() if o >= 0 and owners.get(objects[o])))
     counts["in_modules"] = module_symbols
+    counts["beside vmlinux.a"] = int((attr.obj >= len(objects) - len(beside)).sum())
     check = self_check(attr, modfiles, inputs.modules_dir) if exact else {}
     _record_anchors(tables, image, sysmap, strings, meta, counts, check, module_map, bool(exact))
     write_atomic(output, encode(meta, strings, tables))

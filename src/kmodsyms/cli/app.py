@@ -161,7 +161,8 @@ def _build_debuginfo(vmlinux, release, system_map, config, modules_dir, source, 
     typer.echo(f"  of {c['symbols']} System.map symbols: {c['symbols'] - c['unattributed']} "
                f"attributed ({c['file run']} by file run, {c['code range']} by code range, "
                f"{c['variable']} by variable, {c['padding']} __pfx_, {c['static call']} __SCT__), "
-               f"{c['no object']} of units outside vmlinux's objects, {c['unattributed']} unattributed "
+               f"{c['beside vmlinux.a']} of them in objects the final link adds beside vmlinux.a; "
+               f"{c['no object']} of units of no object, {c['unattributed']} unattributed "
                "(in no object: see --json)")
     if r.self_check:
         k = r.self_check
@@ -220,7 +221,8 @@ def info(
         typer.echo(f"built from:      debug info{' (modules GUESSED from modules.builtin.modinfo)' if doc['modules_guessed'] else ''}; "
                    f"of {debug['symbols']} System.map symbols, "
                    f"{debug['symbols'] - debug['unattributed'] - debug['no object']} in an object of "
-                   f"vmlinux, {debug['no object']} in units of no object (.vmlinux.export.c...), "
+                   f"vmlinux ({debug.get('beside vmlinux.a', 0)} of them beside vmlinux.a: "
+                   f".vmlinux.export.o...), {debug['no object']} in units of no object, "
                    f"{debug['unattributed']} in no unit"
                    + (f"; self-check: {check['initcalls_wrong']} of {check['initcalls_checked']} "
                       f"__initcall__kmod_ and {check.get('params_wrong', 0)} of "
