@@ -323,28 +323,42 @@ static uint64_t vmlinux_symbol_at(const kms_handle *h, uint32_t v)
 }
 
 /* R56: a core line no entry answers takes the size vmlinux's own symbol
- * table gives its name at its address (the table is by name, then address). */
-static void vmlinux_sizes(kms_handle *h)
+ * table gives its name at its address: the first entry of the table (by
+ * name, then address) with its name whose address in this boot is the
+ * line's.  The table is joined with the lines by that address, both walked
+ * in address order (the entries' ties in table order), so that a name is
+ * compared only with the entries at its line's address.  Why: a binary
+ * search of the table by name per line misses the cache at each of its
+ * steps -- 77,000 lines of the x86_64 corpus, 45 % of its kms_load(); the
+ * join costs a fifth of that.  -1: out of memory. */
+static int vmlinux_sizes(kms_handle *h)
 {
     uint32_t nv = h->count[T_VSYMS];
-    for (size_t i = 0; nv && i < h->n; i++) {
+    struct keyed *at;
+    if (!nv)
+        return 0;
+    if (!SCRATCH(h, at, nv))
+        return -1;
+    for (uint32_t v = 0; v < nv; v++) {
+        at[v].key = vmlinux_symbol_at(h, v);
+        at[v].idx = v;
+    }
+    if (kmsi_sort_keyed(h, at, nv))
+        return -1;
+    for (size_t k = 0, v = 0; k < h->n && v < nv; k++) {
+        size_t i = h->by_address[k];
         if (h->line_matched[i] || h->line[i].size >= 0 || line_module(h, i) != 0)
             continue;
-        uint32_t lo = 0, hi = nv;
-        while (lo < hi) {
-            uint32_t mid = lo + (hi - lo) / 2;
-            if (line_name_cmp(h, i, str(h, le32(ent(h, T_VSYMS, mid) + VSYM_NAME))) > 0)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        for (; lo < nv && name_eq(h, i, le32(ent(h, T_VSYMS, lo) + VSYM_NAME)); lo++)
-            if (vmlinux_symbol_at(h, lo) == h->line[i].addr) {
-                int64_t size = (int64_t)le64(ent(h, T_VSYMS, lo) + VSYM_SIZE);
+        while (v < nv && at[v].key < h->line[i].addr)
+            v++;
+        for (size_t u = v; u < nv && at[u].key == h->line[i].addr; u++)
+            if (name_eq(h, i, le32(ent(h, T_VSYMS, at[u].idx) + VSYM_NAME))) {
+                int64_t size = (int64_t)le64(ent(h, T_VSYMS, at[u].idx) + VSYM_SIZE);
                 h->line[i].size = size < 0 ? -1 : size; /* read as negative: unknown */
                 break;
             }
     }
+    return 0;
 }
 
 int kmsi_attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
@@ -538,7 +552,8 @@ int kmsi_attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
             }
         }
     }
-    vmlinux_sizes(h);
+    if (vmlinux_sizes(h))
+        rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
 out:
     kmsi_scratch_release(h, mark);
     return rc;
