@@ -75,7 +75,7 @@ enum kms_size_kind {
     KMS_SIZE_EXACT,       /* st_size of the symbol in an ELF symbol table (vmlinux, its
                            * objects, a loaded module's .ko); 0 is an exact size */
     KMS_SIZE_ESTIMATED    /* the gap to the next kallsyms line of its module, bounded by
-                           * its module's core or its region (docs/resolver.md) */
+                           * its module's core or its region (docs/resolver.md R49) */
 };
 
 /* Error codes (kms_error.code). */
@@ -417,7 +417,7 @@ struct kms_ksym {
 /*
  * ADDR as kernel/kallsyms.c's %pS prints it (sprint_symbol()): the symbol
  * kallsyms_lookup_size_offset() finds, with its offset and size and, for a
- * loaded or pseudo-module, " [module]" (docs/resolver.md).  Returns 1 when
+ * loaded or pseudo-module, " [module]" (docs/resolver.md R53-R55).  Returns 1 when
  * a symbol answers, 0 when %pS prints the bare address (OUT->text holds
  * it).  Never fails on a loaded handle.
  */
@@ -441,7 +441,8 @@ struct kms_changes {
 };
 
 /*
- * Follow modules loaded or unloaded since H was loaded (Resolver.refresh()):
+ * Follow modules loaded or unloaded since H was loaded (docs/resolver.md R47;
+ * the Python API's Resolver.refresh()):
  * when the /proc/modules it read (the proc_modules source) is unchanged, use
  * counts aside, nothing else is read and OUT says no change; otherwise H is
  * loaded again from the same sources (kallsyms, dtrace_syms, the modules
