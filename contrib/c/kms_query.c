@@ -369,7 +369,7 @@ static void fill_line(const kms_handle *h, size_t i, struct kms_line *l)
     l->nmodules = rec.origin == KMS_ORIGIN_CORE ? 0 : rec.nmodules;
     l->modules = rec.modules;
     if (rec.ambiguous) {
-        /* Resolver.line_modsets: the candidates' one module set, else none */
+        /* R52: the candidates' one module set, else none */
         uint32_t amb = WHO_INDEX(h->line[i].who);
         const uint32_t *ms = h->cand_modset + h->amb_first[amb];
         uint32_t n = h->amb_count[amb], k = 1;
@@ -651,6 +651,12 @@ int kms_module_known(const kms_handle *h, const char *mod)
             return 1;
     return 0;
 }
+
+/* The public flags are the format's (kms_format.h, from its one table). */
+_Static_assert(KMS_FILE_MISSING_OBJECTS == FLAG_MISSING_OBJECTS &&
+                   KMS_FILE_FROM_DEBUG_INFO == FLAG_FROM_DEBUG_INFO &&
+                   KMS_FILE_GUESSED_MODULES == FLAG_GUESSED_MODULES,
+               "kmodsyms.h's KMS_FILE_* differ from kms_format.h's FLAG_*");
 
 void kms_get_info(const kms_handle *h, struct kms_info *caller)
 {
