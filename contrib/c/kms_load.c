@@ -168,7 +168,7 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
     }
     if (why) {
         static const char *const pre = "answering from ", *const mid =
-            " alone, built-in modules show as vmlinux: "; /* errors.degraded_warning */
+            " alone, built-in modules unknown: "; /* R42 */
         char *d = malloc(strlen(why) + 1), *w = malloc(strlen(pre) + strlen(source) +
                                                        strlen(mid) + strlen(why) + 1);
         if (d) {
