@@ -142,6 +142,31 @@ def test_text_output_claims_no_module_it_does_not_know():
     assert kernel.stdout == f"{name}+0x1/{gap:#x} [?]\n"
 
 
+def test_the_warning_says_what_the_output_shows():
+    """The degraded warning's claim, held to every output format, on the
+    fixture's kallsyms (any host without the running kernel's dtrace_syms):
+    built-in modules unknown.  ext4's init_once, which dtrace_syms places in
+    ext4, is then no module's to the text formats ('?'), and JSON names no
+    built-in module and says builtin_modules_known: false."""
+    if os.path.exists(default_syms_path()):
+        pytest.skip(f"{default_syms_path()} is installed: not degraded here")
+    kallsyms = os.path.join(ROOT, "fixtures", "kbuild", "kallsyms")
+    address = "0xffffffffab600400"               # init_once+0x10, fs/ext4/super.o
+    outputs = {fmt: _run("resolve", "--kallsyms", kallsyms, "--format", fmt, address)
+               for fmt in ("verbose", "dtrace", "kernel", "json")}
+    for out in outputs.values():
+        assert out.returncode == 0
+        warning, = out.stderr.splitlines()
+        assert warning.startswith(f"kmodsyms: warning: answering from {kallsyms} alone, "
+                                  "built-in modules unknown: ")
+    assert outputs["verbose"].stdout == f"{address} ?`init_once+0x10 (unsized)\n"
+    assert outputs["dtrace"].stdout == "?`init_once+0x10\n"
+    assert outputs["kernel"].stdout.endswith(" [?]\n")
+    doc = json.loads(outputs["json"].stdout)
+    assert (doc["symbol"], doc["origin"], doc["builtin_modules_known"]) == ("init_once", "core", False)
+    assert "ext4" not in doc["modules"]
+
+
 def test_modules_needs_no_dtrace_syms_and_quiet_is_quiet():
     """Issue 24.10: 'kmodsyms modules' reads no dtrace_syms, so it does not
     warn about one; --quiet silences the degraded warning of the others."""

@@ -74,3 +74,16 @@ def test_a_rule_stated_twice_or_skipped_fails():
     assert any("stated more than once" in p for p in rule_problems(twice, {}))
     skipped = doc.replace(f"**R{n}** —", f"**R{n + 1}** —")
     assert any(f"skip R{n}" in p for p in rule_problems(skipped, {}))
+
+
+PYTHON_PATH = re.compile(r"\b(?:src/)?(kmodsyms/[\w/]+\.py)\b")
+
+
+def test_the_c_library_names_only_python_that_exists():
+    """A C comment that names a Python module (src/kmodsyms/...py) names one
+    the package has: the run-time resolver is the library itself, and no
+    comment describes it as mirroring Python that is gone."""
+    c = {p: t for p, t in code_files().items() if p.startswith("contrib/c/")}
+    gone = sorted({f"{p}: {m.group(1)}" for p, t in c.items() for m in PYTHON_PATH.finditer(t)
+                   if not (ROOT / "src" / m.group(1)).exists()})
+    assert gone == []

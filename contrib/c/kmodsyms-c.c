@@ -52,8 +52,9 @@ static const char *const binding_names[] = {"local", "global", "weak"};
 static const char *const status_names[] = {"matched", "missing", "refused", "unsupported",
                                            "deferred"};
 
-/* A JSON string as Python's json.dumps writes it (ensure_ascii): bytes
- * decoded as UTF-8 with surrogateescape, everything non-ASCII as \uXXXX. */
+/* A JSON string as the CLI's --json writes it (Python's json.dumps with
+ * ensure_ascii): bytes decoded as UTF-8 with surrogateescape, everything
+ * non-ASCII as \uXXXX. */
 static void put_json_string(const char *s, size_t len, FILE *out)
 {
     const unsigned char *p = (const unsigned char *)s, *end = p + len;
@@ -144,10 +145,12 @@ static void put_modules(uint32_t n, const char *const *mods, FILE *out)
     putc(']', out);
 }
 
-/* The load answered from kallsyms alone: each record says so, as Python's. */
+/* The load answered from kallsyms alone (R42): each record says so, as the
+ * CLI's --json does ("builtin_modules_known": false). */
 static int builtin_modules_unknown;
 
-/* Symbolization.to_json() of kmodsyms/answer.py, key for key. */
+/* One answer record as 'kmodsyms resolve --json' prints it, key for key
+ * (src/kmodsyms/binding/records.py, Symbolization.to_json). */
 static void put_record(const struct kms_sym *r, FILE *out)
 {
     fprintf(out, "{\"address\": \"0x%llx\", \"module\": ", (unsigned long long)r->address);
@@ -205,7 +208,8 @@ static int usage(void)
     return 2;
 }
 
-/* parse_address of kmodsyms/answer.py: hex, 0x optional, at most 64 bits. */
+/* An address as the CLI reads one (parse_address of src/kmodsyms/cli/frontend.py):
+ * hex, 0x optional, white space around it, at most 64 bits. */
 static int parse_address(const char *text, unsigned long long *out)
 {
     const char *p = text, *e = text + strlen(text);
@@ -361,7 +365,9 @@ static int print_kallmodsyms(const struct kms_line *l, void *arg)
 static int print_line(const struct kms_line *l, void *arg)
 {
     (void)arg;
-    /* the exact size, 0 when not known exactly (as the Python resolver's lines) */
+    /* the exact size (R48), 0 when not known exactly: every size printed
+     * here is an ELF st_size, which tests hold to the linker maps and
+     * readelf (an estimate, R49, has no such truth) */
     printf("{\"address\": \"0x%llx\", \"size\": %llu, \"type\": \"%c\", \"name\": ",
            (unsigned long long)l->address,
            (unsigned long long)(l->size_kind == KMS_SIZE_EXACT ? l->sym_size : 0), l->type);

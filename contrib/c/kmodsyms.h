@@ -75,7 +75,7 @@ enum kms_size_kind {
     KMS_SIZE_EXACT,       /* st_size of the symbol in an ELF symbol table (vmlinux, its
                            * objects, a loaded module's .ko); 0 is an exact size */
     KMS_SIZE_ESTIMATED    /* the gap to the next kallsyms line of its module, bounded by
-                           * its module's core or its region (docs/resolver.md) */
+                           * its module's core or its region (docs/resolver.md R49) */
 };
 
 /* Error codes (kms_error.code). */
@@ -180,6 +180,8 @@ struct kms_load_opts {
  * filled.  kms_load() and kms_load_buffer() are this with their arguments. */
 kms_handle *kms_load_opts(const struct kms_load_opts *opts, kms_error *err);
 
+/* Release H and everything it owns (every string and array its queries
+ * returned).  H NULL: nothing. */
 void kms_free(kms_handle *h);
 
 /* Where an answer's module comes from. */
@@ -417,7 +419,7 @@ struct kms_ksym {
 /*
  * ADDR as kernel/kallsyms.c's %pS prints it (sprint_symbol()): the symbol
  * kallsyms_lookup_size_offset() finds, with its offset and size and, for a
- * loaded or pseudo-module, " [module]" (docs/resolver.md).  Returns 1 when
+ * loaded or pseudo-module, " [module]" (docs/resolver.md R53-R55).  Returns 1 when
  * a symbol answers, 0 when %pS prints the bare address (OUT->text holds
  * it).  Never fails on a loaded handle.
  */
@@ -441,7 +443,8 @@ struct kms_changes {
 };
 
 /*
- * Follow modules loaded or unloaded since H was loaded (Resolver.refresh()):
+ * Follow modules loaded or unloaded since H was loaded (docs/resolver.md R47;
+ * the Python API's Resolver.refresh()):
  * when the /proc/modules it read (the proc_modules source) is unchanged, use
  * counts aside, nothing else is read and OUT says no change; otherwise H is
  * loaded again from the same sources (kallsyms, dtrace_syms, the modules
@@ -464,6 +467,14 @@ int kms_refresh(kms_handle *h, struct kms_changes *out, kms_error *err);
  */
 int kms_read_modules(kms_handle *h, const char *const *mods, size_t n, kms_error *err);
 
+/* The dtrace_syms header's flags (kms_info.file_flags; docs/format.md, the
+ * header's flags field). */
+#define KMS_FILE_MISSING_OBJECTS 0x1u /* some objects were missing when it was built
+                                       * (kmodsyms build --allow-missing) */
+#define KMS_FILE_FROM_DEBUG_INFO 0x2u /* built from a debug vmlinux (--debuginfo) */
+#define KMS_FILE_GUESSED_MODULES 0x4u /* its module map is a guess (--guess-modules),
+                                       * not kbuild's */
+
 /* About the loaded files. */
 struct kms_info {
     size_t size;                /* sizeof(struct kms_info) as the caller knows it */
@@ -479,9 +490,12 @@ struct kms_info {
     const char *degraded;       /* "" or why (the dtrace_syms file's fault, one line) */
     const char *warning;        /* "" or the one line a front end shows once: the degraded
                                  * reason, or what KMS_LOAD_FORCE overrode */
-    uint32_t file_flags;        /* the dtrace_syms header's flags (docs/format.md; 0 when
-                                 * degraded): FLAG_GUESSED_MODULES, a guessed module map */
+    uint32_t file_flags;        /* the dtrace_syms header's flags, KMS_FILE_* (0 when
+                                 * degraded).  Since 2.0 */
 };
+
+/* What H was loaded from and how (struct kms_info) into OUT, as much as
+ * OUT->size covers.  Never fails on a loaded handle. */
 void kms_get_info(const kms_handle *h, struct kms_info *out);
 
 #ifdef __cplusplus

@@ -48,8 +48,9 @@ static inline int name_eq(const kms_handle *h, size_t i, uint32_t off)
 /*
  * Entries by the key section << 32 | value (docs/resolver.md R20):
  * one array of rows grouped by section (a counting sort), each section's
- * by value, equal values in entry order (as the Python's stable sort keeps
- * equal keys).  Lines in address order come in each placed section's
+ * by value, equal values in entry order (a stable sort), so that of the
+ * entries at one offset with a line's name the first in the file is the
+ * one taken (R21).  Lines in address order come in each placed section's
  * together and by offset, so a cursor walking that section's rows finds
  * each line's entries without a search; a row holds what a line compares
  * (value and name), so that the walk reads the symbol table only for the
@@ -132,8 +133,10 @@ static void sort_rows(struct entry_row *a, size_t n, const struct row_sort *rs)
         a[i] = rs->copy[(uint32_t)src[i]];
 }
 
-/* The entries keyed (ek): 1, or 0 when some value is 2^32 or more (the
- * Python keys entries only when every value is below it); -1 out of memory. */
+/* The entries keyed (ek): 1, or 0 when some value is 2^32 or more (a row
+ * holds 32 bits of value; only a section of 4 GiB or more, damaged input,
+ * has a larger one, and then no line matches an entry by R20's rule); -1
+ * out of memory. */
 static int index_entries(kms_handle *h, struct entry_keys *ek)
 {
     uint32_t nsym = h->count[T_SYMBOLS], nsec = h->count[T_SECTIONS], most = 0;
@@ -166,8 +169,8 @@ static int index_entries(kms_handle *h, struct entry_keys *ek)
 /* The first row with KEY (its section's rows searched), or -1; *END: where
  * its section's rows end.  The key of a line whose offset is 2^32 or more
  * (a section of 4 GiB or more: damaged) has that offset's high bits ORed
- * into the section's, as the Python's key does, and matches whatever entry
- * has that key. */
+ * into the section's, the key staying one 64-bit number, and matches
+ * whatever entry has that key (a section index past the table: none). */
 static long row_with_key(const kms_handle *h, const struct entry_keys *ek, uint64_t key,
                          uint32_t *end)
 {
@@ -306,7 +309,7 @@ static int line_name_cmp(const kms_handle *h, size_t i, const char *name)
  * holding its address, and is the entry of that section at that offset with
  * its name; a line in none is a zero-size symbol at the end of a section
  * ending exactly there, if one has it; a line still in none whose name only
- * unplaced sized copies carry is ambiguous between them (_find_ambiguous).
+ * unplaced sized copies carry is ambiguous between them (R22, R25).
  */
 /* Where vmlinux symbol V is in this boot: its link address moved by the
  * shift of the (last) segment holding it, as its sections move (R7), or
@@ -413,15 +416,16 @@ int kmsi_attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
     for (size_t t = looked > LAG ? looked - LAG : 0; t < looked; t++) /* the last lines' */
         settle(h, &ek, &ring[t % LAG]);
     kmsi_scratch_shrink(h, loose, nloose, sizeof *loose);
-    /* Lines in no extent, at the end of placed sections ending there: the
-     * sections by end (stably), each line tried against each in order; the
-     * last match wins (the Python assigns all matches in turn). */
+    /* Lines in no extent, at the end of placed sections ending there (R22):
+     * the sections by end (stably), each line tried against each in order;
+     * where several have its entry the last one wins, a tie rule that makes
+     * every load give the same answer. */
     if (!SCRATCH(h, ends, h->next)) {
         rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
         goto out;
     }
-    /* the Python sorts the placed sections by end in section order: the
-     * extents' sections (placed, sized) taken in that order.  The extents
+    /* the placed sections (size > 0) by end, equal ends in section order:
+     * the extents' sections taken in that order.  The extents
      * are by start: when their ends ascend too, each distinct, that is the
      * order by end (none to keep in section order), and nothing is sorted. */
     int by_start = 1;

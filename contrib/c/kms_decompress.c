@@ -7,8 +7,8 @@
  * plain .ko.
  *
  *   .ko.xz   liblzma.so.5: a stream decoder over concatenated streams
- *   .ko.zst  libzstd.so.1: the first frame (as Python's zstandard
- *            decompressobj() and kmod read it)
+ *   .ko.zst  libzstd.so.1: the first frame (as kmod reads it; a module
+ *            compressed by the kernel's modules_install is one frame)
  *   .ko.gz   libz.so.1: gzip members, one after the other
  *
  * Each library is loaded with dlopen on the first file that needs it and

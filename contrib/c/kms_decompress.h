@@ -68,14 +68,15 @@ struct kms_decompressors {
     char *missing[3];    /* why a library could not be loaded (dlerror), or NULL */
 };
 
-/* The compression of a file name's suffix (Python's read_ko_bytes):
+/* The compression of a file name's suffix (R43: .ko.xz, .ko.zst, .ko.gz):
  * "xz", "zst", "gz", or NULL for none. */
 const char *kmsi_compression(const char *path);
 
 /*
  * Decompress IN[0..N) of PATH, compressed as KIND (kmsi_compression's).
  * 0: *OUT (malloc'd, *OUT_LEN bytes) is the file's content; 1: refused, *WHY
- * (malloc'd) says why in loadable.read_ko_bytes' words; 2: the library for
+ * (malloc'd) says why ("PATH: cannot decompress (KIND: WHAT); reinstall
+ * the module"); 2: the library for
  * KIND cannot be loaded, *WHY names it; -1: out of memory.
  */
 int kmsi_decompress(struct kms_decompressors *d, const char *path, const char *kind,

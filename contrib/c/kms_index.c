@@ -49,9 +49,9 @@ static int prefer_cmp(const kms_handle *h, uint32_t a, uint32_t b)
     return a > b ? 1 : -1;
 }
 
-/* resolver._core_ranges, what one pass over the lines gathers of the core
- * lines that may answer: their lowest and highest addresses, and where the
- * (last) line of each marker is. */
+/* What one pass over the lines gathers of the core lines that may answer,
+ * for the core ranges (R29): their lowest and highest addresses, and where
+ * the (last) line of each marker is. */
 #define MARKER(s) {s, sizeof s - 1}
 static const struct {
     const char *name;
@@ -73,7 +73,7 @@ static void core_line(const kms_handle *h, size_t i, struct core_seen *c)
         return;
     for (int k = 0; k < 4; k++)
         if (line_name_is(h, i, core_marker[k].name, core_marker[k].len)) {
-            c->at[k] = l->addr; /* the last such line, as the Python's dict keeps */
+            c->at[k] = l->addr; /* a marker named twice: where it last appears */
             c->seen[k] = 1;
         }
 }
@@ -202,8 +202,9 @@ static int regions(kms_handle *h, kms_error *err)
                    highest[g] + 4095 < end) {
             end = highest[g] + 4095; /* the highest module, its end unknown: a page */
         }
-        /* a pseudo-module line (its group's only one) answers at most a page;
-         * wraps, as the Python's uint64 */
+        /* a pseudo-module line (its group's only one) answers at most a page
+         * (R31), the bound computed modulo 2^64: in the address space's last
+         * page it wraps below the line, which then answers nothing */
         if (g >= 2 * nmods && highest[g] + 4095 < end)
             end = highest[g] + 4095;
         h->region_end[g] = end;
@@ -304,7 +305,7 @@ static void consider(uint64_t *next, int *found, uint64_t q, uint64_t b)
 
 static uint64_t line_end(const kms_handle *h, uint32_t i)
 {
-    return h->line[i].addr + (uint64_t)h->line[i].size; /* wraps, as the Python's uint64 */
+    return h->line[i].addr + (uint64_t)h->line[i].size; /* modulo 2^64 */
 }
 
 /* A growing array of line indices. */
@@ -512,7 +513,8 @@ out:
  * Match the loaded modules with their .ko files (kms_modules.c).  Each
  * placed .ko section becomes section count[T_SECTIONS] + k (its object
  * count[T_OBJECTS] + the .ko's number), and each line from a .ko is in its
- * section, as Resolver._build_index numbers them.
+ * section: one numbering of dtrace_syms' sections and the .ko's, which
+ * the queries read alike (R46).
  */
 int kmsi_match_modules(kms_handle *h, const struct kms_sources *src, kms_error *err)
 {
@@ -566,7 +568,7 @@ int kmsi_match_modules(kms_handle *h, const struct kms_sources *src, kms_error *
     return KMS_OK;
 }
 
-/* Resolver._extents: the placed .ko sections join the extents that queries
+/* The placed .ko sections (R44) join the extents that queries
  * see, by start (dtrace_syms' first among equal starts), however low they
  * lie (arm64 loads modules below the kernel image). */
 int kmsi_add_ko_extents(kms_handle *h, kms_error *err)

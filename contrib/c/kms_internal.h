@@ -249,7 +249,7 @@ struct kms_handle {
     int32_t *line_region;       /* per line: its placed section, else -1 - its region group
                                  * (regions() rewrites line_section's array into it) */
     uint32_t *by_address;       /* lines, stably sorted by address */
-    uint64_t *region_end;       /* per region group (Resolver._regions) */
+    uint64_t *region_end;       /* per region group: the last address its lines answer (R29-R31) */
     struct anchor_index *anchors; /* the anchors, and the core lines of their names */
 };
 

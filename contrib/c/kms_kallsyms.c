@@ -34,7 +34,9 @@ static inline uint32_t hex8(const char *p, uint64_t *bad)
     return (uint32_t)((v & 0xFFFF) << 16 | (v >> 32 & 0xFFFF));
 }
 
-static int is_space(unsigned char c) /* Python's bytes.strip() set */
+/* ASCII white space: what is trimmed around "[MOD]" (R1), as the build's
+ * reader of System.map trims it too (src/kmodsyms/build/kallsyms.py) */
+static int is_space(unsigned char c)
 {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }

@@ -70,8 +70,9 @@ int kmsi_forced(kms_handle *h, const char *stale, kms_error *err)
     return KMS_OK;
 }
 
-/* kmodsyms.live.check_live; under KMS_LOAD_FORCE a mismatch is the
- * handle's warning (*FORCED set) instead of an error. */
+/* R40: with the live kallsyms, the file's kernel release must be uname's
+ * and its build-id the running kernel's; under KMS_LOAD_FORCE (R41) a
+ * mismatch is the handle's warning (*FORCED set) instead of an error. */
 static int check_live(kms_handle *h, const char *syms_path, int force, int *forced,
                       kms_error *err)
 {
@@ -167,7 +168,7 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
     }
     if (why) {
         static const char *const pre = "answering from ", *const mid =
-            " alone, built-in modules show as vmlinux: "; /* errors.degraded_warning */
+            " alone, built-in modules unknown: "; /* R42 */
         char *d = malloc(strlen(why) + 1), *w = malloc(strlen(pre) + strlen(source) +
                                                        strlen(mid) + strlen(why) + 1);
         if (d) {
@@ -212,8 +213,9 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
         goto bad;
     }
     memset(h->section_base, 0, h->count[T_SECTIONS] * sizeof *h->section_base);
-    /* resolver._load_full: a file forced past the live check is not checked
-     * again; otherwise the anchors check it, warning instead under FORCE */
+    /* a file forced past the live check is not checked again (one warning
+     * says why it is used); otherwise the anchors check it (R36-R38),
+     * warning instead under FORCE (R41) */
     int check = why || forced ? CHECK_NONE : force ? CHECK_WARN : CHECK_FAIL;
     if (kmsi_place_sections(h, syms_path, source, check, err)) {
         *syms_fault = err && err->code == KMS_E_STALE;
@@ -277,7 +279,8 @@ kms_handle *kmsi_load_reading(const struct kms_load_opts *opts, const char *cons
         live = strcmp(ks.name, LIVE_KALLSYMS) == 0;
     }
     ks.live = live;
-    /* live.module_sources: the running kernel's, for its own kallsyms */
+    /* the loaded modules' sources: the running kernel's for its own
+     * kallsyms, else only what the caller gives (§9) */
     struct kms_sources src = {o.modules_dir, o.sysfs_root, o.proc_modules, 0, NULL, 0};
     if (live && !src.modules_dir) {
         struct utsname u;
@@ -300,9 +303,9 @@ kms_handle *kmsi_load_reading(const struct kms_load_opts *opts, const char *cons
     if (!err) /* the fallback's reason is the first load's error */
         err = &own;
     kms_handle *h = load(o.syms_path, &ks, live, o.flags, &src, NULL, &syms_fault, err);
-    /* resolver.load(fallback=True): only the default file may be done
-     * without, and kallsyms' own faults are never hidden (a second read
-     * reports them as the first would have) */
+    /* R42: only the default file may be done without, and kallsyms' own
+     * faults are never hidden (a second read reports them as the first
+     * would have) */
     if (!h && syms_fault && (o.flags & KMS_LOAD_FALLBACK) && !o.syms_path) {
         kms_error why = *err;
         if (ks.fd < 0 || lseek(ks.fd, 0, SEEK_SET) == 0)

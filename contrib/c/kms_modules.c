@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
 /*
  * libkmodsyms: loaded modules matched with their own .ko files, so that
- * their kallsyms lines get ELF sizes, types and bindings, as
- * src/kmodsyms/loadable.py does (each function names the Python it mirrors).
+ * their kallsyms lines get ELF sizes, types and bindings (docs/resolver.md
+ * §9, R43-R46).
  *
  * For every loaded module of kallsyms (pseudo-modules skipped):
  *   1. its file under the modules directory (R43): the first modules.dep entry of
@@ -51,12 +51,12 @@
 #define NT_GNU_BUILD_ID 3u
 #define BUILD_ID_HEX 129 /* 64 bytes of build-id, in hex, and the NUL */
 
-/* loadable._REMEDY: what a refusal of a damaged file says to do. */
+/* What the refusal of a damaged .ko tells the user to do (R45). */
 #define KO_REMEDY "reinstall it"
-/* loadable.KO_SUFFIXES */
+/* The names a module file has (R43): plain, or compressed. */
 static const char *const ko_suffixes[] = {".ko", ".ko.xz", ".ko.zst", ".ko.gz"};
 #define NSUFFIXES (sizeof ko_suffixes / sizeof ko_suffixes[0])
-/* loadable._SEARCH_PRIORITY: depmod's default search order. */
+/* depmod's default search order (R43): updates/, then extra/, then the rest. */
 static const char *const search_priority[] = {"updates", "extra"};
 #define NPRIORITY 2
 
@@ -67,8 +67,8 @@ int kms_is_pseudo_module(const char *name)
     return strcmp(name, "bpf") == 0 || strncmp(name, "__builtin__", 11) == 0;
 }
 
-/* loadable.is_mapping_symbol: .L*, L0*, $a $d $t $x (alone or with a '.' suffix),
- * which never answer an address (R46). */
+/* Mapping symbols and local labels: .L*, L0*, $a $d $t $x (alone or with a
+ * '.' suffix), which never answer an address (R27, R46). */
 int kms_is_mapping_symbol(const char *p, uint32_t len)
 {
     if ((len >= 2 && p[0] == '.' && p[1] == 'L') || (len >= 2 && p[0] == 'L' && p[1] == '0'))
@@ -132,13 +132,14 @@ static int slurp(const char *path, unsigned char **out, size_t *len)
     return 0;
 }
 
-/* Python's str.strip() set (ASCII). */
+/* The white space trimmed around a sysfs value or a modules.dep path:
+ * ASCII's, and the separators 0x1C-0x1F. */
 static int is_space(unsigned char c)
 {
     return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1C && c <= 0x1F);
 }
 
-/* loadable._read_text: a small file's text, stripped (NULL: unreadable). */
+/* A small file's text (a sysfs value), trimmed (NULL: unreadable). */
 static char *read_text(const char *path)
 {
     unsigned char *buf;
@@ -156,14 +157,15 @@ static char *read_text(const char *path)
 
 static char *join(const char *dir, const char *rel)
 {
-    if (rel[0] == '/') /* os.path.join: an absolute path stands alone */
+    if (rel[0] == '/') /* an absolute path (a modules.dep entry may be one) stands alone */
         return strdup(rel);
     size_t n = strlen(dir);
     return kmsi_format("%s%s%s", dir, n && dir[n - 1] == '/' ? "" : "/", rel);
 }
 
-/* int(TEXT, 16) of Python for what sysfs and /proc print (0x optional,
- * '_' between digits); -1 when it is not a number of 64 bits. */
+/* A hex number as sysfs and /proc print one (0x optional; a leading '+'
+ * and a '_' between digits are read too); -1 when it is not a number of
+ * 64 bits. */
 static int parse_hex(const char *t, uint64_t *out)
 {
     uint64_t v = 0;
@@ -231,8 +233,9 @@ void kms_notes_build_id(const unsigned char *d, size_t n, int big_endian, char *
 
 /* ------------------------------------------------------------ module files */
 
-/* loadable.module_name: the module FILE (a base name) is for, into OUT
- * (CAP bytes); the suffix's index, or -1 when it is no module file. */
+/* The module FILE (a base name) is for, spelled as the kernel spells module
+ * names ('-' as '_', R43), into OUT (CAP bytes); the suffix's index, or -1
+ * when it is no module file. */
 static int module_name(const char *file, char *out, size_t cap)
 {
     size_t n = strlen(file);
@@ -285,7 +288,7 @@ static int offer(struct wanted *w, const char *path, int rank)
     return 0;
 }
 
-/* loadable.find_module_files with modules.dep: each module's first entry. */
+/* R43 with modules.dep: each module's first entry, the file depmod chose. */
 static int from_modules_dep(struct wanted *w, char *text, size_t n)
 {
     for (size_t s = 0; s < n;) {
@@ -316,8 +319,9 @@ static int by_name(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* loadable.find_module_files without modules.dep: os.walk of the directory
- * (top-down, names sorted, symbolic links to directories not followed). */
+/* R43 without modules.dep: the directory searched top-down, names sorted
+ * (the first of equal rank is the same file on every host), symbolic links
+ * to directories not followed (one pointing up would loop). */
 static int search(struct wanted *w, const char *root, const char *rel, int rank)
 {
     char *dir = rel[0] ? join(root, rel) : strdup(root);
@@ -339,7 +343,7 @@ static int search(struct wanted *w, const char *root, const char *rel, int rank)
         int is_link = lstat(full, &st) == 0 && S_ISLNK(st.st_mode);
         free(full);
         if (is_dir && is_link)
-            continue; /* listed by os.walk as a directory, never entered */
+            continue; /* a link to a directory: never entered */
         if (nfiles + ndirs >= cap) {
             cap = cap ? 2 * cap : 64;
             char **nf = realloc(files, cap * sizeof *nf);
@@ -395,8 +399,8 @@ static int search(struct wanted *w, const char *root, const char *rel, int rank)
     return bad ? -1 : 0;
 }
 
-/* loadable.find_module_files: fills W->path; a modules.dep that exists
- * but cannot be read fails the load, as in Python. */
+/* R43: fills W->path; a modules.dep that exists but cannot be read fails
+ * the load, where a search could find other files than depmod chose. */
 static int find_module_files(struct wanted *w, const char *modules_dir, kms_error *err)
 {
     char *dep = join(modules_dir, "modules.dep");
@@ -443,14 +447,15 @@ struct ko_sec {
     uint64_t size;
 };
 
-/* loadable.KoFile */
+/* One .ko read: the symbols and sections that matching it needs, its
+ * srcversion and build-id (R44, R45). */
 struct ko {
     unsigned char *data; /* the file, cut where its ELF ends */
     size_t n;
     size_t mapped;       /* bytes of data mapped (map_ko), 0 when data was read into memory */
     int big, is64;
-    /* the section header table, as elffile.ElfFile reads it: shnum as
-     * the header says (extended), nsh the headers there are (0 when
+    /* the section header table: shnum as the header says (extended
+     * numbering read from section 0), nsh the headers there are (0 when
      * shoff is 0) */
     uint64_t shoff, entsize, shnum, shstrndx, nsh;
     uint32_t nsym, nsec;
@@ -538,8 +543,8 @@ static void read_shdr(const struct ko *ko, uint64_t i, struct shdr *h)
     h->link = get(ko, at + 8 + 4 * (uint64_t)w, 4);
 }
 
-/* elffile.ElfFile.fail: the file refused, "PATH: WHAT; reinstall it", in
- * *WHY.  1, or -1 when out of memory. */
+/* The file refused (R45), "PATH: WHAT; reinstall it", in *WHY.  1, or -1
+ * when out of memory. */
 static int refuse_elf(char **why, const char *path, const char *fmt, ...)
 {
     char what[128];
@@ -552,8 +557,7 @@ static int refuse_elf(char **why, const char *path, const char *fmt, ...)
 }
 
 /* Whether COUNT section headers from the table's offset are in the file
- * (ElfFile.read's check; the entry size is nonzero), and ElfFile's words
- * when they are not. */
+ * (the entry size is nonzero), and the words for when they are not. */
 static const char headers_past_end[] =
     "truncated ELF module (section headers past the end of the file)";
 static int headers_fit(const struct ko *ko, uint64_t count)
@@ -561,14 +565,15 @@ static int headers_fit(const struct ko *ko, uint64_t count)
     return ko->shoff <= ko->n && count <= (ko->n - ko->shoff) / ko->entsize;
 }
 
-/* elffile.ElfFile.__init__ on the file's bytes (KO->data, KO->n): its
- * header checked, its section header table found (extended numbering read
- * from section 0) and in the file, each check in Python's order and words.
- * 0, 1 (refused: *WHY) or -1 (out of memory). */
+/* The ELF header of the file's bytes (KO->data, KO->n) checked, and its
+ * section header table found (extended numbering read from section 0) and
+ * in the file.  A fault is refused in the words the build's ELF reader
+ * gives an object (src/kmodsyms/build/elffile.py), with "module" for the
+ * kind of file.  0, 1 (refused: *WHY) or -1 (out of memory). */
 static int elf_open(struct ko *ko, const char *path, char **why)
 {
     const unsigned char *d = ko->data;
-    size_t ident = ko->n < 64 ? ko->n : 64; /* what ElfFile reads first */
+    size_t ident = ko->n < 64 ? ko->n : 64; /* the most an ELF header takes */
     if (ident < 4 || memcmp(d, "\177ELF", 4)) {
         if (ident >= 8 && (!memcmp(d, "!<arch>\n", 8) || !memcmp(d, "!<thin>\n", 8)))
             return refuse_elf(why, path, "is an ar archive, expected an ELF module");
@@ -592,8 +597,6 @@ static int elf_open(struct ko *ko, const char *path, char **why)
     if (ko->entsize < (ko->is64 ? 64u : 40u))
         return refuse_elf(why, path, "corrupt ELF header (section header size %" PRIu64 ")",
                           ko->entsize);
-    /* Python also reads section 0 first when e_phnum is PN_XNUM: when that
-     * fails, so does reading the whole table below, in the same words. */
     if (!ko->shnum || ko->shstrndx == SHN_XINDEX) {
         struct shdr first;
         if (!headers_fit(ko, 1))
@@ -610,10 +613,10 @@ static int elf_open(struct ko *ko, const char *path, char **why)
     return 0;
 }
 
-/* elffile.ElfFile.extent, and the cut of loadable.read_ko_bytes: the ELF
- * ends past its section header table and every section's contents (a
- * signature may follow).  From here every section's contents are in the
- * file.  0, 1 (refused: *WHY) or -1. */
+/* Where the ELF ends (R43): past its section header table and every
+ * section's contents; a module signature may follow, and is cut off.  From
+ * here every section's contents are in the file.  0, 1 (refused: *WHY) or
+ * -1. */
 static int elf_cut(struct ko *ko, const char *path, char **why)
 {
     /* no overflow: the table is in the file, or shoff is 0 and both
@@ -635,7 +638,7 @@ static int elf_cut(struct ko *ko, const char *path, char **why)
     return 0;
 }
 
-/* ElfFile.section_data: the bytes of section H (none for SHT_NOBITS);
+/* The bytes of section H (none for SHT_NOBITS);
  * elf_cut saw them all in the file. */
 static void contents(const struct ko *ko, const struct shdr *h, const unsigned char **p,
                      uint64_t *len)
@@ -645,7 +648,7 @@ static void contents(const struct ko *ko, const struct shdr *h, const unsigned c
     *len = nobits ? 0 : h->size;
 }
 
-/* elffile.cstring: the string at OFF of a table (past its end: "";
+/* The string at OFF of a string table (past its end: "";
  * unterminated: to the end). */
 static const char *cstr(const unsigned char *table, uint64_t n, uint64_t off, uint32_t *len)
 {
@@ -658,7 +661,7 @@ static const char *cstr(const unsigned char *table, uint64_t n, uint64_t off, ui
     return (const char *)table + off;
 }
 
-/* The section-name table (ElfFile.section_name's). */
+/* The section-name table (e_shstrndx's; none: empty). */
 static void section_names(const struct ko *ko, const unsigned char **p, uint64_t *len)
 {
     struct shdr h;
@@ -670,7 +673,10 @@ static void section_names(const struct ko *ko, const unsigned char **p, uint64_t
     }
 }
 
-/* elfscan.scan_elf: the kept symbols and sections.  0, 1 (refused: *WHY)
+/* The symbols and sections that matching reads, kept as the build keeps
+ * those of vmlinux's objects (src/kmodsyms/build/elfscan.py): symbols
+ * defined in a section, named, of no section or file type; sections
+ * allocated with a size, or holding a kept symbol.  0, 1 (refused: *WHY)
  * or -1 (out of memory). */
 static int ko_scan(struct ko *ko, const char *path, char **why)
 {
@@ -696,7 +702,7 @@ static int ko_scan(struct ko *ko, const char *path, char **why)
             read_shdr(ko, sh.link, &h);
             contents(ko, &h, &strtab, &strtab_len);
         }
-        for (uint64_t i = 0; i < shnum; i++) { /* ElfFile.reserved_index's table */
+        for (uint64_t i = 0; i < shnum; i++) { /* the symbols' extended section indices */
             read_shdr(ko, i, &h);
             if (h.type == SHT_SYMTAB_SHNDX && h.link == symtab) {
                 contents(ko, &h, &xindex, &xindex_len);
@@ -740,7 +746,7 @@ static int ko_scan(struct ko *ko, const char *path, char **why)
             }
             uint32_t len;
             const char *name = cstr(strtab, strtab_len, st_name, &len);
-            /* elfscan._keep_symbol */
+            /* mapping symbols and .L labels never answer (R46): not kept */
             if (shndx == SHN_UNDEF || !len || name[0] == '$' || (len >= 2 && !memcmp(name, ".L", 2)))
                 continue;
             struct ko_sym *s = &ko->sym[ko->nsym++];
@@ -780,7 +786,7 @@ static int ko_scan(struct ko *ko, const char *path, char **why)
     return rc;
 }
 
-/* loadable._section_named: the contents of the first section called NAME
+/* The contents of the first section called NAME
  * (none: an empty span). */
 static void section_named(const struct ko *ko, const char *name, const unsigned char **p,
                           uint64_t *len)
@@ -803,10 +809,11 @@ static void section_named(const struct ko *ko, const char *name, const unsigned 
     }
 }
 
-/* loadable.read_ko on the file's bytes (KO->data, KO->n), refused in the
- * words of the Python ELF layer: read_ko_bytes' ElfFile and cut, then the
- * cut read afresh (a cut shorter than a header is refused there), scanned.
- * 0, 1 (refused: *WHY) or -1 (out of memory). */
+/* One .ko from the file's bytes (KO->data, KO->n): its ELF checked and cut
+ * where it ends (R43), the cut checked afresh (one shorter than a header is
+ * refused there), its symbols and sections read, and the srcversion and
+ * build-id that R45 compares with the kernel's.  0, 1 (refused: *WHY) or
+ * -1 (out of memory). */
 static int ko_read(struct ko *ko, const char *path, char **why)
 {
     int rc = elf_open(ko, path, why);
@@ -840,7 +847,7 @@ static int ko_read(struct ko *ko, const char *path, char **why)
 
 /* ------------------------------------------------------------ the kernel's word */
 
-/* loadable.LiveModule */
+/* What the kernel says of one loaded module in /sys/module/NAME (R44, R45). */
 struct live {
     int has_sysfs;
     char *srcversion;           /* NULL: unreadable or absent */
@@ -859,7 +866,9 @@ static void live_free(struct live *l)
     free(l->srcversion);
 }
 
-/* loadable.read_live_module (its core: read_core below).  -1: out of memory. */
+/* Read /sys/module/NAME under SYSFS_ROOT: srcversion, the build-id note and
+ * each section's address (its core is read apart: proc_modules_cores,
+ * coresize).  -1: out of memory. */
 static int read_live(struct live *l, const char *sysfs_root, const char *name)
 {
     memset(l, 0, sizeof *l);
@@ -925,13 +934,14 @@ static int read_live(struct live *l, const char *sysfs_root, const char *name)
 
 static const uint64_t *live_section(const struct live *l, const char *name)
 {
-    for (size_t k = l->nsec; k-- > 0;) /* os.listdir order, the last one of a name kept */
+    for (size_t k = l->nsec; k-- > 0;) /* of two of a name, the one read last */
         if (!strcmp(l->sec_name[k], name))
             return &l->sec_addr[k];
     return NULL;
 }
 
-/* live.parse_proc_modules: the cores of the modules named in kallsyms. */
+/* /proc/modules: the core (address, size) of each module named in kallsyms,
+ * which bounds its lines' answers (R30). */
 static void proc_modules_cores(struct kms_loaded *out, const char *path,
                                const char *const *mod_name)
 {
@@ -1015,7 +1025,8 @@ static size_t table_size(size_t n)
     return s;
 }
 
-/* The (name, address) pairs of a module's kallsyms lines (loadable's "at"),
+/* The (name, address) pairs of a module's kallsyms lines, for the question
+ * "is a line of this name at this address" (R44's shape, R45's checks),
  * filled at the first question: a module that matches asks few, as each
  * line's own .ko symbol answers for itself. */
 struct pairs {
@@ -1166,7 +1177,7 @@ static int match_init(struct match *m)
     return 0;
 }
 
-/* Whether a line of name ID is at ADDR (loadable's "at"): a few lines of
+/* Whether a line of name ID is at ADDR: a few lines of
  * the name are walked, more asked of the table (a mapping symbol's lines
  * are in no chain: always asked). */
 #define FEW_LINES 8
@@ -1197,7 +1208,7 @@ static char *refusal(char *why)
     return why ? why : out_of_memory;
 }
 
-/* loadable.match_module: NULL when matched (M->line_sym, M->base and
+/* R44, R45: NULL when matched (M->line_sym, M->base and
  * M->shown say how), else why the file is not the loaded module (malloc'd,
  * or out_of_memory). */
 static char *match_module(struct match *m, const struct live *live)
@@ -1450,7 +1461,7 @@ static int one_module(struct kms_loaded *out, size_t *ext_cap, struct kms_decomp
     }
     char *why = NULL;
     const char *kind = kmsi_compression(full);
-    if (kind) { /* read_ko_bytes: the decompressed file is the one read */
+    if (kind) { /* R43: the decompressed file is the one read */
         unsigned char *plain;
         size_t len;
         int z = kmsi_decompress(dz, full, kind, ko.data, ko.n, &plain, &len, &why);

@@ -57,7 +57,7 @@ struct kms_loaded {
         uint32_t line;          /* the kallsyms line */
         struct kms_ko_line ko;
     } *line;                    /* one per kms_mline given, in their order */
-    size_t nextent;             /* in the order found (loadable.load_modules'), unsorted */
+    size_t nextent;             /* module by module in kallsyms order, each .ko's by section: unsorted */
     struct kms_ko_extent *extent;
     size_t nko;                 /* matched .ko files: index into status */
     uint32_t *ko_status;
@@ -70,7 +70,7 @@ struct kms_loaded {
 
 /*
  * Match every loaded module (MOD_NAME[1..NMODS-1], pseudo-modules skipped)
- * with its .ko under SRC->modules_dir (loadable.load_modules).  LINES: the
+ * with its .ko under SRC->modules_dir (R43-R46).  LINES: the
  * N kallsyms lines of modules.  A module whose file is missing, unreadable
  * or not the loaded one costs only its own sizes; the call fails (code and
  * one line) only when out of memory or when modules.dep exists but cannot

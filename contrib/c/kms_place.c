@@ -109,10 +109,10 @@ static uint64_t sym_link(const kms_handle *h, uint32_t s)
     return le64(ent(h, T_SECTIONS, le32(sym + SYM_SECTION)) + SEC_ADDRESS) + le64(sym + SYM_VALUE);
 }
 
-/* placement.linked.MISPLACED_ANCHORS_ALLOWED: in kallsyms of the file's own kernel,
- * every anchor it shows is at its link address plus its segment's shift (R36). */
+/* In kallsyms of the file's own kernel, every anchor it shows is at its
+ * link address plus its segment's shift (R36): none may be elsewhere. */
 #define MISPLACED_ANCHORS_ALLOWED 0u
-/* placement.linked.SHIFT_ALIGNMENT: KASLR shifts by whole pages (R36). */
+/* KASLR shifts by whole pages (R36). */
 #define SHIFT_ALIGNMENT 4096u
 
 /* An anchor in a section without a link address locates nothing: skipped. */
@@ -298,8 +298,9 @@ int kmsi_place_sections(kms_handle *h, const char *syms_path, const char *source
             goto out;
         }
     }
-    /* Placed extents: sections moved by a known shift, placement != 0 (as
-     * int8, the Python's dtype), size > 0; by base, stably. */
+    /* Placed extents: sections moved by a known shift, placement's low
+     * byte != 0 (its codes are 0-3, docs/format.md), size > 0; by base,
+     * stably. */
     if (!ALLOC(h, placed, nsec)) {
         rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
         goto out;

@@ -131,12 +131,11 @@ static inline const struct line *answer_line(const kms_handle *h, uint32_t answe
     return h->line + (answer & PIECE_NO_LINE ? 0 : answer & PIECE_INDEX);
 }
 
-void kms_resolve(const kms_handle *h, uint64_t addr, struct kms_sym *out)
+/* The record of ADDR answered by ANSWER into a caller's OUT, as much of it
+ * as OUT->size covers. */
+static void record_for_caller(const kms_handle *h, uint64_t addr, uint32_t answer,
+                              struct kms_sym *out)
 {
-    struct probe p;
-    probe_bucket(h, addr, &p);
-    probe_pieces(h, &p);
-    uint32_t answer = probe_answer(&p);
     if (caller_size(out) >= sizeof *out) {
         record(h, addr, answer, out);
     } else {
@@ -146,11 +145,35 @@ void kms_resolve(const kms_handle *h, uint64_t addr, struct kms_sym *out)
     }
 }
 
+void kms_resolve(const kms_handle *h, uint64_t addr, struct kms_sym *out)
+{
+    struct probe p;
+    probe_bucket(h, addr, &p);
+    probe_pieces(h, &p);
+    record_for_caller(h, addr, probe_answer(&p), out);
+}
+
 /* Addresses each step of kms_resolve_many runs over before the next step
  * reads what it fetched: enough misses in flight to hide each one's wait.
  * 32 was the fastest of 8..256 in most runs (docs/loader.md, "Cost of
  * libkmodsyms"). */
 #define RESOLVE_BATCH 32
+
+/* The first two steps over ADDRS[0..M) (M <= RESOLVE_BATCH), each step's
+ * reads fetched for the next: what remains is probe_answer(). */
+static inline void probe_batch(const kms_handle *h, const uint64_t *addrs, size_t m,
+                               struct probe *p)
+{
+    for (size_t i = 0; i < m; i++) {
+        probe_bucket(h, addrs[i], &p[i]);
+        PREFETCH(p[i].bucket);
+    }
+    for (size_t i = 0; i < m; i++) {
+        probe_pieces(h, &p[i]);
+        PREFETCH(p[i].piece);
+        PREFETCH(p[i].piece + p[i].count);
+    }
+}
 
 void kms_resolve_many(const kms_handle *h, const uint64_t *addrs, size_t n, struct kms_sym *out)
 {
@@ -161,15 +184,7 @@ void kms_resolve_many(const kms_handle *h, const uint64_t *addrs, size_t n, stru
         return;
     for (size_t at = 0; at < n; at += RESOLVE_BATCH) {
         size_t m = n - at < RESOLVE_BATCH ? n - at : RESOLVE_BATCH;
-        for (size_t i = 0; i < m; i++) {
-            probe_bucket(h, addrs[at + i], &p[i]);
-            PREFETCH(p[i].bucket);
-        }
-        for (size_t i = 0; i < m; i++) {
-            probe_pieces(h, &p[i]);
-            PREFETCH(p[i].piece);
-            PREFETCH(p[i].piece + p[i].count);
-        }
+        probe_batch(h, addrs + at, m, p);
         for (size_t i = 0; i < m; i++) {
             answer[i] = probe_answer(&p[i]);
             PREFETCH(answer_line(h, answer[i]));
@@ -200,15 +215,7 @@ void kms_resolve_lines(const kms_handle *h, const uint64_t *addrs, size_t n, uin
     struct probe p[RESOLVE_BATCH];
     for (size_t at = 0; at < n; at += RESOLVE_BATCH) {
         size_t m = n - at < RESOLVE_BATCH ? n - at : RESOLVE_BATCH;
-        for (size_t i = 0; i < m; i++) {
-            probe_bucket(h, addrs[at + i], &p[i]);
-            PREFETCH(p[i].bucket);
-        }
-        for (size_t i = 0; i < m; i++) {
-            probe_pieces(h, &p[i]);
-            PREFETCH(p[i].piece);
-            PREFETCH(p[i].piece + p[i].count);
-        }
+        probe_batch(h, addrs + at, m, p);
         for (size_t i = 0; i < m; i++) {
             uint32_t answer = probe_answer(&p[i]);
             line[at + i] = answer & PIECE_NO_LINE ? UINT32_MAX : answer & PIECE_INDEX;
@@ -227,14 +234,7 @@ void kms_line_sym(const kms_handle *h, uint32_t index, uint64_t address, struct 
     const struct line *l = h->line + index;
     /* sized as kms_resolve's answers are: the exact size holds the address */
     int sized = l->size > 0 && address >= l->addr && address - l->addr < (uint64_t)l->size;
-    uint32_t answer = index | (sized ? PIECE_SIZED : 0);
-    if (caller_size(out) >= sizeof *out) {
-        record(h, address, answer, out);
-    } else {
-        struct kms_sym whole;
-        record(h, address, answer, &whole);
-        put_fitting(out, &whole, sizeof whole);
-    }
+    record_for_caller(h, address, index | (sized ? PIECE_SIZED : 0), out);
 }
 
 struct lookup_ctx {
@@ -369,7 +369,7 @@ static void fill_line(const kms_handle *h, size_t i, struct kms_line *l)
     l->nmodules = rec.origin == KMS_ORIGIN_CORE ? 0 : rec.nmodules;
     l->modules = rec.modules;
     if (rec.ambiguous) {
-        /* Resolver.line_modsets: the candidates' one module set, else none */
+        /* R52: the candidates' one module set, else none */
         uint32_t amb = WHO_INDEX(h->line[i].who);
         const uint32_t *ms = h->cand_modset + h->amb_first[amb];
         uint32_t n = h->amb_count[amb], k = 1;
@@ -504,7 +504,7 @@ static void ranges_init(struct ranges *r, void *out, size_t max)
 /* R50, R51: the one text and one data range of a loaded or pseudo-module
  * M: [lowest, highest end) of its answering lines of each kind, a line
  * ending at its address + its exact or estimated size, or + 1 (none). */
-static size_t loaded_ranges(const kms_handle *h, uint32_t m, struct ranges *r, int spans)
+static void loaded_ranges(const kms_handle *h, uint32_t m, struct ranges *r, int spans)
 {
     uint64_t lo[2] = {UINT64_MAX, UINT64_MAX}, hi[2] = {0, 0};
     for (uint32_t k = h->group_first[m]; k < h->group_first[m + 1]; k++) {
@@ -523,8 +523,6 @@ static size_t loaded_ranges(const kms_handle *h, uint32_t m, struct ranges *r, i
         if (lo[text] < hi[text])
             range_add(r, lo[text], hi[text], text, 0);
     }
-    range_close(r);
-    return r->count;
 }
 
 /* The loaded or pseudo-module WANT names (index into mod_name), 0 for none. */
@@ -548,6 +546,25 @@ static int builtin_index(const kms_handle *h, const char *want, uint32_t *builti
     return *core || *builtin != UINT32_MAX;
 }
 
+/* The module kms_module_ranges() or kms_module_spans() is asked about. */
+struct asked {
+    char name[256];    /* as the kernel spells it ('-' read as '_') */
+    uint32_t loaded;   /* a loaded or pseudo-module: its index (mod_name), else 0 */
+    uint32_t builtin;  /* a built-in module: its index in the file, else UINT32_MAX */
+    int core;          /* vmlinux */
+};
+
+/* MOD into A: 0 when it is no module of the handle. */
+static int ask_module(const kms_handle *h, const char *mod, struct asked *a)
+{
+    if (!h || !mod || !module_name(mod, a->name, sizeof a->name))
+        return 0;
+    a->builtin = UINT32_MAX;
+    a->core = 0;
+    return (a->loaded = loaded_index(h, a->name)) != 0 ||
+           builtin_index(h, a->name, &a->builtin, &a->core);
+}
+
 /* Whether placed extent K is of an object of the built-in module BUILTIN
  * (CORE: of no module). */
 static int extent_member(const kms_handle *h, uint32_t k, uint32_t builtin, int core)
@@ -566,58 +583,35 @@ static int extent_member(const kms_handle *h, uint32_t k, uint32_t builtin, int 
     return 0;
 }
 
-size_t kms_module_ranges(const kms_handle *h, const char *mod, struct kms_range *out, size_t max)
+/* R50 for vmlinux or a built-in module A: the placed sections of its
+ * objects, from the first extent addresses see (a per-cpu section's are
+ * offsets, not addresses); two of one kind with no other extent between
+ * them are one range when the gap between them is less than the second's
+ * alignment, ld's padding. */
+static void builtin_ranges(const kms_handle *h, const struct asked *a, struct ranges *r)
 {
-    char want[256];
-    struct ranges r;
-    uint32_t m, builtin;
-    int core;
-    if (!h || !mod || !module_name(mod, want, sizeof want))
-        return 0;
-    ranges_init(&r, out, max);
-    if ((m = loaded_index(h, want)) != 0)
-        return loaded_ranges(h, m, &r, 0);
-    if (!builtin_index(h, want, &builtin, &core))
-        return 0;
-    /* the placed sections of its objects, from the first extent addresses
-     * see (a per-cpu section's are offsets, not addresses); two of one kind
-     * with no other extent between them are one range when the gap between
-     * them is less than the second's alignment, ld's padding
-     * (docs/resolver.md R50) */
     int last_member = 0;
     for (uint32_t k = h->ext_first; k < h->next; k++) {
-        if (!extent_member(h, k, builtin, core)) {
+        if (!extent_member(h, k, a->builtin, a->core)) {
             last_member = 0;
             continue;
         }
         uint64_t start = h->ext_start[k], align = start & (~start + 1);
-        int join = last_member && r.open &&
-                   (start <= r.cur.end || !align || start - r.cur.end < align);
-        range_add(&r, start, h->ext[k].end,
+        int join = last_member && r->open &&
+                   (start <= r->cur.end || !align || start - r->cur.end < align);
+        range_add(r, start, h->ext[k].end,
                   (le32(ent(h, T_SECTIONS, h->ext[k].sec) + SEC_FLAGS) & SHF_EXECINSTR) ||
                       (h->placed[h->ext[k].sec] & HOLDS_TEXT),
                   join);
         last_member = 1;
     }
-    range_close(&r);
-    return r.count;
 }
 
-size_t kms_module_spans(const kms_handle *h, const char *mod, struct kms_range *out, size_t max)
+/* R51 for vmlinux or a built-in module A: runs of its lines among the core
+ * kernel's by address (per-cpu 'A' lines answer no address and are in
+ * none), text the t/T/w/W lines. */
+static void builtin_spans(const kms_handle *h, const struct asked *a, struct ranges *r)
 {
-    char want[256];
-    struct ranges r;
-    uint32_t m, builtin;
-    int core;
-    if (!h || !mod || !module_name(mod, want, sizeof want))
-        return 0;
-    ranges_init(&r, out, max);
-    if ((m = loaded_index(h, want)) != 0)
-        return loaded_ranges(h, m, &r, 1);
-    if (!builtin_index(h, want, &builtin, &core))
-        return 0;
-    /* R51: runs of its lines among the core kernel's by address (per-cpu 'A'
-     * lines answer no address and are in none), text the t/T/w/W lines */
     int run = 0;
     for (uint32_t k = h->group_first[0]; k < h->group_first[1]; k++) {
         struct kms_line l;
@@ -625,17 +619,44 @@ size_t kms_module_spans(const kms_handle *h, const char *mod, struct kms_range *
         fill_line(h, i, &l);
         if (l.sym_size == 0)
             continue; /* R51: dt_module.c reads no range from a size-0 line */
-        if (!line_of(&l, want)) {
+        if (!line_of(&l, a->name)) {
             run = 0;
             continue;
         }
         int text = l.type == 't' || l.type == 'T' || l.type == 'w' || l.type == 'W';
         uint64_t end = l.address + l.sym_size >= l.address ? l.address + l.sym_size : UINT64_MAX;
-        range_add(&r, l.address, end, text, run);
+        range_add(r, l.address, end, text, run);
         run = 1;
     }
+}
+
+/* Module MOD's ranges (SPANS 0, R50) or spans (SPANS 1, R51) into OUT. */
+static size_t module_ranges(const kms_handle *h, const char *mod, struct kms_range *out,
+                            size_t max, int spans)
+{
+    struct asked a;
+    struct ranges r;
+    if (!ask_module(h, mod, &a))
+        return 0;
+    ranges_init(&r, out, max);
+    if (a.loaded)
+        loaded_ranges(h, a.loaded, &r, spans);
+    else if (spans)
+        builtin_spans(h, &a, &r);
+    else
+        builtin_ranges(h, &a, &r);
     range_close(&r);
     return r.count;
+}
+
+size_t kms_module_ranges(const kms_handle *h, const char *mod, struct kms_range *out, size_t max)
+{
+    return module_ranges(h, mod, out, max, 0);
+}
+
+size_t kms_module_spans(const kms_handle *h, const char *mod, struct kms_range *out, size_t max)
+{
+    return module_ranges(h, mod, out, max, 1);
 }
 
 int kms_module_known(const kms_handle *h, const char *mod)
@@ -651,6 +672,12 @@ int kms_module_known(const kms_handle *h, const char *mod)
             return 1;
     return 0;
 }
+
+/* The public flags are the format's (kms_format.h, from its one table). */
+_Static_assert(KMS_FILE_MISSING_OBJECTS == FLAG_MISSING_OBJECTS &&
+                   KMS_FILE_FROM_DEBUG_INFO == FLAG_FROM_DEBUG_INFO &&
+                   KMS_FILE_GUESSED_MODULES == FLAG_GUESSED_MODULES,
+               "kmodsyms.h's KMS_FILE_* differ from kms_format.h's FLAG_*");
 
 void kms_get_info(const kms_handle *h, struct kms_info *caller)
 {

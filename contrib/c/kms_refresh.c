@@ -18,7 +18,7 @@
 struct kms_reload {
     unsigned flags;
     char *path[5];        /* syms, kallsyms, modules_dir, sysfs_root, proc_modules (or NULL) */
-    char *modules_list;   /* /proc/modules as _module_list() keeps it, NULL: unreadable */
+    char *modules_list;   /* /proc/modules as module_list() keeps it, NULL: unreadable */
     char **read;          /* KMS_LOAD_DEFER_MODULES: the modules kms_read_modules() asked for */
     size_t nread;
     const char **names;   /* the last changes: loaded, unloaded, reloaded, one after the other */
@@ -32,7 +32,8 @@ static char *copy(const char *s, int *bad)
     return c;
 }
 
-/* resolver._module_list: each line's name, size, state and address. */
+/* /proc/modules as R47 compares it: each line's name, size, state and
+ * address (fields 0, 1, 4, 5), its use count and users left out. */
 static char *module_list(const char *path)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);

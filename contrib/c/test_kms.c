@@ -700,15 +700,15 @@ int __wrap_open(const char *path, int flags, ...)
     return __real_open(path, flags, mode);
 }
 
-/* A degraded handle: every line of the core kernel or of its module, the
- * warning errors.degraded_warning's. */
+/* A degraded handle (R42): every line of the core kernel or of its module,
+ * and the warning saying that built-in modules are unknown. */
 static void check_degraded(kms_handle *h, const char *source, const char *why, const char *what)
 {
     struct kms_info info = {.size = sizeof info};
     struct kms_sym r = {.size = sizeof r};
     char want[512];
     kms_get_info(h, &info);
-    snprintf(want, sizeof want, "answering from %s alone, built-in modules show as vmlinux: ",
+    snprintf(want, sizeof want, "answering from %s alone, built-in modules unknown: ",
              source);
     CHECK(!info.builtin_modules_known && strstr(info.degraded, why) &&
           !strncmp(info.warning, want, strlen(want)) &&

@@ -1,7 +1,7 @@
 """Console entry point (``kmodsyms``, ``python -m kmodsyms``).
 
 The commands that answer from a loaded kernel (``resolve``, ``lookup``,
-``kallmodsyms``, ``modules``) run through :func:`kmodsyms.frontend.fast_main`
+``kallmodsyms``, ``modules``) run through :func:`kmodsyms.cli.frontend.fast_main`
 without importing typer (its import costs more than the whole answer);
 everything else, and whatever that declines (``--help``, a malformed
 option), runs the typer CLI in :mod:`kmodsyms.cli.app`.

@@ -17,7 +17,6 @@
 #include <string.h>
 
 #include "kmodsyms.h"
-#include "kms_format.h" /* the file format's flags, from its one table */
 
 #if PY_VERSION_HEX < 0x030A0000
 static inline PyObject *Py_NewRef(PyObject *o)
@@ -716,7 +715,7 @@ static PyObject *Handle_info(Handle *self, PyObject *unused)
                        PyLong_FromUnsignedLong(i.anchors_verified),
                        PyBool_FromLong(i.builtin_modules_known), text_or_none(i.degraded),
                        text_or_none(i.warning),
-                       PyBool_FromLong((i.file_flags & FLAG_GUESSED_MODULES) != 0)};
+                       PyBool_FromLong((i.file_flags & KMS_FILE_GUESSED_MODULES) != 0)};
     return make_record(info_type, f, 11);
 }
 

@@ -592,30 +592,23 @@ class _Context:
         return tuple(found)
 
     def sibling(self, abbrev: Abbrev, pos: int) -> int:
-        """Where the DIE at ``pos`` (past its code) says its next sibling is."""
-        data = self.info.data
-        for (attr, form, const), step in zip(abbrev.attrs, abbrev.steps):
+        """Where the DIE at ``pos`` (past its code) says its next sibling is
+        (-1: it does not, or not as a reference)."""
+        for k, (attr, form, const) in enumerate(abbrev.attrs):
             if attr == DW_AT_sibling:
                 if form not in _REFS:
                     return -1
-                value, _ = self.value(form, step, const, pos)
+                value, _ = self.value(form, abbrev.steps[k], const, self.skip(abbrev, pos, k))
                 return self.offset + value
-            if step >= 0:
-                pos += step
-            elif step == _CSTR:
-                pos = data.index(b"\0", pos) + 1
-            elif step == _LEB:
-                while data[pos] >= 0x80:
-                    pos += 1
-                pos += 1
-            else:
-                _value, pos = self.value(form, step, const, pos)
         return -1
 
-    def skip(self, abbrev: Abbrev, pos: int) -> int:
-        """Step over one DIE's attributes."""
+    def skip(self, abbrev: Abbrev, pos: int, count: int | None = None) -> int:
+        """Step over one DIE's attributes (its first ``count``: all by default)."""
         data = self.info.data
-        for (attr, form, const), step in zip(abbrev.attrs, abbrev.steps):
+        attrs, steps = abbrev.attrs, abbrev.steps
+        if count is not None:
+            attrs, steps = attrs[:count], steps[:count]
+        for (_attr, form, const), step in zip(attrs, steps):
             if step >= 0:
                 pos += step
             elif step == _CSTR:

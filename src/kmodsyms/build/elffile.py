@@ -2,10 +2,11 @@
 out its file header, section headers, program headers and symbols, for both
 classes (ELF32, ELF64) and both byte orders.
 
-Layered as pyelftools is (structs -> sections -> symbols), below the three
+Layered as pyelftools is (structs -> sections -> symbols), below the two
 readers of ELF files here: :mod:`kmodsyms.build.elfscan` (vmlinux's objects, in
-bulk), :mod:`kmodsyms.build.elfimage` (linked images: vmlinux) and
-:mod:`kmodsyms.loadable` (``.ko`` files).  :class:`ElfFile` validates the
+bulk) and :mod:`kmodsyms.build.elfimage` (linked images: vmlinux).  Loaded
+modules' ``.ko`` files are read at run time by libkmodsyms
+(``contrib/c/kms_modules.c``), in this layer's words.  :class:`ElfFile` validates the
 file header once and resolves extended numbering once (``e_shnum``,
 ``e_shstrndx`` and ``e_phnum`` kept in section 0 when they do not fit, and
 symbols' SHN_XINDEX).  A table is read in one ``struct`` pass into tuples

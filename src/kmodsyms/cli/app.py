@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import List, Optional
+from typing import Annotated, List, Optional
 
 import typer
 
@@ -326,23 +326,37 @@ def verify(
 
 def _option(name: str):
     """The typer option of the shared table (kmodsyms.cli.frontend.OPTIONS),
-    which kmodsyms.cli.frontend.parse_args reads too."""
+    which kmodsyms.cli.frontend.parse_args reads too, for an Annotated
+    parameter type (the parameter's default is the table's)."""
     option = OPTIONS[name]
     if not option.choices:
-        return typer.Option(option.default, *option.flags, help=option.help, show_default=False)
+        return typer.Option(*option.flags, help=option.help, show_default=False)
 
     def one_of_choices(value: str) -> str:
         if value not in option.choices:
             raise typer.BadParameter(f"{value!r} is not one of {', '.join(option.choices)}")
         return value
 
-    return typer.Option(option.default, *option.flags, help=option.help, show_default=True,
+    return typer.Option(*option.flags, help=option.help, show_default=True,
                         metavar="[" + "|".join(option.choices) + "]", callback=one_of_choices)
 
 
+# The shared options as parameter types, for the commands that load a
+# kernel (each takes those of COMMAND_OPTIONS[command]).
+Syms = Annotated[Optional[str], _option("syms")]
+Kallsyms = Annotated[Optional[str], _option("kallsyms")]
+Format = Annotated[str, _option("format")]
+AsJson = Annotated[bool, _option("json")]
+Strict = Annotated[bool, _option("strict")]
+Force = Annotated[bool, _option("force")]
+Quiet = Annotated[bool, _option("quiet")]
+ModulesDir = Annotated[Optional[str], _option("modules_dir")]
+FORMAT_DEFAULT = OPTIONS["format"].default
+
+
 def _options(**given) -> dict:
-    """A command's options as :func:`kmodsyms.frontend.run_command` takes
-    them (the same dict :func:`kmodsyms.frontend.parse_args` makes)."""
+    """A command's options as :func:`kmodsyms.cli.frontend.run_command` takes
+    them (the same dict :func:`kmodsyms.cli.frontend.parse_args` makes)."""
     options = {name: OPTIONS[name].default for name in OPTIONS}
     options.update(given)
     return options
@@ -355,14 +369,14 @@ def resolve(
                                                     "line per line read, in its place: a bad "
                                                     "line's error (exit status 1), a blank "
                                                     "line's empty one."),
-    syms: Optional[str] = _option("syms"),
-    kallsyms: Optional[str] = _option("kallsyms"),
-    fmt: str = _option("format"),
-    as_json: bool = _option("json"),
-    strict: bool = _option("strict"),
-    force: bool = _option("force"),
-    quiet: bool = _option("quiet"),
-    modules_dir: Optional[str] = _option("modules_dir"),
+    syms: Syms = None,
+    kallsyms: Kallsyms = None,
+    fmt: Format = FORMAT_DEFAULT,
+    as_json: AsJson = False,
+    strict: Strict = False,
+    force: Force = False,
+    quiet: Quiet = False,
+    modules_dir: ModulesDir = None,
 ):
     """Name the module, innermost symbol and offset of kernel addresses
     (DTrace's mod`sym+0xoff)."""
@@ -376,14 +390,14 @@ def lookup(
     names: List[str] = typer.Argument(..., help="[MOD`]NAME[+0xOFF]: MOD is a built-in module, "
                                                 "a loaded module or vmlinux; with +OFF the "
                                                 "address OFF bytes into NAME."),
-    syms: Optional[str] = _option("syms"),
-    kallsyms: Optional[str] = _option("kallsyms"),
-    fmt: str = _option("format"),
-    as_json: bool = _option("json"),
-    strict: bool = _option("strict"),
-    force: bool = _option("force"),
-    quiet: bool = _option("quiet"),
-    modules_dir: Optional[str] = _option("modules_dir"),
+    syms: Syms = None,
+    kallsyms: Kallsyms = None,
+    fmt: Format = FORMAT_DEFAULT,
+    as_json: AsJson = False,
+    strict: Strict = False,
+    force: Force = False,
+    quiet: Quiet = False,
+    modules_dir: ModulesDir = None,
 ):
     """Find the address of MOD`NAME (every match of a bare NAME, with its module).
     Exit status 1 when a name has no match or its module is unknown."""
@@ -394,12 +408,12 @@ def lookup(
 
 @app.command()
 def kallmodsyms(
-    syms: Optional[str] = _option("syms"),
-    kallsyms: Optional[str] = _option("kallsyms"),
-    strict: bool = _option("strict"),
-    force: bool = _option("force"),
-    quiet: bool = _option("quiet"),
-    modules_dir: Optional[str] = _option("modules_dir"),
+    syms: Syms = None,
+    kallsyms: Kallsyms = None,
+    strict: Strict = False,
+    force: Force = False,
+    quiet: Quiet = False,
+    modules_dir: ModulesDir = None,
 ):
     """Print what UEK's /proc/kallmodsyms printed ('%016x %x %c %s' then
     '\\t[mod]'), for consumers that parse it."""
@@ -415,12 +429,12 @@ def annotate(
     folded: bool = typer.Option(False, "--folded", help="Read folded stacks ('a;b;c N', as "
                                                         "flame graphs take them): prefix every "
                                                         "kernel frame with mod`."),
-    syms: Optional[str] = _option("syms"),
-    kallsyms: Optional[str] = _option("kallsyms"),
-    strict: bool = _option("strict"),
-    force: bool = _option("force"),
-    quiet: bool = _option("quiet"),
-    modules_dir: Optional[str] = _option("modules_dir"),
+    syms: Syms = None,
+    kallsyms: Kallsyms = None,
+    strict: Strict = False,
+    force: Force = False,
+    quiet: Quiet = False,
+    modules_dir: ModulesDir = None,
 ):
     """Copy text to stdout with its kernel frames module-qualified: 'perf
     script' frames of [kernel.kallsyms] name their built-in module ([ext4]);
@@ -455,12 +469,12 @@ def annotate(
 
 @app.command()
 def modules(
-    syms: Optional[str] = _option("syms"),
-    kallsyms: Optional[str] = _option("kallsyms"),
+    syms: Syms = None,
+    kallsyms: Kallsyms = None,
     as_json: bool = typer.Option(False, "--json", help="One JSON object per module."),
-    strict: bool = _option("strict"),
-    force: bool = _option("force"),
-    modules_dir: Optional[str] = _option("modules_dir"),
+    strict: Strict = False,
+    force: Force = False,
+    modules_dir: ModulesDir = None,
 ):
     """List the loaded modules: the .ko file each was matched with, and how
     many of its kallsyms lines got their ELF size from it."""

@@ -29,9 +29,9 @@ PROG = "kmodsyms"
 # ------------------------------------------------------------------ options
 class Option:
     """One command-line option: its flags, whether it takes a value (and
-    which values: ``choices``), its default and its help.  (A plain class,
-    as :class:`kmodsyms.answer.Symbolization`: the quick path does not
-    import dataclasses.)"""
+    which values: ``choices``), its default and its help.  (A plain class:
+    the commands run without typer, :func:`fast_main`, import no
+    dataclasses.)"""
 
     def __init__(self, flags: tuple[str, ...], help: str, takes_value: bool = False,
                  choices: tuple[str, ...] = (), default=None):

@@ -111,7 +111,7 @@ TABLE_ALIGN = 8
 MAX_ENTRIES = 1 << 28
 
 # The CRC-32 field, and where the bytes it covers begin (everything after
-# it, to the end of the file): the build cache and snapshots key on it.
+# it, to the end of the file).
 CRC_FIELD = slice(HEADER_AT["crc32"], HEADER_AT["crc32"] + 4)
 CRC_COVERS_FROM = HEADER_AT["file_size"]
 

@@ -18,7 +18,6 @@ asked for.
 from __future__ import annotations
 
 import bisect
-import mmap
 import operator
 import os
 import re
@@ -272,14 +271,12 @@ class SymsFile:
     module_names: list[str]
     modset_modules: list[tuple[int, ...]]
 
-    def __init__(self, data: bytes, source: str = "dtrace_syms", verify: bool = True):
-        """``data``: the file's bytes (or a read-only mapping of them).
-        ``verify=False`` skips the CRC and the cross-table range checks, for
-        a file already verified as it is now (a snapshot's, see
-        :func:`read_syms`): they read every page of it."""
+    def __init__(self, data: bytes, source: str = "dtrace_syms"):
+        """``data``: the file's bytes, checked whole (CRC and the cross-table
+        ranges)."""
         self.source = source
         self.data = data
-        self._verify = verify
+        self._verify = True
         self._validate_header()
         self._load_tables()
 
@@ -490,16 +487,12 @@ class _NameView:
         return self._raw(int(self._offsets[i]))
 
 
-def read_syms(path: str, verify: bool = True) -> SymsFile:
-    """Read and validate a dtrace_syms file in one read.  ``verify=False``
-    maps it instead and skips the checks that read all of it: only for a
-    file known to be, byte for byte, one that was verified (a snapshot
-    checks path, size, mtime and the header's CRC), so that what is not
-    used is never paged in."""
+def read_syms(path: str) -> SymsFile:
+    """Read and validate a dtrace_syms file in one read."""
     try:
         with open(path, "rb") as f:
-            data = f.read() if verify else mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError) as e:   # ValueError: mmap of an empty file
-        raise KmodsymsError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}; "
+            data = f.read()
+    except OSError as e:
+        raise KmodsymsError(f"cannot read {path}: {e.strerror or e}; "
                             "build it with 'kmodsyms build'") from None
-    return SymsFile(data, path, verify)
+    return SymsFile(data, path)

@@ -1,9 +1,9 @@
-"""What a placement yields: declared once, for every strategy.
+"""What the build-time placement (:mod:`.search`) yields.
 
-:class:`Placed` is what answering an address needs (the placed extents and
-:meth:`Placed.extent_of`), which a snapshot restores; :class:`Placement`
-adds every section's base and every kallsyms line's attribution, which the
-search (:mod:`.search`) and the linked placement (:mod:`.linked`) make.
+:class:`Placed` is the placed extents and :meth:`Placed.extent_of`, which
+the search asks as it goes; :class:`Placement` adds every section's base
+and every kallsyms line's attribution, what the build records in
+dtrace_syms.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ LINE_NONE, LINE_SYMBOL, LINE_EXTENT, LINE_AMBIGUOUS = 0, 1, 2, 3
 
 
 @dataclass
-@dataclass
 class PlacementStats:
     """How the kallsyms lines got their objects."""
 
@@ -43,8 +42,9 @@ class PlacementStats:
     lines_by_extent: int = 0        # in no object's table, inside a placed section
     lines_core_unknown: int = 0     # in no object: linker-made symbols etc.
     lines_ambiguous: int = 0
-    # False when no usable dtrace_syms was given (load(fallback=True)):
-    # kallsyms alone, built-in modules shown as vmlinux; ``degraded`` says why.
+    # Recorded with the rest in the file's placement statistics: False when
+    # its module map is a guess (--debuginfo --guess-modules), ``degraded``
+    # then saying what it was guessed from.
     builtin_modules_known: bool = True
     degraded: str = ""
 
@@ -99,8 +99,8 @@ class Placement(Placed):
 
 
 class Placer:
-    """What a strategy (:mod:`.search`, :mod:`.linked`) fills in as it
-    places, and the :class:`Placement` it then yields."""
+    """What the search (:mod:`.search`) fills in as it places, and the
+    :class:`Placement` it then yields."""
 
     stats: PlacementStats
     placed: Placed
