@@ -212,7 +212,7 @@ def test_kernel_lettered_module_lines_keep_their_ko_answers(fixture_syms, fixtur
 
 
 def test_kernel_lettered_module_line_without_ko_claims_no_local_binding(fixture_syms, tmp_path):
-    """R57: a module line's letter case says exported or not (s_show()), so
+    """R58: a module line's letter case says exported or not (s_show()), so
     without its .ko a lower-case line's binding is unknown, an upper-case
     one's global, and a core line's lower case still local."""
     from kallsyms_variants import kernel_module_letters

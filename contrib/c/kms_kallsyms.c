@@ -124,7 +124,7 @@ static uint32_t add_module(kms_handle *h, struct parse *ps, const char *t, size_
 
 /* A line without an entry: its binding and preference from its letter
  * (an upper-case letter ranks as global: R26).  A loaded module's letter is
- * lower case for every symbol it does not export, global or not (R57), so
+ * lower case for every symbol it does not export, global or not (R58), so
  * there lower case says nothing of the binding. */
 static uint8_t letter_binding(unsigned char c, int module_line)
 {
