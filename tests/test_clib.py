@@ -28,6 +28,7 @@ import re
 import shutil
 import struct
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -784,9 +785,15 @@ def test_hidden_addresses_real_cause(clib, fixture_syms, who):
         os.chmod(syms, 0o644)
         proc = subprocess.run(["setpriv"] + drop + [prog, "lines", "--syms", syms],
                               capture_output=True, timeout=120)
+        # the Python CLI says what the library says
+        cli = subprocess.run(["setpriv"] + drop + [sys.executable, "-m", "kmodsyms", "resolve",
+                                                   "--syms", syms, "0xffffffff81000000"],
+                             capture_output=True, timeout=120, cwd=shared)
     msg = proc.stderr.decode()
     assert proc.returncode == 2 and msg.count("\n") == 1, msg
     assert msg.startswith("kmodsyms-c: error: /proc/kallsyms: every address is 0: "), msg
+    assert (cli.returncode, cli.stdout, cli.stderr.decode()) == \
+        (2, b"", "kmodsyms: error: " + msg[len("kmodsyms-c: error: "):]), cli
     if kptr >= 2:
         assert f"kernel.kptr_restrict is {kptr}" in msg and "kptr_restrict=1" in msg
     elif kptr == 1:
