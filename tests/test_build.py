@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from kmodsyms.build.archive import vmlinux_objects
+from kmodsyms.build.archive import final_link_objects, vmlinux_objects
 from kmodsyms.build.writer import build
 from elf_reference import rows
 from kmodsyms.build.elfscan import scan_object
@@ -26,7 +26,7 @@ def test_round_trip_equals_a_fresh_scan(fixture_tree, fixture_syms):
     kallsyms) never shows."""
     syms = read_syms(fixture_syms)
     shown = {line.split()[2] for line in open(os.path.join(fixture_tree, "System.map"))}
-    objects, _ = vmlinux_objects(fixture_tree)
+    objects = vmlinux_objects(fixture_tree)[0] + final_link_objects(fixture_tree)
     from_file = {}
     for i in range(len(syms.symbols)):
         e = syms.entry(i)
@@ -39,6 +39,68 @@ def test_round_trip_equals_a_fresh_scan(fixture_tree, fixture_syms):
         scanned = [(n, s, v, z, names[t], binds[b])
                    for n, s, v, z, t, b in rows(scan_object(os.path.join(fixture_tree, obj))) if n in shown]
         assert sorted(from_file[obj]) == sorted(scanned), obj
+
+
+def test_objects_linked_beside_vmlinux_o(fixture_tree, fixture_syms):
+    """HARD CASE 10: after vmlinux.a's objects the file lists what the final
+    link loads beside vmlinux.o, in vmlinux.map's order, placed where ld's
+    map puts it: init/version-timestamp.o's init_uts_ns is that object's,
+    in no module, and .data's last bytes of vmlinux.o before it are not."""
+    from kmodsyms import load
+    from kmodsyms.build.linkmap import vmlinux_object_map
+    syms = read_syms(fixture_syms)
+    listed = [syms.object_path(i) for i in range(len(syms.objects))]
+    with open(os.path.join(fixture_tree, "vmlinux.map")) as f:
+        loads = [line.split()[1] for line in f if line.startswith("LOAD ")]
+    assert loads[0] == "vmlinux.o" and listed == vmlinux_objects(fixture_tree)[0] + loads[1:] \
+        == vmlinux_objects(fixture_tree)[0] + ["init/version-timestamp.o"]
+    path = lambda name: os.path.join(fixture_tree, name)  # noqa: E731
+    truth = vmlinux_object_map(path("vmlinux.map"), path("vmlinux.o.map"), path("vmlinux"))
+    r = load(fixture_syms, path("System.map"))
+    (line,) = [ln for ln in r.lines() if ln.name == "init_uts_ns"]
+    assert line.object == truth.object_at(line.address) == "init/version-timestamp.o"
+    assert list(line.modules) == [] and line.binding.value == "global" and line.size == 0x44
+    before = r.resolve(line.address - 0x1c)         # mdio_bus_count, the last of vmlinux.o's .data
+    assert before.object == truth.object_at(line.address - 0x1c) == "drivers/net/phy/mdio_shared.o"
+
+
+def test_final_link_objects_as_link_vmlinux_sh_takes_them(tmp_path):
+    """The objects scripts/link-vmlinux.sh adds: .vmlinux.export.o with
+    CONFIG_MODULES, init/version-timestamp.o always, the kallsyms tables of
+    the last pass with CONFIG_KALLSYMS (the newest file: a pass an earlier
+    build needed and this one did not is older; never 6.12's empty pass 0;
+    either naming), each only where the tree has it."""
+    tree = tmp_path / "tree"
+    (tree / "init").mkdir(parents=True)
+    (tree / "include" / "config").mkdir(parents=True)
+
+    def touch(name, when):
+        (tree / name).write_bytes(b"")
+        os.utime(tree / name, ns=(when, when))
+
+    for name, when in [(".vmlinux.export.o", 5), ("init/version-timestamp.o", 1),
+                       (".tmp_vmlinux0.kallsyms.o", 9), (".tmp_vmlinux1.kallsyms.o", 6),
+                       (".tmp_vmlinux2.kallsyms.o", 7), (".tmp_vmlinux3.kallsyms.o", 2)]:
+        touch(name, when * 10**9)
+    everything = [".vmlinux.export.o", "init/version-timestamp.o", ".tmp_vmlinux2.kallsyms.o"]
+    assert final_link_objects(str(tree)) == everything          # no auto.conf: what is there
+    conf = tree / "include" / "config" / "auto.conf"
+    conf.write_text("CONFIG_MODULES=y\nCONFIG_KALLSYMS=y\n")
+    assert final_link_objects(str(tree)) == everything
+    conf.write_text("CONFIG_KALLSYMS=y\n# CONFIG_MODULES is not set\n")
+    assert final_link_objects(str(tree)) == everything[1:]
+    conf.write_text("CONFIG_MODULES=y\n")
+    assert final_link_objects(str(tree)) == everything[:2]
+    conf.write_text("CONFIG_MODULES=y\nCONFIG_KALLSYMS=y\n")
+    touch(".tmp_vmlinux3.kallsyms.o", 8 * 10**9)                  # this build needed a third pass
+    assert final_link_objects(str(tree))[-1] == ".tmp_vmlinux3.kallsyms.o"
+    for n in range(4):
+        (tree / f".tmp_vmlinux{n}.kallsyms.o").unlink()
+    touch(".tmp_vmlinux.kallsyms1.o", 3 * 10**9)                  # before 6.12
+    touch(".tmp_vmlinux.kallsyms2.o", 4 * 10**9)
+    assert final_link_objects(str(tree))[-1] == ".tmp_vmlinux.kallsyms2.o"
+    (tree / ".vmlinux.export.o").unlink()
+    assert final_link_objects(str(tree)) == ["init/version-timestamp.o", ".tmp_vmlinux.kallsyms2.o"]
 
 
 def test_committed_fixture_file_is_a_fresh_build(fixture_syms):

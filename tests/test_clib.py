@@ -28,6 +28,7 @@ import re
 import shutil
 import struct
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -605,6 +606,51 @@ def test_deferred_modules_equal(clib, fixture_syms, tmp_path):
         [(hex(ln.address), ln.name, ln.object) for ln in r.lines()]
 
 
+def test_refresh_steps_equal_fresh_loads(clib, fixture_syms, fixture_tree, tmp_path):
+    """kmodsyms-c refresh, one load told over stdin to follow fuse's
+    unload, load and move (kms_refresh()): each step names what changed and
+    reports the modules and lines a fresh load of the same files does, and
+    the refreshed lines it writes are a fresh 'lines' run's, byte for byte;
+    a refresh that fails names its error and exits 2.  Under the sanitizers."""
+    text = open(FIXTURE_KALLSYMS, "rb").read()
+    core = b"".join(ln for ln in text.splitlines(keepends=True) if b"\t[fuse]" not in ln)
+    moved = b"".join(b"%016x" % (int(ln[:16], 16) + 0x1000) + ln[16:] if b"\t[fuse]" in ln else ln
+                     for ln in text.splitlines(keepends=True))
+    kallsyms = tmp_path / "kallsyms"
+    kallsyms.write_bytes(text)
+    base = ["--syms", fixture_syms, "--kallsyms", str(kallsyms), "--modules-dir", fixture_tree]
+    prog = os.path.join(clib["asan"], "kmodsyms-c")
+    proc = subprocess.Popen([prog, "refresh"] + base, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=dict(os.environ, **SANITIZER_ENV))
+
+    def fresh(cmd):
+        return run_c(clib, [cmd] + base).stdout
+
+    def step(record, loaded=(), unloaded=(), reloaded=()):
+        got = json.loads(record)
+        assert (got["loaded"], got["unloaded"], got["reloaded"]) == \
+            (list(loaded), list(unloaded), list(reloaded)), got
+        assert got["modules"] == json_lines(fresh("modules")), got
+        assert got["lines"] == len(json_lines(fresh("lines"))), got
+        return got["step"]
+
+    assert step(proc.stdout.readline()) == 0
+    for n, (contents, change) in enumerate([(core, {"unloaded": ["fuse"]}), (text, {"loaded": ["fuse"]}),
+                                            (moved, {"reloaded": ["fuse"]}), (moved, {})], 1):
+        kallsyms.write_bytes(contents)
+        out = tmp_path / f"lines-{n}"
+        proc.stdin.write(f"{out}\n".encode())
+        proc.stdin.flush()
+        assert step(proc.stdout.readline(), **change) == n
+        assert out.read_bytes() == fresh("lines")
+    kallsyms.write_bytes(b"")
+    proc.stdin.write(b"\n")
+    proc.stdin.flush()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and out == b"", (proc.returncode, err)
+    assert err == run_c(clib, ["lines"] + base, check=False).stderr, err   # a fresh load's error
+
+
 @pytest.mark.parametrize("suffix", [".xz", ".zst", ".gz"])
 def test_compressed_module_damaged(clib, fixture_syms, tmp_path, suffix):
     """A compressed file cut short: refused for fuse alone, the compression
@@ -739,9 +785,15 @@ def test_hidden_addresses_real_cause(clib, fixture_syms, who):
         os.chmod(syms, 0o644)
         proc = subprocess.run(["setpriv"] + drop + [prog, "lines", "--syms", syms],
                               capture_output=True, timeout=120)
+        # the Python CLI says what the library says
+        cli = subprocess.run(["setpriv"] + drop + [sys.executable, "-m", "kmodsyms", "resolve",
+                                                   "--syms", syms, "0xffffffff81000000"],
+                             capture_output=True, timeout=120, cwd=shared)
     msg = proc.stderr.decode()
     assert proc.returncode == 2 and msg.count("\n") == 1, msg
     assert msg.startswith("kmodsyms-c: error: /proc/kallsyms: every address is 0: "), msg
+    assert (cli.returncode, cli.stdout, cli.stderr.decode()) == \
+        (2, b"", "kmodsyms: error: " + msg[len("kmodsyms-c: error: "):]), cli
     if kptr >= 2:
         assert f"kernel.kptr_restrict is {kptr}" in msg and "kptr_restrict=1" in msg
     elif kptr == 1:

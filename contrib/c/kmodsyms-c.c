@@ -25,6 +25,13 @@
  *       kms_builtin_modules(): one name a line
  *   kmodsyms-c modules --syms F --kallsyms K [--force]
  *       kms_modules(): each loaded module's file and status, as 'kmodsyms modules --json'
+ *   kmodsyms-c refresh --syms F --kallsyms K [--force]
+ *       one load followed across module changes (kms_refresh()): one JSON object a step,
+ *       {"step", "loaded", "unloaded", "reloaded", "lines", "modules"}, flushed; step 0 is
+ *       the load itself, and each line of stdin asks for the next: kms_refresh(), then
+ *       what changed, the lines kept and kms_modules() (as 'modules' prints each); a line
+ *       naming a FILE also writes every refreshed line there, as 'lines' prints them.
+ *       A failed refresh: its error, exit status 2.
  *
  * --syms and --kallsyms default to the running kernel's files.  Loaded
  * modules' .ko files: --modules-dir DIR (as 'kmodsyms --modules-dir'), and
@@ -202,7 +209,7 @@ static int die(const char *msg)
 static int usage(void)
 {
     fputs("usage: kmodsyms-c {resolve|lookup|kallmodsyms|lines|ranges|spans|symbols|builtin|"
-          "modules} [--syms F] [--kallsyms K] [--modules-dir DIR] [--sysfs-root DIR] "
+          "modules|refresh} [--syms F] [--kallsyms K] [--modules-dir DIR] [--sysfs-root DIR] "
           "[--proc-modules FILE] [--force] [--fallback] [--defer] [--format kernel] "
           "[ARG...]\n", stderr);
     return 2;
@@ -364,23 +371,23 @@ static int print_kallmodsyms(const struct kms_line *l, void *arg)
 
 static int print_line(const struct kms_line *l, void *arg)
 {
-    (void)arg;
+    FILE *out = arg;
     /* the exact size (R48), 0 when not known exactly: every size printed
      * here is an ELF st_size, which tests hold to the linker maps and
      * readelf (an estimate, R49, has no such truth) */
-    printf("{\"address\": \"0x%llx\", \"size\": %llu, \"type\": \"%c\", \"name\": ",
-           (unsigned long long)l->address,
-           (unsigned long long)(l->size_kind == KMS_SIZE_EXACT ? l->sym_size : 0), l->type);
-    put_json_string(l->name, l->name_len, stdout);
-    fputs(", \"modules\": ", stdout);
-    put_modules(l->nmodules, l->modules, stdout);
-    fputs(", \"origin\": ", stdout);
-    put_json_cstring(origin_names[l->origin], stdout);
-    fputs(", \"binding\": ", stdout);
-    put_json_cstring(l->sym_binding <= 2 ? binding_names[l->sym_binding] : NULL, stdout);
-    fputs(", \"object\": ", stdout);
-    put_json_cstring(l->object, stdout);
-    fputs("}\n", stdout);
+    fprintf(out, "{\"address\": \"0x%llx\", \"size\": %llu, \"type\": \"%c\", \"name\": ",
+            (unsigned long long)l->address,
+            (unsigned long long)(l->size_kind == KMS_SIZE_EXACT ? l->sym_size : 0), l->type);
+    put_json_string(l->name, l->name_len, out);
+    fputs(", \"modules\": ", out);
+    put_modules(l->nmodules, l->modules, out);
+    fputs(", \"origin\": ", out);
+    put_json_cstring(origin_names[l->origin], out);
+    fputs(", \"binding\": ", out);
+    put_json_cstring(l->sym_binding <= 2 ? binding_names[l->sym_binding] : NULL, out);
+    fputs(", \"object\": ", out);
+    put_json_cstring(l->object, out);
+    fputs("}\n", out);
     return 0;
 }
 
@@ -394,7 +401,109 @@ static void put_module(const struct kms_module *m, FILE *out)
     fprintf(out, ", \"status\": \"%s\", \"lines\": %zu, \"sized\": %zu, \"reason\": ",
             status_names[m->status], m->lines, m->sized);
     put_json_cstring(m->reason, out);
-    fputs("}\n", out);
+    putc('}', out);
+}
+
+static void put_names(size_t n, const char *const *names, FILE *out)
+{
+    putc('[', out);
+    for (size_t k = 0; k < n; k++) {
+        if (k)
+            fputs(", ", out);
+        put_json_cstring(names[k], out);
+    }
+    putc(']', out);
+}
+
+/* One step of 'refresh': what changed (C, NULL for the load itself), the
+ * lines kept and every loaded module's status; flushed, for the caller
+ * waiting on it before its next module change.  -1 when out of memory. */
+static int put_step(const kms_handle *h, unsigned step, const struct kms_changes *c)
+{
+    struct kms_info info = {.size = sizeof info};
+    size_t n = kms_modules(h, NULL, 0);
+    struct kms_module *mods = malloc((n ? n : 1) * sizeof *mods);
+    if (!mods)
+        return -1;
+    mods[0].size = sizeof *mods;
+    n = kms_modules(h, mods, n);
+    kms_get_info(h, &info);
+    printf("{\"step\": %u, \"loaded\": ", step);
+    put_names(c ? c->nloaded : 0, c ? c->loaded : NULL, stdout);
+    fputs(", \"unloaded\": ", stdout);
+    put_names(c ? c->nunloaded : 0, c ? c->unloaded : NULL, stdout);
+    fputs(", \"reloaded\": ", stdout);
+    put_names(c ? c->nreloaded : 0, c ? c->reloaded : NULL, stdout);
+    printf(", \"lines\": %zu, \"modules\": [", info.lines);
+    for (size_t k = 0; k < n; k++) {
+        if (k)
+            fputs(", ", stdout);
+        put_module(&mods[k], stdout);
+    }
+    fputs("]}\n", stdout);
+    free(mods);
+    fflush(stdout);
+    return 0;
+}
+
+/* A refreshed module's warning, as a load's: the modules just loaded or
+ * reloaded whose .ko is refused or not read. */
+static void warn_changed(const kms_handle *h, const struct kms_changes *c)
+{
+    size_t n = kms_modules(h, NULL, 0);
+    struct kms_module *mods = malloc((n ? n : 1) * sizeof *mods);
+    if (!mods)
+        return;
+    mods[0].size = sizeof *mods;
+    n = kms_modules(h, mods, n);
+    for (size_t k = 0; k < n; k++) {
+        int changed = 0;
+        for (size_t i = 0; i < c->nloaded; i++)
+            changed |= !strcmp(c->loaded[i], mods[k].name);
+        for (size_t i = 0; i < c->nreloaded; i++)
+            changed |= !strcmp(c->reloaded[i], mods[k].name);
+        if (changed && mods[k].warning)
+            fprintf(stderr, "kmodsyms-c: warning: %s\n", mods[k].warning);
+    }
+    free(mods);
+}
+
+/* 'refresh': step 0, then a kms_refresh() and a step for each line of
+ * stdin (a FILE named there gets the refreshed lines).  The exit status. */
+static int refresh_steps(kms_handle *h)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    unsigned step = 0;
+    int status = put_step(h, step, NULL) ? die("out of memory") : 0;
+    while (!status && getline(&line, &cap, stdin) >= 0) {
+        struct kms_changes c = {.size = sizeof c};
+        kms_error err;
+        line[strcspn(line, "\r\n")] = 0;
+        if (kms_refresh(h, &c, &err) != KMS_OK) {
+            status = die(err.message);
+            break;
+        }
+        warn_changed(h, &c);
+        if (line[0]) {
+            FILE *out = fopen(line, "w");
+            if (!out) {
+                fprintf(stderr, "kmodsyms-c: error: cannot write %s: %s\n", line, strerror(errno));
+                status = 2;
+                break;
+            }
+            kms_foreach(h, print_line, out);
+            if (fclose(out) != 0) {
+                fprintf(stderr, "kmodsyms-c: error: cannot write %s: %s\n", line, strerror(errno));
+                status = 2;
+                break;
+            }
+        }
+        if (put_step(h, ++step, &c))
+            status = die("out of memory");
+    }
+    free(line);
+    return status;
 }
 
 int main(int argc, char **argv)
@@ -438,7 +547,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "resolve") && strcmp(cmd, "lookup") && strcmp(cmd, "kallmodsyms") &&
         strcmp(cmd, "lines") && strcmp(cmd, "ranges") && strcmp(cmd, "spans") &&
-        strcmp(cmd, "symbols") && strcmp(cmd, "builtin") && strcmp(cmd, "modules"))
+        strcmp(cmd, "symbols") && strcmp(cmd, "builtin") && strcmp(cmd, "modules") &&
+        strcmp(cmd, "refresh"))
         return free(args), usage();
     if (!strcmp(cmd, "resolve"))
         for (int i = 0; i < nargs; i++) {
@@ -577,9 +687,13 @@ int main(int argc, char **argv)
             }
             free(r);
         }
+    } else if (!strcmp(cmd, "refresh")) {
+        status = refresh_steps(h);
     } else if (!strcmp(cmd, "modules")) {
-        for (size_t k = 0; k < nmods; k++)
+        for (size_t k = 0; k < nmods; k++) {
             put_module(&mods[k], stdout);
+            putchar('\n');
+        }
     } else if (!strcmp(cmd, "builtin")) {
         size_t n = kms_builtin_modules(h, NULL, 0);
         const char **names = malloc((n ? n : 1) * sizeof *names);
@@ -600,12 +714,12 @@ int main(int argc, char **argv)
             for (size_t k = 0; k < n; k++) {
                 struct kms_line l = {.size = sizeof l};
                 kms_line_at(h, index[k], &l);
-                print_line(&l, NULL);
+                print_line(&l, stdout);
             }
             free(index);
         }
     } else {
-        kms_foreach(h, strcmp(cmd, "lines") ? print_kallmodsyms : print_line, NULL);
+        kms_foreach(h, strcmp(cmd, "lines") ? print_kallmodsyms : print_line, stdout);
     }
     free(mods);
     kms_free(h);

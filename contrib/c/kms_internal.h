@@ -28,6 +28,7 @@
 #include "kms_format.h"
 #include "kms_modules.h"
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -405,8 +406,11 @@ int kmsi_map_syms(kms_handle *h, const char *path, kms_error *err);
 int kmsi_parse_kallsyms(kms_handle *h, const struct kallsyms_source *src, kms_error *err);
 /* Why every address of the running kernel's kallsyms reads 0, and what
  * would show them, from the kernel's rule (kallsyms_show_value()) and its
- * state: kernel.kptr_restrict, kernel.perf_event_paranoid (-1: not
- * readable) and whether the reader has CAP_SYSLOG.  Into BUF (one phrase). */
+ * state: kernel.kptr_restrict, kernel.perf_event_paranoid (KMSI_UNREAD
+ * where there is none to read: a kernel without CONFIG_PERF_EVENTS has no
+ * such sysctl) and whether the reader has CAP_SYSLOG (1; 0 not, -1
+ * unknown).  Into BUF (one phrase). */
+#define KMSI_UNREAD INT_MIN
 void kmsi_hidden_cause(int kptr_restrict, int perf_event_paranoid, int cap_syslog, char *buf,
                        size_t cap);
 

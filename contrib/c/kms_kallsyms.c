@@ -376,27 +376,36 @@ static int has_cap_syslog(void)
 void kmsi_hidden_cause(int kptr_restrict, int paranoid, int cap_syslog, char *buf, size_t cap)
 {
     /* kernel/ksyms_common.c kallsyms_show_value(): kptr_restrict 0 shows
-     * addresses to everyone when perf_event_paranoid <= 1, else (and with
-     * kptr_restrict 1) to readers with CAP_SYSLOG; 2 and above to none */
-    if (kptr_restrict >= 2)
-        snprintf(buf, cap, "kernel.kptr_restrict is %d, which hides them from every reader, root "
-                 "included: set 'sysctl kernel.kptr_restrict=1' and read it as root", kptr_restrict);
-    else if (kptr_restrict == 1 && cap_syslog != 1)
-        snprintf(buf, cap, "kernel.kptr_restrict is 1, which shows them only to readers with "
-                 "CAP_SYSLOG: read it as root (with CAP_SYSLOG)%s", paranoid >= 0 && paranoid <= 1
-                 ? ", or set 'sysctl kernel.kptr_restrict=0'" : "");
-    else if (kptr_restrict == 0 && paranoid > 1 && cap_syslog != 1)
-        snprintf(buf, cap, "kernel.perf_event_paranoid is %d, so the kernel shows them only to "
-                 "readers with CAP_SYSLOG: read it as root (with CAP_SYSLOG), or set "
-                 "'sysctl kernel.perf_event_paranoid=1'", paranoid);
-    else if (kptr_restrict < 0)
+     * addresses to everyone when kallsyms_for_perf() (CONFIG_PERF_EVENTS
+     * and perf_event_paranoid <= 1), else (and with kptr_restrict 1) to
+     * readers with CAP_SYSLOG; 2 and above to none */
+    int for_perf = paranoid != KMSI_UNREAD && paranoid <= 1;
+    if (kptr_restrict == KMSI_UNREAD)
         snprintf(buf, cap, "the kernel hides them from this reader (kernel.kptr_restrict, "
                  "kernel.perf_event_paranoid and CAP_SYSLOG decide; none readable here): "
                  "run as root");
-    else /* shown now: hidden when the file was opened, or by a security module */
+    else if (kptr_restrict >= 2)
+        snprintf(buf, cap, "kernel.kptr_restrict is %d, which hides them from every reader, root "
+                 "included: set 'sysctl kernel.kptr_restrict=1' and read it as root", kptr_restrict);
+    else if (cap_syslog == 1)   /* shown now: hidden when the file was opened, or by a security module */
+        snprintf(buf, cap, "the kernel hid them when it was read (now kernel.kptr_restrict is %d, "
+                 "and this process has CAP_SYSLOG): read it again", kptr_restrict);
+    else if (kptr_restrict == 1)
+        snprintf(buf, cap, "kernel.kptr_restrict is 1, which shows them only to readers with "
+                 "CAP_SYSLOG: read it as root (with CAP_SYSLOG)%s",
+                 for_perf ? ", or set 'sysctl kernel.kptr_restrict=0'" : "");
+    else if (paranoid == KMSI_UNREAD)
+        snprintf(buf, cap, "this kernel has no kernel.perf_event_paranoid (no CONFIG_PERF_EVENTS), "
+                 "so even with kernel.kptr_restrict 0 it shows them only to readers with "
+                 "CAP_SYSLOG: read it as root (with CAP_SYSLOG)");
+    else if (!for_perf)
+        snprintf(buf, cap, "kernel.perf_event_paranoid is %d, so the kernel shows them only to "
+                 "readers with CAP_SYSLOG: read it as root (with CAP_SYSLOG), or set "
+                 "'sysctl kernel.perf_event_paranoid=1'", paranoid);
+    else /* shown to everyone now: hidden when the file was opened, or by a security module */
         snprintf(buf, cap, "the kernel hid them when it was read (now kernel.kptr_restrict is %d, "
                  "kernel.perf_event_paranoid %d, and this process %s CAP_SYSLOG): read it again",
-                 kptr_restrict, paranoid, cap_syslog == 1 ? "has" : "lacks");
+                 kptr_restrict, paranoid, cap_syslog == 0 ? "lacks" : "may lack");
 }
 
 /* The KMS_E_HIDDEN error: for the running kernel its real cause; for a
@@ -404,7 +413,7 @@ void kmsi_hidden_cause(int kptr_restrict, int paranoid, int cap_syslog, char *bu
 static int hidden_error(const struct kallsyms_source *src, kms_error *err)
 {
     char cause[300];
-    int kptr = -1, paranoid = -1;
+    int kptr = KMSI_UNREAD, paranoid = KMSI_UNREAD;
     if (!src->live)
         return kmsi_fail(err, KMS_E_HIDDEN, "%s: every address is 0: the kernel hid them from "
                          "whoever saved it (kernel.kptr_restrict, kernel.perf_event_paranoid and "

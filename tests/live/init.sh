@@ -64,16 +64,43 @@ load_module() {
     echo "$1 $? $f" >> $OUT/insmod
 }
 
+# One kmodsyms-c refresh, loaded at the first step and followed across the
+# others (kms_refresh()): a line written to it asks for a refresh, which
+# writes its lines into the file the line names; each step's record, read
+# back, says it is done before the next module change.
+refresh_start() {
+    mkfifo /tmp/refresh.in /tmp/refresh.out
+    { kmodsyms-c refresh < /tmp/refresh.in > /tmp/refresh.out 2> $OUT/refresh.err
+      echo $? > $OUT/refresh.rc; } &
+    exec 3> /tmp/refresh.in 4< /tmp/refresh.out
+    read -r record <&4 && echo "$record" >> $OUT/refresh.out
+}
+refresh_step() {
+    mkdir -p $OUT/$1/tool
+    echo $OUT/$1/tool/refresh-lines.out >&3
+    read -r record <&4 && echo "$record" >> $OUT/refresh.out
+}
+refresh_stop() {
+    exec 3>&-
+    wait
+    exec 4<&-
+}
+
 load_module $RELOAD
 snapshot 1-loaded
 run $OUT/1-loaded/tool stale kmodsyms-c lines --syms $OTHER_SYMS
 run $OUT/1-loaded/tool forced kmodsyms-c modules --syms $OTHER_SYMS --force
+refresh_start
 rmmod $RELOAD
 snapshot 2-unloaded
+refresh_step 2-unloaded
 load_module $RELOAD
 snapshot 3-reloaded
+refresh_step 3-reloaded
 load_module $INSERT
 snapshot 4-inserted
+refresh_step 4-inserted
+refresh_stop
 
 # What an unprivileged reader meets: kernel/kallsyms.c kallsyms_show_value()
 # shows addresses to a reader without CAP_SYSLOG only when kptr_restrict is

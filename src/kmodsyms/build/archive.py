@@ -5,10 +5,14 @@ archive ``vmlinux.a``; since 4.13 each directory has a thin ``built-in.a``.
 A thin archive (``!<thin>\\n``) stores member *paths*, relative to the
 archive's own directory, instead of member contents.  Only member names are
 read here; nested thin archives are expanded in place.
+
+The final link takes a few objects beside them (scripts/link-vmlinux.sh):
+:func:`final_link_objects`.
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 
@@ -113,3 +117,48 @@ def vmlinux_objects(kbuild: str) -> tuple[list[str], str]:
 
 def _unique(paths: list[str]) -> list[str]:
     return list(dict.fromkeys(paths))
+
+
+# What scripts/link-vmlinux.sh compiles from C and links beside vmlinux.a
+# (debug info names them; its kallsyms tables are assembled without).
+FINAL_LINK_UNITS = (".vmlinux.export.o", "init/version-timestamp.o")
+
+
+def final_link_objects(kbuild: str) -> list[str]:
+    """The objects scripts/link-vmlinux.sh links after vmlinux.a (or
+    vmlinux.o), in its order: ``.vmlinux.export.o`` (CONFIG_MODULES: the
+    ``__ksymtab_*`` entries modpost writes), ``init/version-timestamp.o``
+    (``linux_banner``, ``init_uts_ns``) and the kallsyms tables of its last
+    pass (CONFIG_KALLSYMS: ``.tmp_vmlinuxN.kallsyms.o`` since 6.12,
+    ``.tmp_vmlinux.kallsymsN.o`` before).  Those the tree has, relative to
+    it; the configuration (include/config/auto.conf, when there) decides
+    as the script does, so that one left by another configuration is not
+    taken."""
+    config = _auto_conf(kbuild)
+    wanted = lambda option: config is None or option in config  # noqa: E731
+    out = []
+    if wanted("CONFIG_MODULES"):
+        out.append(".vmlinux.export.o")
+    out.append(os.path.join("init", "version-timestamp.o"))
+    out = [o for o in out if os.path.isfile(os.path.join(kbuild, o))]
+    if wanted("CONFIG_KALLSYMS"):
+        passes = glob.glob(os.path.join(glob.escape(kbuild), ".tmp_vmlinux*kallsyms*.o"))
+        numbered = [(int(m.group(1) or m.group(2)), path) for path in passes
+                    if (m := re.search(r"/\.tmp_vmlinux(?:(\d+)\.kallsyms|\.kallsyms(\d+))\.o$", path))]
+        # The last pass linked is the newest file (a later build's shorter
+        # run leaves an older one's extra pass behind); pass 0, the empty
+        # tables of 6.12's first link, never reaches vmlinux.
+        linked = [(os.stat(path).st_mtime_ns, n, path) for n, path in numbered if n > 0]
+        if linked:
+            out.append(os.path.relpath(max(linked)[2], kbuild))
+    return out
+
+
+def _auto_conf(kbuild: str) -> set[str] | None:
+    """The options include/config/auto.conf sets to y, or None without it."""
+    try:
+        with open(os.path.join(kbuild, "include", "config", "auto.conf"), encoding="utf-8",
+                  errors="surrogateescape") as f:
+            return {line.split("=", 1)[0] for line in f if line.rstrip().endswith("=y")}
+    except OSError:
+        return None

@@ -158,9 +158,12 @@ class Kallsyms:
         if len(empty):
             raise self._error(int(empty[0]), "missing symbol name")
         if not address.any():
+            # R2: as libkmodsyms words a saved copy (the running kernel's
+            # own file is the library's to read)
             raise KmodsymsError(
-                f"{self.source}: every address is 0: the kernel hides them from this user "
-                "(kernel.kptr_restrict); run as root, or set 'sysctl kernel.kptr_restrict=0'")
+                f"{self.source}: every address is 0: the kernel hid them from whoever saved it "
+                "(kernel.kptr_restrict, kernel.perf_event_paranoid and CAP_SYSLOG decide): "
+                "save /proc/kallsyms again as root")
         if self.zero_is_hidden:
             # /proc/kallsyms prints a hidden address as 0; the only symbols
             # really at 0 are per-cpu offsets, which it prints as 'A'.

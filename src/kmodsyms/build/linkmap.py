@@ -3,7 +3,8 @@
 A kernel build with CONFIG_VMLINUX_MAP writes ``vmlinux.map``, the map of
 the final link, in one of two shapes:
 
-* the final link's only input is ``vmlinux.o`` (x86_64 with IBT, LTO): then
+* the final link takes its objects from ``vmlinux.o`` (x86_64 with IBT,
+  LTO), beside the few scripts/link-vmlinux.sh adds, which the map names: then
   ``vmlinux.o.map`` (the ``ld -r`` that made vmlinux.o from vmlinux.a's
   objects) says where each object section lies in vmlinux.o, and composing
   the two maps says where it lies in vmlinux;
@@ -125,7 +126,11 @@ def vmlinux_object_map(vmlinux_map: str, vmlinux_o_map: str | None, vmlinux: str
     # vmlinux.o's section name -> its address in vmlinux.  ld -r keeps one
     # output section per name, so the name identifies it.
     placed = {s.name: s.address for s in final}
-    ranges = []
+    # What the final link takes beside vmlinux.o (scripts/link-vmlinux.sh:
+    # .vmlinux.export.o, init/version-timestamp.o, the kallsyms tables) it
+    # names itself, at their addresses in vmlinux.
+    ranges = [(s.address, s.address + s.size, _object_path(s.file)) for s in inputs
+              if s.file.endswith((".o", ".o)")) and not s.file.endswith("vmlinux.o") and s.size]
     for s in parse_map(vmlinux_o_map):
         if s.file.endswith((".o", ".o)")) and s.name in placed and s.size:
             ranges.append((placed[s.name] + s.address, placed[s.name] + s.address + s.size,

@@ -1,6 +1,7 @@
 """Build a dtrace_syms file from a kernel build tree.
 
-Pipeline: module map (thick file) + object list (vmlinux.a / built-in.a) ->
+Pipeline: module map (thick file) + object list (vmlinux.a / built-in.a, and
+what the final link takes beside it) ->
 scan every object (in parallel, with a cache keyed by path, size and mtime)
 -> tables (:mod:`kmodsyms.build.tables`) -> one atomic write.  When no input
 changed since the last build, its output stands and nothing is scanned.
@@ -13,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from .. import __version__
-from .archive import vmlinux_objects
+from .archive import final_link_objects, vmlinux_objects
 from .elfscan import ObjectScan, scan_object
 from ..errors import KmodsymsError
 from .scancache import ScanCache
@@ -53,6 +54,8 @@ def build(kbuild: str, thick: ThickMap, thick_source: str, output: str, jobs: in
     input; on any failure no output (not even a partial one) is written."""
     start = time.monotonic()
     objects, object_source = vmlinux_objects(kbuild)
+    # R57: what the final link takes beside them, after them in link order.
+    objects += [o for o in final_link_objects(kbuild) if o not in set(objects)]
     owners = thick.object_modules()
     listed = set(objects)
     objects += [o for o in owners if o not in listed]
