@@ -119,11 +119,6 @@ def _unique(paths: list[str]) -> list[str]:
     return list(dict.fromkeys(paths))
 
 
-# What scripts/link-vmlinux.sh compiles from C and links beside vmlinux.a
-# (debug info names them; its kallsyms tables are assembled without).
-FINAL_LINK_UNITS = (".vmlinux.export.o", "init/version-timestamp.o")
-
-
 def final_link_objects(kbuild: str) -> list[str]:
     """The objects scripts/link-vmlinux.sh links after vmlinux.a (or
     vmlinux.o), in its order: ``.vmlinux.export.o`` (CONFIG_MODULES: the

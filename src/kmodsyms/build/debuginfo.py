@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import __version__
-from .archive import FINAL_LINK_UNITS
 from .dwarf import Dwarf, Unit
 from .elfdefs import SHN_LORESERVE, SHN_UNDEF, STB_LOCAL, STT_FILE, STT_FUNC, STT_SECTION
 from .elfscan import ObjectScan
@@ -646,10 +645,6 @@ def build_from_debuginfo(inputs: DebugInputs, output: str, source: str | None,
             kbuild_map = pending.result()
             kbuild_map_source = f"evaluated from kbuild's Makefiles ({os.path.basename(os.path.normpath(source))})"
         objects = [o.path for o in kbuild_map.objects]
-        # R57: the Makefiles make no vmlinux.a member of what the final link
-        # adds beside them; the units name it.
-        named = {FINAL_LINK_UNITS[i] for i in unit_objects(units, list(FINAL_LINK_UNITS)) if i >= 0}
-        objects += [o for o in FINAL_LINK_UNITS if o in named and o not in objects]
         modfiles = kbuild_map.modfiles()
         thick = thick_from_eval(kbuild_map, builtin)
         module_map = kbuild_map_source
