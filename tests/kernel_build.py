@@ -255,5 +255,11 @@ def link_truth(tree: str) -> LinkTruth:
     with open(path("modules.builtin")) as f:
         builtin = {os.path.basename(line.strip())[:-len(".ko")].replace("-", "_") for line in f if line.strip()}
     object_modules = {obj: cmd_modules(tree, obj, builtin) for obj in set(objects.object)}
-    return LinkTruth(objects, beside, ranges, elf.sizes, frozenset(objects.end.tolist()), linker_defined,
-                     elf, object_modules)
+    # An object's end: where its bytes stop and no section of its own
+    # follows (one object's consecutive sections, as .vmlinux.export.o's
+    # ___ksymtab+NAME ones, are one run of its bytes).
+    ends = objects.end.tolist()
+    enders = frozenset(end for k, end in enumerate(ends)
+                       if not (k + 1 < len(ends) and int(objects.start[k + 1]) == end
+                               and objects.object[k + 1] == objects.object[k]))
+    return LinkTruth(objects, beside, ranges, elf.sizes, enders, linker_defined, elf, object_modules)

@@ -102,9 +102,10 @@ snapshot 4-inserted
 refresh_step 4-inserted
 refresh_stop
 
-# What an unprivileged reader meets: kernel/kallsyms.c kallsyms_show_value()
-# shows addresses to a reader without CAP_SYSLOG only when kptr_restrict is
-# 0 and perf_event_paranoid <= 1; kptr_restrict 2 hides them from root too.
+# What an unprivileged reader meets: kernel/ksyms_common.c
+# kallsyms_show_value() shows addresses to a reader without CAP_SYSLOG only
+# when kptr_restrict is 0 and perf_event_paranoid <= 1, to root (with
+# CAP_SYSLOG) unless kptr_restrict is 2.
 # Each case: the sysctls, the reader's first kallsyms line, the tool's answer.
 unprivileged() {
     name=$1 kptr=$2 paranoid=$3 who=$4
@@ -121,7 +122,10 @@ unprivileged() {
 }
 unprivileged open 0 1 user
 unprivileged paranoid 0 2 user
+unprivileged paranoid-root 0 2 root
 unprivileged restricted 1 1 user
+unprivileged restricted-paranoid 1 2 user
+unprivileged restricted-as-root 1 2 root
 unprivileged restricted-root 2 -1 root
 sysctl -w kernel.kptr_restrict=0 > /dev/null
 
