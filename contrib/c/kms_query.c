@@ -232,8 +232,11 @@ void kms_resolve_lines(const kms_handle *h, const uint64_t *addrs, size_t n, uin
 void kms_line_sym(const kms_handle *h, uint32_t index, uint64_t address, struct kms_sym *out)
 {
     const struct line *l = h->line + index;
-    /* sized as kms_resolve's answers are: the exact size holds the address */
-    int sized = l->size > 0 && address >= l->addr && address - l->addr < (uint64_t)l->size;
+    /* sized as kms_resolve's answers are (R26): the exact size holds the
+     * address, and an interval whose end would pass 2^64 (a damaged size)
+     * holds none, as the pieces' walk up the address space never meets it */
+    uint64_t end = l->addr + (uint64_t)l->size;
+    int sized = l->size > 0 && end > l->addr && address >= l->addr && address < end;
     record_for_caller(h, address, index | (sized ? PIECE_SIZED : 0), out);
 }
 
