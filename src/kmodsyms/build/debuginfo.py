@@ -25,7 +25,7 @@ from .elfscan import ObjectScan
 from ..errors import KmodsymsError
 from .kallsyms import never_listed
 from ..kernelnames import kernel_spelling
-from .thick import ThickMap, module_name
+from .thick import ThickMap
 
 PFX = b"__pfx_"
 PFX_SIZE = 16
@@ -551,13 +551,7 @@ def guessed_thick(modules_dir: str, objects: list[str], builtin: list[str]) -> T
         here = by_dir.get(os.path.dirname(obj), [])
         if len(here) == 1:
             members[here[0]].append(obj)
-    thick = ThickMap()
-    for module in builtin:
-        if members[module]:
-            thick.modules.append(module_name(module))
-            thick.module_paths.append(module)
-            thick.objects.append(members[module])
-    return thick
+    return ThickMap.from_members(builtin, members)
 
 
 def self_check(attr: Attribution, modfiles: dict[str, tuple[str, ...]], modules_dir: str) -> dict:
@@ -619,7 +613,7 @@ def build_from_debuginfo(inputs: DebugInputs, output: str, source: str | None,
     start = time.monotonic()
     from .elfimage import read_image
     from .kallsyms import read_kallsyms
-    from ..format.symsfile import (FLAG_FROM_DEBUG_INFO, FLAG_GUESSED_MODULES, Meta, NO_ADDRESS, encode,
+    from ..format.symsfile import (FLAG_FROM_DEBUG_INFO, FLAG_GUESSED_MODULES, Meta, encode,
                            write_atomic)
     from .tables import assemble
     needed = [("debug vmlinux", inputs.vmlinux), ("System.map", inputs.system_map),

@@ -369,7 +369,7 @@ class _Context:
     # Attribute values: an int, bytes (strings, blocks), or (form, int) for
     # indices and offsets whose meaning needs the unit's bases.
     def attributes(self, abbrev: Abbrev, pos: int) -> tuple[dict[int, object], int]:
-        data, values = self.info.data, {}
+        values = {}
         try:
             for (attr, form, const), step in zip(abbrev.attrs, abbrev.steps):
                 value, pos = self.value(form, step, const, pos)

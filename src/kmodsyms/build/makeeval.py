@@ -34,7 +34,7 @@ import tempfile
 from dataclasses import dataclass
 
 from ..errors import KmodsymsError
-from .thick import ThickMap, module_name
+from .thick import ThickMap
 
 # The top-level Makefile's ARCH -> SRCARCH (kbuild's ``SRCARCH := $(ARCH)`` and its exceptions).
 _SRCARCH = {"i386": "x86", "x86_64": "x86", "sparc32": "sparc", "sparc64": "sparc",
@@ -291,13 +291,7 @@ def thick_from_eval(result: KbuildEval, builtin: list[str],
             module = modfile + ".o"
             if module in wanted and obj not in members[module]:
                 members[module].append(obj)
-    thick = ThickMap()
-    for module in builtin:
-        if members[module]:
-            thick.modules.append(module_name(module))
-            thick.module_paths.append(module)
-            thick.objects.append(members[module])
-    return thick
+    return ThickMap.from_members(builtin, members)
 
 
 _WANTED = re.compile(r"(^|/)(Makefile[^/]*|Kbuild[^/]*|Kconfig[^/]*)$|^scripts/")

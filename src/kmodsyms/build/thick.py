@@ -40,6 +40,18 @@ class ThickMap:
     module_paths: list[str] = field(default_factory=list)   # e.g. fs/ext4/ext4.o
     objects: list[list[str]] = field(default_factory=list)  # per module
 
+    @classmethod
+    def from_members(cls, builtin: list[str], members: dict[str, list[str]]) -> "ThickMap":
+        """The map of the module files ``builtin`` (modules.builtin order)
+        that have members, each with its objects ``members[module]``."""
+        thick = cls()
+        for module in builtin:
+            if members[module]:
+                thick.modules.append(module_name(module))
+                thick.module_paths.append(module)
+                thick.objects.append(members[module])
+        return thick
+
     def object_modules(self) -> dict[str, tuple[int, ...]]:
         """object path -> indices of the modules it belongs to, in file order."""
         owners: dict[str, list[int]] = {}
