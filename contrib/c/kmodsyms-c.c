@@ -137,19 +137,24 @@ static void put_json_cstring(const char *s, FILE *out)
         fputs("null", out);
 }
 
-static void put_modules(uint32_t n, const char *const *mods, FILE *out)
+static void put_names(size_t n, const char *const *names, FILE *out)
 {
-    if (!n) {
-        fputs("null", out);
-        return;
-    }
     putc('[', out);
-    for (uint32_t k = 0; k < n; k++) {
+    for (size_t k = 0; k < n; k++) {
         if (k)
             fputs(", ", out);
-        put_json_cstring(mods[k], out);
+        put_json_cstring(names[k], out);
     }
     putc(']', out);
+}
+
+/* A record's modules: null when it has none (the CLI's --json). */
+static void put_modules(uint32_t n, const char *const *mods, FILE *out)
+{
+    if (n)
+        put_names(n, mods, out);
+    else
+        fputs("null", out);
 }
 
 /* The load answered from kallsyms alone (R42): each record says so, as the
@@ -402,17 +407,6 @@ static void put_module(const struct kms_module *m, FILE *out)
             status_names[m->status], m->lines, m->sized);
     put_json_cstring(m->reason, out);
     putc('}', out);
-}
-
-static void put_names(size_t n, const char *const *names, FILE *out)
-{
-    putc('[', out);
-    for (size_t k = 0; k < n; k++) {
-        if (k)
-            fputs(", ", out);
-        put_json_cstring(names[k], out);
-    }
-    putc(']', out);
 }
 
 /* One step of 'refresh': what changed (C, NULL for the load itself), the

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import KmodsymsError
+from .kallsyms import read_text
 from .thick import kernel_spelling
 
 VMLINUX = "vmlinux"
@@ -330,14 +331,6 @@ def _require(path: str, what: str) -> str:
     return path
 
 
-def _read_bytes(path: str) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as e:
-        raise KmodsymsError(f"cannot read {path}: {e.strerror}") from None
-
-
 def _classify(ours: tuple, theirs: tuple) -> str:
     if ours == theirs:
         return AGREE
@@ -481,7 +474,7 @@ def verify(kbuild: str, syms_path: str | None = None) -> Report:
                 lines = inside or lines
             return min(int(addresses[i]) for i in lines)
 
-        text = _read_bytes(path("modules.builtin.ranges")).decode("utf-8", "surrogateescape")
+        text = read_text(path("modules.builtin.ranges")).decode("utf-8", "surrogateescape")
         parsed = parse_ranges(text, symbol_address, elf.addresses if elf else None,
                               path("modules.builtin.ranges"))
         hit = parsed.lookup(addresses)
