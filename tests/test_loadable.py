@@ -230,7 +230,8 @@ def test_kernel_lettered_module_line_without_ko_claims_no_local_binding(fixture_
 def test_without_modules_dir_loadable_lines_stay_unsized(fixture_syms):
     r = load(fixture_syms, FIXTURE_KALLSYMS)
     rec = r.lookup("fuse_dev_open", "fuse")[0]
-    assert (rec.size, rec.sized, rec.object, rec.origin) == (None, False, None, "loadable")
+    assert (rec.size_kind, rec.sized, rec.object, rec.origin) == \
+        ("estimated", False, None, "loadable")
     assert [s.status for s in r.module_stats] == ["missing"]
 
 
@@ -400,7 +401,7 @@ def test_sysfs_says_which_file_is_loaded(fixture_syms, fixture_tree, tmp_path, c
         check_module_answers(r, FUSE_KO, FIXTURE_KALLSYMS, "fuse", "fs/fuse/fuse.ko", samples=200)
     else:
         assert len(r.module_warnings) == 1
-        assert all(rec.size is None for rec in r.symbols("fuse"))
+        assert all(rec.size_kind != "exact" for rec in r.symbols("fuse"))
 
 
 # ------------------------------------------------------- no kernel region
@@ -462,6 +463,47 @@ def test_region_bounds(fixture_syms, tmp_path):
     # Per-cpu 'A' lines are offsets: no address is answered by them.
     assert plain.resolve(0x10) == Symbolization(0x10)
     assert plain.lookup("process_counts")[0].type == "A"
+
+
+def _size_truth(core_end=None) -> dict:
+    """{address: (size, kind)} of fuse's fixture lines from the kallsyms
+    text alone (R49): the gap to fuse's next greater address, the last
+    line's bounded by CORE_END, unknown without it."""
+    addrs = sorted({a for a, _letter, _name in module_lines(FIXTURE_KALLSYMS, "fuse")})
+    ends = addrs[1:] + [core_end]
+    return {a: (None, "unknown") if e is None else (e - a, "estimated")
+            for a, e in zip(addrs, ends)}
+
+
+def test_record_says_how_its_size_is_known(fixture_syms, fixture_tree, tmp_path):
+    """Issue 21: an answer's size is exact (the .ko's st_size), estimated
+    (R49) or unknown, and the record says which, in Python and in
+    ``resolve --json``; an estimate never makes the answer sized."""
+    def kinds(r):
+        return {a: (r.resolve(a).size, r.resolve(a).size_kind) for a in truth}
+    truth = _size_truth()
+    assert kinds(load(fixture_syms, FIXTURE_KALLSYMS)) == truth
+    core_end = 0xFFFFFFFFC0A00000 + 8448                 # FUSE_CORE
+    bounded = load(fixture_syms, FIXTURE_KALLSYMS, proc_modules=_proc_modules(tmp_path, FUSE_CORE))
+    assert kinds(bounded) == _size_truth(core_end)
+    assert not any(bounded.resolve(a).sized for a in truth)
+    ko = {name: size for name, _sec, _value, size, _typed, _bind in elf_symbols(FUSE_KO)}
+    with_ko = load(fixture_syms, FIXTURE_KALLSYMS, modules_dir=fixture_tree)
+    answers = [with_ko.resolve(a) for a in truth]
+    assert [(r.size, r.size_kind) for r in answers] == [(ko[r.symbol], "exact") for r in answers]
+    # The CLI's JSON: exact in vmlinux's objects, estimated and unknown in fuse.
+    ext4_init_once, dev_open, last = 0xFFFFFFFFAB6003F0, 0xFFFFFFFFC0A00010, 0xFFFFFFFFC0A020B0
+    cli = subprocess.run([sys.executable, "-m", "kmodsyms", "resolve", "--syms", fixture_syms,
+                          "--kallsyms", FIXTURE_KALLSYMS, "--json", hex(ext4_init_once),
+                          hex(dev_open), hex(last), "0x1"],
+                         capture_output=True, text=True, cwd=ROOT, check=True)
+    docs = [json.loads(line) for line in cli.stdout.splitlines()]
+    init_once = next(s for n, _sec, v, s, _t, _b in elf_symbols(os.path.join(FIXTURE, "fs", "ext4",
+                                                                              "super.o"))
+                     if n == "init_once")
+    assert [(d["size"], d["size_kind"], d["sized"]) for d in docs] == [
+        (init_once, "exact", True), (*truth[dev_open], False), (*truth[last], False),
+        (None, None, False)]
 
 
 # -------------------------------------------------------------- live changes
@@ -635,7 +677,7 @@ def test_mapping_symbols_never_answer(fixture_syms, tmp_path):
         rec = r.resolve(address)
         assert rec.symbol is None and rec.object == "extra/sample.ko", rec
     mapping = [rec for rec in r.symbols("sample") if is_mapping(rec.symbol)]
-    assert mapping and all(rec.size is None and not rec.sized for rec in mapping)
+    assert mapping and all(rec.size_kind != "exact" and not rec.sized for rec in mapping)
 
 
 @pytest.mark.parametrize("damage", ["truncated .xz", "not ELF", "truncated ELF"])

@@ -56,6 +56,7 @@
 
 static const char *const origin_names[] = {NULL, "core", "builtin", "loadable", "pseudo"};
 static const char *const binding_names[] = {"local", "global", "weak"};
+static const char *const size_kind_names[] = {"unknown", "exact", "estimated"};
 static const char *const status_names[] = {"matched", "missing", "refused", "unsupported",
                                            "deferred"};
 
@@ -176,15 +177,16 @@ static void put_record(const struct kms_sym *r, FILE *out)
         put_json_string(r->sym, r->sym_len, out);
         fprintf(out, ", \"offset\": %llu, \"start\": \"0x%llx\", \"size\": ",
                 (unsigned long long)r->symoff, (unsigned long long)r->sym_start);
-        if (r->size_kind == KMS_SIZE_EXACT)
+        if (r->size_kind != KMS_SIZE_UNKNOWN)
             fprintf(out, "%lld", (long long)r->sym_size);
         else
             fputs("null", out);
-        fprintf(out, ", \"sized\": %s, \"type\": ", r->sized ? "true" : "false");
+        fprintf(out, ", \"size_kind\": \"%s\", \"sized\": %s, \"type\": ",
+                size_kind_names[r->size_kind], r->sized ? "true" : "false");
         put_json_string(&r->type, 1, out);
     } else {
-        fputs("null, \"offset\": null, \"start\": null, \"size\": null, \"sized\": false, "
-              "\"type\": null", out);
+        fputs("null, \"offset\": null, \"start\": null, \"size\": null, \"size_kind\": null, "
+              "\"sized\": false, \"type\": null", out);
     }
     fputs(", \"binding\": ", out);
     put_json_cstring(r->sym_binding <= 2 ? binding_names[r->sym_binding] : NULL, out);

@@ -104,7 +104,7 @@ out:
 /* Symbolization (records.py) of R; KNOWN: built-in modules known. */
 static PyObject *sym_record(const struct kms_sym *r, int known)
 {
-    PyObject *f[15];
+    PyObject *f[16];
     int has = r->sym != NULL;
     f[0] = PyLong_FromUnsignedLongLong(r->address);
     f[1] = text_or_none(r->dso);
@@ -116,24 +116,25 @@ static PyObject *sym_record(const struct kms_sym *r, int known)
     f[4] = has ? text(r->sym, r->sym_len) : Py_NewRef(Py_None);
     f[5] = has ? PyLong_FromUnsignedLongLong(r->symoff) : Py_NewRef(Py_None);
     f[6] = has ? PyLong_FromUnsignedLongLong(r->sym_start) : Py_NewRef(Py_None);
-    f[7] = has && r->size_kind == KMS_SIZE_EXACT ? PyLong_FromLongLong(r->sym_size)
-                                                 : Py_NewRef(Py_None);
-    f[8] = PyBool_FromLong(r->sized);
-    f[9] = has ? PyUnicode_FromStringAndSize(&r->type, 1) : Py_NewRef(Py_None);
-    f[10] = member(bindings, r->sym_binding);
-    f[11] = text_or_none(r->object);
-    f[12] = PyBool_FromLong(r->ambiguous);
-    f[13] = PyList_New(r->ambiguous ? r->ncandidates : 0);
-    for (uint32_t k = 0; f[13] && r->ambiguous && k < r->ncandidates; k++) {
+    f[7] = has && r->size_kind != KMS_SIZE_UNKNOWN ? PyLong_FromLongLong(r->sym_size)
+                                                   : Py_NewRef(Py_None);
+    f[8] = has ? member(size_kinds, r->size_kind) : Py_NewRef(Py_None);
+    f[9] = PyBool_FromLong(r->sized);
+    f[10] = has ? PyUnicode_FromStringAndSize(&r->type, 1) : Py_NewRef(Py_None);
+    f[11] = member(bindings, r->sym_binding);
+    f[12] = text_or_none(r->object);
+    f[13] = PyBool_FromLong(r->ambiguous);
+    f[14] = PyList_New(r->ambiguous ? r->ncandidates : 0);
+    for (uint32_t k = 0; f[14] && r->ambiguous && k < r->ncandidates; k++) {
         PyObject *c = name_list(r->candidates[k].nmodules, r->candidates[k].modules);
         if (!c) {
-            Py_CLEAR(f[13]);
+            Py_CLEAR(f[14]);
             break;
         }
-        PyList_SET_ITEM(f[13], k, c);
+        PyList_SET_ITEM(f[14], k, c);
     }
-    f[14] = PyBool_FromLong(known);
-    return make_record(sym_type, f, 15);
+    f[15] = PyBool_FromLong(known);
+    return make_record(sym_type, f, 16);
 }
 
 /* The string at S (NULL: None), decoded once per handle: module names and

@@ -66,8 +66,9 @@ SIZE_KINDS = (SizeKind.UNKNOWN, SizeKind.EXACT, SizeKind.ESTIMATED)
 
 
 class Symbolization(namedtuple("Symbolization", (
-        "address", "module", "modules", "origin", "symbol", "offset", "start", "size", "sized",
-        "type", "binding", "object", "ambiguous", "candidates", "builtin_modules_known"))):
+        "address", "module", "modules", "origin", "symbol", "offset", "start", "size", "size_kind",
+        "sized", "type", "binding", "object", "ambiguous", "candidates",
+        "builtin_modules_known"))):
     """One answered address (``struct kms_sym``), modelled on perf's
     dlfilter address record.
 
@@ -75,11 +76,11 @@ class Symbolization(namedtuple("Symbolization", (
     unknown); ``modules`` all of them in module-map order (None when
     unknown); ``origin`` an :class:`Origin` (None: no module);
     ``symbol`` the answering symbol (None: the address is in none, then
-    ``offset``, ``start``, ``size`` and ``type`` are None too); ``offset``
-    the address less ``start``; ``size`` the symbol's exact (ELF) size,
-    None when not known exactly (:meth:`Resolver.line` says what estimate
-    there is), and ``sized`` whether ``[start, start+size)`` holds the
-    address; ``type`` the
+    ``offset``, ``start``, ``size``, ``size_kind`` and ``type`` are None
+    too); ``offset`` the address less ``start``; ``size`` the symbol's size
+    as ``size_kind`` (a :class:`SizeKind`) says it is known, exact (ELF) or
+    estimated, None when unknown; ``sized`` whether ``[start, start+size)``
+    holds the address, for an exact size only; ``type`` the
     kallsyms letter; ``binding`` a :class:`Binding` or None; ``object``
     the build-tree path of the object (for a loaded module, its .ko's path
     under the modules directory), None when the symbol comes from none;
@@ -92,10 +93,11 @@ class Symbolization(namedtuple("Symbolization", (
     __slots__ = ()
 
     def __new__(cls, address: int, module=None, modules=None, origin=None, symbol=None,
-                offset=None, start=None, size=None, sized=False, type=None, binding=None,
-                object=None, ambiguous=False, candidates=None, builtin_modules_known=True):
+                offset=None, start=None, size=None, size_kind=None, sized=False, type=None,
+                binding=None, object=None, ambiguous=False, candidates=None,
+                builtin_modules_known=True):
         return super().__new__(cls, address, module, modules, origin, symbol, offset, start,
-                               size, sized, type, binding, object, ambiguous,
+                               size, size_kind, sized, type, binding, object, ambiguous,
                                [] if candidates is None else candidates, builtin_modules_known)
 
     def to_json(self) -> dict:

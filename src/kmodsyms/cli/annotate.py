@@ -26,7 +26,7 @@ from __future__ import annotations
 import bisect
 import re
 
-from ..binding.records import Origin
+from ..binding.records import Origin, SizeKind
 from .frontend import format_kernel
 
 KERNEL_DSOS = ("[kernel.kallsyms]", "[kernel.vmlinux]")
@@ -87,11 +87,11 @@ class Annotator:
 
     def _sizes(self, rec) -> tuple:
         """The sizes an oops may print for ``rec``'s symbol: the kernel's
-        (the distance to the next kallsyms address) and the ELF size."""
+        (the distance to the next kallsyms address) and the exact ELF size."""
         addresses = self.resolver.sorted_addresses()
         above = bisect.bisect_right(addresses, rec.start)
         gap = int(addresses[above]) - rec.start if above < len(addresses) else None
-        return gap, rec.size
+        return gap, rec.size if rec.size_kind == SizeKind.EXACT else None
 
     # --------------------------------------------------------------- lines
     def line(self, text: str) -> str:
