@@ -21,9 +21,12 @@ import subprocess
 import pytest
 
 from conftest import ROOT
+from kmodsyms import load
+from kmodsyms.errors import StaleError
 from perf_data import write_perf_data
-from test_dtrace_consumer import (OUTSIDE_VMLINUX_A, PSEUDO, corpus_truth,
-                                  fixture_truth, kallsyms_lines)
+from test_dtrace_consumer import (FIXTURE_MODULES, OUTSIDE_VMLINUX_A, PSEUDO, corpus_truth,
+                                  fixture_truth, kallsyms_lines, loaded_sizes)
+from test_loadable import FIXTURE_KALLSYMS, FUSE_CORE, FUSE_KO, fake_sysfs, module_lines
 
 CSRC = os.path.join(ROOT, "contrib", "c")
 PERF_HEADER = "/usr/include/perf/perf_dlfilter.h"
@@ -59,13 +62,14 @@ def drive(dlfilter, dlargs, samples, check=True):
     return kept, proc
 
 
-def sized_symbols(tree, truth, names=None):
-    """(address, size, modules) of every line with an ELF size whose module
-    the linker maps say, and of every loaded module's line (its module's
-    own: kallsyms' tag; the module span holds its first byte).  NAMES: only
-    those; else all but the objects outside vmlinux.a (issue 21 part 1.3)."""
+def sized_symbols(tree, truth, names=None, kallsyms=None):
+    """(address, size, modules) of every line of KALLSYMS (default the
+    tree's) with an ELF size whose module the linker maps say, and of every
+    loaded module's line (its module's own: kallsyms' tag; the module span
+    holds its first byte).  NAMES: only those; else all but the objects
+    outside vmlinux.a (issue 21 part 1.3)."""
     out = []
-    for addr, letter, name, tag in kallsyms_lines(os.path.join(tree, "kallsyms")):
+    for addr, letter, name, tag in kallsyms_lines(kallsyms or os.path.join(tree, "kallsyms")):
         if (name not in names) if names is not None else (name in OUTSIDE_VMLINUX_A):
             continue
         if tag:
@@ -76,22 +80,25 @@ def sized_symbols(tree, truth, names=None):
     return out
 
 
-def check_keeps_exactly_the_module(dlfilter, tree, syms, truth, wanted, names=None):
+def check_keeps_exactly_the_module(dlfilter, tree, syms, truth, wanted, names=None,
+                                   kallsyms=None, dlargs=(), stderr=""):
     """Every sized symbol's first and last byte: kept exactly when one of
-    its modules is wanted; the same addresses in user mode: dropped."""
-    symbols = sized_symbols(tree, truth, names)
+    its modules is wanted; the same addresses in user mode: dropped.
+    KALLSYMS: another than the tree's; DLARGS: more --dlarg values; STDERR:
+    what the filter says at start."""
+    symbols = sized_symbols(tree, truth, names, kallsyms)
     probes = sorted({a for addr, size, _m in symbols for a in (addr, addr + size - 1)})
-    kallsyms = os.path.join(tree, "kallsyms")
-    kept, proc = drive(dlfilter, [f"syms={syms}", f"kallsyms={kallsyms}", ",".join(wanted)],
-                       [(a, KERNEL) for a in probes])
-    assert proc.stderr == b""
+    kallsyms = kallsyms or os.path.join(tree, "kallsyms")
+    kept, proc = drive(dlfilter, [f"syms={syms}", f"kallsyms={kallsyms}", *dlargs,
+                                  ",".join(wanted)], [(a, KERNEL) for a in probes])
+    assert proc.stderr.decode() == stderr
     wanted_set = set(wanted)
     wrong = [(hex(a), mods) for addr, size, mods in symbols for a in (addr, addr + size - 1)
              if kept[a] != any(m in wanted_set for m in mods)]
     assert wrong == [], (len(wrong), wrong[:5])
     assert sum(kept.values()) > 0
-    user, _ = drive(dlfilter, [f"syms={syms}", f"kallsyms={kallsyms}", ",".join(wanted)],
-                    [(a, USER) for a in probes[:500]])
+    user, _ = drive(dlfilter, [f"syms={syms}", f"kallsyms={kallsyms}", *dlargs,
+                               ",".join(wanted)], [(a, USER) for a in probes[:500]])
     assert not any(user.values())
     return sum(kept.values())
 
@@ -146,6 +153,109 @@ def test_corpora_every_built_in_module(dlfilter, any_corpus, any_corpus_syms):
     for wanted in runs:
         if wanted:
             check_keeps_exactly_the_module(dlfilter, any_corpus, any_corpus_syms, truth, wanted)
+
+
+# ------------------------------------------- where loaded modules' files are
+def fuse_ranges(sizes, core_end=None) -> list:
+    """fuse's ranges as kms_module_ranges() defines a loaded module's:
+    [lowest, highest end) of its t/T lines and of its other lines, a line
+    ending at address + its size -- SIZES' (the .ko's ELF size, readelf),
+    else the gap to the module's next line (R49's estimate), the highest
+    line's bounded by CORE_END (its core, as the kernel reports it), else
+    address + 1."""
+    lines = module_lines(FIXTURE_KALLSYMS, "fuse")
+    addrs = sorted({a for a, _l, _n in lines})
+    ends = {}
+    for a, letter, name in lines:
+        above = [b for b in addrs if b > a]
+        if (a, name) in sizes:
+            end = a + sizes[a, name]
+        else:
+            end = above[0] if above else core_end or a + 1
+        ends.setdefault(letter in "tT", []).append((a, end))
+    return [(min(a for a, _e in v), max(e for _a, e in v)) for v in ends.values()]
+
+
+def check_fuse_ranges(dlfilter, syms, dlargs, ranges, stderr=""):
+    """The filter keeps exactly the bytes of RANGES among fuse's lines'
+    first bytes and each range's edges (a byte below, the last, the next)."""
+    probes = {a for a, _l, _n in module_lines(FIXTURE_KALLSYMS, "fuse")}
+    probes |= {x for start, end in ranges for x in (start - 1, start, end - 1, end)}
+    kept, proc = drive(dlfilter, [f"syms={syms}", f"kallsyms={FIXTURE_KALLSYMS}", *dlargs,
+                                  "fuse"], [(a, KERNEL) for a in sorted(probes)])
+    assert proc.stderr.decode() == stderr
+    want = {a: any(s <= a < e for s, e in ranges) for a in probes}
+    assert kept == want, sorted((hex(a), k) for a, k in kept.items() if k != want[a])
+
+
+def test_modules_dir_sizes_loaded_modules_from_their_ko(dlfilter, fixture_tree, fixture_syms):
+    """modules-dir=D: fuse.ko is read, so fuse's ranges end where its
+    symbols do by the .ko's own table; without it, where the estimates do."""
+    ko = loaded_sizes(fixture_tree, FIXTURE_MODULES)
+    with_ko = fuse_ranges(ko)
+    check_fuse_ranges(dlfilter, fixture_syms, [f"modules-dir={fixture_tree}"], with_ko)
+    without = fuse_ranges({})
+    assert with_ko != without
+    check_fuse_ranges(dlfilter, fixture_syms, [], without)
+
+
+def test_proc_modules_bounds_a_loaded_module_by_its_core(dlfilter, fixture_syms, tmp_path):
+    """proc-modules=P: fuse's highest line reaches the end of its core."""
+    proc_modules = tmp_path / "modules"
+    proc_modules.write_text(FUSE_CORE)                   # 8448 bytes from 0xffffffffc0a00000
+    check_fuse_ranges(dlfilter, fixture_syms, [f"proc-modules={proc_modules}"],
+                      fuse_ranges({}, core_end=0xFFFFFFFFC0A00000 + 8448))
+
+
+def test_sysfs_root_says_which_file_is_loaded_and_its_core(dlfilter, fixture_tree, fixture_syms,
+                                                            tmp_path):
+    """sysfs-root=S: /sys/module/fuse's sections (the kernel's placement of
+    fuse.ko) match the file, which answers; with .text elsewhere the file
+    is refused, said once, and fuse's highest line reaches the core that
+    coresize and .text give."""
+    lines = module_lines(FIXTURE_KALLSYMS, "fuse")
+    ko = loaded_sizes(fixture_tree, FIXTURE_MODULES)
+    sysfs = fake_sysfs(tmp_path / "same", FUSE_KO, lines)
+    check_fuse_ranges(dlfilter, fixture_syms, [f"modules-dir={fixture_tree}",
+                                               f"sysfs-root={sysfs}"], fuse_ranges(ko))
+    elsewhere = fake_sysfs(tmp_path / "moved", FUSE_KO, lines, shift=0x40)
+    with open(os.path.join(elsewhere, "module", "fuse", "coresize"), "w") as f:
+        f.write("8448\n")
+    refused = load(fixture_syms, FIXTURE_KALLSYMS, modules_dir=fixture_tree,
+                   sysfs_root=elsewhere).module_warnings
+    assert len(refused) == 1
+    check_fuse_ranges(dlfilter, fixture_syms, [f"modules-dir={fixture_tree}",
+                                               f"sysfs-root={elsewhere}"],
+                      fuse_ranges({}, core_end=0xFFFFFFFFC0A00000 + 0x40 + 8448),
+                      stderr=f"kmodsyms-dlfilter: warning: {refused[0]}\n")
+
+
+def test_force_uses_another_builds_file(dlfilter, fixture_tree, fixture_syms, tmp_path):
+    """A kallsyms where one anchor (rest_init) is not where the file's link
+    layout puts it, as after a rebuild: refused in one line; with force,
+    used, said once in the filter's words (--dlarg force), and every other
+    symbol kept exactly by its modules (the linker maps)."""
+    text = open(FIXTURE_KALLSYMS).read()
+    moved = [f"{int(ln[:16], 16) + 0x10:016x}{ln[16:]}" if ln.endswith(" t rest_init") else ln
+             for ln in text.splitlines()]
+    assert moved != text.splitlines()
+    stale = tmp_path / "kallsyms"
+    stale.write_text("\n".join(moved) + "\n")
+    base = [f"syms={fixture_syms}", f"kallsyms={stale}"]
+    _kept, proc = drive(dlfilter, base + ["ext4"], [], check=False)
+    assert proc.returncode == 1 and proc.stderr.decode().count("\n") == 2, proc.stderr
+    assert proc.stderr.decode().startswith(f"kmodsyms-dlfilter: {fixture_syms} does not match")
+    with pytest.raises(StaleError):
+        load(fixture_syms, str(stale))
+    warns = []
+    load(fixture_syms, str(stale), force=True, warn=warns.append)
+    [warning] = warns
+    assert warning.startswith("used anyway (--force)")
+    truth = fixture_truth(fixture_tree)
+    assert check_keeps_exactly_the_module(
+        dlfilter, fixture_tree, fixture_syms, truth, ["ext4", "fuse"], kallsyms=str(stale),
+        dlargs=["force"], stderr="kmodsyms-dlfilter: warning: "
+        + warning.replace("--force", "--dlarg force") + "\n") > 20
 
 
 def test_arguments(dlfilter, fixture_syms, fixture_tree, tmp_path):

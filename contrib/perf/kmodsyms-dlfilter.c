@@ -164,6 +164,41 @@ static int collect_spans(struct filter *f)
     return 0;
 }
 
+/* MSG on stderr as this filter's user acts on it: the library's word for
+ * its force flag (KMS_FORCE_WORD) is "--dlarg force" here. */
+static void put_message(const char *msg)
+{
+    const char *w = strstr(msg, KMS_FORCE_WORD);
+    if (w)
+        fprintf(stderr, "%.*s--dlarg force%s", (int)(w - msg), msg, w + strlen(KMS_FORCE_WORD));
+    else
+        fputs(msg, stderr);
+}
+
+/* What the load says to a user, once at start: what force overrode, and
+ * each loaded module whose file was refused or cannot be read. */
+static int warn_load(const kms_handle *h)
+{
+    struct kms_info info = {.size = sizeof info};
+    kms_get_info(h, &info);
+    if (info.warning[0]) {
+        fputs(NAME ": warning: ", stderr);
+        put_message(info.warning);
+        fputc('\n', stderr);
+    }
+    size_t n = kms_modules(h, NULL, 0);
+    struct kms_module *mods = malloc((n ? n : 1) * sizeof *mods);
+    if (!mods)
+        return -1;
+    mods[0].size = sizeof *mods;
+    kms_modules(h, mods, n);
+    for (size_t i = 0; i < n; i++)
+        if (mods[i].warning)
+            fprintf(stderr, NAME ": warning: %s\n", mods[i].warning);
+    free(mods);
+    return 0;
+}
+
 int start(void **data, void *ctx)
 {
     int argc = 0;
@@ -205,14 +240,21 @@ int start(void **data, void *ctx)
     f->h = kms_load_opts(&opts, &err);
     if (!f->h) {
         if (opts.syms_path || err.code == KMS_E_NOMEM) {
-            fprintf(stderr, NAME ": %s\n", err.message);
+            fputs(NAME ": ", stderr);
+            put_message(err.message);
+            fputc('\n', stderr);
             free_filter(f);
             return err.code == KMS_E_NOMEM ? -ENOMEM : -EINVAL;
         }
-        fprintf(stderr, NAME ": no usable dtrace_syms (%s): built-in modules are unknown; "
-                "filtering on the core kernel (vmlinux) and the loaded modules kallsyms shows\n",
-                err.message);
+        fputs(NAME ": no usable dtrace_syms (", stderr);
+        put_message(err.message);
+        fputs("): built-in modules are unknown; filtering on the core kernel (vmlinux) and the "
+              "loaded modules kallsyms shows\n", stderr);
     } else {
+        if (warn_load(f->h) != 0) {
+            free_filter(f);
+            return -ENOMEM;
+        }
         for (size_t i = 0; i < f->nmodules; i++)
             if (!kms_module_known(f->h, f->modules[i]))
                 fprintf(stderr, NAME ": module %s is neither built in nor loaded: it keeps no "
