@@ -66,11 +66,10 @@ def sized_symbols(tree, truth, names=None, kallsyms=None):
     """(address, size, modules) of every line of KALLSYMS (default the
     tree's) with an ELF size whose module the linker maps say, and of every
     loaded module's line (its module's own: kallsyms' tag; the module span
-    holds its first byte).  NAMES: only those; else all but the objects
-    outside vmlinux.a (issue 21 part 1.3)."""
+    holds its first byte).  NAMES: only those."""
     out = []
     for addr, letter, name, tag in kallsyms_lines(kallsyms or os.path.join(tree, "kallsyms")):
-        if (name not in names) if names is not None else (name in OUTSIDE_VMLINUX_A):
+        if names is not None and name not in names:
             continue
         if tag:
             if tag not in PSEUDO:
