@@ -261,13 +261,65 @@ def test_module_lines_are_the_linker_maps(clib, any_corpus, any_corpus_syms):
         assert got[m] - edge == want[m] - edge, m
 
 
+def check_builtin_modules(clib, tree: str, syms: str) -> int:
+    """kms_builtin_modules() is modules.builtin, name for name (as the
+    kernel spells them: '-' read as '_') and in its order (kbuild writes
+    both it and the module map from modules.order)."""
+    names = run_c(clib, ["builtin", "--syms", syms, "--kallsyms",
+                         os.path.join(tree, "kallsyms")]).stdout.decode().split()
+    want = [os.path.basename(line.strip())[:-len(".ko")].replace("-", "_")
+            for line in open(os.path.join(tree, "modules.builtin")) if line.strip()]
+    assert names == want
+    return len(names)
+
+
+def test_builtin_modules_are_modules_builtin_on_the_fixture(clib, fixture_tree, fixture_syms):
+    assert check_builtin_modules(clib, fixture_tree, fixture_syms) == 7
+
+
 def test_builtin_modules_are_modules_builtin(clib, any_corpus, any_corpus_syms):
-    names = run_c(clib, ["builtin", "--syms", any_corpus_syms, "--kallsyms",
-                         os.path.join(any_corpus, "kallsyms")]).stdout.decode().split()
-    want = {os.path.basename(line.strip())[:-3].replace("-", "_")
-            for line in open(os.path.join(any_corpus, "modules.builtin")) if line.strip()}
-    assert len(names) == len(set(names))
-    assert set(names) <= want and len(names) > 0.9 * len(want)
+    assert check_builtin_modules(clib, any_corpus, any_corpus_syms) > 50
+
+
+def percpu_offsets(tree: str) -> set[int]:
+    """The addresses of the core kallsyms lines below the kernel's start
+    (kallsyms' _text), whatever their letter: per-cpu offsets, each inside
+    vmlinux's own .data..percpu section (pyelftools), which links at 0 where
+    the kernel's per-cpu symbols are offsets (x86_64; arm64 has none)."""
+    from elftools.elf.elffile import ELFFile
+    lines = read_kallsyms(os.path.join(tree, "kallsyms"))
+    text = next(a for a, _l, n, m in lines if n == "_text" and m is None)
+    low = {a for a, _l, _n, m in lines if m is None and a < text}
+    with open(os.path.join(tree, "vmlinux"), "rb") as f:
+        sec = ELFFile(f).get_section_by_name(".data..percpu")
+        if low:
+            assert sec is not None and all(
+                sec["sh_addr"] <= a <= sec["sh_addr"] + sec["sh_size"] for a in low)
+    return low
+
+
+def check_spans_hold_no_percpu_offset(clib, tree: str, syms: str) -> int:
+    """kms_module_spans() of vmlinux and of every module, built-in or
+    loaded, holds no per-cpu offset."""
+    kallsyms = os.path.join(tree, "kallsyms")
+    builtin = run_c(clib, ["builtin", "--syms", syms, "--kallsyms",
+                           kallsyms]).stdout.decode().split()
+    loaded = sorted({m for *_x, m in read_kallsyms(kallsyms) if m})
+    got = spans(clib, syms, kallsyms, "spans", ["vmlinux"] + builtin + loaded)
+    offsets = sorted(percpu_offsets(tree))
+    inside = [(m, hex(a), hex(s), hex(e)) for m, rs in got.items() for s, e, _t in rs
+              for a in offsets[bisect.bisect_left(offsets, s):bisect.bisect_left(offsets, e)]]
+    assert inside == [], inside[:5]
+    assert got["vmlinux"]
+    return len(offsets)
+
+
+def test_spans_hold_no_percpu_offset_on_the_fixture(clib, fixture_tree, fixture_syms):
+    assert check_spans_hold_no_percpu_offset(clib, fixture_tree, fixture_syms) == 6
+
+
+def test_spans_hold_no_percpu_offset(clib, any_corpus, any_corpus_syms):
+    check_spans_hold_no_percpu_offset(clib, any_corpus, any_corpus_syms)
 
 
 def elf_sizes(vmlinux: str) -> dict[tuple[str, int], set[int]]:

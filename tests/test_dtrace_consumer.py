@@ -380,6 +380,30 @@ def test_no_dtrace_syms_reads_kallsyms_as_dtrace(consumer, fixture_tree, tmp_pat
     assert {m for m in table.modules} == {"vmlinux", "fuse", "__builtin__ftrace"}
 
 
+def test_modpath_as_dtraces(consumer, fixture_tree, fixture_syms, tmp_path):
+    """--modpath DIR as dtrace's -x modpath: DIR/kernel/dtrace_syms, and the
+    loaded modules' .ko under DIR (installed compressed, as a distribution
+    does), held to the linker maps and the .ko's own table; before a
+    dtrace_syms is installed there, one warning naming where it was looked
+    for, and dtrace's table from plain kallsyms."""
+    kallsyms = os.path.join(fixture_tree, "kallsyms")
+    modpath = modules_dir_for(fixture_tree, FIXTURE_MODULES, ".xz", tmp_path)
+    args = ["--modpath", modpath, "--kallsyms", kallsyms]
+    missing = build_table(consumer, args)
+    installed = os.path.join(modpath, "kernel", "dtrace_syms")
+    assert missing.stderr.count("\n") == 1 and installed in missing.stderr
+    assert missing.lines == build_table(consumer, ["--plain-kallsyms", kallsyms]).lines
+    shutil.copy(fixture_syms, installed)
+    table = build_table(consumer, args)
+    assert table.stderr == ""
+    truth = fixture_truth(fixture_tree)
+    check_lines_read(table, kallsyms, truth, "c")
+    ko = loaded_sizes(fixture_tree, FIXTURE_MODULES)
+    assert {(ln.address, ln.name): ln.size for ln in table.lines if ln.modules == ("fuse",)} == ko
+    assert check_first_and_last_bytes(table, {**truth.size, **ko}) > 0
+    check_every_module_has_ranges(table, truth)
+
+
 # ------------------------------------------------------------------ the corpora
 def _corpus_case(consumer, tree, syms, tmp_path, situation, source):
     arch = "arm64" if "arm64" in tree else "x86_64"
