@@ -64,3 +64,38 @@ def test_bench_quick_c_dtrace_update(tmp_path):
     assert row["id"] == "c_dtrace_update" and row["status"] == "ok", row
     assert len(row["samples"]["ours"]) == len(row["samples"]["baseline"]) == 3
     assert "symbols in 10 modules" in row["note"], row["note"]
+
+
+def test_bench_quick_c_load_compressed(tmp_path):
+    """The rows of a host with 150 loaded modules installed as .ko.xz and
+    .ko.zst, on the synthetic corpus: 150 copies of fixtures/kbuild's
+    fuse.ko, each decompressed and matched (else the row fails) with every
+    one of its kallsyms lines sized; cold, again, deferred and the first
+    module read each timed; the rows' ids those bench/README.md's Rows table
+    lists (issue 21)."""
+    if not (shutil.which("make") and shutil.which(os.environ.get("CC", "cc"))):
+        pytest.skip("cc or make is not installed")
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--only", "c_load_compressed", "--synthetic",
+         "2", "--json", str(out)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = {row["id"]: row for row in json.loads(out.read_text())["rows"]}
+    assert sorted(rows) == ["c_load_compressed_xz", "c_load_compressed_zst"]
+    with open(os.path.join(ROOT, "bench", "README.md"), encoding="utf-8") as f:
+        listed = f.read()
+    fuse_lines = sum(1 for line in open(os.path.join(ROOT, "fixtures", "kbuild", "kallsyms"))
+                     if line.rstrip("\n").endswith("\t[fuse]"))
+    assert "| `c_load_compressed_xz`, `c_load_compressed_zst` (15) |" in listed
+    for rid, tool in (("c_load_compressed_xz", "xz"), ("c_load_compressed_zst", "zstd")):
+        row = rows[rid]
+        if not shutil.which(tool):
+            assert row["status"] == "skipped" and row["note"] == f"no {tool} tool", row
+            continue
+        assert row["status"] == "ok", row
+        assert [len(row["samples"][k]) for k in ("ours", "again", "baseline", "deferred",
+                                                 "first_module")] == [3] * 5
+        assert "150 copies of the corpus's loaded modules" in row["note"]
+        assert f"{150 * fuse_lines:,} lines sized" in row["note"], row["note"]
+        assert "kms_read_modules() of one (fuse_c000)" in row["note"], row["note"]
