@@ -755,6 +755,20 @@ def test_compressed_kallsyms_named(clib, fixture_syms, tmp_path, tool):
         f"kmodsyms-c: error: {path}: {name} data: decompress it first\n"
 
 
+def test_empty_kallsyms_named_once(clib, fixture_syms, tmp_path):
+    """An empty kallsyms file named ``empty``: its name once, then what is
+    wrong, from C and from the Python CLI (issue 24 item 6: it said
+    ``empty: empty: no symbols``)."""
+    path = tmp_path / "empty"
+    path.write_bytes(b"")
+    want = f"{path}: no symbols: the file is empty or blank (is this a kallsyms file?)\n"
+    proc = run_c(clib, ["lines", "--syms", fixture_syms, "--kallsyms", str(path)], check=False)
+    assert (proc.returncode, proc.stdout, proc.stderr.decode()) == (2, b"", "kmodsyms-c: error: " + want)
+    cli = subprocess.run([sys.executable, "-m", "kmodsyms", "resolve", "--syms", fixture_syms,
+                          "--kallsyms", str(path), "0x1"], capture_output=True, text=True)
+    assert (cli.returncode, cli.stdout, cli.stderr) == (2, "", "kmodsyms: error: " + want)
+
+
 def _kernel_rule_hides(kptr: int, paranoid: int, cap_syslog: bool) -> bool:
     """kernel/ksyms_common.c kallsyms_show_value(), negated."""
     if kptr == 0 and paranoid <= 1:

@@ -510,8 +510,8 @@ int kmsi_parse_kallsyms(kms_handle *h, const struct kallsyms_source *src, kms_er
     if (h->core_lines == h->n)
         h->modules_from = h->n;
     if (ps.nonblank == 0) {
-        rc = kmsi_fail(err, KMS_E_KALLSYMS, "%s: empty: no symbols (is this a kallsyms file?)",
-                       src->name);
+        rc = kmsi_fail(err, KMS_E_KALLSYMS, "%s: no symbols: the file is empty or blank (is "
+                       "this a kallsyms file?)", src->name);
         goto out;
     }
     if (!ps.any_nonzero) {

@@ -828,8 +828,12 @@ static void check_bad_kallsyms(const char *syms)
     check_error(kms_load_buffer(syms, "hello world\n", 12, "K", 0, &e), &e, KMS_E_KALLSYMS, "text");
     CHECK(!strncmp(e.message, "K:1: ", 5), "'%s'", e.message);
     check_error(kms_load_buffer(syms, "\n\n", 2, "K", 0, &e), &e, KMS_E_KALLSYMS, "blank");
-    CHECK(!strcmp(e.message, "K: empty: no symbols (is this a kallsyms file?)"), "'%s'",
-          e.message);
+    CHECK(!strcmp(e.message, "K: no symbols: the file is empty or blank (is this a kallsyms file?)"),
+          "'%s'", e.message);
+    /* an empty one (issue 24 item 6: its name, once) */
+    check_error(kms_load_buffer(syms, "", 0, "empty", 0, &e), &e, KMS_E_KALLSYMS, "empty");
+    CHECK(!strcmp(e.message, "empty: no symbols: the file is empty or blank (is this a kallsyms "
+                             "file?)"), "'%s'", e.message);
 
     check_hidden_cause(2, 1, 1, "kernel.kptr_restrict is 2, which hides them from every reader, "
                        "root included: set 'sysctl kernel.kptr_restrict=1'", NULL);

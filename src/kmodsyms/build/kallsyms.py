@@ -125,7 +125,8 @@ class Kallsyms:
         starts, ends = starts[keep], ends[keep]
         n = len(starts)
         if n == 0:
-            raise KmodsymsError(f"{self.source}: empty: no symbols (is this a kallsyms file?)")
+            raise KmodsymsError(f"{self.source}: no symbols: the file is empty or blank "
+                                "(is this a kallsyms file?)")
         # Address width is that of the first line (16 hex digits on 64-bit
         # kernels, 8 on 32-bit); every line must have the same layout.
         first_space = text.find(b" ", 0, ends[0])
