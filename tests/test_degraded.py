@@ -167,6 +167,35 @@ def test_the_warning_says_what_the_output_shows():
     assert "ext4" not in doc["modules"]
 
 
+def test_annotate_and_kallmodsyms_claim_no_module_they_do_not_know():
+    """Issue 24 item 2, on the fixture's kallsyms without dtrace_syms:
+    annotate leaves a frame whose module it does not know as it was (no
+    'vmlinux`' folded, no ' [mod]'), names what it knows (a loaded module,
+    a perf '[unknown]' frame's symbol) and prints '?' where it writes a
+    module itself, as the text formats do; kallmodsyms prints kallsyms'
+    own lines, a suffix only for loaded and pseudo-modules."""
+    if os.path.exists(default_syms_path()):
+        pytest.skip(f"{default_syms_path()} is installed: not degraded here")
+    kallsyms = os.path.join(ROOT, "fixtures", "kbuild", "kallsyms")
+    base = ("annotate", "--quiet", "--kallsyms", kallsyms)
+    perf_and_oops = ("\tffffffffab600684 ext4_file_open+0x4 ([kernel.kallsyms])\n"
+                     "\tffffffffab600684 [unknown] ([kernel.kallsyms])\n"
+                     "\tffffffffc0a00014 fuse_dev_open+0x4 ([fuse])\n"
+                     "RIP: 0010:ext4_file_open+0x4/0x10\n"
+                     " init_once+0x10/0x30\n"
+                     " [<ffffffffab600404>]\n")
+    out = _run(*base, stdin=perf_and_oops)
+    assert (out.returncode, out.stderr) == (0, "")
+    assert out.stdout == perf_and_oops.replace("[unknown]", "ext4_file_open+0x4").replace(
+        "[<ffffffffab600404>]", "[<ffffffffab600404>] init_once+0x14/0x30 [?]")
+    folded = "bash;main;ext4_file_open_[k];memcpy 3\nbash;fuse_dev_open;rest_init 2\n"
+    out = _run(*base, "--folded", stdin=folded)
+    assert out.stdout == "bash;main;ext4_file_open_[k];memcpy 3\nbash;fuse`fuse_dev_open;rest_init 2\n"
+    out = _run("kallmodsyms", "--quiet", "--kallsyms", kallsyms)
+    shown = [line.split(" ", 1) for line in open(kallsyms).read().splitlines()]
+    assert [line.split(" ", 2)[::2] for line in out.stdout.splitlines()] == shown
+
+
 def test_modules_needs_no_dtrace_syms_and_quiet_is_quiet():
     """Issue 24.10: 'kmodsyms modules' reads no dtrace_syms, so it does not
     warn about one; --quiet silences the degraded warning of the others."""

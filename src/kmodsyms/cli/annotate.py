@@ -19,6 +19,8 @@ by name: a name in several modules is told apart by the address when the
 line has one and it answers that name, else by the printed size, else it
 is left as it was.  Core kernel frames keep ``[kernel.kallsyms]`` and get
 no ``[mod]`` (the kernel prints none), but ``vmlinux``` when folded.
+Without dtrace_syms a core line's module is not known (core kernel or any
+built-in module): such a frame is left as it was, claiming no module.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import bisect
 import re
 
 from ..binding.records import Origin, SizeKind
-from .frontend import format_kernel
+from .frontend import format_kernel, shown_module
 
 KERNEL_DSOS = ("[kernel.kallsyms]", "[kernel.vmlinux]")
 
@@ -71,16 +73,18 @@ class Annotator:
     def _module_of(self, name: str, address: int | None = None, size: int | None = None):
         """The module of core-kernel symbol ``name``: from ``address`` when
         it answers that name, else the one its matches agree on, else the
-        one match of printed ``size``; None when unknown or undecided."""
+        one match of printed ``size``; None when unknown or undecided, as
+        without dtrace_syms, where a core line's module is not known
+        (:func:`kmodsyms.cli.frontend.shown_module`, the text formats' rule)."""
         if address is not None:
             rec = self._resolve(address)
-            if rec.symbol == name and rec.module is not None:
-                return rec.module
-        modules = {rec.module for rec in self._named(name)}
+            if rec.symbol == name and shown_module(rec) is not None:
+                return shown_module(rec)
+        modules = {shown_module(rec) for rec in self._named(name)}
         if len(modules) == 1 and None not in modules:
             return modules.pop()
         if size is not None:
-            sized = {rec.module for rec in self._named(name) if size in self._sizes(rec)}
+            sized = {shown_module(rec) for rec in self._named(name) if size in self._sizes(rec)}
             if len(sized) == 1 and None not in sized:
                 return sized.pop()
         return None
@@ -114,7 +118,7 @@ class Annotator:
             if rec.symbol is None:
                 return m[0]
             symbol = f"{rec.symbol}+{rec.offset:#x}"
-            module = rec.module
+            module = shown_module(rec)
         else:
             module = self._module_of(name, address)
         if module is None or module == "vmlinux":
