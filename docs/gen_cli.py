@@ -50,8 +50,11 @@ Conventions shared by every command:
   `resolve -` writes one line for every line it reads, so that `paste`
   pairs them: a bad line gets `? ERROR` in its place (and `LINE N: ERROR`
   on stderr), or `{"input": ..., "error": ...}` with `--json`; a blank line
-  an empty line, or `{"input": ""}`.  `verify` exits **1** when our
-  attribution disagrees with the linker maps.
+  an empty line, or `{"input": ""}`.  Stdin that is not text is an error
+  naming what it is (`<stdin>: gzip data: decompress it first`; xz, zstd,
+  bzip2, an ELF file, other binary data), as a kallsyms file that is not
+  text is.  `verify` exits **1** when our attribution disagrees with the
+  linker maps.
 * Without a usable `dtrace_syms` for the running kernel (missing, or another
   kernel's), `resolve`, `lookup`, `kallmodsyms` and `annotate` answer from
   kallsyms alone with one `kmodsyms: warning: ...` line (none with

@@ -243,3 +243,24 @@ def test_hidden_kallsyms_passes_the_text_through(fixture_syms, tmp_path):
     assert len(run.stderr.splitlines()) == 1 and "warning" in run.stderr, run.stderr
     strict = subprocess.run(args + ["--strict"], input=text, capture_output=True, text=True, cwd=ROOT)
     assert strict.returncode == 2 and strict.stdout == "" and len(strict.stderr.splitlines()) == 1
+
+
+def test_input_that_is_not_text_passes_through_named(fixture_syms, tmp_path):
+    """Issue 24 item 7: a file that is not text (perf.data, a compressed
+    trace), judged by the library's rule (kms_data_kind()), passes through
+    byte for byte with one warning naming it and what it is; the text
+    files beside it, stdin among them, are annotated; and any bytes on any
+    line come out as they went in, whatever the locale."""
+    import gzip
+    frame = "\tffffffffab600684 ext4_file_open+0x4 ([kernel.kallsyms])\n"
+    packed = tmp_path / "trace.gz"
+    packed.write_bytes(gzip.compress(frame.encode()))
+    odd = b"\xff\xfe not UTF-8\n"
+    run = subprocess.run([sys.executable, "-m", "kmodsyms", "annotate", "--syms", fixture_syms,
+                          "--kallsyms", os.path.join(FIXTURE, "kallsyms"), str(packed), "-"],
+                         input=odd + frame.encode(), capture_output=True, cwd=ROOT,
+                         env={**os.environ, "PYTHONIOENCODING": "utf-8:strict", "LC_ALL": "C.UTF-8"})
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == packed.read_bytes() + odd + frame.replace("[kernel.kallsyms]", "[ext4]").encode()
+    assert run.stderr.decode() == (f"kmodsyms: warning: {packed}: gzip data: decompress it first; "
+                                   "it passes through unannotated\n")

@@ -78,6 +78,61 @@ def test_bad_stdin_lines_are_answered_in_place(files):
     assert [d["address"] for d in docs if "address" in d] == [hex(good), hex(good + 4)]
 
 
+def _run_bytes(args, stdin: bytes, env=None, module="kmodsyms"):
+    return subprocess.run([sys.executable, "-m", module, *args], input=stdin, capture_output=True,
+                          cwd=ROOT, env=None if env is None else {**os.environ, **env})
+
+
+def _not_text_inputs() -> dict:
+    """Real data that is not addresses: what gzip, xz and bzip2 write (the
+    standard library's, the tools' formats), an ELF file (the fixture's
+    vmlinux) and binary data (a control byte in the first line)."""
+    import bz2
+    import gzip
+    import lzma
+    text = open(KALLSYMS, "rb").read()
+    return {"gzip data: decompress it first": gzip.compress(text),
+            "xz data: decompress it first": lzma.compress(text),
+            "bzip2 data: decompress it first": bz2.compress(text),
+            "an ELF file, not addresses: give one hex address a line":
+                open(os.path.join(FIXTURE, "vmlinux"), "rb").read()[:4096],
+            "binary data, not addresses: give one hex address a line":
+                b"0xffffffffab600400\x00\x01\n0x1\n"}
+
+
+@pytest.mark.parametrize("module", ["kmodsyms", "kmodsyms.cli.app"])
+def test_stdin_that_is_not_text_is_named(files, module):
+    """Issue 24 item 7: compressed or binary stdin is one error line naming
+    it and what it is (the library's kms_data_kind()), exit 2, nothing on
+    stdout; and under strict UTF-8 stdio too."""
+    for what, data in _not_text_inputs().items():
+        for env in (None, {"PYTHONIOENCODING": "utf-8:strict", "LC_ALL": "C.UTF-8"}):
+            out = _run_bytes(["resolve", *files, "-"], data, env, module)
+            assert (out.returncode, out.stdout, out.stderr.decode()) == \
+                (2, b"", f"kmodsyms: error: <stdin>: {what}\n"), what
+
+
+def test_stdin_that_is_not_utf8_is_answered_in_any_locale(files):
+    """Bytes that are no UTF-8 on a later line of stdin: that line's error
+    quotes them as ascii() does, in every locale, and the rest are
+    answered (before: a UnicodeDecodeError traceback under strict UTF-8
+    stdio, '\\udc8b' escapes otherwise)."""
+    r = load(files[1], files[3])
+    stdin = b"0xffffffffab600400\n\x8b\x91ff\n\xc3\xa9\n0xffffffffab600404\n"
+    for env in (None, {"PYTHONIOENCODING": "utf-8:strict", "LC_ALL": "C.UTF-8"},
+                {"PYTHONIOENCODING": "ascii:strict", "LC_ALL": "C"}):
+        out = _run_bytes(["resolve", *files, "--format", "dtrace", "-"], stdin, env)
+        assert out.returncode == 1, out.stderr
+        assert out.stdout.decode().splitlines() == [
+            format_dtrace(r.resolve(0xffffffffab600400)),
+            "? bad address '\\udc8b\\udc91ff': give it in hex, e.g. 0xffffffff81000000",
+            "? bad address '\\xe9': give it in hex, e.g. 0xffffffff81000000",
+            format_dtrace(r.resolve(0xffffffffab600404))]
+        assert out.stderr.decode().splitlines() == [
+            "LINE 2: bad address '\\udc8b\\udc91ff': give it in hex, e.g. 0xffffffff81000000",
+            "LINE 3: bad address '\\xe9': give it in hex, e.g. 0xffffffff81000000"]
+
+
 def test_a_bad_argument_is_refused_before_loading(files):
     out = _run(["resolve", *files, "--", "0x10", "-0x10"])
     assert (out.returncode, out.stdout) == (2, "")

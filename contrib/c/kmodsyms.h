@@ -101,6 +101,17 @@ enum kms_code {
 const char *kms_strerror(int code);
 
 /*
+ * What DATA, the first N bytes of an input (it reads at most 64), is when it
+ * is not text: "gzip data", "xz data", "zstd data" or "bzip2 data" (then
+ * *COMPRESSED, when not NULL, is set to 1), "an ELF file", or "binary data"
+ * (a control byte that no text has); NULL (and *COMPRESSED 0) when it may be
+ * text.  A static phrase.  kms_load*() name a kallsyms file that is not text
+ * by it ("K: gzip data: decompress it first", KMS_E_KALLSYMS); a front end
+ * can name its own inputs the same way (2.1).
+ */
+const char *kms_data_kind(const void *data, size_t n, int *compressed);
+
+/*
  * Where a caller must act on the file's being another kernel's, a message
  * names the flag that overrides it, as the word KMS_FORCE_WORD (in an error:
  * "...; rebuild it or load with KMS_LOAD_FORCE"; in the warning a forced

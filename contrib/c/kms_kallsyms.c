@@ -302,26 +302,37 @@ static void advise_sample(kms_handle *h, struct parse *ps, const char *t, size_t
 
 /* ------------------------------------------------------------ what a bad file is */
 
-#define HEAD 64 /* the bytes looks_like() judges */
+#define HEAD 64 /* the bytes kms_data_kind() judges */
 
-/* What the first bytes of a file that is not kallsyms text look like:
- * a compressed stream (by its magic), an ELF file, other binary data (a
- * control byte that no text has), or NULL (text: its own error stands). */
-static const char *looks_like(const unsigned char *p, size_t n)
+const char *kms_data_kind(const void *data, size_t n, int *compressed)
 {
-    static const struct { const char *magic; size_t len; const char *what; } kinds[] = {
-        {"\x1f\x8b", 2, "gzip data: decompress it first"},
-        {"\xfd" "7zXZ\0", 6, "xz data: decompress it first"},
-        {"\x28\xb5\x2f\xfd", 4, "zstd data: decompress it first"},
-        {"BZh", 3, "bzip2 data: decompress it first"},
-        {"\x7f" "ELF", 4, "an ELF file, not kallsyms text: give /proc/kallsyms or a saved copy"},
+    static const struct {
+        const char *magic;
+        size_t len;
+        const char *what;
+        int compressed;
+    } kinds[] = {
+        {"\x1f\x8b", 2, "gzip data", 1},
+        {"\xfd" "7zXZ\0", 6, "xz data", 1},
+        {"\x28\xb5\x2f\xfd", 4, "zstd data", 1},
+        {"BZh", 3, "bzip2 data", 1},
+        {"\x7f" "ELF", 4, "an ELF file", 0},
     };
+    const unsigned char *p = data;
+    if (compressed)
+        *compressed = 0;
+    if (!p)
+        return NULL;
+    n = n < HEAD ? n : HEAD;
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
-        if (n >= kinds[k].len && !memcmp(p, kinds[k].magic, kinds[k].len))
+        if (n >= kinds[k].len && !memcmp(p, kinds[k].magic, kinds[k].len)) {
+            if (compressed)
+                *compressed = kinds[k].compressed;
             return kinds[k].what;
+        }
     for (size_t k = 0; k < n; k++)
         if (p[k] < 32 && !is_space(p[k]))
-            return "binary data, not kallsyms text: give /proc/kallsyms or a saved copy";
+            return "binary data";
     return NULL;
 }
 
@@ -332,9 +343,14 @@ static void name_binary(kms_error *err, const char *source, const unsigned char 
     /* a dtrace_syms file given as kallsyms already says so (parse_line) */
     if (n >= 8 && !memcmp(head, "KMODSYMS", 8))
         return;
-    const char *what = err && err->code == KMS_E_KALLSYMS ? looks_like(head, n) : NULL;
-    if (what)
-        kmsi_fail(err, KMS_E_KALLSYMS, "%s: %s", source, what);
+    int compressed = 0;
+    const char *what = err && err->code == KMS_E_KALLSYMS ? kms_data_kind(head, n, &compressed)
+                                                          : NULL;
+    if (what && compressed)
+        kmsi_fail(err, KMS_E_KALLSYMS, "%s: %s: decompress it first", source, what);
+    else if (what)
+        kmsi_fail(err, KMS_E_KALLSYMS, "%s: %s, not kallsyms text: give /proc/kallsyms or a "
+                  "saved copy", source, what);
 }
 
 static int read_int(const char *path, int *v)

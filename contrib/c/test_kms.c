@@ -824,6 +824,31 @@ static void check_bad_kallsyms(const char *syms)
                     KMS_E_KALLSYMS, bad[k].what);
         CHECK(!strncmp(e.message, bad[k].what, strlen(bad[k].what)), "'%s'", e.message);
     }
+    /* kms_data_kind(): what each is, alone (what a front end names its inputs by) */
+    static const struct { const char *data; size_t len; const char *what; int compressed; }
+    kinds[] = {
+        {"\x1f\x8b\x08", 3, "gzip data", 1},
+        {"\xfd" "7zXZ\0\0", 7, "xz data", 1},
+        {"\x28\xb5\x2f\xfd", 4, "zstd data", 1},
+        {"BZh9", 4, "bzip2 data", 1},
+        {"\x7f" "ELF\x02", 5, "an ELF file", 0},
+        {"0x1\0\n", 5, "binary data", 0},
+        {"0xffffffff81000000\r\n\t\v\f 0x1\n", 28, NULL, 0},
+        {"\xe4\xb8\xad\n", 4, NULL, 0},   /* UTF-8 (names may be any bytes) */
+        {"", 0, NULL, 0},
+    };
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        int compressed = -1;
+        const char *what = kms_data_kind(kinds[k].data, kinds[k].len, &compressed);
+        CHECK(kinds[k].what ? what && !strcmp(what, kinds[k].what) : !what, "kind %zu: '%s'", k,
+              what ? what : "(text)");
+        CHECK(compressed == kinds[k].compressed, "kind %zu: compressed %d", k, compressed);
+    }
+    char late[80]; /* a control byte past the 64 it reads is not seen */
+    memset(late, 'a', sizeof late);
+    late[70] = 1;
+    CHECK(!kms_data_kind(late, sizeof late, NULL) && kms_data_kind(late + 10, 64, NULL),
+          "kms_data_kind reads 64 bytes");
     /* a text file's own fault keeps its line */
     check_error(kms_load_buffer(syms, "hello world\n", 12, "K", 0, &e), &e, KMS_E_KALLSYMS, "text");
     CHECK(!strncmp(e.message, "K:1: ", 5), "'%s'", e.message);

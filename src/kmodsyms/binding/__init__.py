@@ -246,6 +246,18 @@ class Resolver:
         return changes
 
 
+def not_text(name: str, head: bytes, wanted: str) -> str | None:
+    """``NAME: what it is: what to do`` when ``head``, the first bytes of
+    input ``name``, is not text by the library's rule (``kms_data_kind()``,
+    which names a kallsyms file the same way): compressed data is to be
+    decompressed first; an ELF file or other binary data is ``not
+    {wanted}``.  None for text."""
+    what, compressed = _kms.data_kind(head)
+    if what is None:
+        return None
+    return f"{name}: {what}: decompress it first" if compressed else f"{name}: {what}, not {wanted}"
+
+
 def _cli_words(text: str) -> str:
     """The library's text with its remedy in the words of Python and the
     CLI: the flag KMS_LOAD_FORCE is load(force=True), --force."""

@@ -783,8 +783,26 @@ static PyObject *configure(PyObject *mod, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* data_kind(head: bytes) -> (phrase or None, compressed): kms_data_kind() */
+static PyObject *data_kind(PyObject *mod, PyObject *arg)
+{
+    (void)mod;
+    char *data;
+    Py_ssize_t len;
+    int compressed;
+    if (PyBytes_AsStringAndSize(arg, &data, &len) < 0)
+        return NULL;
+    const char *what = kms_data_kind(data, (size_t)len, &compressed);
+    if (!what)
+        return Py_BuildValue("(OO)", Py_None, Py_False);
+    return Py_BuildValue("(sO)", what, compressed ? Py_True : Py_False);
+}
+
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_VARARGS, "hand over the record types and enum members"},
+    {"data_kind", data_kind, METH_O,
+     "data_kind(head: bytes) -> (what, compressed): what an input that is not text is "
+     "(kms_data_kind), (None, False) for text"},
     {NULL, NULL, 0, NULL},
 };
 

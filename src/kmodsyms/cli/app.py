@@ -368,7 +368,9 @@ def resolve(
                                                     "one per line from stdin and writes one "
                                                     "line per line read, in its place: a bad "
                                                     "line's error (exit status 1), a blank "
-                                                    "line's empty one."),
+                                                    "line's empty one; stdin that is not "
+                                                    "text (compressed, ELF, binary) is an "
+                                                    "error naming it (exit status 2)."),
     syms: Syms = None,
     kallsyms: Kallsyms = None,
     fmt: Format = FORMAT_DEFAULT,
@@ -441,12 +443,17 @@ def annotate(
     oops and dmesg traces get ' [mod]' after 'sym+0xoff/0xsize' and
     'sym+0xoff/0xsize [mod]' after a bare '[<address>]'; with --folded,
     folded stacks get 'mod`' before each kernel frame.  Everything else is
-    left as it was."""
+    left as it was.  What it cannot annotate passes through unchanged, with
+    one warning: all of it when kallsyms cannot be read (its addresses
+    hidden from this user, say; with --strict that is an error), and a file
+    that is not text (compressed, ELF, binary)."""
+    import shutil
+    from ..binding import not_text
     from .annotate import annotate as run_annotate
     readers = []
     for path in files or ["-"]:
         try:
-            readers.append(sys.stdin.buffer if path == "-" else open(path, "rb"))
+            readers.append(("<stdin>", sys.stdin.buffer) if path == "-" else (path, open(path, "rb")))
         except OSError as e:
             raise KmodsymsError(f"cannot read {path}: {e.strerror}") from None
     out = sys.stdout.buffer
@@ -459,11 +466,27 @@ def annotate(
         if strict:
             raise
         warn(f"{e}; the text passes through unannotated")
-        for reader in readers:
-            out.write(reader.read())
+        for _name, reader in readers:
+            shutil.copyfileobj(reader, out)
         return
-    lines = (raw.decode("utf-8", "surrogateescape") for reader in readers for raw in reader)
-    run_annotate(resolver, lines, lambda text: out.write(text.encode("utf-8", "surrogateescape")),
+
+    def lines():
+        """The lines of every input, but an input that is not text (judged
+        by its first line, as the library judges a file by its start),
+        copied through as it is."""
+        for name, reader in readers:
+            first = reader.readline()
+            what = not_text(name, first, "text")
+            if what:
+                warn(f"{what}; it passes through unannotated")
+                out.write(first)
+                shutil.copyfileobj(reader, out)
+                continue
+            yield first.decode("utf-8", "surrogateescape")
+            for raw in reader:
+                yield raw.decode("utf-8", "surrogateescape")
+
+    run_annotate(resolver, lines(), lambda text: out.write(text.encode("utf-8", "surrogateescape")),
                  folded=folded)
 
 

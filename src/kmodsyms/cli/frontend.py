@@ -170,17 +170,18 @@ def _hex(text: str) -> int:
 
 
 def parse_address(text: str) -> int:
-    """A kernel address as a user writes it: hex, ``0x`` optional."""
+    """A kernel address as a user writes it: hex, ``0x`` optional.  The
+    error quotes the text as :func:`ascii` does, the same in every locale."""
     t = text.strip()
     try:
         value = _hex(t[1:] if t.startswith("-") else t)
     except ValueError:
-        raise KmodsymsError(f"bad address {t!r}: give it in hex, "
+        raise KmodsymsError(f"bad address {t!a}: give it in hex, "
                             "e.g. 0xffffffff81000000") from None
     if t.startswith("-"):
-        raise KmodsymsError(f"bad address {t!r}: negative")
+        raise KmodsymsError(f"bad address {t!a}: negative")
     if value >= 1 << 64:
-        raise KmodsymsError(f"bad address {t!r}: more than 64 bits")
+        raise KmodsymsError(f"bad address {t!a}: more than 64 bits")
     return value
 
 
@@ -286,16 +287,23 @@ def write_answers(answer, addresses: list[str], fmt: str) -> int:
     Symbolization`` as one line on stdout in format ``fmt``.  Every line of
     stdin gets one line of output, so that ``paste`` pairs them: a blank one
     an empty line (JSON: ``{"input": ""}``), a bad one its error in its
-    place (:func:`_bad_line`), which does not stop the rest.  Returns how
-    many were bad (the caller refuses bad arguments before loading
-    anything)."""
+    place (:func:`_bad_line`), which does not stop the rest.  Stdin is read
+    as bytes (decoded as names are, whatever the locale); one whose first
+    line is not text (:func:`kmodsyms.binding.not_text`: compressed, ELF,
+    binary) is an error.  Returns how many were bad (the caller refuses bad
+    arguments before loading anything)."""
     bad = 0
     for arg in addresses:
         if arg != "-":
             sys.stdout.write(answer(parse_address(arg)) + "\n")
             continue
-        for number, line in enumerate(sys.stdin, 1):
-            text = line.strip()
+        for number, raw in enumerate(sys.stdin.buffer, 1):
+            if number == 1:
+                from ..binding import not_text
+                what = not_text("<stdin>", raw, "addresses: give one hex address a line")
+                if what:
+                    raise KmodsymsError(what)
+            text = raw.decode("utf-8", "surrogateescape").strip()
             if not text:
                 sys.stdout.write('{"input": ""}\n' if fmt == "json" else "\n")
                 continue
@@ -354,7 +362,7 @@ def run_lookup(answers, specs: list[str], fmt: str) -> int:
     for spec, (module, name, offset) in zip(specs, parsed):
         if module is not None and not answers.module_known(module):
             missing += 1
-            print(f"{PROG}: no module {module!r} (for {spec}): not vmlinux, a built-in "
+            print(f"{PROG}: no module {module!a} (for {spec}): not vmlinux, a built-in "
                   f"module{'' if answers.builtin_modules_known else ' (unknown without dtrace_syms)'}"
                   " or a loaded module", file=sys.stderr)
             continue
