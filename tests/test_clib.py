@@ -271,15 +271,63 @@ def test_resolve_dash_reads_stdin_in_its_place(clib, fixture_syms):
         == [r.resolve(1).to_json()]
 
 
-def test_ranges_of_an_unknown_module_is_an_error(clib, fixture_syms):
-    """``ranges`` of a module that is not there says so and exits 1 (the
-    known ones are still answered), as ``kmodsyms lookup 'nosuch`x'``."""
+@pytest.mark.parametrize("command", ["ranges", "spans", "symbols"])
+def test_a_module_that_is_not_there_is_an_error(clib, fixture_syms, command):
+    """``ranges``, ``spans`` and ``symbols`` of a module that is not there
+    say so, as ``kmodsyms lookup 'nosuch`x'`` does, and exit 1; the known
+    ones are still answered (issue 24 item 12: ``symbols nosuch`` printed
+    nothing and exited 0)."""
     base = ["--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS]
-    proc = run_c(clib, ["ranges"] + base + ["ext4", "nosuch"], check=False)
+    proc = run_c(clib, [command] + base + ["no-such", "ext4"], check=False)
     assert proc.returncode == 1
-    assert {rec["module"] for rec in json_lines(proc.stdout)} == {"ext4"}
-    assert proc.stderr == (b"kmodsyms-c: no module 'nosuch': not vmlinux, a built-in module "
-                           b"or a loaded module\n")
+    assert proc.stderr.decode() == ("kmodsyms-c: no module 'no_such': not vmlinux, a built-in "
+                                    "module or a loaded module\n")
+    records = json_lines(proc.stdout)
+    assert records and all(rec.get("module", "ext4") == "ext4" and
+                           (rec.get("modules") or ["ext4"]) == ["ext4"] for rec in records)
+
+
+def _cli(args, stdin: bytes) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kmodsyms", *args], input=stdin,
+                          capture_output=True, cwd=ROOT)
+
+
+def test_resolve_stdin_line_for_line_as_the_cli(clib, fixture_syms):
+    """``kmodsyms-c resolve -`` answers every line of stdin as ``kmodsyms
+    resolve -`` does, byte for byte: a blank line in its place, each bad
+    one with the CLI's error (quoted as ascii() quotes it), in JSON and
+    with --format kernel (where the CLI writes 'LINE N:' on stderr too);
+    the same exit status (issue 24 item 12: blank lines were dropped)."""
+    base = ["--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS]
+    stdin = (b"0xffffffffab600155\n\n  \t \n-1\nzz\n0x1ffffffffffffffff\n-0x1ffffffffffffffff\n"
+             b"it's\n\"q'\\\n\xc3\xa9\xe4\xb8\xad\xff\x7f\n 0XFFFFFFFFC0A00010 \n0x\n0xffffffffc0a00014")
+    for c_format, cli_format in (([], ["--json"]), (["--format", "kernel"], ["--format", "kernel"])):
+        c = run_c(clib, ["resolve"] + base + c_format + ["-"], stdin=stdin, sanitized=True,
+                  check=False)
+        cli = _cli(["resolve"] + base + cli_format + ["-"], stdin)
+        assert (c.returncode, c.stdout, c.stderr) == (cli.returncode, cli.stdout, cli.stderr)
+        assert c.returncode == 1 and c.stdout.count(b"\n") == stdin.count(b"\n") + 1
+    bad = run_c(clib, ["resolve"] + base + ["0x1", "-0x1"], check=False)
+    assert (bad.returncode, bad.stdout, bad.stderr) == \
+        (2, b"", b"kmodsyms-c: error: bad address '-0x1': negative\n")
+
+
+def test_resolve_stdin_that_is_not_text_is_named(clib, fixture_syms):
+    """Compressed or binary stdin: one error line naming it as the CLI
+    does (libkmodsyms' kms_data_kind()), exit 2, after what the arguments
+    before '-' answered (issue 24 item 7)."""
+    import gzip
+    base = ["--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS]
+    r = load(fixture_syms, FIXTURE_KALLSYMS)
+    for data, what in ((gzip.compress(open(FIXTURE_KALLSYMS, "rb").read()),
+                        "gzip data: decompress it first"),
+                       (b"\x01\x02\n0x1\n", "binary data, not addresses: give one hex address a line")):
+        c = run_c(clib, ["resolve"] + base + ["0x1", "-"], stdin=data, sanitized=True, check=False)
+        assert (c.returncode, c.stderr.decode()) == (2, f"kmodsyms-c: error: <stdin>: {what}\n")
+        assert json_lines(c.stdout) == [r.resolve(1).to_json()]
+        cli = _cli(["resolve"] + base + ["--json", "0x1", "-"], data)
+        assert (cli.returncode, cli.stdout, cli.stderr.decode()) == \
+            (2, c.stdout, f"kmodsyms: error: <stdin>: {what}\n")
 
 
 def test_no_layout_is_refused_with_its_code(clib, fixture_syms, tmp_path):

@@ -5,8 +5,11 @@
  *
  *   kmodsyms-c resolve --syms F --kallsyms K [--force] [--format kernel] [ADDR...]
  *       one JSON object a line, as 'kmodsyms resolve --json'; an ADDR '-' (or no ADDR)
- *       reads one address a line of stdin there; --format kernel: each as the
- *       kernel's %pS prints it (kms_resolve_kernel())
+ *       reads one address a line of stdin there, one line out for every line in, as
+ *       'kmodsyms resolve -' (a bad line's error in its place, exit 1; stdin that is
+ *       not text, kms_data_kind(): an error, exit 2); --format kernel: each as the
+ *       kernel's %pS prints it (kms_resolve_kernel()), as 'kmodsyms resolve --format
+ *       kernel -' answers a bad line or a blank one
  *   kmodsyms-c lookup --syms F --kallsyms K [--force] [MOD`]NAME...
  *       one JSON object per match, as 'kmodsyms lookup --json'; exit 1 if a name has none
  *   kmodsyms-c kallmodsyms --syms F --kallsyms K [--force]
@@ -20,7 +23,8 @@
  *   kmodsyms-c spans --syms F --kallsyms K [--force] MOD...
  *       kms_module_spans() of each MOD, the same way
  *   kmodsyms-c symbols --syms F --kallsyms K [--force] MOD...
- *       kms_module_lines() of each MOD: its lines, as 'lines' prints them
+ *       kms_module_lines() of each MOD: its lines, as 'lines' prints them; exit 1 if a
+ *       MOD is not there
  *   kmodsyms-c builtin --syms F --kallsyms K [--force]
  *       kms_builtin_modules(): one name a line
  *   kmodsyms-c modules --syms F --kallsyms K [--force]
@@ -60,6 +64,48 @@ static const char *const size_kind_names[] = {"unknown", "exact", "estimated"};
 static const char *const status_names[] = {"matched", "missing", "refused", "unsupported",
                                            "deferred"};
 
+/* The code point of the UTF-8 sequence at P (before END) as Python decodes
+ * it with surrogateescape: an undecodable byte B is U+DC00 + B.  *LEN: how
+ * many bytes it takes. */
+static unsigned decode_utf8(const unsigned char *p, const unsigned char *end, unsigned *len)
+{
+    unsigned c = *p, need = 0, cp = 0, lo = 0x80, hi = 0xBF;
+    *len = 1;
+    if (c < 0x80)
+        return c;
+    if (c >= 0xC2 && c <= 0xDF) {
+        need = 1;
+        cp = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        need = 2;
+        cp = c & 0x0F;
+        if (c == 0xE0)
+            lo = 0xA0;
+        if (c == 0xED)
+            hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        need = 3;
+        cp = c & 0x07;
+        if (c == 0xF0)
+            lo = 0x90;
+        if (c == 0xF4)
+            hi = 0x8F;
+    }
+    unsigned k = 0;
+    if (need && (size_t)(end - p) > need) {
+        for (k = 1; k <= need; k++) {
+            unsigned b = p[k];
+            if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF))
+                break;
+            cp = cp << 6 | (b & 0x3F);
+        }
+    }
+    if (!need || k != need + 1) /* undecodable byte: its surrogate escape */
+        return 0xDC00 + c;
+    *len = need + 1;
+    return cp;
+}
+
 /* A JSON string as the CLI's --json writes it (Python's json.dumps with
  * ensure_ascii): bytes decoded as UTF-8 with surrogateescape, everything
  * non-ASCII as \uXXXX. */
@@ -67,67 +113,56 @@ static void put_json_string(const char *s, size_t len, FILE *out)
 {
     const unsigned char *p = (const unsigned char *)s, *end = p + len;
     putc('"', out);
-    while (p < end) {
-        unsigned c = *p, need = 0, cp = 0, lo = 0x80, hi = 0xBF;
-        if (c < 0x80) {
-            switch (c) {
-            case '"': fputs("\\\"", out); break;
-            case '\\': fputs("\\\\", out); break;
-            case '\n': fputs("\\n", out); break;
-            case '\r': fputs("\\r", out); break;
-            case '\t': fputs("\\t", out); break;
-            case '\b': fputs("\\b", out); break;
-            case '\f': fputs("\\f", out); break;
-            default:
-                if (c < 0x20)
-                    fprintf(out, "\\u%04x", c);
-                else
-                    putc((int)c, out);
-            }
-            p++;
-            continue;
+    for (unsigned n; p < end; p += n) {
+        unsigned c = decode_utf8(p, end, &n);
+        switch (c) {
+        case '"': fputs("\\\"", out); break;
+        case '\\': fputs("\\\\", out); break;
+        case '\n': fputs("\\n", out); break;
+        case '\r': fputs("\\r", out); break;
+        case '\t': fputs("\\t", out); break;
+        case '\b': fputs("\\b", out); break;
+        case '\f': fputs("\\f", out); break;
+        default:
+            if (c >= 0x10000)
+                fprintf(out, "\\u%04x\\u%04x", 0xD800 + ((c - 0x10000) >> 10),
+                        0xDC00 + ((c - 0x10000) & 0x3FF));
+            else if (c < 0x20 || c >= 0x7F)
+                fprintf(out, "\\u%04x", c);
+            else
+                putc((int)c, out);
         }
-        if (c >= 0xC2 && c <= 0xDF) {
-            need = 1;
-            cp = c & 0x1F;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            need = 2;
-            cp = c & 0x0F;
-            if (c == 0xE0)
-                lo = 0xA0;
-            if (c == 0xED)
-                hi = 0x9F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            need = 3;
-            cp = c & 0x07;
-            if (c == 0xF0)
-                lo = 0x90;
-            if (c == 0xF4)
-                hi = 0x8F;
-        }
-        unsigned k = 0;
-        if (need && (size_t)(end - p) > need) {
-            for (k = 1; k <= need; k++) {
-                unsigned b = p[k];
-                if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF))
-                    break;
-                cp = cp << 6 | (b & 0x3F);
-            }
-        }
-        if (!need || k != need + 1) { /* undecodable byte: its surrogate escape */
-            fprintf(out, "\\u%04x", 0xDC00 + c);
-            p++;
-            continue;
-        }
-        if (cp >= 0x10000) {
-            cp -= 0x10000;
-            fprintf(out, "\\u%04x\\u%04x", 0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF));
-        } else {
-            fprintf(out, "\\u%04x", cp);
-        }
-        p += need + 1;
     }
     putc('"', out);
+}
+
+/* A string as Python's ascii() quotes it (the CLI's messages quote what a
+ * user gave so, in any locale): bytes decoded as put_json_string() does. */
+static void put_py_ascii(const char *s, size_t len, FILE *out)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + len;
+    char quote = memchr(s, '\'', len) && !memchr(s, '"', len) ? '"' : '\'';
+    putc(quote, out);
+    for (unsigned n; p < end; p += n) {
+        unsigned c = decode_utf8(p, end, &n);
+        if (c == (unsigned)quote || c == '\\')
+            fprintf(out, "\\%c", (int)c);
+        else if (c == '\n')
+            fputs("\\n", out);
+        else if (c == '\r')
+            fputs("\\r", out);
+        else if (c == '\t')
+            fputs("\\t", out);
+        else if (c < 0x20 || (c >= 0x7F && c < 0x100))
+            fprintf(out, "\\x%02x", c);
+        else if (c >= 0x10000)
+            fprintf(out, "\\U%08x", c);
+        else if (c >= 0x100)
+            fprintf(out, "\\u%04x", c);
+        else
+            putc((int)c, out);
+    }
+    putc(quote, out);
 }
 
 static void put_json_cstring(const char *s, FILE *out)
@@ -222,30 +257,68 @@ static int usage(void)
     return 2;
 }
 
-/* An address as the CLI reads one (parse_address of src/kmodsyms/cli/frontend.py):
- * hex, 0x optional, white space around it, at most 64 bits. */
-static int parse_address(const char *text, unsigned long long *out)
+/* White space as Python's str.strip() takes it, the ASCII part. */
+static int is_white(char c)
 {
-    const char *p = text, *e = text + strlen(text);
+    return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f);
+}
+
+/* An address as the CLI reads one (parse_address of src/kmodsyms/cli/frontend.py):
+ * hex, 0x optional, at most 64 bits, TEXT's LEN bytes with the white space
+ * around them (*START, *STOP: the rest) left out.  NULL, or why it is not
+ * one, as the CLI's error says it after "bad address 'TEXT'". */
+static const char *parse_address(const char *text, size_t len, unsigned long long *out,
+                                 const char **start, const char **stop)
+{
+    const char *p = text, *e = text + len;
     unsigned long long v = 0;
-    while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+    int wide = 0;
+    while (p < e && is_white(*p))
         p++;
-    while (e > p && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' || e[-1] == '\r'))
+    while (e > p && is_white(e[-1]))
         e--;
+    *start = p;
+    *stop = e;
+    int negative = p < e && *p == '-';
+    p += negative;
     if (e - p >= 2 && p[0] == '0' && (p[1] == 'x' || p[1] == 'X'))
         p += 2;
     if (p == e)
-        return -1;
+        return ": give it in hex, e.g. 0xffffffff81000000";
     for (; p < e; p++) {
         int d = (*p >= '0' && *p <= '9') ? *p - '0'
               : (*p >= 'a' && *p <= 'f') ? *p - 'a' + 10
               : (*p >= 'A' && *p <= 'F') ? *p - 'A' + 10 : -1;
-        if (d < 0 || v >> 60)
-            return -1;
+        if (d < 0)
+            return ": give it in hex, e.g. 0xffffffff81000000";
+        wide |= v >> 60 != 0;
         v = v << 4 | (unsigned)d;
     }
+    if (negative)
+        return ": negative";
+    if (wide)
+        return ": more than 64 bits";
     *out = v;
-    return 0;
+    return NULL;
+}
+
+/* "bad address 'TEXT': WHY", TEXT quoted as the CLI quotes it (malloc'd;
+ * NULL when out of memory). */
+static char *address_error(const char *text, size_t len, const char *why)
+{
+    char *msg = NULL;
+    size_t size;
+    FILE *m = open_memstream(&msg, &size);
+    if (!m)
+        return NULL;
+    fputs("bad address ", m);
+    put_py_ascii(text, len, m);
+    fputs(why, m);
+    if (fclose(m) != 0) {
+        free(msg);
+        return NULL;
+    }
+    return msg;
 }
 
 /* Addresses answered in one kms_resolve_many call, which overlaps their
@@ -277,70 +350,104 @@ static void answer_pending(struct pending *p)
     p->n = 0;
 }
 
-/* One address of stdin: its record (pending), or, for a bad line,
- * {"input", "error"} in its place (as 'kmodsyms resolve --json' does); 1
- * when bad. */
-static int resolve_text(struct pending *p, const char *text)
+/* An address (pending), checked before the load. */
+static void resolve_address(struct pending *p, unsigned long long a)
 {
-    unsigned long long a;
-    if (parse_address(text, &a) != 0) {
-        size_t len = strlen(text);
-        while (len && strchr(" \t\r\n\v\f", text[len - 1]))
-            len--;
-        while (len && strchr(" \t\r\n\v\f", *text)) {
-            text++;
-            len--;
-        }
-        answer_pending(p);
-        fputs("{\"input\": ", stdout);
-        put_json_string(text, len, stdout);
-        fputs(", \"error\": \"bad address: give it in hex, e.g. 0xffffffff81000000\"}\n", stdout);
-        return 1;
-    }
     p->addr[p->n++] = a;
     if (p->n == KMS_RESOLVE_BATCH)
         answer_pending(p);
-    return 0;
 }
 
-/* Every nonblank line of stdin (up to a NUL, as a C string) resolved; what
- * one read() gives is answered before the next (a reader waiting for its
- * answers is not kept waiting for more input).  1 when a line was bad. */
+/* Line NUMBER of stdin, its LEN bytes at TEXT, as the CLI's write_answers()
+ * answers it: an address pending; in its place a blank line's empty answer
+ * ({"input": ""} in JSON) or a bad one's error ({"input", "error"}; with
+ * --format kernel "? ERROR" and "LINE N: ERROR" on stderr).  1 when bad,
+ * -1 when out of memory. */
+static int resolve_line(struct pending *p, const char *text, size_t len, size_t number)
+{
+    unsigned long long a;
+    const char *start, *stop;
+    const char *why = parse_address(text, len, &a, &start, &stop);
+    if (!why) {
+        resolve_address(p, a);
+        return 0;
+    }
+    answer_pending(p);
+    if (start == stop) {
+        puts(p->kernel ? "" : "{\"input\": \"\"}");
+        return 0;
+    }
+    char *msg = address_error(start, (size_t)(stop - start), why);
+    if (!msg)
+        return -1;
+    if (p->kernel) {
+        printf("? %s\n", msg);
+        fflush(stdout);
+        fprintf(stderr, "LINE %zu: %s\n", number, msg);
+    } else {
+        fputs("{\"input\": ", stdout);
+        put_json_string(start, (size_t)(stop - start), stdout);
+        fputs(", \"error\": ", stdout);
+        put_json_cstring(msg, stdout);
+        fputs("}\n", stdout);
+    }
+    free(msg);
+    return 1;
+}
+
+/* Every line of stdin resolved in its place (resolve_line()); what one
+ * read() gives is answered before the next (a reader waiting for its
+ * answers is not kept waiting for more input).  Stdin whose first line is
+ * not text (kms_data_kind()) is refused, as the CLI refuses it.  The exit
+ * status: 1 when a line was bad; 2 after an error line. */
 static int resolve_stdin(struct pending *p)
 {
-    size_t cap = (size_t)1 << 16, len = 0;
-    char *buf = malloc(cap + 1);
+    size_t cap = (size_t)1 << 16, len = 0, number = 0;
+    char *buf = malloc(cap);
     int bad = 0, end = 0, room = buf != NULL;
-    while (room && !end) {
+    while (room && !end && bad >= 0) {
         ssize_t got = read(STDIN_FILENO, buf + len, cap - len);
         if (got < 0 && errno == EINTR)
             continue;
         end = got <= 0;
         len += got > 0 ? (size_t)got : 0;
         char *line = buf, *stop = buf + len;
-        while (line < stop) {
+        while (line < stop && bad >= 0) {
             char *nl = memchr(line, '\n', (size_t)(stop - line));
             if (!nl && !end) /* the rest of it is still to be read */
                 break;
-            nl = nl ? nl : stop; /* the last line, without its newline */
-            *nl = 0;
-            if (strspn(line, " \t\r\n\v\f") != strlen(line))
-                bad |= resolve_text(p, line);
-            line = nl + 1;
+            char *next = nl ? nl + 1 : stop; /* the last line may have no newline */
+            int compressed;
+            const char *what = number++ ? NULL
+                                        : kms_data_kind(line, (size_t)(next - line), &compressed);
+            if (what) {
+                answer_pending(p);
+                fflush(stdout);
+                fprintf(stderr, "kmodsyms-c: error: <stdin>: %s%s\n", what,
+                        compressed ? ": decompress it first"
+                                   : ", not addresses: give one hex address a line");
+                bad = -2;
+                break;
+            }
+            int r = resolve_line(p, line, (size_t)((nl ? nl : stop) - line), number);
+            bad = r < 0 ? r : bad | r;
+            line = next;
         }
         answer_pending(p);
         fflush(stdout);
-        len = line < stop ? (size_t)(stop - line) : 0;
+        len = (size_t)(stop - line);
         if (len)
             memmove(buf, line, len);
         if (len == cap) { /* one line fills the buffer: a larger one */
-            char *more = realloc(buf, (cap *= 2) + 1);
+            char *more = realloc(buf, cap *= 2);
             room = more != NULL;
             buf = more ? more : buf;
         }
     }
     free(buf);
-    return room ? bad : -1;
+    if (!room || bad == -1)
+        return die("out of memory");
+    return bad == -2 ? 2 : bad;
 }
 
 /* [MOD`]NAME[+OFF] (OFF in hex): parse_name of src/kmodsyms/cli/frontend.py.  NAME
@@ -357,11 +464,36 @@ static int parse_name(char *spec, const char **mod, const char **name, unsigned 
     }
     *name = rest;
     if ((plus = strchr(rest, '+')) != NULL) {
+        const char *start, *stop;
+        size_t len = strlen(plus + 1);
         *plus = 0;
-        if (parse_address(plus + 1, off) != 0 || strspn(plus + 1, " \t\r\n\v\f"))
+        for (size_t k = 0; k < len; k++)
+            if (is_white(plus[1 + k]) || plus[1 + k] == '-')
+                return -1; /* hex digits alone */
+        if (parse_address(plus + 1, len, off, &start, &stop))
             return -1;
     }
     return (*name)[0] && (!tick || (*mod)[0]) ? 0 : -1;
+}
+
+/* Whether MOD is a module of H (vmlinux, a built-in or a loaded module);
+ * else the CLI's line saying so on stderr ('kmodsyms lookup', for SPEC when
+ * not NULL), and the caller's exit status is 1. */
+static int module_there(const kms_handle *h, const char *mod, const char *spec)
+{
+    if (kms_module_known(h, mod))
+        return 1;
+    char *spelled = strdup(mod); /* as the kernel spells it, dashes underscores */
+    for (char *c = spelled; c && *c; c++)
+        *c = *c == '-' ? '_' : *c;
+    fputs("kmodsyms-c: no module ", stderr);
+    put_py_ascii(spelled ? spelled : mod, strlen(mod), stderr);
+    free(spelled);
+    if (spec)
+        fprintf(stderr, " (for %s)", spec);
+    fprintf(stderr, ": not vmlinux, a built-in module%s or a loaded module\n",
+            builtin_modules_unknown ? " (unknown without dtrace_syms)" : "");
+    return 0;
 }
 
 static int print_kallmodsyms(const struct kms_line *l, void *arg)
@@ -546,15 +678,17 @@ int main(int argc, char **argv)
         strcmp(cmd, "symbols") && strcmp(cmd, "builtin") && strcmp(cmd, "modules") &&
         strcmp(cmd, "refresh"))
         return free(args), usage();
-    if (!strcmp(cmd, "resolve"))
-        for (int i = 0; i < nargs; i++) {
-            unsigned long long a;
-            if (strcmp(args[i], "-") && parse_address(args[i], &a) != 0) { /* refuse before loading */
-                fprintf(stderr, "kmodsyms-c: error: bad address '%s': give it in hex, e.g. "
-                        "0xffffffff81000000\n", args[i]);
-                return free(args), 2;
-            }
+    for (int i = 0; !strcmp(cmd, "resolve") && i < nargs; i++) {
+        unsigned long long a;
+        const char *start, *stop, *why;
+        if (strcmp(args[i], "-") &&
+            (why = parse_address(args[i], strlen(args[i]), &a, &start, &stop))) {
+            char *msg = address_error(start, (size_t)(stop - start), why); /* before loading */
+            status = die(msg ? msg : "out of memory");
+            free(msg);
+            return free(args), status;
         }
+    }
     if (!strcmp(cmd, "lookup") && !nargs)
         return free(args), usage();
     for (int i = 0; !strcmp(cmd, "lookup") && i < nargs; i++) {
@@ -599,18 +733,19 @@ int main(int argc, char **argv)
             status = die("out of memory");
         } else {
             /* the arguments in order ('-': stdin there), all checked before loading */
-            for (int i = 0; i < (nargs ? nargs : 1) && status >= 0; i++) {
+            for (int i = 0; i < (nargs ? nargs : 1) && status < 2; i++) {
+                unsigned long long a;
+                const char *start, *stop;
                 if (nargs && strcmp(args[i], "-")) {
-                    resolve_text(&p, args[i]);
+                    parse_address(args[i], strlen(args[i]), &a, &start, &stop);
+                    resolve_address(&p, a);
                     continue;
                 }
                 answer_pending(&p);
-                int bad = resolve_stdin(&p);
-                status = bad < 0 ? bad : status | bad;
+                int got = resolve_stdin(&p);
+                status = got > status ? got : status;
             }
             answer_pending(&p);
-            if (status < 0)
-                status = die("out of memory");
         }
         free(p.addr);
         free(p.rec);
@@ -625,9 +760,7 @@ int main(int argc, char **argv)
                 free(spec);
                 break;
             }
-            if (mod && !kms_module_known(h, mod)) {
-                fprintf(stderr, "kmodsyms-c: no module '%s' (for %s): not vmlinux, a built-in "
-                        "module or a loaded module\n", mod, args[i]);
+            if (mod && !module_there(h, mod, args[i])) {
                 status = 1;
                 free(spec);
                 continue;
@@ -660,9 +793,7 @@ int main(int argc, char **argv)
         size_t (*ranges)(const kms_handle *, const char *, struct kms_range *, size_t) =
             strcmp(cmd, "spans") ? kms_module_ranges : kms_module_spans;
         for (int i = 0; i < nargs; i++) {
-            if (!kms_module_known(h, args[i])) {
-                fprintf(stderr, "kmodsyms-c: no module '%s': not vmlinux, a built-in module or a "
-                        "loaded module\n", args[i]);
+            if (!module_there(h, args[i], NULL)) {
                 status = 1;
                 continue;
             }
@@ -699,7 +830,11 @@ int main(int argc, char **argv)
             puts(names[k]);
         free(names);
     } else if (!strcmp(cmd, "symbols")) {
-        for (int i = 0; i < nargs && !status; i++) {
+        for (int i = 0; i < nargs && status < 2; i++) {
+            if (!module_there(h, args[i], NULL)) {
+                status = 1;
+                continue;
+            }
             size_t n = kms_module_lines(h, args[i], NULL, 0);
             uint32_t *index = malloc((n ? n : 1) * sizeof *index);
             if (!index) {
