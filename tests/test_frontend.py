@@ -206,6 +206,42 @@ def test_kernel_format_never_prints_an_offset_beyond_its_size(files):
         assert line.split(" [")[0] == f"{name}+{end - start:#x}/{gap:#x}", line
 
 
+def test_kernel_format_says_a_size_it_does_not_know(files, tmp_path):
+    """%pS of every kallsyms line of the fixture, at its address and a few
+    bytes in: the offset is below the size, or the size is '?' where no end
+    above the address is known -- a loaded module's last line (the kernel
+    bounds it by its module's text memory, find_kallsyms_symbol(), which
+    kallsyms does not show), a pseudo-module's one line (issue 24 item 1:
+    'fuse_inode_count+0x8/0x0 [fuse]').  /proc/modules bounds the module
+    by its core's end."""
+    import re
+    probes = sorted({int(line.split()[0], 16) + k for line in open(files[3])
+                     for k in (0, 1, 7)} - {0, 1, 7})
+    out = _both_paths(["resolve", *files, "--format", "kernel", *(f"{a:#x}" for a in probes)])
+    unknown = []
+    for address, line in zip(probes, out.stdout.splitlines()):
+        m = re.fullmatch(r"(\S+)\+0x([0-9a-f]+)/(0x[0-9a-f]+|\?)( \[\S+\])?|0x[0-9a-f]+", line)
+        assert m, line
+        if m[3] == "?":
+            unknown.append(line)
+        elif m[1]:
+            assert int(m[2], 16) < int(m[3], 16), line
+    assert unknown == ["ftrace_trampoline+0x0/? [__builtin__ftrace]",
+                       "ftrace_trampoline+0x1/? [__builtin__ftrace]",
+                       "ftrace_trampoline+0x7/? [__builtin__ftrace]",
+                       "bpf_prog_6deef7357e7b4530_sd_fw_ingress+0x0/? [bpf]",
+                       "bpf_prog_6deef7357e7b4530_sd_fw_ingress+0x1/? [bpf]",
+                       "bpf_prog_6deef7357e7b4530_sd_fw_ingress+0x7/? [bpf]",
+                       "fuse_inode_count+0x0/? [fuse]", "fuse_inode_count+0x1/? [fuse]",
+                       "fuse_inode_count+0x7/? [fuse]"]
+    proc_modules = tmp_path / "modules"
+    proc_modules.write_text("fuse 8400 0 - Live 0xffffffffc0a00000\n")
+    bounded = load(files[1], files[3], proc_modules=str(proc_modules))
+    ksym = bounded.kernel_symbol(0xffffffffc0a020b8)
+    assert (ksym.text, ksym.size, ksym.exact) == ("fuse_inode_count+0x8/0x20 [fuse]", 0x20, False)
+    assert load(files[1], files[3]).kernel_symbol(0xffffffffc0a020b8).size is None
+
+
 def test_formats_of_loaded_unknown_and_absent_symbols(fixture_syms):
     r = load(fixture_syms, KALLSYMS)
     loaded = r.lookup("fuse_dev_open")[0]          # kallsyms gives no size

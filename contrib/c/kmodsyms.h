@@ -418,13 +418,17 @@ struct kms_ksym {
     uint64_t sym_start;    /* its address */
     uint64_t offset;       /* address - sym_start */
     uint64_t sym_size;     /* the kernel's size: the gap to the next kallsyms address, or
-                            * to the end of the kernel's text or module memory */
+                            * to the end of the kernel's text or module memory; 0 when
+                            * no end above the address is known (a module's last line
+                            * and no /proc/modules, a pseudo-module's): TEXT then
+                            * prints the size as '?' */
     const char *module;    /* " [module]" of %pS: a loaded module, bpf or __builtin__ftrace;
                             * NULL for the core kernel (built-in modules included, as the
                             * kernel prints) */
     uint8_t exact;         /* 1: sym_size is the kernel's; 0: the end is a bound only
                             * approximated (a module's core, a pseudo-module's last line) */
-    char text[KMS_KSYM_TEXT]; /* "name+0xoff/0xsize [module]", or "0xaddress" */
+    char text[KMS_KSYM_TEXT]; /* "name+0xoff/0xsize [module]" ("name+0xoff/? [module]" when
+                               * the size is not known), or "0xaddress" */
 };
 
 /*

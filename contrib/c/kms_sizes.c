@@ -180,7 +180,8 @@ static int kernel_looks_up(const char *name)
  * module (the one whose lines answer ADDR): find_kallsyms_symbol(), the
  * same over that module's lines but its mapping symbols, the size bounded
  * by its core when the kernel said where that is.  The bpf and ftrace
- * pseudo-modules the same, their sizes only estimated.
+ * pseudo-modules the same, their sizes only estimated.  A size with no
+ * end known above ADDR is 0 and printed '?' (R55).
  */
 int kms_resolve_kernel(const kms_handle *h, uint64_t addr, struct kms_ksym *caller)
 {
@@ -226,6 +227,8 @@ int kms_resolve_kernel(const kms_handle *h, uint64_t addr, struct kms_ksym *call
                 end = h->line[line[next]].addr;
             if (bound && (!end || bound < end))
                 end = bound;
+            if (end <= addr) /* R55: no end known above the address, no size */
+                end = 0;
             out.line = i;
             out.sym = h->text + h->line[i].name;
             out.sym_len = h->line[i].name_len;
@@ -243,13 +246,17 @@ int kms_resolve_kernel(const kms_handle *h, uint64_t addr, struct kms_ksym *call
             found = 1;
         }
     }
-    /* R55: the kernel's vsprintf writes %#lx of 0 as 0x0 (C's printf as 0) */
+    /* R55: the kernel's vsprintf writes %#lx of 0 as 0x0 (C's printf as 0);
+     * a size not known is '?', never a number below the offset */
+    char size[24] = "?";
+    if (found && out.sym_size)
+        snprintf(size, sizeof size, "0x%llx", (unsigned long long)out.sym_size);
     if (found && out.module)
-        snprintf(out.text, sizeof out.text, "%.*s+0x%llx/0x%llx [%s]", (int)out.sym_len, out.sym,
-                 (unsigned long long)out.offset, (unsigned long long)out.sym_size, out.module);
+        snprintf(out.text, sizeof out.text, "%.*s+0x%llx/%s [%s]", (int)out.sym_len, out.sym,
+                 (unsigned long long)out.offset, size, out.module);
     else if (found)
-        snprintf(out.text, sizeof out.text, "%.*s+0x%llx/0x%llx", (int)out.sym_len, out.sym,
-                 (unsigned long long)out.offset, (unsigned long long)out.sym_size);
+        snprintf(out.text, sizeof out.text, "%.*s+0x%llx/%s", (int)out.sym_len, out.sym,
+                 (unsigned long long)out.offset, size);
     else
         snprintf(out.text, sizeof out.text, "0x%llx", (unsigned long long)addr);
     put_fitting(caller, &out, sizeof out);

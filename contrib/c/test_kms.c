@@ -284,8 +284,10 @@ static void check_v2(kms_handle *h)
           !strcmp(k.text, "__pfx_fuse_exit+0x0/0x10 [fuse]"), "%%pS alias: %s", k.text);
     CHECK(kms_resolve_kernel(h, 0x10, &k) == 0 && !strcmp(k.text, "0x10") && !k.sym,
           "%%pS of no symbol: %s", k.text);
-    CHECK(kms_resolve_kernel(h, 0xffffffffc0901008u, &k) == 1 && !k.exact &&
-          !strcmp(k.module, "bpf"), "%%pS of a bpf program: %s", k.text);
+    CHECK(kms_resolve_kernel(h, 0xffffffffc0901008u, &k) == 1 && !k.exact && !k.sym_size &&
+          !strcmp(k.module, "bpf") &&
+          !strcmp(k.text, "bpf_prog_6deef7357e7b4530_sd_fw_ingress+0x8/? [bpf]"),
+          "%%pS of a bpf program: %s", k.text);
     CHECK(kms_resolve_kernel(h, 0xffffffffc0902008u, &k) == 0 &&
           !strcmp(k.text, "0xffffffffc0902008"), "%%pS of a kprobe page: %s", k.text);
 
@@ -321,6 +323,9 @@ static void check_core_bound(const char *syms, const char *kallsyms, const char 
     if (h) {
         kms_resolve(h, 0xffffffffc0a020b0u, &r);
         CHECK(r.size_kind == KMS_SIZE_UNKNOWN && r.sym_size == -1, "no core, nothing above: unknown");
+        /* R55: and %pS says so, never an offset past a size */
+        CHECK(kms_resolve_kernel(h, 0xffffffffc0a020b8u, &k) == 1 && !k.exact && !k.sym_size &&
+              !strcmp(k.text, "fuse_inode_count+0x8/? [fuse]"), "%%pS, no end: %s", k.text);
     }
     kms_free(h);
 }

@@ -449,7 +449,8 @@ static PyObject *Handle_kernel_symbol(Handle *self, PyObject *arg)
                       text(k.text, strlen(k.text)),
                       k.sym ? text(k.sym, k.sym_len) : Py_NewRef(Py_None),
                       k.sym ? PyLong_FromUnsignedLongLong(k.offset) : Py_NewRef(Py_None),
-                      k.sym ? PyLong_FromUnsignedLongLong(k.sym_size) : Py_NewRef(Py_None),
+                      k.sym && k.sym_size ? PyLong_FromUnsignedLongLong(k.sym_size)
+                                          : Py_NewRef(Py_None),
                       text_or_none(k.module), PyBool_FromLong(k.exact)};
     return make_record(ksym_type, f, 7);
 }

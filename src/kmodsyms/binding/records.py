@@ -173,7 +173,9 @@ class KernelSymbol(namedtuple("KernelSymbol", ("address", "text", "symbol", "off
     """An address as the kernel's ``%pS`` prints it (``struct kms_ksym``):
     ``text`` is ``name+0xoff/0xsize [module]`` (or ``0xaddress`` when no
     symbol answers, then ``symbol``, ``offset`` and ``size`` are None);
-    ``size`` the kernel's (the gap to the next kallsyms address);
+    ``size`` the kernel's (the gap to the next kallsyms address), None
+    when no end above the address is known (then ``text`` says
+    ``name+0xoff/? [module]``, docs/resolver.md R55);
     ``module`` a loaded or pseudo-module, None for the core kernel and its
     built-in modules (as the kernel prints them); ``exact`` False when the
     end is only bounded (a module's core, a pseudo-module's last line)."""

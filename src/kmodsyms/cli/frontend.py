@@ -51,7 +51,8 @@ OPTIONS = {
                        "against the running kernel).", takes_value=True),
     "format": Option(("--format", "-f"), "verbose: 0xADDR mod`sym+0xoff (size, object); "
                      "dtrace: mod`sym+0xoff as DTrace's stack(); kernel: sym+0xoff/0xsize "
-                     "[mod] as the kernel's %pS; json: one object per line.",
+                     "[mod] as the kernel's %pS ('?' for a size kallsyms cannot tell); json: "
+                     "one object per line.",
                      takes_value=True, choices=FORMAT_NAMES, default="verbose"),
     "json": Option(("--json",), "Same as --format json."),
     "strict": Option(("--strict",), "Refuse to answer without a usable dtrace_syms (missing, "
