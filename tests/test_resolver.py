@@ -2,6 +2,7 @@
 truth: the fixture vmlinux's own ELF symbol table and linker maps, and the
 real corpus' truth.tsv."""
 
+import bisect
 import json
 import os
 import subprocess
@@ -245,3 +246,69 @@ def test_symbols_of_a_module_against_the_linker_map(fixture_tree, fixture_resolv
     assert [rec.module for rec in fixture_resolver.symbols("fuse")] == \
         ["fuse"] * len(fixture_resolver.symbols("fuse"))
     assert fixture_resolver.symbols("no_such_module") == []
+
+
+def _placed_object_sections(tree):
+    """Every object section vmlinux loads that holds a symbol of vmlinux's
+    symbol table (pyelftools), from the linker maps alone (vmlinux.map
+    composed with vmlinux.o.map): (start, end, object, executable) at its
+    run-time address (per-cpu sections are linked at 0 and stay offsets),
+    in address order.  (A section of no symbol, say a .rodata.cst2 of
+    merged constants, is placed only when linker-made symbols bracket it,
+    R17, which the fixture has none of.)"""
+    from elftools.elf.elffile import ELFFile
+    from kmodsyms.build.linkmap import parse_map
+    with open(os.path.join(tree, "vmlinux"), "rb") as f:
+        elf = ELFFile(f)
+        flags = {s.name: s["sh_flags"] for s in elf.iter_sections() if s["sh_flags"] & 2}
+        at = sorted(sym["st_value"] for sym in elf.get_section_by_name(".symtab").iter_symbols()
+                    if sym["st_info"]["type"] not in ("STT_FILE", "STT_SECTION")
+                    and isinstance(sym["st_shndx"], int))
+    final = parse_map(os.path.join(tree, "vmlinux.map"))
+    in_vmlinux_o = {s.name: (s.address, s.output) for s in final if s.file.endswith("vmlinux.o")}
+    pieces = [(s.address, s.size, s.file, s.output) for s in final if s.output in flags
+              and s.file.endswith(".o") and not s.file.endswith("vmlinux.o")]
+    for s in parse_map(os.path.join(tree, "vmlinux.o.map")):
+        if s.name in in_vmlinux_o and in_vmlinux_o[s.name][1] in flags:
+            base, output = in_vmlinux_o[s.name]
+            pieces.append((base + s.address, s.size, s.file.split("(")[-1].rstrip(")"), output))
+    shift = lambda link: link + (FIXTURE_KASLR if link >= 1 << 63 else 0)  # noqa: E731
+    return sorted((shift(link), shift(link + size), obj, bool(flags[output] & 4))
+                  for link, size, obj, output in pieces
+                  if size and bisect.bisect_left(at, link) < bisect.bisect_left(at, link + size))
+
+
+def test_module_ranges_against_the_linker_maps(fixture_tree, fixture_resolver):
+    """Issue 24 item 3, R50: each module's ranges (kms_module_ranges())
+    are its objects' sections as the linker maps place them, a run of them
+    with no other object's between merged across ld's alignment padding
+    (ext4's .text: super.o, inode.o and file.o with 9 and 1 bytes of
+    padding between; its .rodata with 6 and 12), and no per-cpu section
+    (ext4's ext4_es_pcpu_count is at offset 0x38): fails if either is
+    undone."""
+    sections = _placed_object_sections(fixture_tree)
+    percpu = [s for s in sections if s[0] < 1 << 63]
+    assert ("fs/ext4/super.o" in {s[2] for s in percpu}), percpu
+    thick = read_thick(os.path.join(fixture_tree, "modules_thick.builtin"))
+    owners = thick.object_modules()
+    merged_across_padding = 0
+    for m, module in enumerate(["vmlinux"] + thick.modules):
+        want = []
+        previous = None
+        for start, end, obj, text in sections:
+            member = (m - 1 in owners[obj]) if obj in owners else m == 0
+            if start < 1 << 63 or not member:
+                previous = None
+                continue
+            align = start & -start
+            if previous is not None and want[-1][2] == text and start - want[-1][1] < align:
+                merged_across_padding += start > want[-1][1]
+                want[-1][1] = max(want[-1][1], end)
+            else:
+                want.append([start, end, text])
+            previous = obj
+        got = [[r.start, r.end, r.text] for r in fixture_resolver.module_ranges(module)]
+        assert got == want, module
+    assert merged_across_padding >= 4
+    assert [[r.start, r.end, r.text] for r in fixture_resolver.module_ranges("ext4")][:1] == \
+        [[0xffffffffab6003e0, 0xffffffffab60068b, True]]
