@@ -66,11 +66,17 @@ Conventions shared by every command:
   user names: there is no cache.
 * `-h` is the same as `--help`.  On a terminal, typer renders the help with
   rich; the text below is the plain rendering of the same help.
-* `resolve`, `lookup` and `kallmodsyms` read the running kernel's
-  `dtrace_syms` and `/proc/kallsyms` by default (run as root, or with
-  `kernel.kptr_restrict=0`, so that kallsyms shows addresses); see
-  [resolver.md](resolver.md) for what they answer and
-  [getting-started.md](getting-started.md) for examples.
+* `resolve`, `lookup`, `kallmodsyms` and `annotate` read the running
+  kernel's `dtrace_syms` and `/proc/kallsyms` by default.  The kernel shows
+  kallsyms' addresses as `kallsyms_show_value()` decides
+  ([resolver.md R2](resolver.md#1-reading-kallsyms)): with
+  `kernel.kptr_restrict` 0 to every reader while
+  `kernel.perf_event_paranoid` is at most 1, otherwise (and with
+  `kptr_restrict` 1) only to a reader with `CAP_SYSLOG` (root), with 2 to
+  none.  Where it hides them the error says which of these does and what
+  would show them; `annotate` passes its text through unannotated instead,
+  with that warning.  See [resolver.md](resolver.md) for what they answer
+  and [getting-started.md](getting-started.md) for examples.
 """
 
 
