@@ -26,7 +26,14 @@ KERNELS = os.environ.get("KMODSYMS_KERNELS") or os.path.join(os.path.dirname(ROO
 CORPUS_NAME = "linux-6.12-defconfig"            # x86_64, the benchmark's
 ARM64_CORPUS_NAME = "linux-6.12-arm64"
 CORPUS_NAMES = (CORPUS_NAME, ARM64_CORPUS_NAME)
-CORPUS_TARBALL = os.path.join(KERNELS, CORPUS_NAME + ".tar.xz")
+
+
+def corpus_tarball(name: str = CORPUS_NAME) -> str:
+    """Where corpus ``name`` is looked for (what a skip names when it is absent)."""
+    return os.path.join(KERNELS, name + ".tar.xz")
+
+
+CORPUS_TARBALL = corpus_tarball()
 DEFAULT_REPLICAS = 128      # 128 x 22 fixture objects ~ the corpus's 2936
 
 
@@ -58,7 +65,7 @@ def cached_corpus(log=print, name: str = CORPUS_NAME) -> Optional[str]:
     """The unpacked shared corpus ``name`` (unpacking it into the cache the
     first time, exactly as the tests' ``corpus`` fixture does), or None when
     its tarball is absent."""
-    tarball = os.path.join(KERNELS, name + ".tar.xz")
+    tarball = corpus_tarball(name)
     if not os.path.exists(tarball):
         return None
     st = os.stat(tarball)

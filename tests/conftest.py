@@ -89,8 +89,8 @@ def any_corpus(request):
     from bench.corpus import cached_corpus
     tree = cached_corpus(log=lambda *_: None, name=request.param)
     if tree is None:
-        from bench.corpus import KERNELS
-        pytest.skip(f"{os.path.join(KERNELS, request.param)}.tar.xz is absent")
+        from bench.corpus import corpus_tarball
+        pytest.skip(f"{corpus_tarball(request.param)} is absent")
     return tree
 
 

@@ -180,6 +180,22 @@ def test_pytest_says_where_it_unpacks_once(tmp_path):
     assert not os.path.exists(tmp_path / "cache")
 
 
+def test_corpus_skips_name_the_path_looked_for(tmp_path):
+    """A corpus test skipped for want of its corpus names the tarball it
+    looked for, where KMODSYMS_KERNELS puts it, for each corpus (issue 24
+    item 15: one skip named ../shared/kernels whatever was looked for)."""
+    env = {**os.environ, "KMODSYMS_KERNELS": str(tmp_path / "kernels"),
+           "KMODSYMS_CORPUS_CACHE": str(tmp_path / "cache")}
+    tests = ["tests/test_verify.py::test_arm64_corpus_linker_map_names_the_objects",
+             "tests/test_corpora.py::test_every_ok_row", "tests/test_elfimage.py::test_corpus_vmlinux",
+             "tests/test_loadable.py::test_corpus_every_loadable_size"]
+    out = subprocess.run([sys.executable, "-m", "pytest", "-rs", "-q", "-p", "no:cacheprovider", *tests],
+                         cwd=ROOT, env=env, capture_output=True, text=True).stdout
+    reasons = sorted(set(re.findall(r"^SKIPPED \[\d+\] \S+: (.*)$", out, re.M)))
+    assert reasons == [f"{tmp_path / 'kernels' / name}.tar.xz is absent"
+                       for name in ("linux-6.12-arm64", "linux-6.12-defconfig")], out
+
+
 def _c_api() -> tuple[list[str], list[str], str]:
     """libkmodsyms' exported functions (the version script's globals), the
     other public names of kmodsyms.h (types, enum constants, macros), and

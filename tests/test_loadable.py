@@ -546,18 +546,13 @@ def test_refresh_follows_load_and_unload(fixture_syms, fixture_tree, tmp_path):
 
 # ------------------------------------------------------------------ corpora
 def _arm64_corpus():
-    from bench.corpus import CORPUS_TARBALL, _corpus_cache_dir
-    tarball = os.path.join(os.path.dirname(CORPUS_TARBALL), "linux-6.12-arm64.tar.xz")
-    if not os.path.exists(tarball):
-        pytest.skip(f"{tarball} is absent")
-    st = os.stat(tarball)
-    root = os.path.join(_corpus_cache_dir(), f"arm64-{st.st_size}-{int(st.st_mtime)}")
-    if not os.path.exists(os.path.join(root, ".complete")):
-        shutil.rmtree(root, ignore_errors=True)
-        os.makedirs(root)
-        subprocess.run(["tar", "xJf", tarball, "-C", root], check=True)
-        open(os.path.join(root, ".complete"), "w").close()
-    return os.path.join(root, "linux-6.12-arm64")
+    """The arm64 corpus, unpacked once where the other tests' is
+    (bench.corpus.cached_corpus: one copy, not a second)."""
+    from bench.corpus import ARM64_CORPUS_NAME, cached_corpus, corpus_tarball
+    tree = cached_corpus(log=lambda *_: None, name=ARM64_CORPUS_NAME)
+    if tree is None:
+        pytest.skip(f"{corpus_tarball(ARM64_CORPUS_NAME)} is absent")
+    return tree
 
 
 CORPUS_MODULES = {"x86_64": ("fs/xfs/xfs.ko", "fs/fuse/fuse.ko", "fs/isofs/isofs.ko"),

@@ -271,12 +271,12 @@ def test_arm64_corpus_linker_map_names_the_objects(tmp_path):
     """arm64 links vmlinux straight from vmlinux.a: vmlinux.map names the
     objects, and the vmlinux.o.map beside it (modpost's ld -r) is not the
     layout of vmlinux.  Every line agrees with the map."""
-    from bench.corpus import cached_corpus
+    from bench.corpus import ARM64_CORPUS_NAME, cached_corpus, corpus_tarball
     from kmodsyms.build.writer import build
     from kmodsyms.build.thick import read_thick
-    tree = cached_corpus(log=lambda *_: None, name="linux-6.12-arm64")
+    tree = cached_corpus(log=lambda *_: None, name=ARM64_CORPUS_NAME)
     if tree is None:
-        pytest.skip("../shared/kernels/linux-6.12-arm64.tar.xz is absent")
+        pytest.skip(f"{corpus_tarball(ARM64_CORPUS_NAME)} is absent")
     syms = str(tmp_path / "dtrace_syms")
     thick = os.path.join(tree, "modules_thick.builtin.reference")
     build(tree, read_thick(thick), thick, syms, use_cache=False)
