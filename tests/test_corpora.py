@@ -170,3 +170,43 @@ def test_verify_reads_either_shape_of_linker_map(any_corpus, any_corpus_syms):
     maps = json.loads(out.stdout)["comparisons"]["linker_maps"]
     assert maps["counts"]["only_ours"] == 0 and maps["counts"]["only_theirs"] == 0
     assert maps["disagreements"] == 0 and maps["compared"] > 45_000
+
+
+def _linked_bindings(vmlinux):
+    """(name, link address) -> the ELF bindings vmlinux's own .symtab gives
+    it: the final link's, which ld may change from the object's (a hidden
+    symbol of arm64's -shared link becomes local)."""
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
+    found: dict = {}
+    with open(vmlinux, "rb") as f:
+        symtab = ELFFile(f).get_section_by_name(".symtab")
+        assert isinstance(symtab, SymbolTableSection)
+        for sym in symtab.iter_symbols():
+            found.setdefault((sym.name, sym["st_value"]), set()).add(sym["st_info"]["bind"])
+    return found
+
+
+ELF_BINDING = {"STB_LOCAL": "local", "STB_GLOBAL": "global", "STB_WEAK": "weak"}
+
+
+def test_every_line_takes_the_binding_of_the_linked_symbol(any_corpus, any_corpus_syms):
+    """R59: a built-in line's binding is vmlinux's (the final link's), not
+    its object's, for every line whose name and address vmlinux's .symtab
+    holds once."""
+    r = load(syms=any_corpus_syms, kallsyms=os.path.join(any_corpus, "kallsyms"))
+    linked = _linked_bindings(os.path.join(any_corpus, "vmlinux"))
+    (text,) = [line for line in r.lines() if line.name == "_text"]
+    (text_bindings,) = [k for k in linked if k[0] == "_text"]
+    shift = text.address - text_bindings[1]
+    checked, wrong = 0, []
+    for line in built_in_lines(r):
+        bindings = linked.get((line.name, line.address - shift), set())
+        if len(bindings) != 1 or line.binding is None:
+            continue
+        checked += 1
+        (truth,) = bindings
+        if line.binding != ELF_BINDING[truth]:
+            wrong.append((line.name, line.type, line.binding, truth))
+    assert checked > 40_000
+    assert wrong == [], f"{len(wrong)} wrong, e.g. {wrong[:5]}"

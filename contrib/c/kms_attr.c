@@ -214,8 +214,8 @@ static int32_t match_entry(const kms_handle *h, const struct entry_keys *ek, siz
     return r < 0 ? NO : entry_named(h, ek, i, (uint32_t)r, end);
 }
 
-/* Line I is entry S: what the index needs of the entry (size, binding,
- * preference) is read now, while its row is at hand. */
+/* Line I is entry S: what the index needs of the entry (size, binding as
+ * linked (R59), preference) is read now, while its row is at hand. */
 static inline void take_entry(kms_handle *h, size_t i, int32_t s)
 {
     const unsigned char *sy = ent(h, T_SYMBOLS, (uint32_t)s);
@@ -223,8 +223,8 @@ static inline void take_entry(kms_handle *h, size_t i, int32_t s)
     int64_t size = (int64_t)le64(sy + SYM_SIZE);
     h->line_matched[i] = 1;
     l->size = size < 0 ? -1 : size; /* read as negative: unknown */
-    l->binding = sy[SYM_BINDING] <= 2 ? sy[SYM_BINDING] : KMS_BINDING_UNKNOWN;
-    l->prefer = symbol_prefer(sy[SYM_TYPE] != 0, sy[SYM_BINDING]);
+    l->binding = linked_binding(l->type, sy[SYM_BINDING] <= 2 ? sy[SYM_BINDING] : KMS_BINDING_UNKNOWN);
+    l->prefer = symbol_prefer(sy[SYM_TYPE] != 0, l->binding);
 }
 
 /* The walk of one section's rows by the lines in it, in address order. */

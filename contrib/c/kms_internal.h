@@ -99,7 +99,7 @@ struct line {
     uint32_t name_len;
     uint32_t who;       /* WHO(tag, index) */
     uint8_t type;       /* kallsyms letter */
-    uint8_t binding;    /* ELF STB_*: the entry's, else from the letter; KMS_BINDING_UNKNOWN */
+    uint8_t binding;    /* ELF STB_*: as linked (R59, R58), or the .ko's; KMS_BINDING_UNKNOWN */
     uint8_t answers;    /* may answer an address: not per-cpu 'A', not a module's mapping symbol */
     uint8_t prefer;     /* among lines of one start and size (prefer_cmp): typed << 2 | rank */
 };
@@ -334,6 +334,29 @@ struct keyed {
 static inline const char *sym_name(const kms_handle *h, uint32_t s)
 {
     return str(h, le32(ent(h, T_SYMBOLS, s) + SYM_NAME));
+}
+
+/* A line's binding from its letter (R58), for a line without an entry
+ * (an upper-case letter ranks as global: R26).  A loaded module's letter is
+ * lower case for every symbol it does not export, global or not, so there
+ * lower case says nothing of the binding. */
+static inline uint8_t letter_binding(unsigned char c, int module_line)
+{
+    if (c == 'w' || c == 'W' || c == 'v' || c == 'V')
+        return 2;
+    if (c >= 'A' && c <= 'Z')
+        return 1;
+    return module_line ? KMS_BINDING_UNKNOWN : 0;
+}
+
+/* The binding of a core line matched to an entry (R59): the final link's,
+ * which its letter gives (scripts/kallsyms.c copies nm's letters of
+ * vmlinux), except where the letter says nothing of it (R10's table: 'A',
+ * 'a', '?'; per-cpu lines are made 'A' whatever their binding); there the
+ * entry's ENTRY_BINDING stands. */
+static inline uint8_t linked_binding(unsigned char c, uint8_t entry_binding)
+{
+    return c == 'A' || c == 'a' || c == '?' ? entry_binding : letter_binding(c, 0);
 }
 
 /* What prefer_cmp weighs after the size: a typed symbol (STT_* != 0) over

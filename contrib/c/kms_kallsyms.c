@@ -122,19 +122,6 @@ static uint32_t add_module(kms_handle *h, struct parse *ps, const char *t, size_
     return mod;
 }
 
-/* A line without an entry: its binding and preference from its letter
- * (an upper-case letter ranks as global: R26).  A loaded module's letter is
- * lower case for every symbol it does not export, global or not (R58), so
- * there lower case says nothing of the binding. */
-static uint8_t letter_binding(unsigned char c, int module_line)
-{
-    if (c == 'w' || c == 'W' || c == 'v' || c == 'V')
-        return 2;
-    if (c >= 'A' && c <= 'Z')
-        return 1;
-    return module_line ? KMS_BINDING_UNKNOWN : 0;
-}
-
 static uint8_t letter_prefer(unsigned char c)
 {
     return c >= 'A' && c <= 'Z' ? 2 : 0;
