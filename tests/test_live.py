@@ -321,10 +321,21 @@ def test_random_live_addresses_get_the_innermost_sized_symbol(live, tmp_path):
         statuses = {m["name"]: m["status"] for m in json_lines(boot.path(phase, "tool", "modules.out"))}
         sized = vmlinux_sized_lines(tree, rows, shift)
         files = module_files(boot)
+        core_sections = []          # (start, end, module, .ko) of what sysfs places in a module's core
         for module in loaded_modules(boot, phase):
-            if statuses[module] == "matched":
-                sized += [s for s in sysfs_placed(boot, phase, module, plain_ko(files[module], tmp_path))
-                          if s[2]]
+            if statuses[module] != "matched":
+                continue
+            ko = plain_ko(files[module], tmp_path)
+            # a text-only kernel shows no data line of a module (is_core_symbol())
+            shown = {(a, n) for a, _l, n, mod in rows if mod == module}
+            sized += [s for s in sysfs_placed(boot, phase, module, ko) if s[2] and (s[1], s[0]) in shown]
+            sections = boot.path(phase, "sys", "module", module, "sections")
+            sizes = ko_section_sizes(ko)
+            for sec in os.listdir(sections):
+                if not sec.startswith((".init", ".exit")) and sizes.get(sec):
+                    start = int(open(os.path.join(sections, sec)).read(), 16)
+                    core_sections.append((start, start + sizes[sec], module,
+                                          os.path.relpath(files[module], boot.modules_dir)))
         by_start = ByStart(sized)
         addresses = [int(a, 16) for a in open(boot.path(phase, "addresses")).read().split()]
         records = json_lines(boot.path(phase, "tool", "resolve.out"))
@@ -335,6 +346,9 @@ def test_random_live_addresses_get_the_innermost_sized_symbol(live, tmp_path):
             want = innermost(by_start, address)
             if want is None:
                 assert not rec["sized"], (phase, hex(address), rec)
+                for start, end, module, path in core_sections:     # R32
+                    if start <= address < end:
+                        assert (rec["module"], rec["object"]) == (module, path), (phase, hex(address), rec)
             else:
                 assert rec["sized"] and (rec["symbol"], int(rec["start"], 16), rec["size"]) == \
                     tuple(want[:3]), (phase, hex(address), rec, want)

@@ -404,6 +404,32 @@ def test_sysfs_says_which_file_is_loaded(fixture_syms, fixture_tree, tmp_path, c
         assert all(rec.size_kind != "exact" for rec in r.symbols("fuse"))
 
 
+def test_text_only_module_data_is_the_module_sysfs_places(fixture_syms, fixture_tree, tmp_path):
+    """A text-only kernel shows no data line of a loaded module
+    (kernel/module/kallsyms.c is_core_symbol() without CONFIG_KALLSYMS_ALL,
+    as the live text-only kernel of tests/test_live.py does), yet sysfs
+    places its .rodata, .data and .bss: an address there is the module's
+    .ko with no symbol (R32), never unattributed nor the last text line
+    plus an offset; sysfs still lists a freed .init.text, whose memory is
+    no longer the module's."""
+    sysfs = fake_sysfs(tmp_path, FUSE_KO, module_lines(FIXTURE_KALLSYMS, "fuse"))
+    init_text = 0xFFFFFFFFC0A05000
+    with open(os.path.join(sysfs, "module", "fuse", "sections", ".init.text"), "w") as f:
+        f.write(f"0x{init_text:016x}\n")
+    r = load(fixture_syms, os.path.join(FIXTURE, "kallsyms.text-only"), modules_dir=fixture_tree,
+             sysfs_root=sysfs)
+    assert [s.status for s in r.module_stats] == ["matched"], r.module_stats
+    sections = os.path.join(sysfs, "module", "fuse", "sections")
+    base = {sec: int(open(os.path.join(sections, sec)).read(), 16) for sec in os.listdir(sections)}
+    placed = {name: base[sec] + value for name, sec, value, *_ in elf_symbols(FUSE_KO) if sec in base}
+    for name in ("fuse_dev_name", "fuse_max_pages", "fuse_inode_count"):   # .rodata, .data, .bss
+        got = r.resolve(placed[name] + 1)
+        assert (got.module, got.object, got.symbol) == ("fuse", "fs/fuse/fuse.ko", None), (name, got)
+    text = r.resolve(placed["fuse_dev_open"] + 4)
+    assert (text.symbol, text.offset, text.size_kind) == ("fuse_dev_open", 4, "exact")
+    assert r.resolve(init_text + 0x10) == Symbolization(init_text + 0x10)
+
+
 # ------------------------------------------------------- no kernel region
 def _proc_modules(tmp_path, text: str) -> str:
     path = tmp_path / "modules"

@@ -1088,6 +1088,7 @@ struct match {
     uint32_t *nlines_of, *first_line, *next_line, *last_line;
     uint32_t *lorder, norder;   /* ids in first-appearance order among non-mapping lines */
     uint8_t *has_base, *shown;
+    uint8_t *by_kernel;         /* per section: its base is sysfs' */
     uint64_t *base;
     int32_t *line_sym;          /* the .ko symbol each line is, -1 */
     uint8_t *sym_is_line;       /* per symbol: some line_sym is it */
@@ -1112,6 +1113,7 @@ static void match_free(struct match *m)
     free(m->lorder);
     free(m->has_base);
     free(m->shown);
+    free(m->by_kernel);
     free(m->base);
     free(m->line_sym);
     free(m->sym_is_line);
@@ -1129,7 +1131,7 @@ static int match_init(struct match *m)
 #define A(f, n) (m->f = calloc((n) ? (n) : 1, sizeof *m->f)) == NULL
     if (A(lid, nl) || A(sid, ns) || A(nsyms_of, nn) || A(first_sym, nn) || A(next_sym, ns) ||
         A(last_sym, nn) || A(nlines_of, nn) || A(first_line, nn) || A(next_line, nl) ||
-        A(last_line, nn) || A(lorder, nn) || A(has_base, nsec) || A(shown, nsec) ||
+        A(last_line, nn) || A(lorder, nn) || A(has_base, nsec) || A(shown, nsec) || A(by_kernel, nsec) ||
         A(base, nsec) || A(line_sym, nl) || A(sym_is_line, ns) ||
         A(names.slot, m->names.mask + 1) || A(names.ptr, nn) || A(names.len, nn) ||
         A(pairs.slot, m->pairs.mask + 1))
@@ -1244,7 +1246,7 @@ static char *match_module(struct match *m, const struct live *live)
             count += !strcmp(ko->sec[j].name, ko->sec[k].name);
         if (a && count == 1) {
             m->base[k] = *a;
-            m->has_base[k] = 1;
+            m->has_base[k] = m->by_kernel[k] = 1;
         }
     }
     /* Anchors: names once in the file and once among the lines; each
@@ -1437,6 +1439,16 @@ static int reserve_extents(struct kms_loaded *out, size_t *cap, size_t more)
     return 0;
 }
 
+/* Whether a section NAME stays in the module's core after its init: the
+ * kernel frees .init* (kernel/module/main.c module_init_layout_section()),
+ * and .exit* too when built without CONFIG_MODULE_UNLOAD; sysfs keeps
+ * listing them, so one kallsyms does not show is not taken as the
+ * module's (R44). */
+static int in_core(const char *name)
+{
+    return strncmp(name, ".init", 5) != 0 && strncmp(name, ".exit", 5) != 0;
+}
+
 /* Read and match one module's file FULL (PATH relative); its outcome
  * added to OUT->status, its lines' answers to OUT->line.  -1: out of memory. */
 static int one_module(struct kms_loaded *out, size_t *ext_cap, struct kms_decompressors *dz,
@@ -1511,7 +1523,10 @@ static int one_module(struct kms_loaded *out, size_t *ext_cap, struct kms_decomp
                          kmsi_format("module %s: %s is not the loaded module (%s); its symbols stay "
                                 "unsized", name, full, why));
     } else {
-        /* matched: each line its symbol's answer, each shown section an extent */
+        /* matched: each line its symbol's answer; an extent each section
+         * kallsyms shows, and each that sysfs places in the module's core
+         * (R44: a text-only kernel shows no data line of a module, yet the
+         * .rodata, .data and .bss are the module's) */
         uint32_t k0 = (uint32_t)out->nko;
         size_t sized = 0;
         int32_t *extent_of = malloc((ko.nsec ? ko.nsec : 1) * sizeof *extent_of);
@@ -1523,7 +1538,7 @@ static int one_module(struct kms_loaded *out, size_t *ext_cap, struct kms_decomp
         }
         for (uint32_t sec = 0; !bad && sec < ko.nsec; sec++) {
             extent_of[sec] = NO;
-            if (!m.shown[sec])
+            if (!m.shown[sec] && !(m.by_kernel[sec] && in_core(ko.sec[sec].name)))
                 continue;
             struct kms_ko_extent *x = &out->extent[out->nextent];
             x->start = m.base[sec];
