@@ -237,6 +237,19 @@ def ko_section_sizes(ko: str) -> dict[str, int]:
     return sizes
 
 
+def core_section_sizes(ko: str) -> dict[str, int]:
+    """The .ko's sections that stay in the module's core after its init:
+    allocated in the file (the kernel also lists the .symtab and .strtab it
+    loads into init memory in sysfs), not .init* nor .exit*
+    (module_init_layout_section()), with a size."""
+    from elftools.elf.constants import SH_FLAGS
+    from elftools.elf.elffile import ELFFile
+    with open(ko, "rb") as f:
+        return {sec.name: sec["sh_size"] for sec in ELFFile(f).iter_sections()
+                if sec["sh_flags"] & SH_FLAGS.SHF_ALLOC and sec["sh_size"]
+                and not sec.name.startswith((".init", ".exit"))}
+
+
 def sysfs_placed(boot, phase: str, module: str, ko: str) -> list[tuple]:
     """The .ko's symbols at the addresses the live kernel put them: each
     section's base from /sys/module/M/sections/NAME, then base + value.
@@ -330,9 +343,9 @@ def test_random_live_addresses_get_the_innermost_sized_symbol(live, tmp_path):
             shown = {(a, n) for a, _l, n, mod in rows if mod == module}
             sized += [s for s in sysfs_placed(boot, phase, module, ko) if s[2] and (s[1], s[0]) in shown]
             sections = boot.path(phase, "sys", "module", module, "sections")
-            sizes = ko_section_sizes(ko)
+            sizes = core_section_sizes(ko)
             for sec in os.listdir(sections):
-                if not sec.startswith((".init", ".exit")) and sizes.get(sec):
+                if sec in sizes:
                     start = int(open(os.path.join(sections, sec)).read(), 16)
                     core_sections.append((start, start + sizes[sec], module,
                                           os.path.relpath(files[module], boot.modules_dir)))

@@ -410,12 +410,13 @@ def test_text_only_module_data_is_the_module_sysfs_places(fixture_syms, fixture_
     as the live text-only kernel of tests/test_live.py does), yet sysfs
     places its .rodata, .data and .bss: an address there is the module's
     .ko with no symbol (R32), never unattributed nor the last text line
-    plus an offset; sysfs still lists a freed .init.text, whose memory is
-    no longer the module's."""
+    plus an offset; sysfs still lists a freed .init.text and the .symtab
+    loaded into init memory, which are no longer the module's."""
     sysfs = fake_sysfs(tmp_path, FUSE_KO, module_lines(FIXTURE_KALLSYMS, "fuse"))
-    init_text = 0xFFFFFFFFC0A05000
-    with open(os.path.join(sysfs, "module", "fuse", "sections", ".init.text"), "w") as f:
-        f.write(f"0x{init_text:016x}\n")
+    init_text, symtab = 0xFFFFFFFFC0A05000, 0xFFFFFFFFC0A06000      # init memory, freed
+    for sec, address in ((".init.text", init_text), (".symtab", symtab)):
+        with open(os.path.join(sysfs, "module", "fuse", "sections", sec), "w") as f:
+            f.write(f"0x{address:016x}\n")
     r = load(fixture_syms, os.path.join(FIXTURE, "kallsyms.text-only"), modules_dir=fixture_tree,
              sysfs_root=sysfs)
     assert [s.status for s in r.module_stats] == ["matched"], r.module_stats
@@ -427,7 +428,8 @@ def test_text_only_module_data_is_the_module_sysfs_places(fixture_syms, fixture_
         assert (got.module, got.object, got.symbol) == ("fuse", "fs/fuse/fuse.ko", None), (name, got)
     text = r.resolve(placed["fuse_dev_open"] + 4)
     assert (text.symbol, text.offset, text.size_kind) == ("fuse_dev_open", 4, "exact")
-    assert r.resolve(init_text + 0x10) == Symbolization(init_text + 0x10)
+    for freed in (init_text + 0x10, symtab + 0x10):
+        assert r.resolve(freed) == Symbolization(freed)
 
 
 # ------------------------------------------------------- no kernel region

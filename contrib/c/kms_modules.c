@@ -1443,7 +1443,8 @@ static int reserve_extents(struct kms_loaded *out, size_t *cap, size_t more)
  * kernel frees .init* (kernel/module/main.c module_init_layout_section()),
  * and .exit* too when built without CONFIG_MODULE_UNLOAD; sysfs keeps
  * listing them, so one kallsyms does not show is not taken as the
- * module's (R44). */
+ * module's (R44).  (The .symtab and .strtab sysfs lists, in init memory
+ * too, are not allocated in the file, so ko_read() keeps no section of them.) */
 static int in_core(const char *name)
 {
     return strncmp(name, ".init", 5) != 0 && strncmp(name, ".exit", 5) != 0;
