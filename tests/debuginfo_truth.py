@@ -18,7 +18,8 @@ the k-th, when both have as many; else among those of the same name and
 size.  A pair whose sizes differ is no pair.
 
 A zero-size symbol where one object's bytes end and another's (or none's)
-begin may take either side, as in ``kmodsyms verify``: it is right when ours
+begin, or in an object's empty section, may take any of them, as in
+``kmodsyms verify`` (``ObjectMap.zero_size_objects``): it is right when ours
 is one of them.
 
 Usage: ``python tests/debuginfo_truth.py ROOT SOURCE REBUILD [SYMS]`` prints
@@ -138,9 +139,6 @@ def compare(vmlinux: str, system_map: str, syms: str, rebuild: str) -> dict:
     def modules_of(obj):
         return tuple(sorted(kernel_spelling(thick.modules[m]) for m in owners.get(obj, ()))) if obj else ()
 
-    enders: dict[int, set] = {}
-    for e, o in zip(om.end.tolist(), om.object):
-        enders.setdefault(e, set()).add(o)
     first_at: dict[str, int] = {}
     for a, _k, n in their_map:
         first_at.setdefault(n, a)
@@ -165,9 +163,7 @@ def compare(vmlinux: str, system_map: str, syms: str, rebuild: str) -> dict:
             continue
         a, _n, size = theirs[paired[i]]
         truth = om.object_at(a)
-        allowed = {truth}
-        if size == 0 and a in enders:
-            allowed |= enders[a]
+        allowed = om.zero_size_objects(a) if size == 0 else {truth}
         ours = ln.object
         if ours in allowed:
             o = "right"

@@ -170,7 +170,6 @@ class LinkTruth:
     beside: object              # ObjectMap of what the final link takes beside vmlinux.o
     ranges: object              # kmodsyms.verify.BuiltinRanges
     sizes: dict                 # (name bytes, link address) -> ELF st_size
-    enders: frozenset[int]      # addresses where an object's bytes end
     linker_defined: frozenset[str]
     elf: object                 # kmodsyms.verify.ElfInfo: vmlinux's sections
     object_modules: dict        # object path -> its built-in modules, from its .cmd
@@ -178,7 +177,7 @@ class LinkTruth:
     def is_object_end(self, name: str, at_link: int) -> bool:
         """A zero-size line at an object's very end: no object holds it."""
         return self.sizes.get((name.encode("utf-8", "surrogateescape"), at_link), 0) == 0 \
-            and at_link in self.enders
+            and bool(self.objects.ends_at(at_link))
 
     def modules_at(self, at_link: int) -> list[str]:
         """modules.builtin.ranges' modules there; in a section its
@@ -255,11 +254,4 @@ def link_truth(tree: str) -> LinkTruth:
     with open(path("modules.builtin")) as f:
         builtin = {os.path.basename(line.strip())[:-len(".ko")].replace("-", "_") for line in f if line.strip()}
     object_modules = {obj: cmd_modules(tree, obj, builtin) for obj in set(objects.object)}
-    # An object's end: where its bytes stop and no section of its own
-    # follows (one object's consecutive sections, as .vmlinux.export.o's
-    # ___ksymtab+NAME ones, are one run of its bytes).
-    ends = objects.end.tolist()
-    enders = frozenset(end for k, end in enumerate(ends)
-                       if not (k + 1 < len(ends) and int(objects.start[k + 1]) == end
-                               and objects.object[k + 1] == objects.object[k]))
-    return LinkTruth(objects, beside, ranges, elf.sizes, enders, linker_defined, elf, object_modules)
+    return LinkTruth(objects, beside, ranges, elf.sizes, linker_defined, elf, object_modules)

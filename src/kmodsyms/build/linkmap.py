@@ -81,14 +81,30 @@ def parse_map(path: str) -> list[InputSection]:
 
 
 class ObjectMap:
-    """Address ranges of vmlinux that came from each object, sorted."""
+    """Address ranges of vmlinux that came from each object, sorted, and
+    where each object's empty input sections lie."""
 
     def __init__(self, ranges: list[tuple[int, int, str]], source: str):
         self.source = source    # the maps it was read from, for reports
-        ranges = sorted(r for r in ranges if r[1] > r[0])
-        self.start = np.array([r[0] for r in ranges], dtype=np.uint64)
-        self.end = np.array([r[1] for r in ranges], dtype=np.uint64)
-        self.object = [r[2] for r in ranges]
+        held = sorted(r for r in ranges if r[1] > r[0])
+        self.start = np.array([r[0] for r in held], dtype=np.uint64)
+        self.end = np.array([r[1] for r in held], dtype=np.uint64)
+        self.object = [r[2] for r in held]
+        # An object's end: where its bytes stop and no section of its own
+        # follows (one object's consecutive sections, as .vmlinux.export.o's
+        # ___ksymtab+NAME ones, are one run of its bytes).
+        ends: dict[int, set[str]] = {}
+        for k, (_start, end, obj) in enumerate(held):
+            if not (k + 1 < len(held) and held[k + 1][0] == end and held[k + 1][2] == obj):
+                ends.setdefault(end, set()).add(obj)
+        self._ends = {a: frozenset(o) for a, o in ends.items()}
+        # An object whose section there holds no bytes (a .bss of zero-size
+        # lockdep keys only) still holds its zero-size symbols there.
+        empty: dict[int, set[str]] = {}
+        for start, end, obj in ranges:
+            if start == end:
+                empty.setdefault(start, set()).add(obj)
+        self._empty = {a: frozenset(o) for a, o in empty.items()}
 
     def object_at(self, address: int) -> str | None:
         """The object whose bytes are at ``address``, or None."""
@@ -96,6 +112,17 @@ class ObjectMap:
         if i >= 0 and address < int(self.end[i]):
             return self.object[i]
         return None
+
+    def ends_at(self, address: int) -> frozenset[str]:
+        """The objects whose bytes end at ``address``."""
+        return self._ends.get(address, frozenset())
+
+    def zero_size_objects(self, address: int) -> frozenset[str | None]:
+        """Where a zero-size symbol at ``address`` may belong, every choice
+        as defensible as the others: the object whose bytes are there (None:
+        none's), those whose bytes end there, and those with an empty
+        section there."""
+        return frozenset({self.object_at(address)}) | self.ends_at(address) | self._empty.get(address, frozenset())
 
 
 def alloc_sections(elf_path: str) -> set[str]:
@@ -120,7 +147,7 @@ def vmlinux_object_map(vmlinux_map: str, vmlinux_o_map: str | None, vmlinux: str
     final = [s for s in inputs if s.file.endswith("vmlinux.o")]
     if not final:
         return ObjectMap([(s.address, s.address + s.size, _object_path(s.file))
-                          for s in inputs if s.file.endswith((".o", ".o)")) and s.size], "vmlinux.map")
+                          for s in inputs if s.file.endswith((".o", ".o)"))], "vmlinux.map")
     if vmlinux_o_map is None:
         raise KmodsymsError(f"{vmlinux_map} links vmlinux.o: its objects are in vmlinux.o.map, which is missing")
     # vmlinux.o's section name -> its address in vmlinux.  ld -r keeps one
@@ -130,9 +157,9 @@ def vmlinux_object_map(vmlinux_map: str, vmlinux_o_map: str | None, vmlinux: str
     # .vmlinux.export.o, init/version-timestamp.o, the kallsyms tables) it
     # names itself, at their addresses in vmlinux.
     ranges = [(s.address, s.address + s.size, _object_path(s.file)) for s in inputs
-              if s.file.endswith((".o", ".o)")) and not s.file.endswith("vmlinux.o") and s.size]
+              if s.file.endswith((".o", ".o)")) and not s.file.endswith("vmlinux.o")]
     for s in parse_map(vmlinux_o_map):
-        if s.file.endswith((".o", ".o)")) and s.name in placed and s.size:
+        if s.file.endswith((".o", ".o)")) and s.name in placed:
             ranges.append((placed[s.name] + s.address, placed[s.name] + s.address + s.size,
                            _object_path(s.file)))
     return ObjectMap(ranges, "vmlinux.map + vmlinux.o.map")

@@ -448,12 +448,9 @@ def verify(kbuild: str, syms_path: str | None = None) -> Report:
                      for i, m in enumerate(syms.objects["modset"].tolist())}
         their_objects = [om.object_at(a) for a in addresses.tolist()]
         theirs = [module_of.get(o, (VMLINUX,)) if o else (VMLINUX,) for o in their_objects]
-        # Edges: zero-size symbols where an object's bytes end and another's
-        # (or none) begin.
-        enders: dict[int, set] = {}
-        for e, o in zip(om.end.tolist(), om.object):
-            enders.setdefault(e, set()).add(o)
-        edge = [sizes[i] in (0, None) and a in enders and their_objects[i] not in enders[a]
+        # Edges: zero-size symbols that more than one object may hold (where
+        # one's bytes end and another's, or none's, begin; an empty section).
+        edge = [sizes[i] in (0, None) and len(om.zero_size_objects(a)) > 1
                 for i, a in enumerate(addresses.tolist())]
         object_edge = edge
         comp = compare("linker_maps", f"linker maps ({om.source})", theirs, their_objects, edge)
