@@ -462,7 +462,10 @@ SKIPPING_FIXTURES = {
     "any_kernel": "the same source, each run for x86_64 and for s390, which also needs "
                   "`gcc-s390x-linux-gnu` (`-m slow`)",
     "live": "the same source, QEMU (`qemu-system-x86`) and a static busybox (`busybox-static`), "
-            "each run for x86_64 with and without `CONFIG_KALLSYMS_ALL` (`-m live`)",
+            "each run for x86_64 with and without `CONFIG_KALLSYMS_ALL`, and for arm64, which needs "
+            "`qemu-system-arm`, `gcc-aarch64-linux-gnu`, `libc6-dev-arm64-cross` and "
+            "`busybox-static:arm64`'s .deb (`apt-get download` it into `/var/cache/apt/archives` "
+            "or `$KMODSYMS_LIVE_DEBS`) (`-m live`)",
 }
 
 

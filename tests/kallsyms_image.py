@@ -8,13 +8,18 @@ top bit set) then that many token numbers, the first character of the
 expansion being the type letter; ``kallsyms_token_table`` and
 ``kallsyms_token_index``; ``kallsyms_offsets`` from
 ``kallsyms_relative_base`` (``CONFIG_KALLSYMS_ABSOLUTE_PERCPU`` kernels
-encode per-cpu symbols otherwise, which this helper refuses).
+encode per-cpu symbols otherwise, which this helper refuses).  A kernel
+linked -pie with --no-apply-dynamic-relocs (arm64) holds 0 there: its value
+is the addend of the relative dynamic relocation that the kernel applies to
+it when it relocates itself.
 Read with pyelftools, the ELF reader of record, not kmodsyms' own."""
 
 from __future__ import annotations
 
 import struct
 
+from elftools.elf.constants import SH_FLAGS
+from elftools.elf.descriptions import describe_reloc_type
 from elftools.elf.elffile import ELFFile
 
 TABLES = ("kallsyms_num_syms", "kallsyms_names", "kallsyms_token_table",
@@ -42,8 +47,23 @@ def proc_kallsyms(vmlinux: str, shift: int = 0) -> bytes:
                     return section.data()[address - start:address - start + size]
             raise ValueError(f"{vmlinux}: {address:#x} is in no section with contents")
 
+        def relocated(address: int, stored: int) -> int:
+            """What the kernel's self-relocation writes at ADDRESS: a relative
+            dynamic relocation's addend (dynamic: SHT_RELA loaded with the
+            image, not --emit-relocs' sections), else the STORED value."""
+            rela = order + ("QQQ" if elf.elfclass == 64 else "III")     # an address: unsigned
+            for section in elf.iter_sections():
+                if section["sh_type"] != "SHT_RELA" or not section["sh_flags"] & SH_FLAGS.SHF_ALLOC:
+                    continue
+                for offset, info, addend in struct.iter_unpack(rela, section.data()):
+                    kind = info & 0xFFFFFFFF if elf.elfclass == 64 else info & 0xFF
+                    if offset == address and describe_reloc_type(kind, elf).endswith("_RELATIVE"):
+                        return addend
+            return stored
+
         count, = struct.unpack(order + "I", read(where["kallsyms_num_syms"], 4))
         base, = struct.unpack(order + long, read(where["kallsyms_relative_base"], struct.calcsize(long)))
+        base = relocated(where["kallsyms_relative_base"], base)
         offsets = struct.unpack(f"{order}{count}I", read(where["kallsyms_offsets"], 4 * count))
         token_index = struct.unpack(f"{order}256H", read(where["kallsyms_token_index"], 512))
         tokens = read(where["kallsyms_token_table"], max(token_index) + 256)

@@ -3,7 +3,9 @@ machine and configuration: the kernels tests/test_kernel_source.py (-m slow)
 reads as built and tests/test_live.py (-m live) boots.  One cache, one rule:
 a tree lives under the tarball's size and mtime plus a digest of its
 configuration recipe, so two configurations never overwrite each other, and
-the slow and live suites share the x86_64 tree.
+the slow and live suites share the x86_64 tree.  A relinked kernel is another
+tree's copy linked again with another build timestamp: another build of the
+same release, for a fraction of a build.
 """
 
 from __future__ import annotations
@@ -34,6 +36,15 @@ BOOTABLE_X86_64 = ("64BIT", "PRINTK", "TTY", "SERIAL_8250", "SERIAL_8250_CONSOLE
                    "BLK_DEV_INITRD", "DEVTMPFS", "DEVTMPFS_MOUNT", "PROC_FS", "SYSFS",
                    "SYSCTL", "PROC_SYSCTL", "BINFMT_ELF", "BINFMT_SCRIPT", "MULTIUSER",
                    "FUTEX", "RELOCATABLE", "RANDOMIZE_BASE", "PERF_EVENTS", "MODULE_UNLOAD")
+# The same for arm64 on QEMU's virt machine: its PL011 UART (ARM_AMBA, the
+# GIC, the architected timer and PSCI, which reboots it, are selected by
+# ARM64 itself; virt's UART is a device-tree AMBA device, no PCI).  KASLR
+# takes its seed from the /chosen/kaslr-seed QEMU writes, or RNDR of
+# -cpu max.
+BOOTABLE_ARM64 = ("PRINTK", "TTY", "SERIAL_AMBA_PL011", "SERIAL_AMBA_PL011_CONSOLE",
+                  "BLK_DEV_INITRD", "DEVTMPFS", "DEVTMPFS_MOUNT", "PROC_FS", "SYSFS",
+                  "SYSCTL", "PROC_SYSCTL", "BINFMT_ELF", "BINFMT_SCRIPT", "MULTIUSER",
+                  "FUTEX", "RELOCATABLE", "RANDOMIZE_BASE", "PERF_EVENTS", "MODULE_UNLOAD")
 # Loadable: autofs4 of seven objects, crc7 of one.
 LOADABLE = ("AUTOFS_FS", "CRC7")
 # gawk: scripts/generate_builtin_ranges.awk writes modules.builtin.ranges.
@@ -51,6 +62,8 @@ class Kernel:
     modules: tuple[str, ...]    # =m
     kaslr_shift: int            # a boot's shift, for a kallsyms derived from vmlinux
     cache_name: str             # told apart from the other trees of the tarball in the cache
+    relink_of: Kernel | None = None     # built as that kernel's tree, copied and relinked
+    timestamp: str = ""                 # with this KBUILD_BUILD_TIMESTAMP
 
     def make_args(self) -> list[str]:
         return [f"ARCH={self.arch}"] + ([f"CROSS_COMPILE={self.cross_compile}"] if self.cross_compile else [])
@@ -59,6 +72,8 @@ class Kernel:
         return [f"{self.cross_compile}gcc", f"{self.cross_compile}ld"]
 
     def recipe(self) -> str:
+        if self.relink_of is not None:
+            return self.relink_of.recipe() + f"relinked KBUILD_BUILD_TIMESTAMP={self.timestamp}\n"
         return " ".join(self.make_args() + list(CONFIG_ENABLE + self.enable)
                         + [f"-{n}" for n in self.disable] + [f"m:{n}" for n in self.modules]) + "\n"
 
@@ -72,6 +87,15 @@ X86_64 = Kernel("x86", "", BOOTABLE_X86_64, ("KALLSYMS_ALL",), LOADABLE, 0x2a000
 X86_64_ALL = Kernel("x86", "", BOOTABLE_X86_64 + ("KALLSYMS_ALL",), (), LOADABLE,
                     0x2a00000, "-all")
 S390 = Kernel("s390", "s390x-linux-gnu-", (), ("KALLSYMS_ALL",), (), 0, "-s390")
+# arm64: linked -pie in a single pass from vmlinux.a (no vmlinux.o), with
+# CONFIG_KALLSYMS_ALL; bootable on QEMU's virt machine.  A boot's KASLR
+# shift is the live suite's to read: no derived kallsyms uses this one.
+ARM64 = Kernel("arm64", "aarch64-linux-gnu-", BOOTABLE_ARM64 + ("KALLSYMS_ALL",), (), LOADABLE,
+               0, "-arm64")
+# ARM64's tree relinked with another version timestamp: the same release
+# (uname -r), another UTS version string, so another build-id.
+ARM64_REBUILT = Kernel("arm64", "aarch64-linux-gnu-", ARM64.enable, (), LOADABLE, 0, "-arm64-rebuilt",
+                       relink_of=ARM64, timestamp="Thu Jan  1 00:00:00 UTC 2026")
 
 
 def _version_key(path: str):
@@ -107,9 +131,17 @@ def _build_tree_locked(tarball: str, root: str, kernel: Kernel) -> str:
         return trees[0]
     shutil.rmtree(root, ignore_errors=True)
     os.makedirs(root)
+    make = ["make"] + kernel.make_args()
+    if kernel.relink_of is not None:
+        base = _build_tree(tarball, tree_root(kernel.relink_of), kernel.relink_of)
+        run(["cp", "-a", base, root], cwd=root)     # -a: mtimes kept, so make redoes only the link
+        tree = os.path.join(root, os.path.basename(base))
+        run(["nice"] + make + [f"KBUILD_BUILD_TIMESTAMP={kernel.timestamp}", f"-j{build_jobs()}"], cwd=tree)
+        with open(stamp, "w") as f:
+            f.write(recipe)
+        return tree
     run(["tar", "xJf", tarball, "-C", root], cwd=root)
     (tree,) = glob.glob(os.path.join(root, "linux-source-*"))
-    make = ["make"] + kernel.make_args()
     run(make + ["-s", "tinyconfig"], cwd=tree)
     enable = CONFIG_ENABLE + kernel.enable
     switches = [arg for name in enable for arg in ("--enable", name)] + \
@@ -244,8 +276,11 @@ def link_truth(tree: str) -> LinkTruth:
     elf = read_elf_info(path("vmlinux"))
     with open(path("modules.builtin.ranges")) as f:
         ranges = parse_ranges(f.read(), lambda name, _section: link.get(name), elf.addresses)
-    with open(path("vmlinux.map")) as f:     # "0x... name = ." : what the link script defines
-        linker_defined = frozenset(re.findall(r"^\s+0x[0-9a-f]+\s+(\S+) = ", f.read(), re.M))
+    # "0x... name = ." : what the link script defines; "0x... PROVIDE (name
+    # = other)" too where the link used it (arm64's image-vars.h gives the
+    # position-independent early code its __pi_ names so)
+    with open(path("vmlinux.map")) as f:
+        linker_defined = frozenset(re.findall(r"^\s+0x[0-9a-f]+\s+(?:PROVIDE \()?(\S+) = ", f.read(), re.M))
     loaded = alloc_sections(path("vmlinux"))
     final = parse_map(path("vmlinux.map")) if links_vmlinux_o(path("vmlinux.map")) else []
     beside = ObjectMap([(s.address, s.address + s.size, s.file) for s in final

@@ -3,17 +3,23 @@ initramfs (tests/live/init.sh as /init), and what the guest carried out:
 its /proc/kallsyms, /proc/modules, /sys/module/*, /sys/kernel/notes and
 uname -r at each step, and the static kmodsyms-c's answers there.
 
-KVM when /dev/kvm opens, else TCG.  The guest writes one gzipped tar,
-base64 between two marker lines, to its serial console, then reboots; QEMU
-runs with -no-reboot, so it exits.
+A ``Machine`` per architecture says how: QEMU's binary and arguments, the
+serial console, the compiler of the guest's static programs (cross for a
+guest not of this machine's architecture) and the busybox-static .deb of a
+foreign guest.  KVM when the guest is of this machine's architecture and
+/dev/kvm opens, else TCG.  The guest writes one gzipped tar, base64 between
+two marker lines, to its serial console, then reboots; QEMU runs with
+-no-reboot, so it exits.
 """
 
 from __future__ import annotations
 
 import base64
+import glob
 import gzip
 import io
 import os
+import platform
 import shutil
 import subprocess
 import tarfile
@@ -28,7 +34,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 GUEST = os.path.join(HERE, "live")
 BUSYBOX = ("/bin/busybox", "/usr/bin/busybox")
-QEMU = {"x86": "qemu-system-x86_64"}
+# Where a foreign guest's busybox-static_*_ARCH.deb is looked for:
+# KMODSYMS_LIVE_DEBS (a directory), else apt's cache (.ci/run downloads it there).
+DEBS = os.environ.get("KMODSYMS_LIVE_DEBS") or "/var/cache/apt/archives"
 # The module loaded first, unloaded and loaded again; the one inserted
 # after, installed compressed as `make modules_install` with
 # CONFIG_MODULE_COMPRESS_XZ writes it (xz --check=crc32 --lzma2=dict=1MiB).
@@ -40,6 +48,61 @@ KVM_START_TIMEOUT = 60      # seconds for KVM to reach /init (it takes ~2)
 INIT_STARTED = b"@@@@ init"
 _KVM_STALLED: list[str] = []   # once KVM stalled, the session's other boots go straight to TCG
 BEGIN, END = b"@@@@ BEGIN live.tar.gz", b"@@@@ END live.tar.gz"
+
+
+@dataclass(frozen=True)
+class Machine:
+    """How QEMU boots one architecture's kernels, and how its guest's
+    programs are built."""
+
+    qemu: str                   # the QEMU binary
+    package: str                # Debian's package of it
+    host: str                   # platform.machine() of a host that runs it natively (KVM)
+    machine: tuple[str, ...]    # QEMU's board arguments
+    kvm_cpu: str                # -cpu under KVM and under TCG
+    tcg_cpu: str
+    image: str                  # the boot image, in the tree
+    console: str                # the serial console's device name
+    append: str                 # the kernel command line's own options of this machine
+    triplet: str                # the GNU triplet of its cross compiler
+    deb_arch: str               # Debian's architecture name
+
+    def native(self) -> bool:
+        return platform.machine() == self.host
+
+    def compiler(self) -> tuple[str, str]:
+        """(CC, AR) for the guest's static programs: this machine's own for a
+        native guest, else the cross ones; skips without them or a static libc."""
+        cc, ar = ("cc", "ar") if self.native() else (f"{self.triplet}-gcc", f"{self.triplet}-ar")
+        package = "gcc" if self.native() else f"gcc-{self.triplet} libc6-dev-{self.deb_arch}-cross"
+        if shutil.which(cc) is None or shutil.which(ar) is None:
+            pytest.skip(f"{cc} absent (apt-get install {package})")
+        # -print-file-name answers the bare name when the file is nowhere
+        libc = subprocess.run([cc, "-print-file-name=libc.a"], capture_output=True, text=True).stdout.strip()
+        if not os.path.isabs(libc):
+            pytest.skip(f"no static libc for {cc} (apt-get install {package})")
+        return cc, ar
+
+
+MACHINES = {
+    # no_timer_check: a busy host's TCG can fail the IO-APIC timer check
+    "x86": Machine("qemu-system-x86_64", "qemu-system-x86", "x86_64", (), "qemu64", "max",
+                   os.path.join("arch", "x86", "boot", "bzImage"), "ttyS0", "no_timer_check",
+                   "x86_64-linux-gnu", "amd64"),
+    # virt: a PL011 UART, a GIC and PSCI (which resets it), described by the
+    # device tree QEMU writes, with the /chosen/kaslr-seed KASLR reads
+    "arm64": Machine("qemu-system-aarch64", "qemu-system-arm", "aarch64", ("-M", "virt"), "host", "max",
+                     os.path.join("arch", "arm64", "boot", "Image"), "ttyAMA0", "",
+                     "aarch64-linux-gnu", "arm64"),
+}
+
+
+def machine_for(kernel: Kernel) -> Machine:
+    """KERNEL's architecture's machine; skips without its QEMU."""
+    machine = MACHINES[kernel.arch]
+    if shutil.which(machine.qemu) is None:
+        pytest.skip(f"{machine.qemu} absent (apt-get install {machine.package})")
+    return machine
 
 
 @dataclass(frozen=True)
@@ -62,9 +125,10 @@ class Boot:
             return f.read()
 
 
-def kvm_usable() -> bool:
-    """/dev/kvm opens, unless KMODSYMS_LIVE_ACCEL=tcg says to emulate."""
-    if os.environ.get("KMODSYMS_LIVE_ACCEL") == "tcg":
+def kvm_usable(machine: Machine) -> bool:
+    """The guest is of this machine's architecture and /dev/kvm opens,
+    unless KMODSYMS_LIVE_ACCEL=tcg says to emulate."""
+    if os.environ.get("KMODSYMS_LIVE_ACCEL") == "tcg" or not machine.native():
         return False
     try:
         os.close(os.open("/dev/kvm", os.O_RDWR))
@@ -73,31 +137,43 @@ def kvm_usable() -> bool:
         return False
 
 
-def qemu_for(kernel: Kernel) -> str:
-    """The QEMU binary for kernel's architecture; skips without it."""
-    qemu = shutil.which(QEMU.get(kernel.arch, f"qemu-system-{kernel.arch}"))
-    if qemu is None:
-        pytest.skip(f"{QEMU.get(kernel.arch)} absent (apt-get install qemu-system-x86)")
-    return qemu
+def is_static(path: str) -> bool:
+    return b"ld-linux" not in open(path, "rb").read(1 << 16)
 
 
-def busybox() -> str:
-    """A statically linked busybox; skips without it."""
-    for path in BUSYBOX:
-        if os.path.exists(path) and b"ld-linux" not in open(path, "rb").read(1 << 16):
-            return path
-    pytest.skip("no static busybox (apt-get install busybox-static)")
+def busybox(machine: Machine, work: str) -> str:
+    """A statically linked busybox of the guest's architecture: this
+    machine's own for a native guest, else busybox-static's .deb of that
+    architecture from DEBS, unpacked into WORK; skips without it."""
+    if machine.native():
+        for path in BUSYBOX:
+            if os.path.exists(path) and is_static(path):
+                return path
+    debs = sorted(glob.glob(os.path.join(DEBS, f"busybox-static_*_{machine.deb_arch}.deb")))
+    if not debs and machine.native():
+        pytest.skip("no static busybox (apt-get install busybox-static)")
+    if not debs:
+        pytest.skip(f"no busybox-static_*_{machine.deb_arch}.deb in {DEBS} (there: dpkg --add-architecture "
+                    f"{machine.deb_arch} && apt-get update && apt-get download busybox-static:{machine.deb_arch}; "
+                    "or name its directory in KMODSYMS_LIVE_DEBS)")
+    unpacked = os.path.join(work, "busybox-deb")
+    run(["dpkg-deb", "-x", debs[-1], unpacked], cwd=work)
+    path = os.path.join(unpacked, "bin", "busybox")
+    assert os.path.exists(path) and is_static(path), f"{debs[-1]}: no static bin/busybox"
+    return path
 
 
-def static_programs(work: str) -> dict[str, str]:
-    """kmodsyms-c and the guest's helpers (tests/live/*.c), linked statically."""
+def static_programs(machine: Machine, work: str) -> dict[str, str]:
+    """kmodsyms-c and the guest's helpers (tests/live/*.c), linked
+    statically by the guest architecture's compiler."""
+    cc, ar = machine.compiler()
     build = os.path.join(work, "c")
-    run(["make", "-s", "-C", os.path.join(ROOT, "contrib", "c"), f"O={build}", "LDFLAGS=-static",
-         os.path.join(build, "kmodsyms-c")], cwd=ROOT)
+    run(["make", "-s", "-C", os.path.join(ROOT, "contrib", "c"), f"O={build}", f"CC={cc}", f"AR={ar}",
+         "LDFLAGS=-static", os.path.join(build, "kmodsyms-c")], cwd=ROOT)
     programs = {"kmodsyms-c": os.path.join(build, "kmodsyms-c")}
     for helper in ("addresses", "asuser"):
         programs[helper] = os.path.join(work, helper)
-        run(["cc", "-O2", "-static", "-Wall", "-Wextra", "-Werror", "-o", programs[helper],
+        run([cc, "-O2", "-static", "-Wall", "-Wextra", "-Werror", "-o", programs[helper],
              os.path.join(GUEST, f"{helper}.c")], cwd=work)
     return programs
 
@@ -128,7 +204,7 @@ def dtrace_syms(tree: str, out: str) -> str:
 
 
 def initramfs(tree: str, work: str, modules_dir: str, other_syms: str,
-              programs: dict[str, str]) -> str:
+              programs: dict[str, str], busybox_path: str) -> str:
     """A newc cpio written by the tree's own usr/gen_init_cpio from a spec
     (device nodes and owners without root)."""
     stage_root = os.path.dirname(os.path.dirname(os.path.dirname(modules_dir)))
@@ -139,7 +215,7 @@ def initramfs(tree: str, work: str, modules_dir: str, other_syms: str,
     spec = ["dir /bin 0755 0 0", "dir /dev 0755 0 0", "dir /etc 0755 0 0", "dir /proc 0755 0 0",
             "dir /sys 0755 0 0", "dir /tmp 1777 0 0", "dir /other 0755 0 0",
             "nod /dev/console 0600 0 0 c 5 1",
-            f"file /bin/busybox {busybox()} 0755 0 0",
+            f"file /bin/busybox {busybox_path} 0755 0 0",
             f"file /init {os.path.join(GUEST, 'init.sh')} 0755 0 0",
             f"file /etc/live.env {env_file} 0644 0 0",
             f"file /other/dtrace_syms {other_syms} 0644 0 0"]
@@ -187,18 +263,18 @@ def run_qemu(cmd: list[str], log: str, started_within: float | None) -> tuple[in
         return (None if gave_up else proc.returncode), f.read()
 
 
-def boot(kernel: Kernel, tree: str, cpio: str, work: str) -> tuple[str, float, str]:
+def boot(machine: Machine, tree: str, cpio: str, work: str) -> tuple[str, float, str]:
     """Boot, wait for the guest to reboot, unpack its tar into WORK/out.
-    KVM first when /dev/kvm opens; a KVM that runs the firmware but never
+    KVM first when usable; a KVM that runs the firmware but never
     reaches /init (nested KVM without long mode, as in some VMs) is
     left for TCG."""
-    accels = (["kvm"] if kvm_usable() and not _KVM_STALLED else []) + ["tcg"]
+    accels = (["kvm"] if kvm_usable(machine) and not _KVM_STALLED else []) + ["tcg"]
     for accel in accels:
-        cmd = [qemu_for(kernel), "-accel", accel, "-cpu", "qemu64" if accel == "kvm" else "max",
+        cmd = [machine.qemu, *machine.machine, "-accel", accel,
+               "-cpu", machine.kvm_cpu if accel == "kvm" else machine.tcg_cpu,
                "-m", "512M", "-smp", "1", "-nographic", "-no-reboot", "-monitor", "none",
-               "-kernel", os.path.join(tree, "arch", "x86", "boot", "bzImage"), "-initrd", cpio,
-               # no_timer_check: a busy host's TCG can fail the IO-APIC timer check
-               "-append", "console=ttyS0 panic=-1 oops=panic quiet loglevel=1 no_timer_check"]
+               "-kernel", os.path.join(tree, machine.image), "-initrd", cpio,
+               "-append", f"console={machine.console} panic=-1 oops=panic quiet loglevel=1 {machine.append}".rstrip()]
         start = time.monotonic()
         status, console = run_qemu(cmd, os.path.join(work, f"console-{accel}.log"),
                                    KVM_START_TIMEOUT if accel == "kvm" else None)
@@ -218,13 +294,29 @@ def boot(kernel: Kernel, tree: str, cpio: str, work: str) -> tuple[str, float, s
     return accel, seconds, rest
 
 
-def boot_kernel(kernel: Kernel, tree: str, other_tree: str, work: str) -> Boot:
-    """Install, pack and boot ``kernel`` (built in TREE); OTHER_TREE is
-    another build of the same release, whose dtrace_syms the guest must refuse."""
+@dataclass(frozen=True)
+class Guest:
+    """What a guest runs besides its kernel, ready before the kernel is
+    built, so that a missing QEMU, compiler or busybox skips at once."""
+
+    machine: Machine
+    programs: dict          # name in /bin -> its static build
+    busybox: str
+
+
+def guest(kernel: Kernel, work: str) -> Guest:
+    machine = machine_for(kernel)
     os.makedirs(work, exist_ok=True)
+    return Guest(machine, static_programs(machine, work), busybox(machine, work))
+
+
+def boot_kernel(kernel: Kernel, tree: str, other_tree: str, work: str, ready: Guest) -> Boot:
+    """Install, pack and boot ``kernel`` (built in TREE) with READY's
+    programs; OTHER_TREE is another build of the same release, whose
+    dtrace_syms the guest must refuse."""
     modules_dir = install_modules(tree, kernel, os.path.join(work, "stage"))
     syms = dtrace_syms(tree, os.path.join(modules_dir, "kernel", "dtrace_syms"))
     other_syms = dtrace_syms(other_tree, os.path.join(work, "other-dtrace_syms"))
-    cpio = initramfs(tree, work, modules_dir, other_syms, static_programs(work))
-    accel, seconds, console = boot(kernel, tree, cpio, work)
+    cpio = initramfs(tree, work, modules_dir, other_syms, ready.programs, ready.busybox)
+    accel, seconds, console = boot(ready.machine, tree, cpio, work)
     return Boot(os.path.join(work, "out"), modules_dir, syms, other_syms, accel, seconds, console)

@@ -19,6 +19,7 @@ OUT=/tmp/live
 mkdir -p $OUT
 uname -r > $OUT/release
 cat /sys/kernel/notes > $OUT/notes
+cat /proc/iomem > $OUT/iomem      # "Kernel code" starts at _text's physical address
 
 # run DIR NAME CMD...: CMD's stdout, stderr and exit status in DIR/NAME.*
 run() {
