@@ -150,18 +150,24 @@ def vmlinux_object_map(vmlinux_map: str, vmlinux_o_map: str | None, vmlinux: str
                           for s in inputs if s.file.endswith((".o", ".o)"))], "vmlinux.map")
     if vmlinux_o_map is None:
         raise KmodsymsError(f"{vmlinux_map} links vmlinux.o: its objects are in vmlinux.o.map, which is missing")
-    # vmlinux.o's section name -> its address in vmlinux.  ld -r keeps one
-    # output section per name, so the name identifies it.
-    placed = {s.name: s.address for s in final}
+    # vmlinux.o's section name -> its address and size in vmlinux.  ld -r
+    # keeps one output section per name, so the name identifies it.
+    placed = {s.name: (s.address, s.size) for s in final}
     # What the final link takes beside vmlinux.o (scripts/link-vmlinux.sh:
     # .vmlinux.export.o, init/version-timestamp.o, the kallsyms tables) it
     # names itself, at their addresses in vmlinux.
     ranges = [(s.address, s.address + s.size, _object_path(s.file)) for s in inputs
               if s.file.endswith((".o", ".o)")) and not s.file.endswith("vmlinux.o")]
+    # An object's piece lies inside its vmlinux.o section.  Where the final
+    # link merges a section's strings (SHF_MERGE: .rodata.str1.8), the
+    # section shrinks, yet vmlinux.o.map keeps each piece's offset from
+    # before merging: those past the merged end hold none of its bytes.
     for s in parse_map(vmlinux_o_map):
         if s.file.endswith((".o", ".o)")) and s.name in placed:
-            ranges.append((placed[s.name] + s.address, placed[s.name] + s.address + s.size,
-                           _object_path(s.file)))
+            base, size = placed[s.name]
+            start, end = base + s.address, min(base + s.address + s.size, base + size)
+            if start <= end:
+                ranges.append((start, end, _object_path(s.file)))
     return ObjectMap(ranges, "vmlinux.map + vmlinux.o.map")
 
 
