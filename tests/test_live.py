@@ -275,27 +275,17 @@ def plain_ko(path: str, work) -> str:
     return out
 
 
-def ko_section_sizes(ko: str) -> dict[str, int]:
-    sizes = {}
-    for line in subprocess.run(["readelf", "-SW", ko], check=True, capture_output=True,
-                               text=True).stdout.splitlines():
-        fields = line.split("]", 1)[-1].split()
-        if line.strip().startswith("[") and len(fields) >= 5 and fields[0] != "Name":
-            sizes[fields[0]] = int(fields[4], 16)
-    return sizes
-
-
-def core_section_sizes(ko: str) -> dict[str, int]:
-    """The .ko's sections that stay in the module's core after its init:
-    allocated in the file (the kernel also lists the .symtab and .strtab it
-    loads into init memory in sysfs), not .init* nor .exit*
-    (module_init_layout_section()), with a size."""
+def ko_sections(ko: str) -> dict[str, tuple[int, bool]]:
+    """The .ko's sections: name -> (size, whether the module keeps it in
+    its core after init).  The core holds what is allocated in the file
+    (sysfs also lists the .symtab and .strtab the kernel loads into init
+    memory), but not .init* nor .exit* (module_init_layout_section())."""
     from elftools.elf.constants import SH_FLAGS
     from elftools.elf.elffile import ELFFile
     with open(ko, "rb") as f:
-        return {sec.name: sec["sh_size"] for sec in ELFFile(f).iter_sections()
-                if sec["sh_flags"] & SH_FLAGS.SHF_ALLOC and sec["sh_size"]
-                and not sec.name.startswith((".init", ".exit"))}
+        return {sec.name: (sec["sh_size"], bool(sec["sh_flags"] & SH_FLAGS.SHF_ALLOC)
+                           and not sec.name.startswith((".init", ".exit")))
+                for sec in ELFFile(f).iter_sections()}
 
 
 def sysfs_placed(boot, phase: str, module: str, ko: str) -> list[tuple]:
@@ -311,8 +301,8 @@ def sysfs_placed(boot, phase: str, module: str, ko: str) -> list[tuple]:
 
 def in_empty_sections(ko: str) -> set[str]:
     """Names of the .ko's symbols in sections of no bytes."""
-    sizes = ko_section_sizes(ko)
-    return {n for n, sec, *_ in readelf_symbols(ko) if sizes.get(sec) == 0}
+    sections = ko_sections(ko)
+    return {n for n, sec, *_ in readelf_symbols(ko) if sec in sections and sections[sec][0] == 0}
 
 
 def test_loaded_module_sizes_against_their_ko(live, tmp_path):
@@ -391,11 +381,12 @@ def test_random_live_addresses_get_the_innermost_sized_symbol(live, tmp_path):
             shown = {(a, n) for a, _l, n, mod in rows if mod == module}
             sized += [s for s in sysfs_placed(boot, phase, module, ko) if s[2] and (s[1], s[0]) in shown]
             sections = boot.path(phase, "sys", "module", module, "sections")
-            sizes = core_section_sizes(ko)
+            in_ko = ko_sections(ko)
             for sec in os.listdir(sections):
-                if sec in sizes:
+                size, core = in_ko.get(sec, (0, False))
+                if core and size:
                     start = int(open(os.path.join(sections, sec)).read(), 16)
-                    core_sections.append((start, start + sizes[sec], module,
+                    core_sections.append((start, start + size, module,
                                           os.path.relpath(files[module], boot.modules_dir)))
         by_start = ByStart(sized)
         addresses = [int(a, 16) for a in open(boot.path(phase, "addresses")).read().split()]
