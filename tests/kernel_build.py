@@ -17,7 +17,7 @@ import os
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
@@ -94,8 +94,8 @@ ARM64 = Kernel("arm64", "aarch64-linux-gnu-", BOOTABLE_ARM64 + ("KALLSYMS_ALL",)
                0, "-arm64")
 # ARM64's tree relinked with another version timestamp: the same release
 # (uname -r), another UTS version string, so another build-id.
-ARM64_REBUILT = Kernel("arm64", "aarch64-linux-gnu-", ARM64.enable, (), LOADABLE, 0, "-arm64-rebuilt",
-                       relink_of=ARM64, timestamp="Thu Jan  1 00:00:00 UTC 2026")
+ARM64_REBUILT = replace(ARM64, cache_name="-arm64-rebuilt", relink_of=ARM64,
+                        timestamp="Thu Jan  1 00:00:00 UTC 2026")
 
 
 def _version_key(path: str):

@@ -28,7 +28,7 @@ import pytest
 from kallsyms_image import proc_kallsyms
 from kernel_build import ARM64, ARM64_REBUILT, X86_64, X86_64_ALL, built_tree, link_truth
 from live_boot import INSERT, RELOAD, boot_kernel, guest, kernel_release
-from test_loadable import ByStart, innermost, is_mapping, readelf_symbols
+from test_loadable import ByStart, innermost, is_mapping, readelf_symbols, section_bases
 
 from kmodsyms import load
 from kmodsyms.binding.records import SizeKind
@@ -293,8 +293,7 @@ def sysfs_placed(boot, phase: str, module: str, ko: str) -> list[tuple]:
     section's base from /sys/module/M/sections/NAME, then base + value.
     The kernel lists no empty section there (an empty .bss), though
     kallsyms shows the zero-size symbols in it: those are left out."""
-    sections = boot.path(phase, "sys", "module", module, "sections")
-    base = {name: int(open(os.path.join(sections, name)).read(), 16) for name in os.listdir(sections)}
+    base = section_bases(boot.path(phase, "sys", "module", module, "sections"))
     return [(n, base[sec] + value, size, typed, bind) for n, sec, value, size, typed, bind
             in readelf_symbols(ko) if sec in base and not is_mapping(n)]
 
@@ -380,12 +379,10 @@ def test_random_live_addresses_get_the_innermost_sized_symbol(live, tmp_path):
             # a text-only kernel shows no data line of a module (is_core_symbol())
             shown = {(a, n) for a, _l, n, mod in rows if mod == module}
             sized += [s for s in sysfs_placed(boot, phase, module, ko) if s[2] and (s[1], s[0]) in shown]
-            sections = boot.path(phase, "sys", "module", module, "sections")
             in_ko = ko_sections(ko)
-            for sec in os.listdir(sections):
+            for sec, start in section_bases(boot.path(phase, "sys", "module", module, "sections")).items():
                 size, core = in_ko.get(sec, (0, False))
                 if core and size:
-                    start = int(open(os.path.join(sections, sec)).read(), 16)
                     core_sections.append((start, start + size, module,
                                           os.path.relpath(files[module], boot.modules_dir)))
         by_start = ByStart(sized)

@@ -81,6 +81,15 @@ def module_lines(kallsyms: str, module: str) -> list[tuple[int, str, str]]:
     return out
 
 
+def section_bases(sections: str) -> dict[str, int]:
+    """A /sys/module/M/sections directory: each section's load address."""
+    out = {}
+    for name in os.listdir(sections):
+        with open(os.path.join(sections, name)) as f:
+            out[name] = int(f.read(), 16)
+    return out
+
+
 def is_mapping(name: str) -> bool:
     """include/linux/module_symbol.h is_mapping_symbol() of 6.12, which the
     kernel's module address lookups skip: ".L*", "L0*", "$a/$d/$t/$x[.*]"."""
@@ -420,8 +429,7 @@ def test_text_only_module_data_is_the_module_sysfs_places(fixture_syms, fixture_
     r = load(fixture_syms, os.path.join(FIXTURE, "kallsyms.text-only"), modules_dir=fixture_tree,
              sysfs_root=sysfs)
     assert [s.status for s in r.module_stats] == ["matched"], r.module_stats
-    sections = os.path.join(sysfs, "module", "fuse", "sections")
-    base = {sec: int(open(os.path.join(sections, sec)).read(), 16) for sec in os.listdir(sections)}
+    base = section_bases(os.path.join(sysfs, "module", "fuse", "sections"))
     placed = {name: base[sec] + value for name, sec, value, *_ in elf_symbols(FUSE_KO) if sec in base}
     for name in ("fuse_dev_name", "fuse_max_pages", "fuse_inode_count"):   # .rodata, .data, .bss
         got = r.resolve(placed[name] + 1)
