@@ -83,7 +83,7 @@ def sources_for(suite: str) -> str:
             suites.append(suite + dash + rest)
         if not suites or "deb" not in fields.get("Types", "deb").split():
             continue
-        block = [f"Types: deb", f"URIs: {fields['URIs']}", f"Suites: {' '.join(suites)}",
+        block = ["Types: deb", f"URIs: {fields['URIs']}", f"Suites: {' '.join(suites)}",
                  f"Components: {fields.get('Components', 'main')}"]
         if fields.get("Signed-By"):
             block.append(f"Signed-By: {fields['Signed-By']}")
