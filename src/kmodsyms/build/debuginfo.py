@@ -50,26 +50,27 @@ class DebugInputs:
     release: str = ""
 
 
-def default_inputs(release: str = "", vmlinux: str = "") -> DebugInputs:
+def default_inputs(release: str = "", vmlinux: str = "", root: str = "/") -> DebugInputs:
     """The distribution's paths for ``release`` (default: the running
-    kernel's), each the first that exists (docs/distributions.md): the
-    debug vmlinux in /usr/lib/debug (Debian and Ubuntu's boot/vmlinux-REL,
-    Fedora's and Debian 14's lib/modules/REL/vmlinux); the System.map
-    beside it, else the package's others; the config in /boot or the
-    modules directory; the modules directory in /lib/modules or
-    /usr/lib/modules."""
+    kernel's), each the first that exists (docs/distributions.md), under
+    ``root`` (an unpacked package tree, a mounted image): the debug vmlinux
+    in /usr/lib/debug (Debian and Ubuntu's boot/vmlinux-REL, Fedora's and
+    Debian 14's lib/modules/REL/vmlinux); the System.map beside it, else
+    the package's others; the config in /boot or the modules directory;
+    the modules directory in /lib/modules or /usr/lib/modules."""
     release = release or platform.release()
-    vmlinux = vmlinux or _first((f"/usr/lib/debug/boot/vmlinux-{release}",
-                                 f"/usr/lib/debug/lib/modules/{release}/vmlinux",
-                                 f"/usr/lib/debug/vmlinux-{release}"))
+    at = lambda *paths: tuple(os.path.join(root, p.lstrip("/")) for p in paths)  # noqa: E731
+    vmlinux = vmlinux or _first(at(f"/usr/lib/debug/boot/vmlinux-{release}",
+                                   f"/usr/lib/debug/lib/modules/{release}/vmlinux",
+                                   f"/usr/lib/debug/vmlinux-{release}"))
     beside = os.path.dirname(os.path.realpath(vmlinux))
     modules = ("/lib/modules", "/usr/lib/modules")
-    system_map = _first((os.path.join(beside, f"System.map-{release}"), os.path.join(beside, "System.map"),
-                         f"/usr/lib/debug/boot/System.map-{release}", f"/boot/System.map-{release}")
-                        + tuple(f"{m}/{release}/System.map" for m in modules))
-    config = _first((f"/boot/config-{release}",) + tuple(f"{m}/{release}/config" for m in modules)
-                    + (f"/lib/modules/{release}/build/.config",))
-    modules_dir = _first(tuple(f"{m}/{release}" for m in modules),
+    system_map = _first((os.path.join(beside, f"System.map-{release}"), os.path.join(beside, "System.map"))
+                        + at(f"/usr/lib/debug/boot/System.map-{release}", f"/boot/System.map-{release}",
+                             *(f"{m}/{release}/System.map" for m in modules)))
+    config = _first(at(f"/boot/config-{release}", *(f"{m}/{release}/config" for m in modules),
+                       f"/lib/modules/{release}/build/.config"))
+    modules_dir = _first(at(*(f"{m}/{release}" for m in modules)),
                          lambda p: os.path.isfile(os.path.join(p, "modules.builtin")))
     return DebugInputs(vmlinux, system_map, config, modules_dir, release)
 
@@ -119,9 +120,10 @@ class DebugBuildResult:
     unattributed: list[str] = field(default_factory=list)   # every unattributed symbol's name
     module_map: str = ""
     forced: str = ""      # the check --force wrote it past, or ""
+    inputs: dict = field(default_factory=dict)   # the files read, by input
 
     def summary(self) -> dict:
-        return {"output": self.output, "symbols": self.symbols, "objects": self.objects,
+        return {"output": self.output, "inputs": self.inputs, "symbols": self.symbols, "objects": self.objects,
                 "modules": self.modules, "module_map": self.module_map, "seconds": self.seconds,
                 "attribution": self.counts, "self_check": self.self_check,
                 "unattributed": self.unattributed, "forced": self.forced}
@@ -431,7 +433,10 @@ def build_from_debuginfo(inputs: DebugInputs, output: str, source: str | None,
     unattributed = [attr.names[j].decode("utf-8", "backslashreplace")
                     for j in np.flatnonzero(attr.how == BY_NONE).tolist()]
     return DebugBuildResult(output, len(tables["symbols"]), len(objects), len(thick.modules),
-                            time.monotonic() - start, counts, check, unattributed, module_map, refusal)
+                            time.monotonic() - start, counts, check, unattributed, module_map, refusal,
+                            {"vmlinux": inputs.vmlinux, "system_map": inputs.system_map,
+                             "config": inputs.config if source else None,
+                             "modules_dir": inputs.modules_dir, "source": source})
 
 
 def _require(inputs: DebugInputs, source, guess_modules: bool, kbuild_map) -> None:

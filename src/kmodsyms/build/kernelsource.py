@@ -119,18 +119,22 @@ def _kind(path: str) -> tuple[str, tuple[str, ...]]:
                         ".tar.zst) nor a directory")
 
 
-def unpack_makefiles(tarball: str, dest: str, jobs: int = 0,
-                     progress: Optional[Progress] = None) -> str:
+def unpack_makefiles(tarball: str, dest: str, jobs: int = 0, progress: Optional[Progress] = None,
+                     stop: Optional[threading.Event] = None) -> str:
     """Unpack what kbuild reads of ``tarball`` into ``dest``; the path of
-    the tree's top (the tarball's one top directory, else ``dest``)."""
+    the tree's top (the tarball's one top directory, else ``dest``).
+    ``stop``, once set (from another thread), ends the unpacking early."""
+    stop = stop or threading.Event()
     kind, command = _kind(tarball)
     if kind == "xz" and jobs != 1:
         command += (f"-T{jobs}",)
     tools = ([command[0]] if command else []) + ["tar"]
     if all(shutil.which(t) for t in tools):
-        _unpack_with_tools(tarball, dest, command, progress)
+        _unpack_with_tools(tarball, dest, command, progress, stop)
     else:
-        _unpack_with_tarfile(tarball, dest, progress)
+        _unpack_with_tarfile(tarball, dest, progress, stop)
+    if stop.is_set():
+        raise KmodsymsError(f"{tarball}: unpacking stopped")
     entries = [e for e in os.listdir(dest) if not e.startswith(".")]
     if not entries:
         raise KmodsymsError(f"{tarball}: holds no Makefile: is it a kernel source tarball?")
@@ -139,7 +143,7 @@ def unpack_makefiles(tarball: str, dest: str, jobs: int = 0,
 
 
 def _unpack_with_tools(tarball: str, dest: str, command: tuple[str, ...],
-                       progress: Optional[Progress]) -> None:
+                       progress: Optional[Progress], stop: threading.Event) -> None:
     """``decompressor | tar -x``, fed from here."""
     total = os.path.getsize(tarball)
     tar = ["tar", "-x", "-f", "-", "-C", dest, "--wildcards", "--no-same-owner", *_TAR_PATTERNS]
@@ -164,13 +168,15 @@ def _unpack_with_tools(tarball: str, dest: str, command: tuple[str, ...],
         done = 0
         with open(tarball, "rb") as f:
             try:
-                while chunk := f.read(_CHUNK):
+                while not stop.is_set() and (chunk := f.read(_CHUNK)):
                     sink.write(chunk)
                     done += len(chunk)
                     if progress:
                         progress(done, total)
             except BrokenPipeError:
                 pass     # the tool stopped reading: its status says why
+        if stop.is_set():
+            return      # the children are killed below
         try:
             sink.close()
         except BrokenPipeError:
@@ -197,7 +203,8 @@ def _only_unmatched(message: list[str]) -> bool:
                                  or "due to previous errors" in line for line in message)
 
 
-def _unpack_with_tarfile(tarball: str, dest: str, progress: Optional[Progress]) -> None:
+def _unpack_with_tarfile(tarball: str, dest: str, progress: Optional[Progress],
+                         stop: threading.Event) -> None:
     """Python's own reader, in one pass (a compressed stream cannot seek back cheaply)."""
     total = os.path.getsize(tarball)
     with open(tarball, "rb") as raw:
@@ -208,6 +215,8 @@ def _unpack_with_tarfile(tarball: str, dest: str, progress: Optional[Progress]) 
         with archive:
             try:
                 for member in archive:
+                    if stop.is_set():
+                        return
                     if progress:
                         progress(raw.tell(), total)
                     rest = member.name.partition("/")[2] if "/" in member.name else member.name

@@ -178,7 +178,7 @@ class PendingEval:
         self.scratch = tempfile.TemporaryDirectory(prefix="kmodsyms-make-")
         self.outcome: object = None
         self.proc: Optional[subprocess.Popen] = None
-        self.cancelled = False
+        self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
@@ -194,10 +194,10 @@ class PendingEval:
             os.mkdir(dest)
             report = (lambda done, total: self.progress("reading the source", done, total)) \
                 if self.progress else None
-            tree = unpack_makefiles(self.source, dest, self.jobs, report)
+            tree = unpack_makefiles(self.source, dest, self.jobs, report, self.stop)
         version, warnings, forced = _check_tree(tree, self.source, self.srcarch, self.release,
                                                 self.strict)
-        if self.cancelled:
+        if self.stop.is_set():
             raise KmodsymsError("cancelled")
         if self.progress:
             self.progress("evaluating kbuild's Makefiles", 0, 0)
@@ -235,14 +235,14 @@ class PendingEval:
         return self.outcome
 
     def cancel(self) -> None:
-        """Stop what is running (a caller that fails or is interrupted) and
-        remove the scratch tree."""
-        self.cancelled = True
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        if not self.thread.is_alive():
-            self.scratch.cleanup()
+        """Stop what is running (a caller that fails or is interrupted),
+        wait for it, and remove the scratch tree."""
+        self.stop.set()
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+        self.thread.join()
+        self.scratch.cleanup()
 
 
 def start(source: str, config: str, arch: str = "", release: str = "", jobs: int = 0,

@@ -138,6 +138,10 @@ def build(
     release: Optional[str] = typer.Option(
         None, "--release", help="With no build tree: the kernel release whose distribution files to "
                                 "read (default: the debug vmlinux's name, else the running kernel)."),
+    root: Optional[str] = typer.Option(
+        None, "--root", help="With --debuginfo: look for the distribution's files under this "
+                             "directory instead of / (a package tree unpacked with dpkg-deb -x, a "
+                             "mounted image)."),
     system_map: Optional[str] = typer.Option(None, "--system-map", help="With --debuginfo: System.map "
                                              "(default: the one beside the debug vmlinux, else "
                                              "/usr/lib/debug/boot or /boot/System.map-REL)."),
@@ -160,11 +164,13 @@ def build(
     from ..build.writer import build as run_build
     from ..build.modmap import choose_module_map
     jobs = _jobs(jobs)
-    if debuginfo or vmlinux or release or system_map or config or modules_dir or guess_modules:
+    if debuginfo or vmlinux or release or root or system_map or config or modules_dir or guess_modules:
         if kbuild:
             _die("give --kbuild, or --debuginfo and its files, not both")
-        _build_debuginfo(vmlinux or "", release, system_map, config, modules_dir, source, guess_modules,
-                         output, jobs, as_json, force, quiet)
+        if root and not os.path.isdir(root):
+            _die(f"{root}: no such directory (--root: where the distribution's files are unpacked)")
+        _build_debuginfo(vmlinux or "", release, root or "/", system_map, config, modules_dir, source,
+                         guess_modules, output, jobs, as_json, force, quiet)
         return
     if force:
         _die("--force is for --debuginfo builds: a build tree's module map is kbuild's own")
@@ -189,20 +195,32 @@ def build(
                f"(module map: {result.thick_source}), {result.layout}, {result.seconds:.2f}s")
 
 
-def _build_debuginfo(vmlinux, release, system_map, config, modules_dir, source, guess_modules,
+def _release_under(root: str) -> str:
+    """The one release whose debug vmlinux ``root`` holds."""
+    import glob
+    found = sorted({os.path.basename(p)[len("vmlinux-"):] for p in glob.glob(os.path.join(
+        glob.escape(root), "usr/lib/debug/boot/vmlinux-*"))} | {os.path.basename(os.path.dirname(p)) for p in
+        glob.glob(os.path.join(glob.escape(root), "usr/lib/debug/lib/modules/*/vmlinux"))})
+    if len(found) > 1:
+        _die(f"{root} holds the debug vmlinux of several releases ({', '.join(found)}): give --release")
+    return found[0] if found else ""
+
+
+def _build_debuginfo(vmlinux, release, root, system_map, config, modules_dir, source, guess_modules,
                      output, jobs, as_json, force, quiet) -> None:
     from ..build.debuginfo import build_from_debuginfo, default_inputs, default_source, release_of_vmlinux
     if source and guess_modules:
         _die("give --source or --guess-modules, not both")
     if not output:
         _die("give the output file (-o FILE) to build from debug info")
-    release = release or (release_of_vmlinux(vmlinux) if vmlinux else "")
-    inputs = default_inputs(release, vmlinux)
+    release = release or (release_of_vmlinux(vmlinux) if vmlinux else "") or \
+        (_release_under(root) if root != "/" else "")
+    inputs = default_inputs(release, vmlinux, root)
     inputs.system_map = system_map or inputs.system_map
     inputs.config = config or inputs.config
     inputs.modules_dir = modules_dir or inputs.modules_dir
     if not source and not guess_modules:
-        source = default_source(inputs.release)
+        source = default_source(inputs.release, os.path.join(root, "usr/src"))
     with _Phases(quiet) as phases:
         r = build_from_debuginfo(inputs, output, source, guess_modules=guess_modules, jobs=jobs,
                                  force=force, progress=phases, warn=warn)
@@ -235,7 +253,7 @@ def info(
 ):
     """Show a dtrace_syms file's header, counts and modules."""
     from ..format.fileformat import FORMAT_VERSION
-    from ..format.symsfile import FLAG_FROM_DEBUG_INFO, FLAG_GUESSED_MODULES, read_syms
+    from ..format.symsfile import FLAG_FORCED, FLAG_FROM_DEBUG_INFO, FLAG_GUESSED_MODULES, read_syms
     syms = read_syms(file)
     counts = syms.module_symbol_counts()
     core = int((syms.symbols["modset"] == 0).sum())
@@ -253,6 +271,7 @@ def info(
         "missing_objects": syms.missing_objects,
         "from_debug_info": bool(syms.flags & FLAG_FROM_DEBUG_INFO),
         "modules_guessed": bool(syms.flags & FLAG_GUESSED_MODULES),
+        "forced": bool(syms.flags & FLAG_FORCED),
         "layout": ({"segments": len(syms.segments), "anchors": len(syms.anchors),
                     "placement": json.loads(syms.meta_placement)}
                    if syms.has_layout and syms.meta_placement else None),
@@ -269,7 +288,9 @@ def info(
                f"written by:      {doc['tool_version']}\n"
                f"objects:         {doc['objects']} (from {doc['object_source']})\n"
                f"module map:      {doc['module_map']}\n"
-               f"symbols:         {doc['symbols']} ({core} core kernel)\n"
+               + ("FORCED:          written with --force past a failed check (above); its "
+                  "answers may be wrong\n" if doc["forced"] else "")
+               + f"symbols:         {doc['symbols']} ({core} core kernel)\n"
                f"built-in modules: {len(counts)}")
     layout = doc["layout"]
     debug = layout["placement"].get("debug_info") if layout else None
