@@ -466,6 +466,11 @@ SKIPPING_FIXTURES = {
             "`qemu-system-arm`, `gcc-aarch64-linux-gnu`, `libc6-dev-arm64-cross` and "
             "`busybox-static:arm64`'s .deb (`apt-get download` it into `/var/cache/apt/archives` "
             "or `$KMODSYMS_LIVE_DEBS`) (`-m live`)",
+    "unstable_and_13": "Debian's archive (the one this machine's apt configuration names, with the "
+                       "suite swapped: several hundred MB into `/var/cache/apt/archives`) and `dpkg-deb` "
+                       "(`-m slow`)",
+    "built": "the same, each run for Debian unstable's and Debian 13's newest cloud-amd64 kernel "
+             "(`KMODSYMS_DEBIAN_KERNELS=all`: every flavour and release) (`-m slow`)",
 }
 
 

@@ -42,9 +42,15 @@ KERNELS = EVERY if os.environ.get("KMODSYMS_DEBIAN_KERNELS") == "all" else DEFAU
 INITCALL = "__initcall__kmod_"
 
 
+# docs/distributions.md's command, which build() runs with the packages' tree as --root
+KMODSYMS_COMMAND = ["kmodsyms", "build", "--debuginfo", "-o", "dtrace_syms"]
+
+
 def build(kernel, out: str, *options: str) -> subprocess.CompletedProcess:
-    return subprocess.run(KMODSYMS + ["build", "--debuginfo", "--root", kernel.root, "--quiet",
-                                      "-o", out, "--json", *options], capture_output=True, text=True)
+    command = KMODSYMS + KMODSYMS_COMMAND[1:]
+    command[command.index("dtrace_syms")] = out
+    return subprocess.run(command + ["--root", kernel.root, "--quiet", "--json", *options],
+                          capture_output=True, text=True)
 
 
 @pytest.fixture(scope="module", params=KERNELS, ids=lambda k: f"{k[0]}-{k[1]}")
@@ -163,9 +169,15 @@ def _refusals(sid, trixie, fixture_map):
     yield "--source", trixie.source, "not of the kernel's"
 
 
-def test_inputs_of_another_kernel_are_refused_in_one_line(tmp_path):
+@pytest.fixture(scope="module")
+def unstable_and_13():
+    """Debian unstable's and Debian 13's newest cloud-amd64 kernels."""
+    return debian_kernel("sid"), debian_kernel("trixie")
+
+
+def test_inputs_of_another_kernel_are_refused_in_one_line(unstable_and_13, tmp_path):
     from conftest import FIXTURE
-    sid, trixie = debian_kernel("sid"), debian_kernel("trixie")
+    sid, trixie = unstable_and_13
     for option, path, says in _refusals(sid, trixie, os.path.join(FIXTURE, "System.map")):
         out = tmp_path / option.strip("-")
         run = build(sid, str(out), option, path)
@@ -175,8 +187,8 @@ def test_inputs_of_another_kernel_are_refused_in_one_line(tmp_path):
         assert not out.exists() and not list(tmp_path.glob(f"{out.name}*"))
 
 
-def test_force_writes_a_file_that_says_so_at_every_load(tmp_path):
-    sid, trixie = debian_kernel("sid"), debian_kernel("trixie")
+def test_force_writes_a_file_that_says_so_at_every_load(unstable_and_13, tmp_path):
+    sid, trixie = unstable_and_13
     out = str(tmp_path / "forced")
     config = os.path.join(trixie.root, "boot", f"config-{trixie.release}")
     run = build(sid, out, "--config", config, "--force")
@@ -189,3 +201,60 @@ def test_force_writes_a_file_that_says_so_at_every_load(tmp_path):
                                          json.loads(run.stdout)["inputs"]["system_map"], "0"],
                              capture_output=True, text=True)
     assert "--force" in resolve.stderr
+
+
+def _doc() -> str:
+    from conftest import ROOT
+    with open(os.path.join(ROOT, "docs", "distributions.md")) as f:
+        return f.read()
+
+
+def test_the_docs_row_of_the_kernel_is_its_build(built):
+    kernel, _out, summary = built
+    table = _doc().split("<!-- debian-kernels -->", 1)[1].split("<!-- /debian-kernels -->", 1)[0]
+    rows = {line.split(" | ")[0].strip("| "): line for line in table.splitlines() if line.startswith("| ")}
+    a, k = summary["attribution"], summary["self_check"]
+    unattributed = a["unattributed"] + a["no object"]
+    expected = (f"| {kernel.release} | {a['symbols']:,} | {a['symbols'] - unattributed:,} | {unattributed:,} | "
+                f"{summary['modules']} | {k['initcalls_checked']:,}, {k['initcalls_wrong']} | "
+                f"{k['params_checked']}, {k['params_wrong']}, {k['params_outside']} |")
+    assert rows.get(kernel.release) == expected
+
+
+RULES = {"D1 (file run)": "file run", "D2 (code range)": "code range", "D2 (variable)": "variable",
+         "D3 (`__pfx_`)": "padding", "D4 (`__SCT__`)": "static call", "unattributed (D5)": "unattributed",
+         "D6 (beside `vmlinux.a`; counted in D1, D2)": "beside vmlinux.a"}
+
+
+def test_the_docs_column_of_each_rule_is_the_build(built):
+    kernel, _out, summary = built
+    table = _doc().split("<!-- debian-rules -->", 1)[1].split("<!-- /debian-rules -->", 1)[0]
+    lines = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.strip().splitlines()]
+    if kernel.release not in lines[0]:
+        pytest.skip(f"docs/distributions.md's table of rules has no column for {kernel.release}")
+    column = lines[0].index(kernel.release)
+    got = {row[0]: row[column] for row in lines[2:]}
+    assert got == {label: f"{summary['attribution'][key]:,}" for label, key in RULES.items()}
+
+
+SUITES = {"Debian 14 (unstable)": "sid", "Debian 13 (trixie)": "trixie", "Debian 12 (bookworm)": "bookworm"}
+
+
+def test_each_debian_release_has_the_packages_its_docs_command_installs(unstable_and_13):
+    """docs/distributions.md's command per release: the release's archive
+    has the -dbg package of its newest kernel of that X.Y and the
+    linux-source-X.Y of the same version, and the command runs the build
+    the tests run (with --root for the packages' tree)."""
+    import re
+    from debian_archive import Suite
+    rows = re.findall(r"^\| (Debian [^|]+?) \| (\d+\.\d+) \| `apt-get install (linux-image-\$\(uname -r\)-dbg) "
+                      r"(linux-source-(\d+\.\d+)) && (kmodsyms build --debuginfo -o dtrace_syms)` \|$", _doc(), re.M)
+    assert {r[0].split(",")[0] for r in rows} == set(SUITES), rows
+    for release, version, _dbg, source, source_version, command in rows:
+        assert version == source_version
+        suite = Suite(SUITES[release.split(",")[0]]).update()
+        names = suite.search(rf"^linux-image-{re.escape(version)}\.[0-9][^ ]*-cloud-amd64-dbg$")
+        assert names, (release, version)
+        versions = suite.versions(source, *names)
+        assert versions[0] and versions[0] in versions[1:], (release, source, versions)
+        assert command.split() == KMODSYMS_COMMAND

@@ -323,6 +323,7 @@ def attribute_objects(ua: UnitAttribution, units: list[Unit], objects: list[str]
             stem = os.path.splitext(ua.run_names[r].decode("utf-8", "surrogateescape"))[0]
             if len(object_by_base.get(stem, ())) == 1:
                 unit_obj[u] = object_by_base[stem][0]
+    _header_units_by_link_order(units, unit_obj, len(objects))
     n = len(kept)
     obj = np.full(n, -1, dtype=np.int32)
     how = np.zeros(n, dtype=np.int8)
@@ -340,6 +341,26 @@ def attribute_objects(ua: UnitAttribution, units: list[Unit], objects: list[str]
     return Attribution(names, address, table["size"].astype(np.uint64)[kept],
                        table["info"].astype(np.uint8)[kept], shndx[kept].astype(np.uint32), obj, how,
                        objects)
+
+
+def _header_units_by_link_order(units: list[Unit], unit_obj: list[int], n_objects: int) -> None:
+    """D1's link order for a unit gas named after a header it included
+    (arch/x86/lib/retpoline.S's ``GEN-for-each-reg.h``) and that no file run
+    ties to an object: the linker writes the units in the order of its
+    input objects, so its object lies between those of the units around
+    it; when one object there has no unit of its own, it is that one."""
+    has_unit = set(unit_obj)
+    known = [u for u, o in enumerate(unit_obj) if o >= 0]
+    for u, unit in enumerate(units):
+        if unit_obj[u] >= 0 or not unit.name.endswith(".h"):
+            continue
+        k = bisect.bisect_left(known, u)
+        below = unit_obj[known[k - 1]] if k > 0 else -1
+        above = unit_obj[known[k]] if k < len(known) else n_objects
+        between = [o for o in range(below + 1, above) if o not in has_unit]
+        if len(between) == 1 and below < above:
+            unit_obj[u] = between[0]
+            has_unit.add(between[0])
 
 
 def _break_variable_ties(obj, how, kept, claims, value, shndx, names, unit_obj) -> None:
