@@ -200,15 +200,17 @@ def test_a_zero_size_static_stays_in_its_own_objects_run(tmp_path):
 
 
 def test_the_distribution_commands_use_real_options():
-    """Every option of docs/distributions.md's `kmodsyms build` commands is
-    one `kmodsyms build --help` lists."""
+    """Every option of docs/distributions.md's `kmodsyms build` commands,
+    and of its table of defaults, is one `kmodsyms build --help` lists."""
     import re
     from conftest import ROOT
     with open(os.path.join(ROOT, "docs", "distributions.md")) as f:
         text = f.read()
     commands = re.findall(r"kmodsyms build (.*?)(?:\n(?!    )|$)", text.replace("\\\n", " "), re.S)
     used = {opt for command in commands for opt in re.findall(r"(?<!\S)(--[a-z-]+|-o)\b", command)}
-    assert {"--debuginfo", "--source", "--system-map", "--config", "--modules-dir"} <= used
+    used |= set(re.findall(r"^\| `(--[a-z-]+)` \|", text, re.M))
+    assert {"--debuginfo", "--root", "--release", "--vmlinux", "--source", "--system-map", "--config",
+            "--modules-dir"} <= used
     helptext = subprocess.run(KMODSYMS + ["build", "--help"], capture_output=True, text=True,
                               env={**os.environ, "COLUMNS": "200"}, check=True).stdout
     assert all(opt in helptext for opt in used), used
@@ -343,3 +345,82 @@ def test_the_package_truth_check_pairs_symbols_by_name_and_rank():
     theirs = [(0x110, "f", 8), (0x125, "_rs.1", 4), (0x135, "_rs.1", 4), (0x150, "k", 16)]
     assert pair(ours, theirs) == {0: 0, 1: 1, 2: 2, 4: 3}
     assert pair([(0x10, "f", 8)], [(0x10, "f", 9)]) == {}
+
+
+# ----------------------------------------- inputs held to the debug vmlinux
+def _refused(debug_tree, tmp_path, **given) -> str:
+    """The one line a --guess-modules build of the debug tree refuses
+    ``given`` (option -> path) with; nothing written."""
+    out = tmp_path / "refused"
+    options = {"--vmlinux": os.path.join(debug_tree, "vmlinux"),
+               "--system-map": os.path.join(debug_tree, "System.map"), "--modules-dir": debug_tree, **given}
+    run = subprocess.run(KMODSYMS + ["build", "--debuginfo", "--guess-modules", "-o", str(out)]
+                         + [w for pair in options.items() for w in pair], capture_output=True, text=True)
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(lines) == 1, run.stderr
+    assert not out.exists()
+    return lines[0]
+
+
+def _system_map(debug_tree, tmp_path, edit) -> str:
+    with open(os.path.join(debug_tree, "System.map")) as f:
+        lines = f.read().splitlines(True)
+    path = str(tmp_path / "System.map")
+    with open(path, "w") as f:
+        f.writelines(edit(lines))
+    return path
+
+
+def test_a_system_map_with_a_moved_symbol_is_refused(debug_tree, tmp_path):
+    def move(lines):
+        address, rest = lines[-1].split(" ", 1)
+        return lines[:-1] + [f"{int(address, 16) + 16:016x} {rest}"]
+    path = _system_map(debug_tree, tmp_path, move)
+    assert "1 of its" in _refused(debug_tree, tmp_path, **{"--system-map": path})
+
+
+def test_a_system_map_missing_symbols_is_refused(debug_tree, tmp_path):
+    path = _system_map(debug_tree, tmp_path, lambda lines: lines[::2])
+    line = _refused(debug_tree, tmp_path, **{"--system-map": path})
+    with open(os.path.join(debug_tree, "System.map")) as f:
+        names = [entry.split()[2] for entry in f]
+    lost = set(names[1::2]) - set(names[::2])     # a name kept on another line is not lost
+    assert f"lacks {len(lost)} symbols" in line
+
+
+def test_a_placeholder_system_map_is_named_as_such(debug_tree, tmp_path):
+    path = str(tmp_path / "System.map")
+    with open(path, "w") as f:
+        f.write("ffffffffffffffff B The real System.map is in the linux-image-REL-dbg package\n")
+    assert "a placeholder, not a System.map" in _refused(debug_tree, tmp_path, **{"--system-map": path})
+
+
+def test_a_modules_directory_of_another_release_is_refused(debug_tree, tmp_path):
+    other = tmp_path / "modules"
+    shutil.copytree(debug_tree, other, ignore=shutil.ignore_patterns("*.o", "*.ko", "vmlinux*"))
+    (other / "include" / "config" / "kernel.release").write_text("6.12.0-another\n")
+    line = _refused(debug_tree, tmp_path, **{"--modules-dir": str(other)})
+    assert "the modules of 6.12.0-another, not of" in line and "6.12.0-kmodsyms-fixture" in line
+
+
+def test_a_config_of_another_version_is_refused(debug_tree, tmp_path):
+    from kmodsyms.build.debugcheck import check_config
+    from kmodsyms.build.debugimage import read_debug_vmlinux
+    vm = read_debug_vmlinux(os.path.join(debug_tree, "vmlinux"))
+    config = tmp_path / "config"
+    config.write_text("# Linux/x86 6.12.0 Kernel Configuration\nCONFIG_A=y\n")
+    assert check_config(str(config), vm) == "6.12.0"
+    config.write_text("# Linux/x86 6.13.0 Kernel Configuration\nCONFIG_A=y\n")
+    with pytest.raises(KmodsymsError, match="the config of another kernel"):
+        check_config(str(config), vm)
+    config.write_text("# Linux/arm64 6.12.0 Kernel Configuration\nCONFIG_A=y\n")
+    with pytest.raises(KmodsymsError, match="of arm64, not x86"):
+        check_config(str(config), vm)
+
+
+def test_modules_builtin_is_held_to_its_modinfo(tmp_path):
+    from kmodsyms.build.debugcheck import builtin_from_modinfo
+    modinfo = (b"ext4.file=fs/ext4/ext4\0ext4.license=GPL\0ext4.file=fs/ext4/ext4\0"
+               b"a.file=drivers/x/a drivers/x/b\0b.parmtype=p:int\0")
+    assert builtin_from_modinfo(modinfo) == ["kernel/fs/ext4/ext4.ko", "kernel/drivers/x/a.ko",
+                                             "kernel/drivers/x/b.ko"]

@@ -42,24 +42,29 @@ def debug_system_map(vm: DebugVmlinux) -> str:
     return beside if os.path.isfile(beside) else ""
 
 
-def check_system_map(path: str, sysmap: Kallsyms, vm: DebugVmlinux) -> None:
-    names = sysmap.names_bytes(slice(None))
+def check_system_map(path: str, sysmap: Kallsyms, vm: DebugVmlinux, names: list[bytes] | None = None) -> None:
+    """``names``: the lines' names, when the caller has them."""
+    names = sysmap.names_bytes(slice(None)) if names is None else names
     instead = debug_system_map(vm)
     advice = f"give {instead}" if instead else \
         "give the System.map of the kernel's -dbg package (beside its debug vmlinux)"
     if all(b" " in name for name in names):
         shown = sysmap.text.decode("utf-8", "replace").strip().splitlines()[0][:100]
         raise KmodsymsError(f"{path}: a placeholder, not a System.map ({shown!r}); {advice}")
-    ours = set(zip(vm.names, vm.symbols["value"].tolist()))
-    address = sysmap.address.tolist()
-    stray = [(name, a) for name, a in zip(names, address) if (name, a) not in ours]
+    # (name, address) pairs compared as one number each: the name's hash and the address
+    ours = _keys(vm.names, vm.symbols["value"])
+    theirs = _keys(names, sysmap.address)
+    stray = np.flatnonzero(~np.isin(theirs, ours)).tolist()
     if stray:
-        first = ", ".join(f"{n.decode('utf-8', 'replace')} at {a:#x}" for n, a in stray[:EXAMPLES])
+        first = ", ".join(f"{names[k].decode('utf-8', 'replace')} at {int(sysmap.address[k]):#x}"
+                          for k in stray[:EXAMPLES])
         raise KmodsymsError(f"{path}: {len(stray)} of its {len(names)} symbols are not at that "
                             f"address in {vm.path} ({first}): it is another kernel's System.map; "
                             f"{advice}")
-    listed = set(names)
-    missing = [n for n in _mksysmap_names(vm) if n not in listed and not never_listed(n)]
+    kept = _mksysmap_kept(vm)
+    unlisted = kept[~np.isin(_keys(vm.names, np.zeros(len(vm.names), np.uint64))[kept],
+                             _keys(names, np.zeros(len(names), np.uint64)))]
+    missing = [vm.names[k] for k in unlisted.tolist() if not never_listed(vm.names[k])]
     if missing:
         first = ", ".join(n.decode("utf-8", "replace") for n in missing[:EXAMPLES])
         raise KmodsymsError(f"{path}: lacks {len(missing)} symbols of {vm.path}'s symbol table "
@@ -67,11 +72,17 @@ def check_system_map(path: str, sysmap: Kallsyms, vm: DebugVmlinux) -> None:
                             f"{advice}")
 
 
-def _mksysmap_names(vm: DebugVmlinux) -> list[bytes]:
-    """The names of the symbol table that scripts/mksysmap keeps by their
-    type: not of nm's types a, N, U, w (local absolute, debugging,
-    undefined), nor a file or section symbol (its deleted names are left to
-    the caller)."""
+def _keys(names: list[bytes], addresses: np.ndarray) -> np.ndarray:
+    """One 64-bit number per (name, address)."""
+    hashes = np.fromiter(map(hash, names), dtype=np.int64, count=len(names)).view(np.uint64)
+    return hashes ^ (addresses.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+
+
+def _mksysmap_kept(vm: DebugVmlinux) -> np.ndarray:
+    """The indices of the symbol table's entries that scripts/mksysmap
+    keeps by their type: not of nm's types a, N, U, w (local absolute,
+    debugging, undefined), nor a file or section symbol, and named (its
+    deleted names are left to the caller)."""
     from .elfdefs import SHF_ALLOC, SHN_ABS, SHN_LORESERVE, SHN_UNDEF, STB_LOCAL, STT_FILE, STT_SECTION
     sym = vm.symbols
     kind, bind, shndx = sym["info"] & 0xF, sym["info"] >> 4, sym["shndx"].astype(np.int64)
@@ -79,8 +90,8 @@ def _mksysmap_names(vm: DebugVmlinux) -> list[bytes]:
     in_section = (shndx > SHN_UNDEF) & (shndx < SHN_LORESERVE)
     kept = (in_section & allocated[np.where(in_section, np.minimum(shndx, len(allocated) - 1), -1)]) \
         | ((shndx == SHN_ABS) & (bind != STB_LOCAL))
-    kept &= (kind != STT_FILE) & (kind != STT_SECTION)
-    return [vm.names[k] for k in np.flatnonzero(kept).tolist() if vm.names[k]]
+    kept &= (kind != STT_FILE) & (kind != STT_SECTION) & (sym["name"] != 0)
+    return np.flatnonzero(kept)
 
 
 def config_version(config: str) -> str:
@@ -105,7 +116,7 @@ def check_config(path: str, vm: DebugVmlinux) -> str:
         raise KmodsymsError(f"{fault} (Linux {version}; the kernel's banner: {release}); {advice}")
     options = _string_options(path, ("CONFIG_CC_VERSION_TEXT", "CONFIG_LOCALVERSION"))
     compiler = options.get("CONFIG_CC_VERSION_TEXT")
-    if compiler and compiler not in banner:
+    if compiler and f"Linux version {release} (" in banner and compiler not in banner:
         raise KmodsymsError(f"{fault} (compiled by {compiler!r}; the kernel's banner: "
                             f"{banner[banner.find('(', len('Linux version ')):][:120]!r}); {advice}")
     local = options.get("CONFIG_LOCALVERSION")

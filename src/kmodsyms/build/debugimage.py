@@ -17,7 +17,8 @@ from .elffile import ElfFile
 from .elfimage import Image, image_of
 
 REMEDY = "give the debug vmlinux (the kernel's -dbg/-debuginfo package: docs/distributions.md)"
-_BANNER = re.compile(rb"Linux version (\S+) \((.*)\) (#.*)")
+# A kernel's: "Linux version REL (USER@HOST) (COMPILER, LINKER) #VERSION"
+_BANNER = re.compile(rb"Linux version (\S+)(?: \((.*)\) (#.*))?")
 
 # Linux's architectures (SRCARCH) by ELF machine (the gABI's EM_ numbers).
 SRCARCH_BY_MACHINE = {3: "x86", 62: "x86", 183: "arm64", 40: "arm", 8: "mips", 20: "powerpc",

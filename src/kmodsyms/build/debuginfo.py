@@ -366,10 +366,11 @@ def build_from_debuginfo(inputs: DebugInputs, output: str, source: str | None,
                              progress=progress, strict=not force) if source and kbuild_map is None else None
     try:
         sysmap = read_kallsyms(inputs.system_map, zero_is_hidden=False)
-        held(check_system_map, inputs.system_map, sysmap, vm)
+        listed = sysmap.names_bytes(slice(None))
+        held(check_system_map, inputs.system_map, sysmap, vm, listed)
         held(check_modules_dir, inputs.modules_dir, vm)
         builtin = read_builtin(inputs.modules_dir)
-        shown = set(sysmap.names_bytes(slice(None)))
+        shown = set(listed)
         units = dwarf.result()
         if progress:
             progress("attributing symbols", 0, 0)

@@ -61,7 +61,8 @@ _CONFIG_HEADER = re.compile(r"^# Linux/(\S+) (\S+) Kernel Configuration", re.M)
 # The driver: kbuild's files, in the top-level Makefile's order, then one
 # visit per directory through Makefile.build, depth first (link order).
 # A directory listed twice (kernel/trace/ under several options) is
-# visited once, as kbuild descends into each once.  Each visit prints "D dir", then one "O obj modfile..." per built-in
+# visited once, as kbuild descends into each once.  $2 of a visit is its
+# depth, as many words as levels.  Each visit prints "D dir", then one "O obj modfile..." per built-in
 # object, "S sub" per built-in subdirectory in place, and "L obj
 # modfile..." per lib-y object.  Overridden (kept through every include):
 # the toolchain probes, and the directories Makefile.build would create
@@ -104,10 +105,18 @@ $$(foreach o,$$(real-obj-y),$$(if $$(filter %/built-in.a,$$o),$$(info S $$(o:/bu
 $$(foreach o,$$(lib-y),$$(call __km_line,L,$$o))
 __km_sub_$1 := $$(patsubst %/built-in.a,%,$$(filter %/built-in.a,$$(real-obj-y)))
 $$(foreach v,$$(filter-out $$(__km_keep) __km_%,$$(.VARIABLES)),$$(eval undefine $$v))
-$$(foreach d,$$(__km_sub_$1),$$(if $$(__km_seen_$$d),,$$(eval __km_seen_$$d := 1)$$(eval $$(call __km_visit,$$d))))
+$$(foreach d,$$(__km_sub_$1),$$(if $$(__km_seen_$$d),,$$(eval __km_seen_$$d := 1)$$(if $$(call __km_mine,$2),$$(eval $$(call __km_visit,$$d,$2 x)))))
 endef
 
-$(eval $(call __km_visit,.))
+# Shared among several make processes: the directories two levels down
+# (drivers/net, fs/ext4) are dealt in turn, each process visiting those of
+# its share (__km_share of the __km_ring 0 1 ... N-1, given on the command
+# line, so that it rotates by override) and every directory
+# above them; each sees the same directories in the same order.
+__km_mine = $(if $(__km_ring),$(if $(filter 1,$(words $1)),$(__km_turn),1),1)
+__km_turn = $(eval override __km_ring := $(wordlist 2,$(words $(__km_ring)),$(__km_ring)) $(firstword $(__km_ring)))$(filter $(__km_share),$(lastword $(__km_ring)))
+
+$(eval $(call __km_visit,.,))
 # No makefile read is remade: no implicit rule search for each.
 $(sort $(MAKEFILE_LIST)): ;
 __km_done: ;
@@ -177,7 +186,7 @@ class PendingEval:
         self.jobs, self.progress, self.strict = jobs, progress, strict
         self.scratch = tempfile.TemporaryDirectory(prefix="kmodsyms-make-")
         self.outcome: object = None
-        self.proc: Optional[subprocess.Popen] = None
+        self.procs: list[subprocess.Popen] = []
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -201,29 +210,47 @@ class PendingEval:
             raise KmodsymsError("cancelled")
         if self.progress:
             self.progress("evaluating kbuild's Makefiles", 0, 0)
-        objtree = os.path.join(self.scratch.name, "objtree")
-        os.mkdir(objtree)
         driver = os.path.join(self.scratch.name, "driver.mk")
         with open(driver, "w", errors="surrogateescape") as f:
             f.write(auto_conf(self.config) + _DRIVER)
-        with open(os.path.join(self.scratch.name, "stdout"), "w+", errors="replace") as out, \
-                open(os.path.join(self.scratch.name, "stderr"), "w+", errors="replace") as err:
-            self.proc = subprocess.Popen(
-                ["make", "-s", "-r", "-R", "--no-print-directory", "-C", objtree, "-f", driver,
-                 f"srctree={os.path.abspath(tree)}", f"SRCARCH={self.srcarch}", f"ARCH={self.srcarch}",
-                 f"__km_flags={' '.join(_FLAG_VARIABLES)}", *_NO_TOOLCHAIN, "__km_done"],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=err, env={**os.environ, "LC_ALL": "C"})
-            status = self.proc.wait()
+        shares = max(1, self.jobs or os.cpu_count() or 1)
+        runs = [self._make(tree, driver, k, shares) for k in range(shares)]
+        texts = []
+        for proc, out, err in runs:
+            status = proc.wait()
             out.seek(0)
             err.seek(0)
             text, errors = out.read(), err.read()
-        if status != 0:
-            lines = [line for line in errors.splitlines() if "***" in line or "Error" in line]
-            raise KmodsymsError(f"{self.source}: make could not evaluate kbuild's Makefiles: "
-                                f"{(lines or errors.splitlines() or ['(no message)'])[0].strip()}")
+            out.close()
+            err.close()
+            if status != 0 and not self.stop.is_set():
+                lines = [line for line in errors.splitlines() if "***" in line or "Error" in line]
+                raise KmodsymsError(f"{self.source}: make could not evaluate kbuild's Makefiles: "
+                                    f"{(lines or errors.splitlines() or ['(no message)'])[0].strip()}")
+            texts.append(text)
+        if self.stop.is_set():
+            raise KmodsymsError("cancelled")
+        text = "".join(texts)
         result = _parse(text, self.srcarch, _head_objects(tree))
         return KbuildEval(result.objects, result.directories, result.srcarch, version, tuple(warnings),
                           tuple(forced))
+
+    def _make(self, tree: str, driver: str, share: int, shares: int):
+        """One make process, of share ``share`` of ``shares``, in an object
+        tree of its own; with its output files."""
+        objtree = os.path.join(self.scratch.name, f"objtree{share}")
+        os.mkdir(objtree)
+        out = open(os.path.join(self.scratch.name, f"stdout{share}"), "w+", errors="replace")
+        err = open(os.path.join(self.scratch.name, f"stderr{share}"), "w+", errors="replace")
+        ring = " ".join(map(str, range(shares))) if shares > 1 else ""
+        proc = subprocess.Popen(
+            ["make", "-s", "-r", "-R", "--no-print-directory", "-C", objtree, "-f", driver,
+             f"srctree={os.path.abspath(tree)}", f"SRCARCH={self.srcarch}", f"ARCH={self.srcarch}",
+             f"__km_flags={' '.join(_FLAG_VARIABLES)}", f"__km_ring={ring}", f"__km_share={share}",
+             *_NO_TOOLCHAIN, "__km_done"],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=err, env={**os.environ, "LC_ALL": "C"})
+        self.procs.append(proc)
+        return proc, out, err
 
     def result(self) -> KbuildEval:
         try:
@@ -238,9 +265,9 @@ class PendingEval:
         """Stop what is running (a caller that fails or is interrupted),
         wait for it, and remove the scratch tree."""
         self.stop.set()
-        proc = self.proc
-        if proc is not None and proc.poll() is None:
-            proc.kill()
+        for proc in list(self.procs):
+            if proc.poll() is None:
+                proc.kill()
         self.thread.join()
         self.scratch.cleanup()
 
@@ -325,8 +352,9 @@ def _parse(text: str, srcarch: str, heads: list[str] = ()) -> KbuildEval:
     for line in text.splitlines():
         kind, _, rest = line.partition(" ")
         if kind == "D":
-            current = listing.setdefault(rest, [])
-            current_libs = libs.setdefault(rest, [])
+            # a directory above the shared ones is listed by every make process: once is kept
+            current = listing.setdefault(rest, []) if rest not in listing else []
+            current_libs = libs.setdefault(rest, []) if rest not in libs else []
         elif kind == "S":
             current.append(("S", rest))
         elif kind in ("O", "L"):
