@@ -64,7 +64,7 @@ def check_system_map(path: str, sysmap: Kallsyms, vm: DebugVmlinux, names: list[
     kept = _mksysmap_kept(vm)
     unlisted = kept[~np.isin(_keys(vm.names, np.zeros(len(vm.names), np.uint64))[kept],
                              _keys(names, np.zeros(len(names), np.uint64)))]
-    missing = [vm.names[k] for k in unlisted.tolist() if not never_listed(vm.names[k])]
+    missing = list(dict.fromkeys(vm.names[k] for k in unlisted.tolist() if not never_listed(vm.names[k])))
     if missing:
         first = ", ".join(n.decode("utf-8", "replace") for n in missing[:EXAMPLES])
         raise KmodsymsError(f"{path}: lacks {len(missing)} symbols of {vm.path}'s symbol table "
