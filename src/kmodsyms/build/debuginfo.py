@@ -14,6 +14,7 @@ import platform
 import re
 import time
 from array import array
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -429,7 +430,7 @@ def build_from_debuginfo(inputs: DebugInputs, output: str, source: str | None,
     module_symbols = int(sum(1 for o in attr.obj.tolist() if o >= 0 and owners.get(objects[o])))
     counts["in_modules"] = module_symbols
     counts["beside vmlinux.a"] = int((attr.obj >= len(objects) - len(beside)).sum())
-    _record_anchors(tables, vm.image, sysmap, strings, meta, counts, check, module_map, exact, refusal)
+    _record_anchors(tables, vm.image, sysmap, listed, strings, meta, counts, check, module_map, exact, refusal)
     write_atomic(output, encode(meta, strings, tables))
     unattributed = [attr.names[j].decode("utf-8", "backslashreplace")
                     for j in np.flatnonzero(attr.how == BY_NONE).tolist()]
@@ -558,8 +559,8 @@ def _objects_from_units(units: list[Unit]) -> list[str]:
 ANCHORS_PER_SEGMENT = 16
 
 
-def _record_anchors(tables: dict, image, sysmap, strings, meta, counts: dict, check: dict,
-                    module_map: str, exact_modules: bool, forced: str) -> None:
+def _record_anchors(tables: dict, image, sysmap, listed: list[bytes], strings, meta, counts: dict,
+                    check: dict, module_map: str, exact_modules: bool, forced: str) -> None:
     """Segments, anchors (names once in the file and once in System.map,
     spread over each segment; functions only in the text ranges, as
     :func:`kmodsyms.build.tables.record_layout` takes them) and the statistics."""
@@ -574,10 +575,7 @@ def _record_anchors(tables: dict, image, sysmap, strings, meta, counts: dict, ch
     same = name_off[1:] == name_off[:-1]
     unique_in_file[1:] &= ~same
     unique_in_file[:-1] &= ~same
-    map_names = sysmap.names_bytes(slice(None))
-    seen: dict[bytes, int] = {}
-    for name in map_names:
-        seen[name] = seen.get(name, 0) + 1
+    seen = Counter(listed)
     address = link
     in_text = np.zeros(len(symbols), dtype=bool)
     for start, end in sysmap.text_ranges():
@@ -589,12 +587,17 @@ def _record_anchors(tables: dict, image, sysmap, strings, meta, counts: dict, ch
         in_segment = (address >= start) & (address < end)
         for kind in (in_text, ~in_text & ~is_function):
             inside = candidates[(in_segment & kind)[candidates]]
-            inside = [k for k in inside.tolist()
-                      if seen.get(syms.raw_string(int(name_off[k])), 0) == 1]
-            inside.sort(key=lambda k: int(address[k]))
-            if inside:
-                pick = np.linspace(0, len(inside) - 1, min(ANCHORS_PER_SEGMENT, len(inside))).astype(int)
-                anchors += [(inside[p], index) for p in sorted(set(pick.tolist()))]
+            inside = inside[np.argsort(address[inside], kind="stable")].tolist()
+            # Spread over the segment: from each of evenly spaced places,
+            # the first name System.map has once.
+            picked: list[int] = []
+            for at in np.linspace(0, len(inside), ANCHORS_PER_SEGMENT, endpoint=False).astype(int).tolist():
+                at = max(at, picked[-1] + 1 if picked else 0)
+                while at < len(inside) and seen.get(syms.raw_string(int(name_off[inside[at]])), 0) != 1:
+                    at += 1
+                if at < len(inside):
+                    picked.append(at)
+            anchors += [(inside[p], index) for p in picked]
     anchors.sort(key=lambda a: (a[1], int(address[a[0]])))
     tables["segments"] = np.array(image.segments, dtype=SEGMENT_DTYPE)
     tables["anchors"] = np.array(anchors, dtype=ANCHOR_DTYPE)
