@@ -849,7 +849,7 @@ ROWS = {
     "c_resolve": row_c_resolve,
     "c_resolve_many": row_c_resolve_many,
     "c_memory": row_c_memory,
-    "debuginfo": row_debuginfo,
+    "debuginfo": row_debuginfo,      # and debuginfo_dir
     "c_dtrace_update": row_c_dtrace_update,
 }
 ALIASES = {"1": "build", "2": "rebuild", "3": "load", "4": "resolve_many", "5": "resolve_cli",

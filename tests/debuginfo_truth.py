@@ -41,17 +41,20 @@ ROOT = os.path.dirname(HERE)
 EXAMPLES = 40
 
 
-def package_inputs(root: str) -> list[str] | None:
-    sys.path.insert(0, ROOT)
-    from bench.debuginfo_row import debian_inputs
-    return debian_inputs(root)
+def package_files(root: str) -> tuple[str, str] | None:
+    """The debug vmlinux and System.map of the package unpacked in ``root``."""
+    import glob
+    found = sorted(glob.glob(os.path.join(root, "usr/lib/debug/boot/vmlinux-*")))
+    if not found:
+        return None
+    release = os.path.basename(found[-1])[len("vmlinux-"):]
+    return found[-1], os.path.join(root, f"usr/lib/debug/boot/System.map-{release}")
 
 
 def build_from_package(root: str, source: str, out: str) -> dict:
     """Our dtrace_syms from the unpacked package; its --json summary."""
-    args = package_inputs(root)
-    run = subprocess.run([sys.executable, "-m", "kmodsyms", "build", *args, "--source", source, "-o", out,
-                          "--json"], cwd=ROOT, capture_output=True, text=True)
+    run = subprocess.run([sys.executable, "-m", "kmodsyms", "build", "--debuginfo", "--root", root,
+                          "--source", source, "-o", out, "--json"], cwd=ROOT, capture_output=True, text=True)
     if run.returncode:
         raise RuntimeError(run.stderr)
     return json.loads(run.stdout)
@@ -206,8 +209,8 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         syms = argv[3] if len(argv) > 3 else os.path.join(tmp, "dtrace_syms")
         summary = build_from_package(root, source, syms) if len(argv) <= 3 else None
-        args = package_inputs(root)
-        figures = compare(args[1], args[3], syms, rebuild)
+        vmlinux, system_map = package_files(root)
+        figures = compare(vmlinux, system_map, syms, rebuild)
     if summary:
         figures["build"] = {k: summary[k] for k in ("attribution", "self_check")}
     json.dump(figures, sys.stdout, indent=1)

@@ -95,10 +95,10 @@ def debian_package(tmp_path_factory):
     """By hand: KMODSYMS_DEBUG_ROOT is Debian's linux-image-6.12.117+deb12-cloud-amd64-dbg
     and image packages unpacked with dpkg-deb -x, KMODSYMS_KERNEL_SOURCE its linux-source.
     The inputs, our dtrace_syms built from them, and the build's --json summary."""
-    from debuginfo_truth import build_from_package, package_inputs
+    from debuginfo_truth import build_from_package, package_files
     root, source = os.environ.get("KMODSYMS_DEBUG_ROOT", ""), os.environ.get("KMODSYMS_KERNEL_SOURCE", "")
-    args = package_inputs(root) if root else None
-    if not args or not source or "cloud-amd64" not in args[1]:
+    args = package_files(root) if root else None
+    if not args or not source or "cloud-amd64" not in args[0]:
         pytest.skip("set KMODSYMS_DEBUG_ROOT (Debian's cloud-amd64 -dbg package, unpacked) and "
                     "KMODSYMS_KERNEL_SOURCE")
     out = str(tmp_path_factory.mktemp("debian") / "dtrace_syms")
@@ -130,7 +130,7 @@ def test_debian_package_against_its_rebuild(debian_package):
     if not os.path.isfile(os.path.join(rebuild, "vmlinux.map")):
         pytest.skip("set KMODSYMS_DEBUG_REBUILD (a rebuild of the package's config with VMLINUX_MAP)")
     args, out, _summary = debian_package
-    figures = compare(args[1], args[3], out, rebuild)
+    figures = compare(args[0], args[1], out, rebuild)
     obj, mod = figures["object"], figures["module"]
     assert obj.get("wrong", 0) == 0, figures["examples"]["object wrong"]
     assert mod.get("wrong", 0) == 0, figures["examples"]["module wrong"]

@@ -504,6 +504,7 @@ class DwarfReading:
         if not self.futures:
             return list(Dwarf.from_elf(self.vmlinux).units())
         parts = [f.result() for f in self.futures]
+        self.cancel()     # the workers' copies of the DWARF are freed before what follows
         return sorted((u for part in parts for u in part), key=lambda u: u.offset)
 
     def cancel(self) -> None:
