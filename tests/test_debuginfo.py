@@ -424,3 +424,34 @@ def test_modules_builtin_is_held_to_its_modinfo(tmp_path):
                b"a.file=drivers/x/a drivers/x/b\0b.parmtype=p:int\0")
     assert builtin_from_modinfo(modinfo) == ["kernel/fs/ext4/ext4.ko", "kernel/drivers/x/a.ko",
                                              "kernel/drivers/x/b.ko"]
+
+
+def test_sigterm_stops_a_build_and_leaves_nothing(debug_tree, tmp_path):
+    """Killed (SIGTERM) while it unpacks the source: exit 143, no output,
+    nothing left in $TMPDIR, no process left behind."""
+    import glob
+    import signal
+    import time
+    tarballs = sorted(glob.glob("/usr/src/linux-source-*.tar.xz"))
+    if not tarballs:
+        pytest.skip("no /usr/src/linux-source-*.tar.xz (apt-get install linux-source-6.12)")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    config = tmp_path / "config"
+    config.write_text("# Linux/x86 6.12.0 Kernel Configuration\nCONFIG_A=y\n")
+    out = tmp_path / "dtrace_syms"
+    proc = subprocess.Popen(KMODSYMS + ["build", "--debuginfo", "--vmlinux", os.path.join(debug_tree, "vmlinux"),
+                                        "--system-map", os.path.join(debug_tree, "System.map"),
+                                        "--modules-dir", debug_tree, "--config", str(config),
+                                        "--source", tarballs[-1], "-o", str(out)],
+                            env={**os.environ, "TMPDIR": str(scratch)}, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not list(scratch.glob("kmodsyms-make-*/source/*")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.stderr.read()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    assert proc.stderr.read() == ""
+    assert list(scratch.iterdir()) == [] and not out.exists()
+    children = subprocess.run(["pgrep", "-af", str(scratch)], capture_output=True, text=True).stdout
+    assert children == ""

@@ -12,6 +12,7 @@ import json
 import os
 import platform
 import re
+import signal
 import time
 from array import array
 from collections import Counter
@@ -483,40 +484,54 @@ class DwarfReading:
     this process reads none of it."""
 
     def __init__(self, vmlinux: str, jobs: int, progress: Optional[Progress] = None):
-        self.vmlinux, self.progress, self.pool = vmlinux, progress, None
+        self.vmlinux, self.pool, self.results = vmlinux, None, []
         if jobs <= 1:
-            self.futures = []
             return
-        from concurrent.futures import ProcessPoolExecutor
+        import multiprocessing
         shares = jobs * 4
-        self.pool = ProcessPoolExecutor(max_workers=jobs, initializer=_open_dwarf, initargs=(vmlinux,))
-        self.futures = [self.pool.submit(_units_of_share, k, shares) for k in range(shares)]
         done = [0]
 
-        def tell(_future) -> None:
+        def tell(_units) -> None:
             done[0] += 1
             if progress:
                 progress("reading DWARF", done[0], shares)
-        for f in self.futures:
-            f.add_done_callback(tell)
+        # multiprocessing's pool, which can stop its workers at once (cancel).
+        # They are forked with SIGTERM and SIGINT blocked, so that none runs
+        # this process's handlers before its own are set (_open_dwarf).
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPPING)
+        try:
+            self.pool = multiprocessing.get_context("fork").Pool(jobs, _open_dwarf, (vmlinux,))
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        self.results = [self.pool.apply_async(_units_of_share, (k, shares), callback=tell)
+                        for k in range(shares)]
 
     def result(self) -> list[Unit]:
-        if not self.futures:
+        if self.pool is None:
             return list(Dwarf.from_elf(self.vmlinux).units())
-        parts = [f.result() for f in self.futures]
+        parts = [r.get() for r in self.results]
         self.cancel()     # the workers' copies of the DWARF are freed before what follows
         return sorted((u for part in parts for u in part), key=lambda u: u.offset)
 
     def cancel(self) -> None:
+        """Stop the workers, done or not."""
         if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool.terminate()
+            self.pool.join()
             self.pool = None
 
 
 _WORKER_DWARF: list = []
 
 
+_STOPPING = {signal.SIGTERM, signal.SIGINT}
+
+
 def _open_dwarf(vmlinux: str) -> None:
+    # The parent stops the workers (SIGTERM) and hears Ctrl-C for them.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPPING)
     # An initializer that raises breaks the pool: the error is the share's.
     try:
         _WORKER_DWARF[:] = [Dwarf.from_elf(vmlinux)]

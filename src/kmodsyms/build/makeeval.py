@@ -188,6 +188,10 @@ class PendingEval:
         self.outcome: object = None
         self.procs: list[subprocess.Popen] = []
         self.stop = threading.Event()
+        # Waited for instead of the thread: a Thread.join() that a signal
+        # handler interrupts (Ctrl-C, SIGTERM) marks a running thread as
+        # ended (CPython's bpo-45274 fix), and every join after it returns at once.
+        self.done = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
@@ -195,6 +199,8 @@ class PendingEval:
             self.outcome = self._evaluate()
         except BaseException as e:   # raised again by result(), in the caller's thread
             self.outcome = e
+        finally:
+            self.done.set()
 
     def _evaluate(self) -> KbuildEval:
         tree = self.source
@@ -254,7 +260,7 @@ class PendingEval:
 
     def result(self) -> KbuildEval:
         try:
-            self.thread.join()
+            self.done.wait()
         finally:
             self.cancel()
         if isinstance(self.outcome, BaseException):
@@ -268,7 +274,8 @@ class PendingEval:
         for proc in list(self.procs):
             if proc.poll() is None:
                 proc.kill()
-        self.thread.join()
+        if self.thread.ident is not None:
+            self.done.wait()
         self.scratch.cleanup()
 
 

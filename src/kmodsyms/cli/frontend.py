@@ -132,14 +132,29 @@ def warn(message: str) -> None:
     print(f"{PROG}: warning: {message}", file=sys.stderr)
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised where the process is, so that what it started is
+    stopped and its temporary files removed, as Ctrl-C's KeyboardInterrupt
+    does."""
+
+
+def _terminated(_signum, _frame):
+    raise Terminated()
+
+
 def guarded(run) -> int:
     """Call ``run()`` (returning an exit status) and turn what a user can
     cause into one line on stderr: a :class:`KmodsymsError` exits 2, a
-    closed pipe 1 (as ``head`` expects), Ctrl-C 130."""
+    closed pipe 1 (as ``head`` expects), Ctrl-C 130, SIGTERM 143 (each
+    after the cleanup of what was under way)."""
+    import signal
+    previous = signal.signal(signal.SIGTERM, _terminated)
     try:
         status = run()
         sys.stdout.flush()
         return status
+    except Terminated:
+        return 128 + signal.SIGTERM
     except KmodsymsError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2
@@ -149,6 +164,8 @@ def guarded(run) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def byte_exact_stdout() -> None:
