@@ -285,9 +285,10 @@ def to_json(p: Plan) -> dict:
     def run(r: Run) -> dict:
         return {"start": f"{r.start:#x}", "end": f"{r.end:#x}", "object_end": f"{r.true_end:#x}",
                 "modules": list(r.modules)}
-    return {"anchors": [{"section": g.section, "symbol": g.anchor, "address": f"{g.anchor_address:#x}",
+    return {**p.summary(),
+            "anchors": [{"section": g.section, "symbol": g.anchor, "address": f"{g.anchor_address:#x}",
                          "ranges": [run(r) for r in g.runs]} for g in p.groups],
-            "conflicts": [run(r) for r in p.conflicts], **p.summary()}
+            "conflicts": [run(r) for r in p.conflicts]}
 
 
 # ------------------------------------------------------------------ reading
