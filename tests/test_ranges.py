@@ -430,10 +430,13 @@ def test_corpora_read_by_dtrace(any_corpus, any_corpus_syms, corpus_ranges):
     assert len(plan.conflicts) == len([w for w in misattributed(full, ours, truth)[0]])
     documented = _doc_counts("docs/dtrace-utils.md", "checked: tests/test_ranges.py replay")
     assert documented[corpus_arch(tree)] == counts
+    readme = _doc_counts("README.md", "checked: tests/test_ranges.py readme")
+    assert readme[corpus_arch(tree)] == [counts[i] for i in (0, 2, 3, 5, 7, 8)]
 
 
 # ------------------------------------------------------------ the kernel's verifier
-def verifier() -> str:
+@pytest.fixture(scope="session")
+def ranges_verifier() -> str:
     """scripts/verify_builtin_ranges.awk of Debian's linux-source tarball,
     taken out once into the corpus cache; skips without the tarball or gawk."""
     from bench.corpus import _corpus_cache_dir
@@ -483,31 +486,31 @@ def _overlay(tree: str, dest: str) -> str:
     return dest
 
 
-def run_verifier(tree: str, ranges: str, tmp_path) -> dict:
+def run_verifier(verifier: str, tree: str, ranges: str, tmp_path) -> dict:
     """verify_builtin_ranges.awk RANGES System.map modules.builtin
     vmlinux.map vmlinux.o.map, in the tree: its counts."""
     where = _overlay(tree, str(tmp_path / "tree"))
-    proc = subprocess.run(["gawk", "-f", verifier(), ranges, "System.map", "modules.builtin",
+    proc = subprocess.run(["gawk", "-f", verifier, ranges, "System.map", "modules.builtin",
                            "vmlinux.map", "vmlinux.o.map"], cwd=where, capture_output=True, text=True)
     counts = {k: int(v) for k, v in re.findall(r"^\s*(Correct matches|Module matches|Mismatches|"
                                                r"Missing):\s+(\d+)", proc.stdout, re.M)}
     return {"status": proc.returncode, **counts, "stderr": proc.stderr}
 
 
-def test_fixture_kernel_verifier_accepts(fixture_tree, fixture_syms, tmp_path):
+def test_fixture_kernel_verifier_accepts(ranges_verifier, fixture_tree, fixture_syms, tmp_path):
     out = str(tmp_path / "modules.builtin.ranges")
     write_ranges(fixture_syms, out)
-    got = run_verifier(fixture_tree, out, tmp_path)
+    got = run_verifier(ranges_verifier, fixture_tree, out, tmp_path)
     assert got["status"] == 0 and got["Mismatches"] == got["Missing"] == 0, got
     assert got["Module matches"] > 20
 
 
 @pytest.mark.corpus
-def test_corpora_kernel_verifier_accepts(any_corpus, corpus_ranges, tmp_path):
+def test_corpora_kernel_verifier_accepts(ranges_verifier, any_corpus, corpus_ranges, tmp_path):
     """The kernel's verifier accepts our file as it accepts the kernel's
     own, over the same symbols (the figures of docs/dtrace-utils.md)."""
-    ours = run_verifier(any_corpus, corpus_ranges, tmp_path / "ours")
-    theirs = run_verifier(any_corpus, os.path.join(any_corpus, "modules.builtin.ranges"),
+    ours = run_verifier(ranges_verifier, any_corpus, corpus_ranges, tmp_path / "ours")
+    theirs = run_verifier(ranges_verifier, any_corpus, os.path.join(any_corpus, "modules.builtin.ranges"),
                           tmp_path / "theirs")
     assert ours["status"] == theirs["status"] == 0, (ours, theirs)
     assert ours["Mismatches"] == ours["Missing"] == theirs["Mismatches"] == theirs["Missing"] == 0
