@@ -57,6 +57,12 @@ skip the first column; one that takes a base by section name reads this
 file as they do), and the offsets are from the anchor (``SECT
 00000000-00000000 = SYM``).
 
+The rule is here, not in libkmodsyms: the file is made at build time
+from the dtrace_syms file alone, at link addresses, with no kallsyms to
+load against (the library places a file only against one), and its runs
+are the kernel's (any module set's sections in address order, broken by
+any other's), not ``kms_module_ranges()``'s per-module extents (R50).
+
 **Reading** (:func:`parse`, :func:`resolve`): the lines as records, and
 their ranges at absolute addresses as both real readers place them (one
 running base; a range whose end is not above its start covers nothing).
