@@ -68,7 +68,7 @@ def debian_inputs(root: str) -> list[str] | None:
         return None
     vmlinux = sorted(found)[-1]
     release = os.path.basename(vmlinux)[len("vmlinux-"):]
-    return ["--debuginfo", vmlinux,
+    return ["--debuginfo", "--vmlinux", vmlinux,
             "--system-map", os.path.join(root, f"usr/lib/debug/boot/System.map-{release}"),
             "--config", os.path.join(root, f"boot/config-{release}"),
             "--modules-dir", os.path.join(root, f"lib/modules/{release}")]

@@ -83,7 +83,7 @@ def sources_for(suite: str) -> str:
             suites.append(suite + dash + rest)
         if not suites or "deb" not in fields.get("Types", "deb").split():
             continue
-        block = [f"Types: deb", f"URIs: {fields['URIs']}", f"Suites: {' '.join(suites)}",
+        block = ["Types: deb", f"URIs: {fields['URIs']}", f"Suites: {' '.join(suites)}",
                  f"Components: {fields.get('Components', 'main')}"]
         if fields.get("Signed-By"):
             block.append(f"Signed-By: {fields['Signed-By']}")
@@ -213,16 +213,18 @@ def _unquote(version: str) -> str:
     return version.replace("%3a", ":")
 
 
-def unpack(deb: str, dest: str, *members: str) -> str:
-    """Unpack ``deb`` into ``dest`` (only ``members``, as paths in its data
-    tarball such as ``./usr/lib/debug/boot``, when given); ``dest``."""
+def unpack(deb: str, dest: str, *members: str, exclude: tuple[str, ...] = ()) -> str:
+    """Unpack ``deb`` into ``dest``: only ``members`` (paths in its data
+    tarball, tar wildcards: ``./usr/lib/debug/boot/*``) when given, none of
+    ``exclude`` (wildcards too); ``dest``."""
     os.makedirs(dest, exist_ok=True)
-    if not members:
+    if not members and not exclude:
         subprocess.run(["dpkg-deb", "-x", deb, dest], check=True)
         return dest
     data = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", deb], stdout=subprocess.PIPE)
-    subprocess.run(["tar", "-x", "-C", dest, "--wildcards", *members], stdin=data.stdout, check=True)
+    tar = subprocess.run(["tar", "-x", "-C", dest, "--wildcards", *(f"--exclude={e}" for e in exclude),
+                          *members], stdin=data.stdout, capture_output=True, text=True)
     data.stdout.close()
-    if data.wait():
-        raise RuntimeError(f"dpkg-deb --fsys-tarfile {deb} failed")
+    if data.wait() or (tar.returncode and "Not found in archive" not in tar.stderr):
+        raise RuntimeError(f"unpacking {deb} failed: {tar.stderr.strip()}")
     return dest

@@ -24,7 +24,7 @@ import random
 import pytest
 
 from test_clib import clib, json_lines, run_c  # noqa: F401  (clib: the fixture)
-from test_ranges import MARKER   # R60's zero-size markers
+from test_ranges import MARKER   # R61's zero-size markers
 
 TEXT = "tTwW"
 
@@ -154,7 +154,7 @@ def test_kallmodsyms_sizes_exact_or_estimated(clib, any_corpus, any_corpus_syms)
     their .ko: the gap to the next line of the module (mapping symbols
     excluded, and given none), its last line 1 byte, a zero-size marker
     nothing where another line shares its address or nothing is above it
-    (R60)."""
+    (R61)."""
     kallsyms = os.path.join(any_corpus, "kallsyms")
     lines = read_kallsyms(kallsyms)
     rule = KernelRule(lines)
@@ -185,7 +185,7 @@ def test_kallmodsyms_sizes_exact_or_estimated(clib, any_corpus, any_corpus_syms)
                 addrs = [x for x, _ in rule.mods[mod]]
                 k = bisect.bisect_right(addrs, a)
                 want = addrs[k] - a if k < len(addrs) else 1
-                # R60: a zero-size marker gives way to a line at its address that
+                # R61: a zero-size marker gives way to a line at its address that
                 # is none, and gets nothing where nothing is above it
                 if MARKER.match(name) and (k == len(addrs) or any(
                         not MARKER.match(lines[j][2])

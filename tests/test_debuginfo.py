@@ -129,7 +129,7 @@ def test_resolve_and_kallmodsyms_read_it_as_any_other(debug_tree, debug_syms):
 
 def test_guessed_modules_are_said_to_be_guessed(debug_tree, tmp_path):
     out = str(tmp_path / "guessed")
-    run = subprocess.run(KMODSYMS + ["build", "--debuginfo", os.path.join(debug_tree, "vmlinux"),
+    run = subprocess.run(KMODSYMS + ["build", "--debuginfo", "--vmlinux", os.path.join(debug_tree, "vmlinux"),
                                      "--system-map", os.path.join(debug_tree, "System.map"),
                                      "--modules-dir", debug_tree, "--guess-modules", "-o", out],
                          capture_output=True, text=True)
@@ -144,7 +144,7 @@ def test_guessed_modules_are_said_to_be_guessed(debug_tree, tmp_path):
 
 def test_without_the_source_it_refuses_in_one_line(debug_tree, tmp_path):
     out = str(tmp_path / "refused")
-    run = subprocess.run(KMODSYMS + ["build", "--debuginfo", os.path.join(debug_tree, "vmlinux"),
+    run = subprocess.run(KMODSYMS + ["build", "--debuginfo", "--vmlinux", os.path.join(debug_tree, "vmlinux"),
                                      "--system-map", os.path.join(debug_tree, "System.map"),
                                      "--modules-dir", debug_tree, "-o", out],
                          capture_output=True, text=True)
@@ -154,12 +154,12 @@ def test_without_the_source_it_refuses_in_one_line(debug_tree, tmp_path):
 
 
 def test_missing_inputs_are_one_line_each(debug_tree, tmp_path):
-    base = ["build", "--debuginfo", os.path.join(debug_tree, "vmlinux"), "--guess-modules",
+    base = ["build", "--debuginfo", "--vmlinux", os.path.join(debug_tree, "vmlinux"), "--guess-modules",
             "--modules-dir", debug_tree, "-o", str(tmp_path / "x")]
     run = subprocess.run(KMODSYMS + base + ["--system-map", str(tmp_path / "absent")],
                          capture_output=True, text=True)
     assert run.returncode == 2 and "no such System.map" in run.stderr
-    run = subprocess.run(KMODSYMS + ["build", "--debuginfo", os.path.join(debug_tree, "vmlinux")],
+    run = subprocess.run(KMODSYMS + ["build", "--debuginfo", "--vmlinux", os.path.join(debug_tree, "vmlinux")],
                          capture_output=True, text=True)
     assert run.returncode == 2 and "-o FILE" in run.stderr
     with pytest.raises(KmodsymsError, match="no DWARF"):
@@ -181,7 +181,7 @@ def test_a_zero_size_static_stays_in_its_own_objects_run(tmp_path):
     """D1: zkey_a.c's only local is a zero-size static at the end of its
     .bss, at the address of zkey_b.c's first variable: its STT_FILE run
     names its unit, whatever the address says."""
-    from kmodsyms.build.debuginfo import attribute
+    from kmodsyms.build.debugattr import attribute
     from kmodsyms.build.dwarf import Dwarf
     data = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "dwarf")
     for name in ("zkey_a", "zkey_b"):
@@ -216,7 +216,7 @@ def test_the_distribution_commands_use_real_options():
 
 def test_answers_from_guessed_modules_warn(debug_tree, tmp_path):
     out = str(tmp_path / "guessed")
-    subprocess.run(KMODSYMS + ["build", "--debuginfo", os.path.join(debug_tree, "vmlinux"),
+    subprocess.run(KMODSYMS + ["build", "--debuginfo", "--vmlinux", os.path.join(debug_tree, "vmlinux"),
                                "--system-map", os.path.join(debug_tree, "System.map"),
                                "--modules-dir", debug_tree, "--guess-modules", "-o", out],
                    capture_output=True, text=True, check=True)
@@ -233,7 +233,7 @@ def test_units_the_final_link_adds_are_their_own_objects(tmp_path, out_of_tree):
     no module.  In an O= build (``out_of_tree``) a unit of the source tree
     has an absolute name and a generated one (.vmlinux.export.c) a relative
     one, as in Debian's build all have."""
-    from kmodsyms.build.debuginfo import attribute, beside_objects
+    from kmodsyms.build.debugattr import attribute, beside_objects
     from kmodsyms.build.dwarf import Dwarf
     src = tmp_path / "src"
     build = tmp_path / "build" if out_of_tree else src
@@ -267,7 +267,7 @@ def test_a_weak_variable_at_the_end_of_the_strong_ones_object(tmp_path):
     weak_helpers.o in link order, so it is not between weak_helpers.o and
     weak_next.o: the bytes are weak_helpers.o's (as kernel/bpf/helpers.c's
     bpf_*_proto, with kernel/bpf/core.c's weak ones)."""
-    from kmodsyms.build.debuginfo import attribute
+    from kmodsyms.build.debugattr import attribute
     from kmodsyms.build.dwarf import Dwarf
     data = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "dwarf")
     names = ("weak_core", "weak_helpers", "weak_next")
@@ -300,7 +300,7 @@ def test_a_weak_variable_where_one_input_pattern_ends(tmp_path):
     linker script's next pattern (.data.second here) begins: the objects
     below (last.o) and above (first.o) bound nothing there, and the weak
     claimant (weak.o), linked between them, is not taken."""
-    from kmodsyms.build.debuginfo import attribute
+    from kmodsyms.build.debugattr import attribute
     from kmodsyms.build.dwarf import Dwarf
     sources = {"last": "int last_var = 7;\n",
                "weak": "int shared __attribute__((weak)) = 5;\n",

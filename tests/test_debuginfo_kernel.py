@@ -34,7 +34,7 @@ def debug_kernel():
 def built(debug_kernel, tmp_path_factory):
     tree = debug_kernel
     out = str(tmp_path_factory.mktemp("debuginfo") / "dtrace_syms")
-    run = subprocess.run([sys.executable, "-m", "kmodsyms", "build", "--debuginfo", os.path.join(tree, "vmlinux"),
+    run = subprocess.run([sys.executable, "-m", "kmodsyms", "build", "--debuginfo", "--vmlinux", os.path.join(tree, "vmlinux"),
                           "--system-map", os.path.join(tree, "System.map"), "--config", os.path.join(tree, ".config"),
                           "--modules-dir", tree, "--source", tree, "-o", out, "--json"],
                          cwd=ROOT, capture_output=True, text=True)

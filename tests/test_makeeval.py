@@ -115,7 +115,7 @@ def test_strings_lose_their_quotes_as_in_auto_conf(tmp_path):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("CONFIG_A=y\n", "no '# Linux/ARCH' header"),
+    ("CONFIG_A=y\n", "no '# Linux/ARCH VERSION Kernel Configuration' header"),
     ("# Linux/x86 6.12 Kernel Configuration\n", "no CONFIG_ symbol set"),
 ])
 def test_a_file_that_is_no_config_is_refused(tmp_path, kernel_makefiles, text, message):

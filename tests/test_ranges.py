@@ -14,7 +14,7 @@ src/kmodsyms/format/ranges.py), read as its two real readers read it:
   kernel's build runs its generator, from Debian's linux-source tarball
   (skipped without it or gawk).
 
-Also part 5 of issue 29 (R60): with a loaded module's ``.ko`` absent, no
+Also part 5 of issue 29 (R61): with a loaded module's ``.ko`` absent, no
 line of it loses to kallmodsyms an address that dtrace on plain kallsyms
 answers with it.
 """
@@ -549,7 +549,7 @@ def test_ranges_from_debug_info(tmp_path_factory):
 
 
 # ------------------------------------------------------------ part 5: no .ko
-# R60's zero-size markers: they have no bytes to lose
+# R61's zero-size markers: they have no bytes to lose
 MARKER = re.compile(r"__start_|__stop_|__key(\.|$)")
 
 

@@ -489,6 +489,8 @@ int kms_read_modules(kms_handle *h, const char *const *mods, size_t n, kms_error
 #define KMS_FILE_FROM_DEBUG_INFO 0x2u /* built from a debug vmlinux (--debuginfo) */
 #define KMS_FILE_GUESSED_MODULES 0x4u /* its module map is a guess (--guess-modules),
                                        * not kbuild's */
+#define KMS_FILE_FORCED 0x8u          /* written with --force past a failed check of the
+                                       * build (kms_info.warning says which).  Since 2.2 */
 
 /* About the loaded files. */
 struct kms_info {

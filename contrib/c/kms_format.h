@@ -101,6 +101,7 @@ static const char *const table_names[T_COUNT] = {
 #define FLAG_MISSING_OBJECTS 1u /* header flags */
 #define FLAG_FROM_DEBUG_INFO 2u
 #define FLAG_GUESSED_MODULES 4u
+#define FLAG_FORCED 8u
 #define OBJECT_MISSING 1u /* objects.flags */
 #define NO_ADDRESS UINT64_C(0xFFFFFFFFFFFFFFFF) /* sections.address: not placed */
 #define PLACEMENT_UNPLACED 0u /* sections.placement */

@@ -70,6 +70,51 @@ int kmsi_forced(kms_handle *h, const char *stale, kms_error *err)
     return KMS_OK;
 }
 
+/* Add LINE to the handle's one warning line (joined with "; "). */
+static int add_warning(kms_handle *h, const char *line, kms_error *err)
+{
+    size_t had = strlen(h->warning), n = strlen(line);
+    char *w = malloc(had + (had ? 2 : 0) + n + 1);
+    if (!w)
+        return kmsi_fail(err, KMS_E_NOMEM, "out of memory");
+    memcpy(w, h->warning, had);
+    if (had)
+        memcpy(w + had, "; ", 2), had += 2;
+    memcpy(w + had, line, n + 1);
+    if (h->warning[0])
+        free((char *)h->warning);
+    h->warning = w;
+    return KMS_OK;
+}
+
+/* R60: a file whose header says its answers may be wrong, its module map
+ * a guess (FLAG_GUESSED_MODULES) or written past a failed check of the
+ * build (FLAG_FORCED, what it was in its module map's description), says
+ * so at every load: the handle's warning. */
+static int file_warning(kms_handle *h, const char *syms_path, kms_error *err)
+{
+    static const char past[] = "FORCED past: ";
+    uint32_t flags = le32(h->map + HDR_FLAGS);
+    char line[1024];
+    if (flags & FLAG_GUESSED_MODULES) {
+        snprintf(line, sizeof line, "the built-in modules of %s are guessed from "
+                 "modules.builtin.modinfo (kmodsyms build --guess-modules), not kbuild's: a module "
+                 "of several objects may show as vmlinux or as another module; rebuild it with "
+                 "--source", syms_path);
+        if (add_warning(h, line, err))
+            return -1;
+    }
+    if (flags & FLAG_FORCED) {
+        const char *why = strstr(str(h, le32(h->map + HDR_THICK_SOURCE)), past);
+        snprintf(line, sizeof line, "%s was written with 'kmodsyms build --force' past a failed "
+                 "check, its answers may be wrong: %s", syms_path, why ? why + sizeof past - 1 :
+                 "(the check is not recorded)");
+        if (add_warning(h, line, err))
+            return -1;
+    }
+    return KMS_OK;
+}
+
 /* R40: with the live kallsyms, the file's kernel release must be uname's
  * and its build-id the running kernel's; under KMS_LOAD_FORCE (R41) a
  * mismatch is the handle's warning (*FORCED set) instead of an error. */
@@ -234,6 +279,8 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
         goto bad;
     free_build(h); /* first: the peak resident set stays that of the building */
     if (kmsi_build_buckets(h, err) || kmsi_build_owners(h, err))
+        goto bad;
+    if (!why && file_warning(h, syms_path, err))
         goto bad;
     return h;
 bad:

@@ -679,7 +679,8 @@ int kms_module_known(const kms_handle *h, const char *mod)
 /* The public flags are the format's (kms_format.h, from its one table). */
 _Static_assert(KMS_FILE_MISSING_OBJECTS == FLAG_MISSING_OBJECTS &&
                    KMS_FILE_FROM_DEBUG_INFO == FLAG_FROM_DEBUG_INFO &&
-                   KMS_FILE_GUESSED_MODULES == FLAG_GUESSED_MODULES,
+                   KMS_FILE_GUESSED_MODULES == FLAG_GUESSED_MODULES &&
+                   KMS_FILE_FORCED == FLAG_FORCED,
                "kmodsyms.h's KMS_FILE_* differ from kms_format.h's FLAG_*");
 
 void kms_get_info(const kms_handle *h, struct kms_info *caller)

@@ -76,7 +76,7 @@ static uint64_t group_bound(const kms_handle *h, uint32_t g, uint64_t addr)
     return 0;
 }
 
-/* R60: a zero-size marker by its name: the linker's __start_SEC and
+/* R61: a zero-size marker by its name: the linker's __start_SEC and
  * __stop_SEC, lockdep's __key and __key.N (a struct lock_class_key, empty
  * without CONFIG_LOCKDEP). */
 static int zero_size_marker(const kms_handle *h, size_t i)
@@ -135,7 +135,7 @@ int kmsi_group_lines(kms_handle *h, kms_error *err)
             if (l->addr != here || k + 1 == h->group_first[g + 1]) {
                 above = k + 1 == h->group_first[g + 1] ? 0 : here;
                 here = l->addr;
-                real_here = 0; /* R60: a line of this address that is no marker */
+                real_here = 0; /* R61: a line of this address that is no marker */
                 for (uint32_t j = k + 1; loaded && j-- > h->group_first[g] &&
                                          h->line[h->grouped[j]].addr == here;)
                     real_here |= !zero_size_marker(h, h->grouped[j]);
@@ -144,11 +144,11 @@ int kmsi_group_lines(kms_handle *h, kms_error *err)
                 continue;
             int marker = loaded && zero_size_marker(h, i);
             if (marker && real_here)
-                continue; /* R60: the bytes here are the other line's */
+                continue; /* R61: the bytes here are the other line's */
             uint64_t bound = group_bound(h, g, l->addr);
             uint64_t end = above && (!bound || above < bound) ? above : bound;
             if (!end && loaded && !marker)
-                end = l->addr + 1; /* R60: nothing above: its first byte */
+                end = l->addr + 1; /* R61: nothing above: its first byte */
             if (end > l->addr && end - l->addr < NO_ESTIMATE)
                 h->estimate[i] = (uint32_t)(end - l->addr);
         }

@@ -52,12 +52,12 @@ def read_image(path: str) -> Image:
     from the PT_NOTE segments, else from SHT_NOTE sections."""
     try:
         with open(path, "rb") as f:
-            return _read_image(ElfFile(path, f, "image", _REMEDY))
+            return image_of(ElfFile(path, f, "image", _REMEDY))
     except OSError as e:
         raise KmodsymsError(f"cannot read {path}: {e.strerror}") from None
 
 
-def _read_image(elf: ElfFile) -> Image:
+def image_of(elf: ElfFile) -> Image:
     segments, build_id = [], ""
     for index, segment in enumerate(elf.segments()):
         if segment.type == PT_LOAD and segment.memsz:

@@ -16,6 +16,8 @@ kprobe trampolines), kept and labelled as such.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from ..errors import KmodsymsError
@@ -29,21 +31,27 @@ TEXT_RANGES = ((b"_stext", b"_etext"), (b"_sinittext", b"_einittext"))
 # Names that never reach System.map or kallsyms: scripts/mksysmap deletes
 # them (kallsyms is made from the same list).  Mapping symbols ($x, $d...),
 # local labels, the arm64 EFI stub's and the PIE/nVHE objects' copies of
-# those, linker thunks, CFI type ids, modversions CRCs and export tables.
+# those, linker thunks, CFI type ids, modversions CRCs, export tables, and
+# (7.x) the built-in device-table aliases and modinfo entries.
 NEVER_LISTED_PREFIXES = (b"$", b".L", b"__efistub_", b"__pi_$", b"__pi_.L", b"__kvm_nvhe_$",
                          b"__kvm_nvhe_.L", b"__AArch64ADRPThunk_", b"__ARMV5PILongThunk_",
                          b"__ARMV7PILongThunk_", b"__ThumbV7PILongThunk_", b"__LA25Thunk_",
                          b"__microLA25Thunk_", b"__kcfi_typeid_", b"__kvm_nvhe___kcfi_typeid_",
-                         b"__pi___kcfi_typeid_", b"__crc_", b"__kstrtab_", b"__kstrtabns_")
+                         b"__pi___kcfi_typeid_", b"__crc_", b"__kstrtab_", b"__kstrtabns_",
+                         b"__mod_device_table__")
 NEVER_LISTED_SUFFIXES = (b"_from_arm", b"_from_thumb", b"_veneer")
 NEVER_LISTED_NAMES = frozenset((b"L0", b"_SDA_BASE_", b"_SDA2_BASE_"))
 NEVER_LISTED_PARTS = (b".long_branch.", b".plt_branch.")      # ppc stubs
 
 
+_UNIQUE_MODINFO = re.compile(rb"__UNIQUE_ID_modinfo_[0-9]*")
+
+
 def never_listed(name: bytes) -> bool:
     """Whether scripts/mksysmap deletes ``name`` (so no kallsyms lists it)."""
     return (name.startswith(NEVER_LISTED_PREFIXES) or name.endswith(NEVER_LISTED_SUFFIXES)
-            or name in NEVER_LISTED_NAMES or any(part in name for part in NEVER_LISTED_PARTS))
+            or name in NEVER_LISTED_NAMES or any(part in name for part in NEVER_LISTED_PARTS)
+            or (name.startswith(b"__UNIQUE_ID_modinfo_") and _UNIQUE_MODINFO.fullmatch(name) is not None))
 
 
 _HEX = np.full(256, 255, dtype=np.uint8)

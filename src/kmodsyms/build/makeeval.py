@@ -7,20 +7,27 @@ listed in a composite ``<mod>-y`` / ``<mod>-objs`` (``-m`` too for an
 otherwise it is its own one-file module (``basetarget``), and the module's
 file is ``$(obj)/<name>`` (``modfile``, passed as ``-DKBUILD_MODFILE``).
 
-Here one GNU make process reads, in kbuild's order, the top-level ``Kbuild``
-and every directory it descends into through ``obj-y`` (the directories
-linked into vmlinux), each with kbuild's real ``scripts/Kbuild.include``,
-``scripts/Makefile.compiler`` and ``scripts/Makefile.lib``, after the
-``.config`` and ``arch/$(SRCARCH)/Makefile`` (for ``core-y``, ``drivers-y``
-and ``libs-y``), as the top-level Makefile does.  Toolchain probes
-(``try-run``) answer their fallback: since 4.18 the toolchain's capabilities
-are Kconfig symbols (``CONFIG_AS_*``, ``CONFIG_CC_HAS_*``), already in the
-``.config``.  Each directory's variables are dropped before the next, as
-kbuild runs one make per directory.
+Here one GNU make process visits, in kbuild's order, the top-level
+``Kbuild`` and every directory it descends into through ``obj-y`` (the
+directories linked into vmlinux), each through the tree's own
+``scripts/Makefile.build``, as kbuild runs it once per directory: whatever
+file of a kernel version computes the object lists (``Makefile.lib`` to
+6.x, ``Makefile.build`` since), kbuild's own code computes them here.
+Before the first visit it reads the ``.config`` and, as the top-level
+Makefile does, ``scripts/Kbuild.include``, ``scripts/Makefile.compiler`` and
+``arch/$(SRCARCH)/Makefile`` (for ``core-y``, ``drivers-y`` and
+``libs-y``).  Toolchain probes (``try-run``) answer their fallback: since
+4.18 the toolchain's capabilities are Kconfig symbols (``CONFIG_AS_*``,
+``CONFIG_CC_HAS_*``), already in the ``.config``.  Each directory's
+variables are dropped before the next, as kbuild runs one make per
+directory.  make runs in a scratch object tree, as in an ``O=`` build, so
+nothing is written into the source.
 
-The source may be a directory or a tarball (``/usr/src/linux-source-*.tar.xz``):
-from a tarball only the Makefiles, ``Kbuild`` files and ``scripts/`` are
-unpacked, into a temporary directory removed afterwards.
+The link order is ``vmlinux.a``'s: the directories' objects depth first,
+then the objects of ``scripts/head-object-list.txt`` moved to the front, as
+kbuild's ``ar mPi`` does (6.1 and later), then the ``lib-y`` objects.
+
+The source may be a directory or a tarball (:mod:`.kernelsource`).
 """
 
 from __future__ import annotations
@@ -29,11 +36,13 @@ import os
 import re
 import shutil
 import subprocess
-import tarfile
 import tempfile
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
+from typing import Callable, Optional
 
 from ..errors import KmodsymsError
+from .kernelsource import KernelVersion, check_version, makefile_version, unpack_makefiles
 from .thick import ThickMap
 
 # The top-level Makefile's ARCH -> SRCARCH (kbuild's ``SRCARCH := $(ARCH)`` and its exceptions).
@@ -47,29 +56,34 @@ _FLAG_VARIABLES = tuple(f"KBUILD_{kind}{scope}" for kind in ("CFLAGS", "AFLAGS",
 # No tool is run: every toolchain question is already answered in the .config.
 _NO_TOOLCHAIN = tuple(f"{tool}=false" for tool in ("CC", "LD", "AR", "NM", "OBJCOPY", "OBJDUMP",
                                                    "HOSTCC", "HOSTCXX", "RUSTC", "PAHOLE"))
-_CONFIG_ARCH = re.compile(r"^# Linux/(\S+) ", re.M)
+_CONFIG_HEADER = re.compile(r"^# Linux/(\S+) (\S+) Kernel Configuration", re.M)
 
-# The driver: kbuild's files, in the top-level Makefile's and Makefile.build's
-# order, then one visit per directory, depth first (link order).  Each visit
-# prints "D dir", then one "O obj modfile..." per built-in object, "S sub" per
-# built-in subdirectory in place, and "L obj modfile..." per lib-y object.
+# The driver: kbuild's files, in the top-level Makefile's order, then one
+# visit per directory through Makefile.build, depth first (link order).
+# A directory listed twice (kernel/trace/ under several options) is
+# visited once, as kbuild descends into each once.  Each visit prints "D dir", then one "O obj modfile..." per built-in
+# object, "S sub" per built-in subdirectory in place, and "L obj
+# modfile..." per lib-y object.  Overridden (kept through every include):
+# the toolchain probes, and the directories Makefile.build would create
+# (in the scratch tree: one shell per directory, for nothing).
 _DRIVER = r"""
-srctree := .
 objtree := .
-VPATH :=
+srcroot := $(srctree)
+VPATH := $(srctree)
 KBUILD_EXTMOD :=
 MAKECMDGOALS :=
-include scripts/Kbuild.include
-include scripts/Makefile.compiler
+include $(srctree)/scripts/Kbuild.include
+include $(srctree)/scripts/Makefile.compiler
+override try-run = $(3)
+override cc-cross-prefix =
+override obj-dirs :=
 # The flag variables the top-level Makefile defines (simply expanded) before
 # the arch Makefile appends to them.
 $(foreach v,$(__km_flags),$(eval $v :=))
-try-run = $(3)
-cc-cross-prefix =
 core-y :=
 drivers-y :=
 libs-y := lib/
-include arch/$(SRCARCH)/Makefile
+include $(srctree)/arch/$(SRCARCH)/Makefile
 ARCH_CORE := $(core-y)
 ARCH_LIB := $(filter %/, $(libs-y))
 ARCH_DRIVERS := $(drivers-y) $(drivers-m)
@@ -84,24 +98,18 @@ __km_line = $(info $1 $2 $(call __km_modfile,$(patsubst $(obj)/%,%,$2)))
 
 define __km_visit
 obj := $1
-src := $1
-obj-y :=
-obj-m :=
-lib-y :=
-lib-m :=
-subdir-y :=
-subdir-m :=
-include $$(kbuild-file)
-include scripts/Makefile.lib
+include $$(srctree)/scripts/Makefile.build
 $$(info D $1)
 $$(foreach o,$$(real-obj-y),$$(if $$(filter %/built-in.a,$$o),$$(info S $$(o:/built-in.a=)),$$(call __km_line,O,$$o)))
 $$(foreach o,$$(lib-y),$$(call __km_line,L,$$o))
 __km_sub_$1 := $$(patsubst %/built-in.a,%,$$(filter %/built-in.a,$$(real-obj-y)))
 $$(foreach v,$$(filter-out $$(__km_keep) __km_%,$$(.VARIABLES)),$$(eval undefine $$v))
-$$(foreach d,$$(__km_sub_$1),$$(eval $$(call __km_visit,$$d)))
+$$(foreach d,$$(__km_sub_$1),$$(if $$(__km_seen_$$d),,$$(eval __km_seen_$$d := 1)$$(eval $$(call __km_visit,$$d))))
 endef
 
 $(eval $(call __km_visit,.))
+# No makefile read is remade: no implicit rule search for each.
+$(sort $(MAKEFILE_LIST)): ;
 __km_done: ;
 """
 
@@ -119,9 +127,12 @@ class KbuildObject:
 class KbuildEval:
     """What kbuild's Makefiles say for one configuration."""
 
-    objects: tuple[KbuildObject, ...]   # link order: built-in objects, then lib-y ones
+    objects: tuple[KbuildObject, ...]   # link order: vmlinux.a's objects, then lib-y ones
     directories: int
     srcarch: str
+    version: Optional[KernelVersion] = None     # the source's, from its top-level Makefile
+    warnings: tuple[str, ...] = field(default=(), compare=False)
+    forced: tuple[str, ...] = field(default=(), compare=False)   # what strict=False let pass
 
     def modfiles(self) -> dict[str, tuple[str, ...]]:
         return {o.path: o.modfiles for o in self.objects}
@@ -129,17 +140,23 @@ class KbuildEval:
 
 def config_srcarch(config: str) -> str:
     """SRCARCH named in a ``.config``'s header (``# Linux/x86 6.12.117 Kernel Configuration``)."""
+    arch = config_header(config)[0]
+    return _SRCARCH.get(arch, arch)
+
+
+def config_header(config: str) -> tuple[str, str]:
+    """The ARCH and the version a ``.config``'s header names
+    (``# Linux/x86 6.12.117 Kernel Configuration``)."""
     try:
         with open(config, errors="replace") as f:
             head = f.read(4096)
     except OSError as e:
         raise KmodsymsError(f"cannot read {config}: {e.strerror}") from None
-    found = _CONFIG_ARCH.search(head)
+    found = _CONFIG_HEADER.search(head)
     if not found:
-        raise KmodsymsError(f"{config}: no '# Linux/ARCH' header line; "
-                            "is it a kernel .config? (or give --arch)")
-    arch = found.group(1)
-    return _SRCARCH.get(arch, arch)
+        raise KmodsymsError(f"{config}: no '# Linux/ARCH VERSION Kernel Configuration' header "
+                            "line; is it a kernel .config?")
+    return found.group(1), found.group(2)
 
 
 def evaluate(source: str, config: str, arch: str = "") -> KbuildEval:
@@ -150,63 +167,131 @@ def evaluate(source: str, config: str, arch: str = "") -> KbuildEval:
 
 
 class PendingEval:
-    """A make run :func:`start` began: :meth:`result` waits for it, so a
-    caller can do other work meanwhile."""
+    """The evaluation :func:`start` began, in a thread of its own: a
+    tarball is unpacked, then make runs, while the caller goes on;
+    :meth:`result` waits for it."""
 
-    def __init__(self, tree: str, srcarch: str, scratch: tempfile.TemporaryDirectory):
-        self.tree, self.srcarch, self.scratch = tree, srcarch, scratch
-        self.driver = os.path.join(scratch.name, "driver.mk")
-        self.stdout = open(os.path.join(scratch.name, "stdout"), "w+", errors="replace")
-        self.stderr = open(os.path.join(scratch.name, "stderr"), "w+", errors="replace")
+    def __init__(self, source: str, config: str, srcarch: str, release: str, jobs: int,
+                 progress: Optional[Callable[[str, int, int], None]], strict: bool):
+        self.source, self.config, self.srcarch, self.release = source, config, srcarch, release
+        self.jobs, self.progress, self.strict = jobs, progress, strict
+        self.scratch = tempfile.TemporaryDirectory(prefix="kmodsyms-make-")
+        self.outcome: object = None
+        self.proc: Optional[subprocess.Popen] = None
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
 
-    def run(self, config: str) -> "PendingEval":
-        with open(self.driver, "w", errors="surrogateescape") as f:
-            f.write(auto_conf(config) + _DRIVER)
-        self.proc = subprocess.Popen(
-            ["make", "-s", "-r", "-R", "--no-print-directory", "-C", self.tree, "-f", self.driver,
-             f"SRCARCH={self.srcarch}", f"ARCH={self.srcarch}",
-             f"__km_flags={' '.join(_FLAG_VARIABLES)}", *_NO_TOOLCHAIN, "__km_done"],
-            stdin=subprocess.DEVNULL, stdout=self.stdout, stderr=self.stderr,
-            env={**os.environ, "LC_ALL": "C"})
-        return self
+    def _run(self) -> None:
+        try:
+            self.outcome = self._evaluate()
+        except BaseException as e:   # raised again by result(), in the caller's thread
+            self.outcome = e
+
+    def _evaluate(self) -> KbuildEval:
+        tree = self.source
+        if not os.path.isdir(tree):
+            dest = os.path.join(self.scratch.name, "source")
+            os.mkdir(dest)
+            report = (lambda done, total: self.progress("reading the source", done, total)) \
+                if self.progress else None
+            tree = unpack_makefiles(self.source, dest, self.jobs, report, self.stop)
+        version, warnings, forced = _check_tree(tree, self.source, self.srcarch, self.release,
+                                                self.strict)
+        if self.stop.is_set():
+            raise KmodsymsError("cancelled")
+        if self.progress:
+            self.progress("evaluating kbuild's Makefiles", 0, 0)
+        objtree = os.path.join(self.scratch.name, "objtree")
+        os.mkdir(objtree)
+        driver = os.path.join(self.scratch.name, "driver.mk")
+        with open(driver, "w", errors="surrogateescape") as f:
+            f.write(auto_conf(self.config) + _DRIVER)
+        with open(os.path.join(self.scratch.name, "stdout"), "w+", errors="replace") as out, \
+                open(os.path.join(self.scratch.name, "stderr"), "w+", errors="replace") as err:
+            self.proc = subprocess.Popen(
+                ["make", "-s", "-r", "-R", "--no-print-directory", "-C", objtree, "-f", driver,
+                 f"srctree={os.path.abspath(tree)}", f"SRCARCH={self.srcarch}", f"ARCH={self.srcarch}",
+                 f"__km_flags={' '.join(_FLAG_VARIABLES)}", *_NO_TOOLCHAIN, "__km_done"],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=err, env={**os.environ, "LC_ALL": "C"})
+            status = self.proc.wait()
+            out.seek(0)
+            err.seek(0)
+            text, errors = out.read(), err.read()
+        if status != 0:
+            lines = [line for line in errors.splitlines() if "***" in line or "Error" in line]
+            raise KmodsymsError(f"{self.source}: make could not evaluate kbuild's Makefiles: "
+                                f"{(lines or errors.splitlines() or ['(no message)'])[0].strip()}")
+        result = _parse(text, self.srcarch, _head_objects(tree))
+        return KbuildEval(result.objects, result.directories, result.srcarch, version, tuple(warnings),
+                          tuple(forced))
 
     def result(self) -> KbuildEval:
         try:
-            status = self.proc.wait()
-            self.stdout.seek(0)
-            self.stderr.seek(0)
-            out, err = self.stdout.read(), self.stderr.read()
+            self.thread.join()
         finally:
-            self.stdout.close()
-            self.stderr.close()
-            self.scratch.cleanup()
-        if status != 0:
-            errors = [line for line in err.splitlines() if "***" in line or "Error" in line]
-            raise KmodsymsError(f"{self.tree}: make could not evaluate kbuild's Makefiles: "
-                                f"{(errors or err.splitlines() or ['(no message)'])[0].strip()}")
-        return _parse(out, self.srcarch)
+            self.cancel()
+        if isinstance(self.outcome, BaseException):
+            raise self.outcome
+        return self.outcome
+
+    def cancel(self) -> None:
+        """Stop what is running (a caller that fails or is interrupted),
+        wait for it, and remove the scratch tree."""
+        self.stop.set()
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+        self.thread.join()
+        self.scratch.cleanup()
 
 
-def start(source: str, config: str, arch: str = "") -> PendingEval:
-    """Begin :func:`evaluate` (a tarball is unpacked first, here): make
-    runs while the caller goes on."""
+def start(source: str, config: str, arch: str = "", release: str = "", jobs: int = 0,
+          progress: Optional[Callable[[str, int, int], None]] = None, strict: bool = True) -> PendingEval:
+    """Begin :func:`evaluate`: the tarball is unpacked and make runs in a
+    thread while the caller goes on.  ``release``, when given, is the
+    kernel's: a source of another VERSION.PATCHLEVEL is refused (a
+    directory's at once), or with ``strict`` False evaluated all the same
+    and said so in the result's ``forced``.  ``progress(phase, done,
+    total)`` hears how far it got."""
     if shutil.which("make") is None:
         raise KmodsymsError("GNU make is not installed; install it (apt-get install make)")
     srcarch = _SRCARCH.get(arch, arch) if arch else config_srcarch(config)
+    auto_conf(config)   # a file that is no .config is refused before any work
     if not os.path.exists(source):
         raise KmodsymsError(f"{source}: no such kernel source directory or tarball")
-    scratch = tempfile.TemporaryDirectory(prefix="kmodsyms-make-")
+    if os.path.isdir(source):
+        _check_tree(source, source, srcarch, release, strict)
+    pending = PendingEval(source, config, srcarch, release, jobs, progress, strict)
+    pending.thread.start()
+    return pending
+
+
+def _check_tree(tree: str, source: str, srcarch: str, release: str,
+                strict: bool) -> tuple[KernelVersion, list[str], list[str]]:
+    """The files every evaluation reads are there, and the version is the
+    kernel's (:func:`~.kernelsource.check_version`): the version, the
+    warnings, and the refusal that ``strict`` False let pass."""
+    for need in ("Kbuild", "scripts/Makefile.build", "scripts/Makefile.lib", f"arch/{srcarch}/Makefile"):
+        if not os.path.exists(os.path.join(tree, need)):
+            raise KmodsymsError(f"{source}: no {need}; give the top of a kernel source tree "
+                                "(or its tarball) of the same version as the kernel")
+    version = makefile_version(tree)
     try:
-        tree = source if os.path.isdir(source) else unpack_makefiles(source, scratch.name)
-        for need in ("Kbuild", "scripts/Makefile.lib", f"arch/{srcarch}/Makefile"):
-            if not os.path.exists(os.path.join(tree, need)):
-                raise KmodsymsError(f"{tree if tree == source else source}: no {need}; give the top "
-                                    "of a kernel source tree (or its tarball) of the same version "
-                                    "as the kernel")
-        return PendingEval(tree, srcarch, scratch).run(config)
-    except BaseException:
-        scratch.cleanup()
-        raise
+        return version, check_version(source, version, release) if release else [], []
+    except KmodsymsError as e:
+        if strict:
+            raise
+        return version, [], [str(e)]
+
+
+def _head_objects(tree: str) -> list[str]:
+    """The lines of ``scripts/head-object-list.txt`` (6.1 and later), the
+    objects kbuild moves to the front of vmlinux.a."""
+    try:
+        with open(os.path.join(tree, "scripts", "head-object-list.txt"), errors="replace") as f:
+            return [line.strip() for line in f if line.strip() and not line.startswith("#")]
+    except OSError:
+        return []
 
 
 def auto_conf(config: str) -> str:
@@ -230,7 +315,7 @@ def auto_conf(config: str) -> str:
     return "".join(out)
 
 
-def _parse(text: str, srcarch: str) -> KbuildEval:
+def _parse(text: str, srcarch: str, heads: list[str] = ()) -> KbuildEval:
     """Splice the per-directory listings into link order."""
     listing: dict[str, list[tuple[str, str]]] = {}
     libs: dict[str, list[KbuildObject]] = {}
@@ -270,6 +355,10 @@ def _parse(text: str, srcarch: str) -> KbuildEval:
                 ordered.append(KbuildObject(item, modfiles[item]))
 
     walk(".")
+    # kbuild: ar mPi FIRST vmlinux.a $(ar t vmlinux.a | grep -F -f head-object-list.txt)
+    head = [o for o in ordered if any(line in o.path for line in heads)]
+    if head:
+        ordered = head + [o for o in ordered if o not in head]
     for lib in lib_order:
         if lib.path not in seen:
             seen.add(lib.path)
@@ -292,30 +381,3 @@ def thick_from_eval(result: KbuildEval, builtin: list[str],
             if module in wanted and obj not in members[module]:
                 members[module].append(obj)
     return ThickMap.from_members(builtin, members)
-
-
-_WANTED = re.compile(r"(^|/)(Makefile[^/]*|Kbuild[^/]*|Kconfig[^/]*)$|^scripts/")
-
-
-def unpack_makefiles(tarball: str, dest: str) -> str:
-    """Unpack the Makefiles, Kbuild files and scripts/ of a kernel source
-    tarball into ``dest``; the path of the tree's top."""
-    try:
-        archive = tarfile.open(tarball)
-    except (OSError, tarfile.TarError) as e:
-        raise KmodsymsError(f"{tarball}: not a readable kernel source tarball ({e})") from None
-    top = None
-    with archive:
-        for member in archive:   # one pass: an .xz stream cannot seek back cheaply
-            first, _, rest = member.name.partition("/")
-            if top is None:
-                top = first
-            if not (member.isfile() and first == top and _WANTED.search(rest)):
-                continue
-            if hasattr(tarfile, "data_filter"):
-                archive.extract(member, dest, filter="data")
-            elif not os.path.isabs(member.name) and ".." not in member.name.split("/"):
-                archive.extract(member, dest)   # a Python without extraction filters
-    if top is None:
-        raise KmodsymsError(f"{tarball}: empty tarball")
-    return os.path.join(dest, top)

@@ -68,6 +68,45 @@ class _Progress:
             self.bar.stop()
 
 
+class _Phases:
+    """One progress bar per phase of a long build on a terminal (phases
+    run side by side: the source unpacked while the DWARF is read);
+    nothing otherwise."""
+
+    def __init__(self, quiet: bool):
+        self.bar = None
+        self.tasks: dict[str, int] = {}
+        if sys.stderr.isatty() and not quiet:
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
+                                console=Console(stderr=True), transient=True)
+
+    def __enter__(self):
+        if self.bar:
+            self.bar.start()
+        return self
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        """``total`` 0: a phase whose length is not known (a bar that pulses)."""
+        if not self.bar:
+            return
+        task = self.tasks.get(phase)
+        if task is None:
+            task = self.tasks[phase] = self.bar.add_task(phase, total=total or None)
+        self.bar.update(task, completed=done, total=total or None)
+
+    def __exit__(self, *exc):
+        if self.bar:
+            self.bar.stop()
+
+
+def _jobs(jobs: Optional[int]) -> int:
+    if jobs is not None and jobs < 1:
+        _die(f"-j {jobs}: give a number of processes of 1 or more (default: the CPU count)")
+    return jobs or 0
+
+
 @app.command()
 def build(
     kbuild: Optional[str] = typer.Option(None, "--kbuild", "-k", help="Kernel build tree (objtree)."),
@@ -75,8 +114,8 @@ def build(
         None, "--thick", help="modules_thick.builtin to use (default: DIR/modules_thick.builtin, "
                               "then DIR/modules.builtin.objs, else derived from .cmd files)."),
     output: Optional[str] = typer.Option(None, "--output", "-o", help="Output file (default: DIR/dtrace_syms)."),
-    jobs: int = typer.Option(0, "--jobs", "-j", show_default=False,
-                             help="Parallel scanner processes (default: CPU count)."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", show_default=False,
+                                       help="Parallel processes (default: the CPU count)."),
     allow_missing: bool = typer.Option(False, "--allow-missing",
                                        help="Warn about (and record) missing objects instead of failing."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Rescan every object (ignore OUTPUT.cache)."),
@@ -87,22 +126,36 @@ def build(
     source: Optional[str] = typer.Option(
         None, "--source", help="Kernel source (directory or tarball): take the module map from its "
                                "kbuild Makefiles evaluated against the kernel's config (with --kbuild: "
-                               "DIR/.config, for a tree without .cmd files)."),
-    debuginfo: Optional[str] = typer.Option(
-        None, "--debuginfo", help="Build from this debug vmlinux (a distribution's -dbg/-debuginfo "
-                                  "package) instead of a build tree; see docs/distributions.md."),
+                               "DIR/.config, for a tree without .cmd files; with --debuginfo, default: "
+                               "/usr/src/linux-source-X.Y.tar.xz of the kernel's X.Y)."),
+    debuginfo: bool = typer.Option(
+        False, "--debuginfo", help="Build from a distribution's debug vmlinux (its -dbg/-debuginfo "
+                                   "package) instead of a build tree: each input defaults to where "
+                                   "the distribution keeps it (docs/distributions.md)."),
+    vmlinux: Optional[str] = typer.Option(
+        None, "--vmlinux", help="With --debuginfo: the debug vmlinux (default: the running kernel's, "
+                                "or --release's, in /usr/lib/debug)."),
     release: Optional[str] = typer.Option(
         None, "--release", help="With no build tree: the kernel release whose distribution files to "
                                 "read (default: the debug vmlinux's name, else the running kernel)."),
+    root: Optional[str] = typer.Option(
+        None, "--root", help="With --debuginfo: look for the distribution's files under this "
+                             "directory instead of / (a package tree unpacked with dpkg-deb -x, a "
+                             "mounted image)."),
     system_map: Optional[str] = typer.Option(None, "--system-map", help="With --debuginfo: System.map "
-                                             "(default: /usr/lib/debug/boot or /boot/System.map-REL)."),
+                                             "(default: the one beside the debug vmlinux, else "
+                                             "/usr/lib/debug/boot or /boot/System.map-REL)."),
     config: Optional[str] = typer.Option(None, "--config", help="With --debuginfo: the kernel's config "
-                                         "(default: /boot/config-REL)."),
+                                         "(default: /boot/config-REL, else /usr/lib/modules/REL/config)."),
     modules_dir: Optional[str] = typer.Option(None, "--modules-dir", help="With --debuginfo: "
-                                              "/lib/modules/REL (modules.builtin)."),
+                                              "/lib/modules/REL or /usr/lib/modules/REL (modules.builtin)."),
     guess_modules: bool = typer.Option(False, "--guess-modules", help="With --debuginfo and no --source: "
                                        "guess each object's module from modules.builtin.modinfo's file= "
                                        "entries (not exact; recorded as such)."),
+    force: bool = typer.Option(False, "--force", help="With --debuginfo: write the file even when the "
+                               "module map fails its self-check (recorded in the file; every load "
+                               "warns)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars (shown on a terminal only)."),
     as_json: bool = typer.Option(False, "--json", help="With --debuginfo: print the summary as JSON."),
 ):
     """Scan a kernel build tree into one dtrace_syms file, or build one from
@@ -110,14 +163,19 @@ def build(
     from ..build.archive import vmlinux_objects
     from ..build.writer import build as run_build
     from ..build.modmap import choose_module_map
-    if debuginfo or release or system_map or config or modules_dir or guess_modules:
+    jobs = _jobs(jobs)
+    if debuginfo or vmlinux or release or root or system_map or config or modules_dir or guess_modules:
         if kbuild:
             _die("give --kbuild, or --debuginfo and its files, not both")
-        _build_debuginfo(debuginfo, release, system_map, config, modules_dir, source, guess_modules,
-                         output, jobs, as_json)
+        if root and not os.path.isdir(root):
+            _die(f"{root}: no such directory (--root: where the distribution's files are unpacked)")
+        _build_debuginfo(vmlinux or "", release, root or "/", system_map, config, modules_dir, source,
+                         guess_modules, output, jobs, as_json, force, quiet)
         return
+    if force:
+        _die("--force is for --debuginfo builds: a build tree's module map is kbuild's own")
     if not kbuild:
-        _die("give the kernel build tree (--kbuild DIR), or a debug vmlinux (--debuginfo VMLINUX)")
+        _die("give the kernel build tree (--kbuild DIR), or build from a debug vmlinux (--debuginfo)")
     if not os.path.isdir(kbuild):
         _die(f"{kbuild}: not a directory (give the kernel build tree with --kbuild)")
     if source and thick:
@@ -125,7 +183,7 @@ def build(
     thick_map, thick_source = choose_module_map(kbuild, thick, source)
     output = output or os.path.join(kbuild, "dtrace_syms")
     # The bar's length costs a second read of vmlinux.a: only on a terminal.
-    total = len(vmlinux_objects(kbuild)[0]) if sys.stderr.isatty() else 0
+    total = len(vmlinux_objects(kbuild)[0]) if sys.stderr.isatty() and not quiet else 0
     with _Progress(total, "scanning objects") as bar:
         result = run_build(kbuild, thick_map, thick_source, output, jobs=jobs,
                            allow_missing=allow_missing, progress=bar.advance,
@@ -137,20 +195,35 @@ def build(
                f"(module map: {result.thick_source}), {result.layout}, {result.seconds:.2f}s")
 
 
-def _build_debuginfo(vmlinux, release, system_map, config, modules_dir, source, guess_modules,
-                     output, jobs, as_json) -> None:
-    from ..build.debuginfo import build_from_debuginfo, default_inputs, release_of_vmlinux
+def _release_under(root: str) -> str:
+    """The one release whose debug vmlinux ``root`` holds."""
+    import glob
+    found = sorted({os.path.basename(p)[len("vmlinux-"):] for p in glob.glob(os.path.join(
+        glob.escape(root), "usr/lib/debug/boot/vmlinux-*"))} | {os.path.basename(os.path.dirname(p)) for p in
+        glob.glob(os.path.join(glob.escape(root), "usr/lib/debug/lib/modules/*/vmlinux"))})
+    if len(found) > 1:
+        _die(f"{root} holds the debug vmlinux of several releases ({', '.join(found)}): give --release")
+    return found[0] if found else ""
+
+
+def _build_debuginfo(vmlinux, release, root, system_map, config, modules_dir, source, guess_modules,
+                     output, jobs, as_json, force, quiet) -> None:
+    from ..build.debuginfo import build_from_debuginfo, default_inputs, default_source, release_of_vmlinux
     if source and guess_modules:
         _die("give --source or --guess-modules, not both")
     if not output:
         _die("give the output file (-o FILE) to build from debug info")
-    release = release or (release_of_vmlinux(vmlinux) if vmlinux else "")
-    inputs = default_inputs(release)
-    inputs.vmlinux = vmlinux or inputs.vmlinux
+    release = release or (release_of_vmlinux(vmlinux) if vmlinux else "") or \
+        (_release_under(root) if root != "/" else "")
+    inputs = default_inputs(release, vmlinux, root)
     inputs.system_map = system_map or inputs.system_map
     inputs.config = config or inputs.config
     inputs.modules_dir = modules_dir or inputs.modules_dir
-    r = build_from_debuginfo(inputs, output, source, guess_modules=guess_modules, jobs=jobs)
+    if not source and not guess_modules:
+        source = default_source(inputs.release, os.path.join(root, "usr/src"))
+    with _Phases(quiet) as phases:
+        r = build_from_debuginfo(inputs, output, source, guess_modules=guess_modules, jobs=jobs,
+                                 force=force, progress=phases, warn=warn)
     if as_json:
         typer.echo(json.dumps(r.summary(), indent=2))
         return
@@ -168,7 +241,9 @@ def _build_debuginfo(vmlinux, release, system_map, config, modules_dir, source, 
         k = r.self_check
         typer.echo(f"  self-check: {k['initcalls_wrong']} of {k['initcalls_checked']} __initcall__kmod_ "
                    f"symbols and {k['params_wrong']} of {k['params_checked']} __param_ symbols of "
-                   "modules.builtin.modinfo's parameters name another module than their object's")
+                   "modules.builtin.modinfo's parameters name another built-in module than their "
+                   f"object's ({k['initcalls_outside'] + k['params_outside']} others name a module "
+                   "that is not built in, as their object does)")
 
 
 @app.command()
@@ -178,7 +253,7 @@ def info(
 ):
     """Show a dtrace_syms file's header, counts and modules."""
     from ..format.fileformat import FORMAT_VERSION
-    from ..format.symsfile import FLAG_FROM_DEBUG_INFO, FLAG_GUESSED_MODULES, read_syms
+    from ..format.symsfile import FLAG_FORCED, FLAG_FROM_DEBUG_INFO, FLAG_GUESSED_MODULES, read_syms
     syms = read_syms(file)
     counts = syms.module_symbol_counts()
     core = int((syms.symbols["modset"] == 0).sum())
@@ -196,6 +271,7 @@ def info(
         "missing_objects": syms.missing_objects,
         "from_debug_info": bool(syms.flags & FLAG_FROM_DEBUG_INFO),
         "modules_guessed": bool(syms.flags & FLAG_GUESSED_MODULES),
+        "forced": bool(syms.flags & FLAG_FORCED),
         "layout": ({"segments": len(syms.segments), "anchors": len(syms.anchors),
                     "placement": json.loads(syms.meta_placement)}
                    if syms.has_layout and syms.meta_placement else None),
@@ -212,7 +288,9 @@ def info(
                f"written by:      {doc['tool_version']}\n"
                f"objects:         {doc['objects']} (from {doc['object_source']})\n"
                f"module map:      {doc['module_map']}\n"
-               f"symbols:         {doc['symbols']} ({core} core kernel)\n"
+               + ("FORCED:          written with --force past a failed check (above); its "
+                  "answers may be wrong\n" if doc["forced"] else "")
+               + f"symbols:         {doc['symbols']} ({core} core kernel)\n"
                f"built-in modules: {len(counts)}")
     layout = doc["layout"]
     debug = layout["placement"].get("debug_info") if layout else None

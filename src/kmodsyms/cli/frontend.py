@@ -338,11 +338,6 @@ def load_resolver(options: dict, quiet: bool = False):
                     modules_dir=options["modules_dir"])
     for warning in resolver.module_warnings:
         warn(warning)
-    if resolver.info.guessed_modules:
-        warn(f"the built-in modules of {options['syms'] or 'dtrace_syms'} are guessed from "
-             "modules.builtin.modinfo (kmodsyms build --guess-modules), not kbuild's: a module "
-             "of several objects may show as vmlinux or as another module; rebuild it with "
-             "--source")
     return resolver
 
 

@@ -119,6 +119,7 @@ CRC_COVERS_FROM = HEADER_AT["file_size"]
 FLAG_MISSING_OBJECTS = 1   # some objects were missing at build time (--allow-missing)
 FLAG_FROM_DEBUG_INFO = 2   # built from a debug vmlinux's DWARF, not from the objects
 FLAG_GUESSED_MODULES = 4   # the module map is modules.builtin.modinfo's file= guess
+FLAG_FORCED = 8            # written with --force past a failed check (thick_source says which)
 # objects.flags
 OBJECT_MISSING = 1         # this object was missing: no sections, no symbols
 # sections.address of a section not placed at build time
@@ -190,6 +191,7 @@ def c_header() -> str:
             f"#define FLAG_MISSING_OBJECTS {FLAG_MISSING_OBJECTS}u /* header flags */",
             f"#define FLAG_FROM_DEBUG_INFO {FLAG_FROM_DEBUG_INFO}u",
             f"#define FLAG_GUESSED_MODULES {FLAG_GUESSED_MODULES}u",
+            f"#define FLAG_FORCED {FLAG_FORCED}u",
             f"#define OBJECT_MISSING {OBJECT_MISSING}u /* objects.flags */",
             f"#define NO_ADDRESS UINT64_C(0x{NO_ADDRESS:X}) /* sections.address: not placed */"]
     out += [f"#define PLACEMENT_{k} {v}u /* sections.placement */" for k, v in PLACEMENT_CODES.items()]

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..build.elfdefs import BINDING_NAMES
 from ..errors import KmodsymsError
-from .fileformat import (CRC_COVERS_FROM, DIRECTORY_AT, FLAG_FROM_DEBUG_INFO, FLAG_GUESSED_MODULES,
+from .fileformat import (CRC_COVERS_FROM, DIRECTORY_AT, FLAG_FORCED, FLAG_FROM_DEBUG_INFO, FLAG_GUESSED_MODULES,
                          FLAG_MISSING_OBJECTS, FORMAT_VERSION,  # noqa: F401
                          HEADER, HEADER_AT, HEADER_SIZE, HEADER_STRINGS, MAGIC, MAX_ENTRIES, NO_ADDRESS,
                          OBJECT_MISSING, TABLE_ALIGN, Table, struct_format)
