@@ -459,6 +459,8 @@ SKIPPING_FIXTURES = {
                   "arm64 `linux-6.12-arm64`), each run for both and skipped for a missing one",
     "kernel_tree": "Debian's kernel source, `/usr/src/linux-source-*.tar.xz` "
                    "(`apt-get install linux-source-6.12`; these are also `-m slow`)",
+    "ranges_verifier": "Debian's kernel source, for its `scripts/verify_builtin_ranges.awk`, or "
+                       "`gawk`, which runs it (not `-m slow`)",
     "any_kernel": "the same source, each run for x86_64 and for s390, which also needs "
                   "`gcc-s390x-linux-gnu` (`-m slow`)",
     "live": "the same source, QEMU (`qemu-system-x86`) and a static busybox (`busybox-static`), "

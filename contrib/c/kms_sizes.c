@@ -76,6 +76,17 @@ static uint64_t group_bound(const kms_handle *h, uint32_t g, uint64_t addr)
     return 0;
 }
 
+/* R61: a zero-size marker by its name: the linker's __start_SEC and
+ * __stop_SEC, lockdep's __key and __key.N (a struct lock_class_key, empty
+ * without CONFIG_LOCKDEP). */
+static int zero_size_marker(const kms_handle *h, size_t i)
+{
+    const char *n = line_name(h, i);
+    size_t len = h->line[i].name_len;
+    return (len > 8 && memcmp(n, "__start_", 8) == 0) || (len > 7 && memcmp(n, "__stop_", 7) == 0) ||
+           (len >= 5 && memcmp(n, "__key", 5) == 0 && (len == 5 || n[5] == '.'));
+}
+
 int kmsi_group_lines(kms_handle *h, kms_error *err)
 {
     size_t n = h->n, ng = h->nmods ? h->nmods : 1;
@@ -117,17 +128,27 @@ int kmsi_group_lines(kms_handle *h, kms_error *err)
     /* R49: each group from its top, the next greater address seen so far */
     for (uint32_t g = 0; g < ng; g++) {
         uint64_t above = 0, here = 0; /* 0: none yet (no line is above address 0) */
+        int loaded = g && h->mod_origin[g] == KMS_ORIGIN_LOADABLE, real_here = 0;
         for (uint32_t k = h->group_first[g + 1]; k-- > h->group_first[g];) {
             uint32_t i = h->grouped[k];
             const struct line *l = &h->line[i];
             if (l->addr != here || k + 1 == h->group_first[g + 1]) {
                 above = k + 1 == h->group_first[g + 1] ? 0 : here;
                 here = l->addr;
+                real_here = 0; /* R61: a line of this address that is no marker */
+                for (uint32_t j = k + 1; loaded && j-- > h->group_first[g] &&
+                                         h->line[h->grouped[j]].addr == here;)
+                    real_here |= !zero_size_marker(h, h->grouped[j]);
             }
             if (l->size >= 0)
                 continue;
+            int marker = loaded && zero_size_marker(h, i);
+            if (marker && real_here)
+                continue; /* R61: the bytes here are the other line's */
             uint64_t bound = group_bound(h, g, l->addr);
             uint64_t end = above && (!bound || above < bound) ? above : bound;
+            if (!end && loaded && !marker)
+                end = l->addr + 1; /* R61: nothing above: its first byte */
             if (end > l->addr && end - l->addr < NO_ESTIMATE)
                 h->estimate[i] = (uint32_t)(end - l->addr);
         }

@@ -373,6 +373,36 @@ def thick(
 
 
 @app.command()
+def ranges(
+    syms: str = typer.Option(..., "--syms", "-s", help="A dtrace_syms file with its link layout "
+                                                       "(built from a tree or with --debuginfo)."),
+    output: Optional[str] = typer.Option(None, "--output", "-o", help="Write here (atomically) "
+                                         "instead of stdout."),
+    as_json: bool = typer.Option(False, "--json", help="The same ranges as one JSON object: the "
+                                 "anchor, each range's link addresses and modules, and what "
+                                 "dtrace's reading cannot be given."),
+):
+    """Write the kernel's modules.builtin.ranges from a dtrace_syms file's
+    link layout, shaped so that dtrace-utils, reading it beside
+    /proc/kallsyms, files every line of a built-in module under it (see
+    docs/dtrace-utils.md)."""
+    from ..format.ranges import format_ranges, plan, to_json
+    from ..format.symsfile import read_syms, write_atomic
+    p = plan(read_syms(syms))
+    text = json.dumps(to_json(p), indent=2) + "\n" if as_json else format_ranges(p)
+    if output:
+        write_atomic(output, text.encode())
+        s = p.summary()
+        anchor = f" after the anchor {p.groups[0].anchor}" if p.groups else ""
+        typer.echo(f"{output}: {s['ranges']} ranges of {s['modules']} built-in modules{anchor}; "
+                   f"{s['shortened']} end a byte short of their objects, where the next begins; "
+                   f"{s['conflicts']} cannot (their last byte is a symbol): the next one's first "
+                   "line dtrace reads as vmlinux's")
+    else:
+        sys.stdout.write(text)
+
+
+@app.command()
 def install(
     kbuild: str = typer.Option(..., "--kbuild", "-k", help="Kernel build tree (objtree)."),
     mod_path: str = typer.Option("", "--mod-path", help="Prefix, as make's INSTALL_MOD_PATH (default: none)."),
