@@ -263,8 +263,11 @@ def run_qemu(cmd: list[str], log: str, started_within: float | None) -> tuple[in
         return (None if gave_up else proc.returncode), f.read()
 
 
-def boot(machine: Machine, tree: str, cpio: str, work: str) -> tuple[str, float, str]:
+def boot(machine: Machine, tree: str, cpio: str, work: str, image: str | None = None,
+         memory: str = "512M") -> tuple[str, float, str]:
     """Boot, wait for the guest to reboot, unpack its tar into WORK/out.
+    The kernel is TREE's boot image unless IMAGE names another (a
+    distribution's vmlinuz: tests/debian_guest.py).
     KVM first when usable; a KVM that runs the firmware but never
     reaches /init (nested KVM without long mode, as in some VMs) is
     left for TCG."""
@@ -272,8 +275,8 @@ def boot(machine: Machine, tree: str, cpio: str, work: str) -> tuple[str, float,
     for accel in accels:
         cmd = [machine.qemu, *machine.machine, "-accel", accel,
                "-cpu", machine.kvm_cpu if accel == "kvm" else machine.tcg_cpu,
-               "-m", "512M", "-smp", "1", "-nographic", "-no-reboot", "-monitor", "none",
-               "-kernel", os.path.join(tree, machine.image), "-initrd", cpio,
+               "-m", memory, "-smp", "1", "-nographic", "-no-reboot", "-monitor", "none",
+               "-kernel", image or os.path.join(tree, machine.image), "-initrd", cpio,
                "-append", f"console={machine.console} panic=-1 oops=panic quiet loglevel=1 {machine.append}".rstrip()]
         start = time.monotonic()
         status, console = run_qemu(cmd, os.path.join(work, f"console-{accel}.log"),
