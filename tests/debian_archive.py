@@ -187,16 +187,15 @@ class Suite:
             pytest.skip(f"apt downloaded no .deb for {', '.join(lost)}")
         return paths
 
-    def download_with_dependencies(self, *packages: str) -> list[str]:
-        """The .deb files of ``packages`` and of everything they depend on
-        (as on a machine with nothing installed), downloaded as needed."""
-        out = self._run("apt-get", "install", "--download-only", "--no-install-recommends",
-                        "-y", "--print-uris", "-qq", *packages)
-        names = re.findall(r"^'[^']*' (\S+\.deb) ", out, re.M)
-        if any(not os.path.exists(os.path.join(archives_dir(), n)) for n in names):
-            self._run("apt-get", "install", "--download-only", "--no-install-recommends", "-y",
-                      "-qq", *packages)
-        return [os.path.join(archives_dir(), n) for n in names]
+    def download_with_dependencies(self, package: str) -> list[str]:
+        """The .deb files of ``package`` and of everything it depends on, as
+        apt would install them on a system with nothing installed (these
+        lists have no status): apt's simulation names them, whether their
+        .debs are cached or not."""
+        out = self._run("apt-get", "install", "-s", "--no-install-recommends", "-y", "-qq", package)
+        names = re.findall(r"^Inst (\S+) ", out, re.M)
+        assert package in names, out[-2000:]
+        return self.download(*names)
 
     def _deb_path(self, package: str, version: str) -> str | None:
         name, _, arch = package.partition(":")

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import pytest
 
 import debian_archive
+from debian_kernels import DebianKernel, debian_kernel
 from live_boot import MACHINES, boot, busybox
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -48,27 +49,9 @@ GUEST_DIRS = ("dev", "proc", "sys", "tmp", "run", "mnt", "etc", "usr/bin", "usr/
               "usr/lib64")
 
 
-@dataclass(frozen=True)
-class Release:
-    """A Debian kernel release and where its packages are."""
-
-    name: str                   # uname -r
-    suite: str                  # the suite that ships it
-    packages: tuple[str, ...]   # its image and modules packages
-    source: str                 # the linux-source-X.Y package of its version
-
-    @property
-    def debug_package(self) -> str:
-        return f"linux-image-{self.name}-dbg"
-
-
-TRIXIE_6_12 = Release("6.12.118+deb13-cloud-amd64", "trixie",
-                      ("linux-image-6.12.118+deb13-cloud-amd64-unsigned",), "linux-source-6.12")
-# 7.2 splits the image: vmlinuz in linux-binary, the .ko.xz in linux-modules,
-# System.map, config and modules.builtin* in linux-base.
-SID_7_2 = Release("7.2.13+deb14-cloud-amd64", "sid",
-                  tuple(f"linux-{p}-7.2.13+deb14-cloud-amd64" for p in ("binary", "modules", "base")),
-                  "linux-source-7.2")
+def release(suite: str) -> DebianKernel:
+    """SUITE's newest cloud-amd64 kernel, bootable (tests/debian_kernels.py)."""
+    return debian_kernel(suite, "cloud-amd64", bootable=True)
 
 
 def cache_dir(*parts: str) -> str:
@@ -92,117 +75,35 @@ def cached(path: str, make) -> str:
     return path
 
 
-def package_version(deb: str) -> str:
-    return subprocess.run(["dpkg-deb", "-f", deb, "Version"], capture_output=True, text=True,
-                          check=True).stdout.strip()
-
-
-def kernel_debs(release: Release) -> list[str]:
-    return debian_archive.Suite(release.suite).update().download(*release.packages)
-
-
 # ------------------------------------------------------------------ kernel
-def kernel_root(release: Release) -> str:
-    """The release's packages unpacked into one root, /lib a link to
-    /usr/lib (as merged /usr has it) and modules.dep written."""
-    def make(root: str) -> None:
-        for deb in kernel_debs(release):
-            debian_archive.unpack(deb, root)
-        os.symlink("usr/lib", os.path.join(root, "lib"))
-        depmod(root, release.name)
-    return cached(cache_dir(release.name, "kernel"), make)
+def modules_dir(kernel: DebianKernel) -> str:
+    """/lib/modules/REL of the kernel's packages, with modules.dep: the
+    package leaves it to its postinst (kmod's depmod); busybox's writes the
+    same text, and busybox's modprobe reads it."""
+    path = next(p for p in (os.path.join(kernel.root, d, "modules", kernel.release) for d in ("usr/lib", "lib"))
+                if os.path.isdir(os.path.join(p, "kernel")))
+    if not os.path.exists(os.path.join(path, "modules.dep")):
+        tool = shutil.which("depmod") or shutil.which("busybox")
+        args = [tool] if tool.endswith("depmod") else [tool, "depmod"]
+        base = os.path.dirname(os.path.dirname(os.path.dirname(path)))   # ROOT or ROOT/usr
+        subprocess.run([*args, "-b", base, kernel.release], check=True, capture_output=True)
+    return path
 
 
-def depmod(root: str, name: str) -> None:
-    """modules.dep and its siblings for ROOT/lib/modules/NAME: the package
-    leaves them to its postinst (kmod's depmod); busybox's writes the same
-    text, and busybox's modprobe reads it."""
-    tool = shutil.which("depmod") or shutil.which("busybox")
-    args = [tool] if tool.endswith("depmod") else [tool, "depmod"]
-    subprocess.run([*args, "-b", root, name], check=True, capture_output=True)
-    assert os.path.exists(os.path.join(root, "lib", "modules", name, "modules.dep"))
-
-
-def modules_dir(release: Release) -> str:
-    return os.path.join(kernel_root(release), "usr", "lib", "modules", release.name)
-
-
-def vmlinuz(release: Release) -> str:
+def vmlinuz(kernel: DebianKernel) -> str:
     """The boot image: /boot/vmlinuz-REL (6.12) or /usr/lib/modules/REL/vmlinuz (7.2)."""
-    root = kernel_root(release)
-    for path in (os.path.join(root, "boot", f"vmlinuz-{release.name}"),
-                 os.path.join(modules_dir(release), "vmlinuz")):
+    for path in (os.path.join(kernel.root, "boot", f"vmlinuz-{kernel.release}"),
+                 os.path.join(modules_dir(kernel), "vmlinuz")):
         if os.path.isfile(path):
             return path
-    raise AssertionError(f"no vmlinuz in {', '.join(release.packages)}")
-
-
-def config(release: Release) -> str:
-    for path in (os.path.join(kernel_root(release), "boot", f"config-{release.name}"),
-                 os.path.join(modules_dir(release), "config")):
-        if os.path.isfile(path):
-            return path
-    raise AssertionError(f"no config in {', '.join(release.packages)}")
-
-
-# ------------------------------------------------------------- debug info
-def debug_root(release: Release) -> str:
-    """vmlinux and System.map of the release's -dbg package (its 1.5 GB of
-    modules' debug files are left packed)."""
-    def make(root: str) -> None:
-        (deb,) = debian_archive.Suite(release.suite).update().download(release.debug_package)
-        debian_archive.unpack(deb, root, *debug_members(deb))
-    return cached(cache_dir(release.name, "debug"), make)
-
-
-def debug_members(deb: str) -> list[str]:
-    """The regular files named vmlinux* or System.map* in DEB (the others of
-    those names are links to them)."""
-    listing = subprocess.run(["dpkg-deb", "-c", deb], capture_output=True, text=True, check=True)
-    return [line.split()[-1] for line in listing.stdout.splitlines()
-            if line.startswith("-") and re.search(r"/(vmlinux|System\.map)[^/]*$", line)]
-
-
-def debug_file(release: Release, name: str) -> str:
-    """NAME (vmlinux or System.map) of the -dbg package, wherever it puts it."""
-    found = [p for p in glob.glob(os.path.join(debug_root(release), "usr", "lib", "debug", "**", "*"),
-                                  recursive=True)
-             if os.path.isfile(p) and re.fullmatch(rf"{re.escape(name)}(-.*)?", os.path.basename(p))]
-    assert len(found) == 1, f"{release.debug_package}: {name}: {found}"
-    return found[0]
-
-
-def source_tarball(release: Release) -> str:
-    """linux-source-X.Y's tarball of the kernel's own version (the -dbg
-    package's), from its .deb."""
-    (deb,) = debian_archive.Suite(release.suite).update().download(release.source)
-    (dbg,) = debian_archive.Suite(release.suite).download(release.debug_package)
-    if package_version(deb) != package_version(dbg):
-        pytest.skip(f"{release.suite}'s {release.source} is {package_version(deb)}, not the kernel's "
-                    f"{package_version(dbg)}")
-
-    def make(root: str) -> None:
-        debian_archive.unpack(deb, root, "./usr/src/*.tar.*")
-    root = cached(cache_dir("source", f"{release.source}_{package_version(deb)}"), make)
-    (tarball,) = glob.glob(os.path.join(root, "usr", "src", f"{release.source}.tar.*"))
-    return tarball
+    raise AssertionError(f"{kernel.release}'s packages hold no vmlinuz")
 
 
 # ----------------------------------------------------------------- dtrace
-def dependency_closure(suite: debian_archive.Suite, package: str) -> list[str]:
-    """PACKAGE and everything it depends on, as apt would install them on
-    a system with nothing installed (the suite's lists have no status):
-    apt's simulation names them, whether their .debs are cached or not."""
-    out = suite._run("apt-get", "install", "-s", "--no-install-recommends", "-y", "-qq", package)
-    names = re.findall(r"^Inst (\S+) ", out, re.M)
-    assert package in names, out[-2000:]
-    return suite.download(*names)
-
-
 def dtrace_root() -> str:
     """sid's dtrace and its dependency closure, unpacked into one root."""
     suite = debian_archive.Suite(USERSPACE_SUITE).update()
-    debs = dependency_closure(suite, "dtrace")
+    debs = suite.download_with_dependencies("dtrace")
     key = "+".join(sorted(os.path.basename(d)[:-4] for d in debs if "dtrace" in os.path.basename(d)))
 
     def make(root: str) -> None:
@@ -270,11 +171,11 @@ class Cpio:
         self.out.close()
 
 
-def base_initramfs(release: Release) -> str:
-    """The cached part of the guest: busybox, the dtrace root, the release's
+def base_initramfs(kernel: DebianKernel) -> str:
+    """The cached part of the guest: busybox, the dtrace root, the kernel's
     modules tree, merged /usr's links and /dev/console (which the kernel
     opens before /init runs)."""
-    users, kernel = dtrace_root(), kernel_root(release)
+    users, modules = dtrace_root(), modules_dir(kernel)
     bb = busybox(MACHINES["x86"], cache_dir())
     key = f"{os.path.basename(users)}+busybox-{os.path.getsize(bb)}.cpio"
 
@@ -287,9 +188,16 @@ def base_initramfs(release: Release) -> str:
         cpio.node("dev/console", 5, 1)
         cpio.file("usr/bin/busybox", bb, 0o755)
         cpio.tree(users)
-        cpio.tree(kernel, os.path.join("usr", "lib", "modules"))
+        for top, _dirs, files in os.walk(modules):   # at usr/lib/modules/REL, whatever the package's layout
+            for name in sorted(files):
+                path = os.path.join(top, name)
+                guest = os.path.join("usr/lib/modules", kernel.release, os.path.relpath(path, modules))
+                if os.path.islink(path):
+                    cpio.symlink(guest, os.readlink(path))
+                else:
+                    cpio.file(guest, path)
         cpio.close()
-    return cached(cache_dir(release.name, key), make)
+    return cached(cache_dir(kernel.release, key), make)
 
 
 def run_initramfs(path: str, files: dict[str, str | bytes]) -> str:
@@ -320,26 +228,26 @@ class GuestRun:
             return f.read()
 
 
-def ready(release: Release) -> None:
+def ready(kernel: DebianKernel) -> None:
     """Skip at once, naming what to install, when QEMU or busybox is
     missing; download and unpack what the guest needs (once)."""
     machine = MACHINES["x86"]
     if shutil.which(machine.qemu) is None:
         pytest.skip(f"{machine.qemu} absent (apt-get install {machine.package})")
-    base_initramfs(release)
+    base_initramfs(kernel)
 
 
-def run_guest(release: Release, script: str, files: dict[str, str | bytes], work: str) -> GuestRun:
-    """Boot RELEASE with SCRIPT as /test.sh (and FILES) and return what it
+def run_guest(kernel: DebianKernel, script: str, files: dict[str, str | bytes], work: str) -> GuestRun:
+    """Boot KERNEL with SCRIPT as /test.sh (and FILES) and return what it
     wrote into $OUT."""
-    ready(release)
+    ready(kernel)
     os.makedirs(work, exist_ok=True)
     own = run_initramfs(os.path.join(work, "run.cpio"), {**files, "/test.sh": script})
     initrd = os.path.join(work, "initramfs.cpio")
     with open(initrd, "wb") as out:
-        for part in (base_initramfs(release), own):
+        for part in (base_initramfs(kernel), own):
             with open(part, "rb") as f:
                 shutil.copyfileobj(f, out)
-    accel, seconds, console = boot(MACHINES["x86"], "", initrd, work, image=vmlinuz(release),
+    accel, seconds, console = boot(MACHINES["x86"], "", initrd, work, image=vmlinuz(kernel),
                                    memory=MEMORY)
     return GuestRun(os.path.join(work, "out"), accel, seconds, console)

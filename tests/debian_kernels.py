@@ -41,7 +41,11 @@ def _newer(a: str, b: str) -> bool:
     return subprocess.run(["dpkg", "--compare-versions", a, "gt", b]).returncode == 0
 
 
-def debian_kernel(suite: str, flavour: str = "cloud-amd64", arch: str = "amd64") -> DebianKernel:
+def debian_kernel(suite: str, flavour: str = "cloud-amd64", arch: str = "amd64",
+                  bootable: bool = False) -> DebianKernel:
+    """The newest kernel of SUITE's FLAVOUR, unpacked; with BOOTABLE, its
+    vmlinuz and .ko files too (Debian 14's linux-binary-REL and
+    linux-modules-REL; before, the image package has them)."""
     archive = Suite(suite).update()
     qualify = (lambda name: f"{name}:{arch}") if arch != "amd64" else (lambda name: name)
     names = archive.search(rf"^linux-image-[0-9][^ ]*-{re.escape(flavour)}-dbg$")
@@ -58,7 +62,10 @@ def debian_kernel(suite: str, flavour: str = "cloud-amd64", arch: str = "amd64")
     if best is None:
         pytest.skip(f"Debian {suite} has no {flavour} kernel whose linux-source is of its version")
     release, version, source = best
-    return _unpacked(archive, suite, flavour, release, version, source, qualify)
+    kernel = _unpacked(archive, suite, flavour, release, version, source, qualify)
+    if bootable:
+        _add_boot_files(archive, kernel, qualify)
+    return kernel
 
 
 def _unpacked(archive: Suite, suite: str, flavour: str, release: str, version: str, source: str,
@@ -81,3 +88,15 @@ def _unpacked(archive: Suite, suite: str, flavour: str, release: str, version: s
         with open(stamp, "w"):
             pass
     return DebianKernel(suite, flavour, release, version, root, tarball)
+
+
+def _add_boot_files(archive: Suite, kernel: DebianKernel, qualify) -> None:
+    stamp = os.path.join(kernel.root, ".bootable")
+    if os.path.exists(stamp):
+        return
+    split = [f"linux-binary-{kernel.release}", f"linux-modules-{kernel.release}"]
+    if all(v == kernel.version for v in archive.versions(*map(qualify, split))):
+        for deb in archive.download(*map(qualify, split)):
+            unpack(deb, kernel.root, exclude=_EXCLUDED)
+    with open(stamp, "w"):
+        pass
