@@ -1,4 +1,4 @@
-"""The one compiled part of kmodsyms: libkmodsyms (contrib/c), built from
+"""The one compiled part of kmodsyms: libkmodsyms (`libkmodsyms/`), built from
 its own sources into the extension kmodsyms.binding._kms.  Everything else
 is declared in pyproject.toml."""
 
@@ -8,7 +8,7 @@ import os
 from setuptools import Extension, setup
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CSRC = "contrib/c"
+CSRC = "libkmodsyms"
 
 
 def library_sources() -> list:

@@ -62,8 +62,8 @@ def main(argv=None) -> int:
         print("the corpus (../shared/kernels) is absent", file=sys.stderr)
         return 2
     import kmodsyms
-    from kmodsyms.build.writer import build
-    from kmodsyms.build.thick import read_thick
+    from kmodsyms.scan.modmap.thick import read_thick
+    from kmodsyms.scan.writer import build
     work = tempfile.mkdtemp(prefix="kmodsyms-compress-")
     try:
         syms = os.path.join(work, "dtrace_syms")

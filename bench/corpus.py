@@ -125,7 +125,7 @@ def read_thick_lines(path: str) -> list[tuple[str, list[str]]]:
 
 
 def _module_name(path: str) -> str:
-    """As kmodsyms.build.thick.module_name: base name, no .o/.ko, '-' -> '_'."""
+    """As kmodsyms.scan.modmap.thick.module_name: base name, no .o/.ko, '-' -> '_'."""
     base = os.path.basename(path)
     for suffix in (".ko", ".o"):
         if base.endswith(suffix):

@@ -89,7 +89,7 @@ def row_debuginfo(b) -> list[dict]:
                             "KMODSYMS_DEBUG_ROOT: the -dbg, base or image and linux-source .debs "
                             "unpacked with dpkg-deb -x")
                 for name, what in (("debuginfo", "from the tarball"), ("debuginfo_dir", "from a tree"))]
-    from kmodsyms.build.kernelsource import unpack_makefiles
+    from kmodsyms.scan.modmap.kernelsource import unpack_makefiles
     tree = b.path("debuginfo", "source")
     if not os.path.isdir(tree):
         os.makedirs(tree + ".tmp", exist_ok=True)

@@ -23,6 +23,7 @@ def _byte_compile(log) -> None:
     editable install under PYTHONDONTWRITEBYTECODE would otherwise compile
     every module from source in every timed process."""
     import compileall
+
     import kmodsyms
     package = os.path.dirname(os.path.abspath(kmodsyms.__file__))
     if not compileall.compile_dir(package, quiet=1):

@@ -76,10 +76,10 @@ def machine() -> dict:
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "src", "contrib/c"], cwd=ROOT, text=True,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "src", "libkmodsyms"], cwd=ROOT, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout.strip()
         if commit and dirty:
-            commit += "+dirty(src/, contrib/c/)"
+            commit += "+dirty(src/, libkmodsyms/)"
     except OSError:
         pass
     import numpy

@@ -474,13 +474,13 @@ def row_refresh(b: Bench) -> list[dict]:
                    f"is loaded or unloaded takes {median(c):.3f}s (the sources loaded again)")]
 
 
-# -- 9. the C loader (contrib/c, libkmodsyms) ------------------------------------
+# -- 9. the C loader (libkmodsyms, libkmodsyms) ------------------------------------
 def _kms_bench(b: Bench) -> str:
-    """contrib/c's kms-bench, built (optimised, as installed) into the scratch dir once."""
+    """libkmodsyms' kms-bench, built (optimised, as installed) into the scratch dir once."""
     out = b.path("clib", "kms-bench")
     if not os.path.exists(out):
         src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                           "contrib", "c")
+                           "libkmodsyms")
         subprocess.run(["make", "-s", "-C", src, f"O={os.path.dirname(out)}",
                         os.path.join(os.path.dirname(out), "kms-bench")],
                        check=True, stdout=subprocess.DEVNULL)
@@ -781,7 +781,7 @@ def _dt_module(b: Bench, *args) -> dict:
     out = b.path("clib", "kms-dt-module")
     if not os.path.exists(out):
         src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                           "contrib", "c")
+                           "libkmodsyms")
         subprocess.run(["make", "-s", "-C", src, f"O={os.path.dirname(out)}", out],
                        check=True, stdout=subprocess.DEVNULL)
     proc = subprocess.run([out] + [str(a) for a in args] + ["time"], capture_output=True,

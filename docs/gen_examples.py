@@ -48,6 +48,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from bench.corpus import CORPUS_NAME  # noqa: E402
+
 FIXTURE = os.path.join(ROOT, "fixtures", "kbuild")
 SYMS = "dtrace_syms"
 BUILD = f"kmodsyms build --kbuild fixtures/kbuild -o {SYMS}"
@@ -376,7 +377,7 @@ def mdio_entry(d: Dump) -> str:
         f" size {sec['size']}, address {sec['address']:#x}, placement {sec['placement']};",
         f"* value {s['value']}, size {s['size']}, type {s['type']} ({STT[s['type']]}), binding "
         f"{s['binding']} ({STB[s['binding']]}): link address {d.link(i):#x}.",
-        "", f"`contrib/c`'s `kmodsyms-c lookup --syms {SYMS} --kallsyms fixtures/kbuild/kallsyms "
+        "", f"`libkmodsyms`'s `kmodsyms-c lookup --syms {SYMS} --kallsyms fixtures/kbuild/kallsyms "
         "mdio_bus_read`",
         f"prints its kallsyms line with `\"modules\": {json.dumps(d.modset_names(s['modset']))}`, "
         f"`\"object\": \"{d.object_path(s['object'])}\"` and `\"size\": {s['size']}`."])

@@ -42,6 +42,22 @@ def private_cache(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def clib(tmp_path_factory) -> dict:
+    """libkmodsyms and its consumers (kmodsyms-c, kms-dt-module, the perf
+    dlfilter where perf's header is installed), built once per run by the
+    library's own make, plainly and under ASan+UBSan:
+    ``{"plain": dir, "asan": dir}``."""
+    import subprocess
+    if not (shutil.which("make") and shutil.which(os.environ.get("CC", "cc"))):
+        pytest.skip("cc or make is not installed")
+    out = str(tmp_path_factory.mktemp("clib"))
+    proc = subprocess.run(["make", "-s", "-C", os.path.join(ROOT, "libkmodsyms"), f"O={out}", "all", "sanitized"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return {"plain": out, "asan": os.path.join(out, "asan")}
+
+
+@pytest.fixture(scope="session")
 def fixture_tree(tmp_path_factory):
     """A private copy of fixtures/kbuild (builds write next to it)."""
     dest = tmp_path_factory.mktemp("kbuild") / "kbuild"
@@ -52,8 +68,8 @@ def fixture_tree(tmp_path_factory):
 @pytest.fixture(scope="session")
 def fixture_syms(fixture_tree):
     """dtrace_syms of the fixture tree, built once."""
-    from kmodsyms.build.writer import build
-    from kmodsyms.build.thick import read_thick
+    from kmodsyms.scan.modmap.thick import read_thick
+    from kmodsyms.scan.writer import build
     out = os.path.join(fixture_tree, "dtrace_syms")
     thick = os.path.join(fixture_tree, "modules_thick.builtin")
     build(fixture_tree, read_thick(thick), thick, out, jobs=1)
@@ -75,8 +91,8 @@ def corpus():
 @pytest.fixture(scope="session")
 def corpus_syms(corpus, tmp_path_factory):
     """dtrace_syms of the corpus, built with the reference thick file."""
-    from kmodsyms.build.writer import build
-    from kmodsyms.build.thick import read_thick
+    from kmodsyms.scan.modmap.thick import read_thick
+    from kmodsyms.scan.writer import build
     out = str(tmp_path_factory.mktemp("corpus") / "dtrace_syms")
     thick = os.path.join(corpus, "modules_thick.builtin.reference")
     build(corpus, read_thick(thick), thick, out, use_cache=False)
@@ -100,8 +116,8 @@ _built: dict = {}
 @pytest.fixture(scope="session")
 def any_corpus_syms(any_corpus, tmp_path_factory):
     """dtrace_syms of ``any_corpus`` (default build: with its link layout)."""
-    from kmodsyms.build.writer import build
-    from kmodsyms.build.thick import read_thick
+    from kmodsyms.scan.modmap.thick import read_thick
+    from kmodsyms.scan.writer import build
     if any_corpus not in _built:
         out = str(tmp_path_factory.mktemp("corpus") / "dtrace_syms")
         thick = os.path.join(any_corpus, "modules_thick.builtin.reference")

@@ -23,17 +23,14 @@ cpio of its own files (the kernel unpacks concatenated archives in order).
 
 from __future__ import annotations
 
-import glob
 import os
-import re
 import shutil
 import stat
 import subprocess
 from dataclasses import dataclass
 
-import pytest
-
 import debian_archive
+import pytest
 from debian_kernels import DebianKernel, debian_kernel
 from live_boot import MACHINES, boot, busybox
 

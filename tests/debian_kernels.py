@@ -15,7 +15,6 @@ import subprocess
 from dataclasses import dataclass
 
 import pytest
-
 from debian_archive import Suite, unpack
 
 # What is left out of each package: the debug modules (GBs in the full

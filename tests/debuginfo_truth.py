@@ -70,7 +70,7 @@ def _system_map(path: str) -> list[tuple[int, str, str]]:
 
 
 def _sizes(vmlinux: str) -> dict[tuple[str, int], int]:
-    from kmodsyms.build.verify import read_elf_info
+    from kmodsyms.scan.verify import read_elf_info
     return {(n.decode("utf-8", "surrogateescape"), a): s for (n, a), s in read_elf_info(vmlinux).sizes.items()}
 
 
@@ -107,11 +107,12 @@ def compare(vmlinux: str, system_map: str, syms: str, rebuild: str) -> dict:
     System.map's when it has none."""
     import numpy as np
     from kallsyms_image import proc_kallsyms
+
     from kmodsyms import load
-    from kmodsyms.build.kbuild import derive_thick
-    from kmodsyms.build.linkmap import vmlinux_object_map
-    from kmodsyms.build.verify import parse_ranges, read_elf_info
     from kmodsyms.kernelnames import kernel_spelling
+    from kmodsyms.scan.linkmap import vmlinux_object_map
+    from kmodsyms.scan.modmap.kbuild import derive_thick
+    from kmodsyms.scan.verify import parse_ranges, read_elf_info
 
     lines = load(syms=syms, kallsyms=system_map).lines()
     try:    # what kallsyms shows: the image's own tables

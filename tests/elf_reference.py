@@ -1,9 +1,9 @@
 """The reference readers the tests hold kmodsyms' fast ELF paths to:
 pyelftools, the ELF reader of record, walking the same tables."""
 
-from kmodsyms.build.elfdefs import SHF_ALLOC, SHN_LORESERVE, SHN_XINDEX, SHT_NOBITS, SHT_SYMTAB
-from kmodsyms.build.elfscan import ObjectScan, object_scan
 from kmodsyms.errors import KmodsymsError
+from kmodsyms.scan.elf.elfdefs import SHF_ALLOC, SHN_LORESERVE, SHN_XINDEX, SHT_NOBITS, SHT_SYMTAB
+from kmodsyms.scan.elf.elfscan import ObjectScan, object_scan
 
 
 def rows(scan: ObjectScan):
@@ -61,7 +61,7 @@ def scan_object_pyelftools(path: str) -> ObjectScan:
 
 
 def _kept(name: bytes, info: int, shndx: int) -> bool:
-    """kmodsyms.build.elfscan's rule, from its docstring: defined in a section,
+    """kmodsyms.scan.elf.elfscan's rule, from its docstring: defined in a section,
     not STT_SECTION/STT_FILE, named, not a mapping symbol or .L label."""
     return (shndx != 0 and (info & 0xF) not in (3, 4) and name != b""
             and not name.startswith((b"$", b".L")))

@@ -23,8 +23,8 @@ def text_only(system_map: str, kallsyms: bytes) -> bytes:
         address, _letter, name = line.split()
         link.setdefault(name, int(address, 16))
     lines = kallsyms.splitlines(keepends=True)
-    shift = next(int(l.split()[0], 16) - link["_stext"] for l in lines
-                 if l.split()[2:] == [b"_stext"])
+    shift = next(int(ln.split()[0], 16) - link["_stext"] for ln in lines
+                 if ln.split()[2:] == [b"_stext"])
     ranges = [(link[s] + shift, link[e] + shift, e.encode()) for s, e in TEXT_RANGES]
     kept = []
     for line in lines:

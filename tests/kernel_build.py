@@ -262,8 +262,8 @@ def cmd_modules(tree: str, obj: str, builtin: set[str]) -> tuple[str, ...]:
 
 
 def link_truth(tree: str) -> LinkTruth:
-    from kmodsyms.build.linkmap import ObjectMap, alloc_sections, links_vmlinux_o, parse_map, vmlinux_object_map
-    from kmodsyms.build.verify import parse_ranges, read_elf_info
+    from kmodsyms.scan.linkmap import ObjectMap, alloc_sections, links_vmlinux_o, parse_map, vmlinux_object_map
+    from kmodsyms.scan.verify import parse_ranges, read_elf_info
 
     path = lambda name: os.path.join(tree, name)  # noqa: E731
     objects = vmlinux_object_map(path("vmlinux.map"), path("vmlinux.o.map")

@@ -27,7 +27,6 @@ import time
 from dataclasses import dataclass
 
 import pytest
-
 from kernel_build import Kernel, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -168,7 +167,7 @@ def static_programs(machine: Machine, work: str) -> dict[str, str]:
     statically by the guest architecture's compiler."""
     cc, ar = machine.compiler()
     build = os.path.join(work, "c")
-    run(["make", "-s", "-C", os.path.join(ROOT, "contrib", "c"), f"O={build}", f"CC={cc}", f"AR={ar}",
+    run(["make", "-s", "-C", os.path.join(ROOT, "libkmodsyms"), f"O={build}", f"CC={cc}", f"AR={ar}",
          "LDFLAGS=-static", os.path.join(build, "kmodsyms-c")], cwd=ROOT)
     programs = {"kmodsyms-c": os.path.join(build, "kmodsyms-c")}
     for helper in ("addresses", "asuser"):

@@ -22,8 +22,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import FIXTURE, ROOT
+
 from kmodsyms import load
 from kmodsyms.cli.annotate import Annotator
 
@@ -231,6 +231,7 @@ def test_hidden_kallsyms_passes_the_text_through(fixture_syms, tmp_path):
     unchanged, with one warning saying why; --strict refuses instead."""
     import subprocess
     import sys
+
     from conftest import FIXTURE, ROOT
     hidden = tmp_path / "kallsyms"
     with open(os.path.join(FIXTURE, "kallsyms")) as f:

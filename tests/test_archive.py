@@ -4,8 +4,8 @@ import subprocess
 
 import pytest
 
-from kmodsyms.build.archive import archive_members, vmlinux_objects
 from kmodsyms.errors import KmodsymsError
+from kmodsyms.scan.elf.archive import archive_members, vmlinux_objects
 
 
 def test_vmlinux_a_matches_ar(fixture_tree):

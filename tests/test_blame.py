@@ -7,12 +7,12 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import FIXTURE
-from kmodsyms.build.writer import build
-from kmodsyms.errors import KmodsymsError, StaleError
+
 from kmodsyms import load
-from kmodsyms.build.thick import read_thick
+from kmodsyms.errors import KmodsymsError, StaleError
+from kmodsyms.scan.modmap.thick import read_thick
+from kmodsyms.scan.writer import build
 
 KALLSYMS = os.path.join(FIXTURE, "kallsyms")
 
@@ -49,8 +49,8 @@ def test_kallsyms_cut_between_lines_is_truncated(fixture_syms, tmp_path):
 def test_another_kernels_kallsyms_names_both(fixture_syms, tmp_path):
     """The same names, the code moved: a rebuilt kernel's kallsyms."""
     lines = open(KALLSYMS, "rb").read().splitlines(keepends=True)
-    moved = [b"%016x" % (int(l[:16], 16) + 0x1000 + 0x40 * (i > 30)) + l[16:]
-             if i > 10 and b"\t" not in l and not l.startswith(b"0000") else l for i, l in enumerate(lines)]
+    moved = [b"%016x" % (int(ln[:16], 16) + 0x1000 + 0x40 * (i > 30)) + ln[16:]
+             if i > 10 and b"\t" not in ln and not ln.startswith(b"0000") else ln for i, ln in enumerate(lines)]
     other = tmp_path / "kallsyms"
     other.write_bytes(b"".join(moved))
     with pytest.raises(StaleError, match=f"^{fixture_syms} does not match {other}: .*different kernels"):
@@ -62,7 +62,7 @@ def test_stale_system_map_is_blamed_at_build(tmp_path):
     shutil.copytree(FIXTURE, tree)
     text = (tree / "System.map").read_bytes().splitlines(keepends=True)
     # another build of the tree: every symbol after the first few moved
-    moved = [b"%016x" % (int(l[:16], 16) + 0x30 * (i > 20)) + l[16:] for i, l in enumerate(text)]
+    moved = [b"%016x" % (int(ln[:16], 16) + 0x30 * (i > 20)) + ln[16:] for i, ln in enumerate(text)]
     (tree / "System.map").write_bytes(b"".join(moved))
     thick = str(tree / "modules_thick.builtin")
     with pytest.raises(KmodsymsError, match=f"^{tree}/System.map does not match {tree}/vmlinux: .*stale"):

@@ -6,14 +6,14 @@ import shutil
 import subprocess
 
 import pytest
-
-from kmodsyms.build.archive import final_link_objects, vmlinux_objects
-from kmodsyms.build.writer import build
 from elf_reference import rows
-from kmodsyms.build.elfscan import scan_object
+
 from kmodsyms.errors import KmodsymsError
 from kmodsyms.format.symsfile import SymsFile, read_syms
-from kmodsyms.build.thick import read_thick
+from kmodsyms.scan.elf.archive import final_link_objects, vmlinux_objects
+from kmodsyms.scan.elf.elfscan import scan_object
+from kmodsyms.scan.modmap.thick import read_thick
+from kmodsyms.scan.writer import build
 
 
 def entries(syms, name):
@@ -47,7 +47,7 @@ def test_objects_linked_beside_vmlinux_o(fixture_tree, fixture_syms):
     map puts it: init/version-timestamp.o's init_uts_ns is that object's,
     in no module, and .data's last bytes of vmlinux.o before it are not."""
     from kmodsyms import load
-    from kmodsyms.build.linkmap import vmlinux_object_map
+    from kmodsyms.scan.linkmap import vmlinux_object_map
     syms = read_syms(fixture_syms)
     listed = [syms.object_path(i) for i in range(len(syms.objects))]
     with open(os.path.join(fixture_tree, "vmlinux.map")) as f:
@@ -105,7 +105,7 @@ def test_final_link_objects_as_link_vmlinux_sh_takes_them(tmp_path):
 
 def test_committed_fixture_file_is_a_fresh_build(fixture_syms):
     """fixtures/kbuild/dtrace_syms.expected, what the C tests (make -C
-    contrib/c check) read without Python, is byte for byte what a fresh
+    libkmodsyms check) read without Python, is byte for byte what a fresh
     build of the fixture writes."""
     from conftest import FIXTURE
     with open(os.path.join(FIXTURE, "dtrace_syms.expected"), "rb") as f:

@@ -1,4 +1,4 @@
-"""libkmodsyms (contrib/c) as DTrace builds it: with make, plainly and under
+"""libkmodsyms as DTrace builds it: with make, plainly and under
 AddressSanitizer and UndefinedBehaviorSanitizer, and its program
 ``kmodsyms-c``.
 
@@ -32,37 +32,36 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-
 from conftest import FIXTURE, ROOT
+from hypothesis import given, settings
 from kallsyms_variants import text_only
-from kmodsyms import load
 from test_fuzz import _COMMON, kallsyms_mutation, mutate_kallsyms, mutate_syms, syms_mutation
-from test_loadable import (CORPUS_MODULES, FUSE_CORE, FUSE_KO, OTHER_FUSE_KO, ByStart,
-                           distro_tree, elf_symbols, fake_sysfs, innermost, module_lines,
-                           module_name, readelf_symbols, runtime_symbols, sample_module_lines)
+from test_loadable import (
+    CORPUS_MODULES,
+    FUSE_CORE,
+    FUSE_KO,
+    OTHER_FUSE_KO,
+    ByStart,
+    distro_tree,
+    elf_symbols,
+    fake_sysfs,
+    innermost,
+    module_lines,
+    module_name,
+    readelf_symbols,
+    runtime_symbols,
+    sample_module_lines,
+)
 
-CSRC = os.path.join(ROOT, "contrib", "c")
+from kmodsyms import load
+
+CSRC = os.path.join(ROOT, "libkmodsyms")
 FIXTURE_KALLSYMS = os.path.join(FIXTURE, "kallsyms")
 N_RANDOM = 200_000
 SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=99",
                  "UBSAN_OPTIONS": "halt_on_error=1:exitcode=99:print_stacktrace=1"}
 FUZZ_CASES = settings(max_examples=40, **_COMMON)
 FUZZ_CASES_SLOW = settings(max_examples=2_000, **_COMMON)
-
-
-# ------------------------------------------------------------------ building
-@pytest.fixture(scope="session")
-def clib(tmp_path_factory):
-    """contrib/c built into a temporary directory: ``{"plain": dir, "asan": dir}``."""
-    cc = os.environ.get("CC", "cc")
-    if not (shutil.which("make") and shutil.which(cc)):
-        pytest.skip("cc or make is not installed")
-    out = tmp_path_factory.mktemp("clib")
-    proc = subprocess.run(["make", "-s", "-C", CSRC, f"O={out}", "all", "sanitized"],
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return {"plain": str(out), "asan": os.path.join(str(out), "asan")}
 
 
 def run_c(clib, args, stdin=None, sanitized=False, check=True):
@@ -241,7 +240,7 @@ def test_module_ranges_hold_every_symbol(clib, corpus, corpus_syms):
 
 
 def test_in_tree_build_outputs_are_ignored_by_git():
-    """Every file that make writes in contrib/c itself (O=., the default):
+    """Every file that make writes in libkmodsyms itself (O=., the default):
     'all', 'check' (DTrace's and perf's consumers included) and the
     README's staged 'make install DESTDIR=$PWD/stage', as make's dry run
     names them, is ignored by git (issue 24 item 16: kms-dt-module,
@@ -366,7 +365,7 @@ def test_no_layout_is_refused_with_its_code(clib, fixture_syms, tmp_path):
 
 
 def test_c_unit_tests_under_sanitizers(clib, fixture_syms, tmp_path):
-    """contrib/c/test_kms.c (what 'make check' runs), built with ASan+UBSan."""
+    """libkmodsyms/test_kms.c (what 'make check' runs), built with ASan+UBSan."""
     prog = os.path.join(clib["asan"], "test_kms")
     proc = subprocess.run([prog, fixture_syms, FIXTURE_KALLSYMS, str(tmp_path)],
                           capture_output=True, env=dict(os.environ, **SANITIZER_ENV), timeout=600)
@@ -374,7 +373,7 @@ def test_c_unit_tests_under_sanitizers(clib, fixture_syms, tmp_path):
 
 
 def test_c_loads_out_of_memory_under_sanitizers(clib, fixture_syms):
-    """contrib/c/test_nomem.c (what 'make check' runs): every allocation of a
+    """libkmodsyms/test_nomem.c (what 'make check' runs): every allocation of a
     load failing in turn, alone and with every one after it."""
     prog = os.path.join(clib["asan"], "test_nomem")
     proc = subprocess.run([prog, fixture_syms, FIXTURE_KALLSYMS],

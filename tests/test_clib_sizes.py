@@ -22,9 +22,8 @@ import os
 import random
 
 import pytest
-
-from test_clib import clib, json_lines, run_c  # noqa: F401  (clib: the fixture)
-from test_ranges import MARKER   # R61's zero-size markers
+from test_clib import json_lines, run_c
+from test_ranges import MARKER  # R61's zero-size markers
 
 TEXT = "tTwW"
 

@@ -7,8 +7,8 @@ kernels and damaged kallsyms are refused, each blaming the right file."""
 import os
 
 import pytest
-
 from kallsyms_variants import text_only
+
 from kmodsyms import load
 from kmodsyms.errors import KmodsymsError, StaleError
 
@@ -95,7 +95,7 @@ def test_text_only_kallsyms_of_another_build_is_refused(any_corpus, any_corpus_s
     """The same text-only kernel rebuilt with one function grown: everything
     above it moves, so the anchors there are misplaced."""
     lines = _text_only(any_corpus).splitlines(keepends=True)
-    core = [i for i, l in enumerate(lines) if len(l.split()) == 3]
+    core = [i for i, ln in enumerate(lines) if len(ln.split()) == 3]
     grown = core[len(core) // 4]
     moved = []
     for i, line in enumerate(lines):
@@ -126,8 +126,11 @@ def _unplace_sections_of(syms_path, name, out):
     (as a build leaves sections it cannot place), its CRC recomputed."""
     import struct
     import zlib
+
     import numpy as np
-    from kmodsyms.format.symsfile import NO_ADDRESS, SECTION_DTYPE, read_syms
+
+    from kmodsyms.format.fileformat import NO_ADDRESS
+    from kmodsyms.format.symsfile import SECTION_DTYPE, read_syms
     syms = read_syms(syms_path)
     entries = [e for e in range(len(syms.symbols))
                if syms.raw_string(int(syms.symbols["name"][e])) == name.encode()]

@@ -9,11 +9,11 @@ import struct
 import subprocess
 
 import pytest
-
 from elf_reference import rows, scan_object_pyelftools
-from kmodsyms.build.elfscan import scan_object
-from kmodsyms.errors import KmodsymsError
 from test_elfscan import readelf_rows
+
+from kmodsyms.errors import KmodsymsError
+from kmodsyms.scan.elf.elfscan import scan_object
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CROSS = os.path.join(ROOT, "fixtures", "cross")

@@ -29,7 +29,6 @@ import subprocess
 import sys
 
 import pytest
-
 from debian_kernels import debian_kernel
 
 pytestmark = pytest.mark.slow
@@ -81,8 +80,10 @@ def _initcall_units(kernel, config: str, addresses: list[int]) -> dict[int, str]
     include/linux/init.h) and looked up in the DWARF's code ranges.  The
     entries are assembler-defined: no DWARF of their own."""
     import bisect
+
     from elftools.elf.elffile import ELFFile
-    from kmodsyms.build.dwarf import Dwarf
+
+    from kmodsyms.scan.debuginfo.dwarf import Dwarf
     with open(config) as f:
         prel32 = "\nCONFIG_HAVE_ARCH_PREL32_RELOCATIONS=y\n" in f.read()
     ranges = sorted((lo, hi, unit.name) for unit in Dwarf.from_elf(kernel.vmlinux).units(variables=False)
@@ -246,6 +247,7 @@ def test_each_debian_release_has_the_packages_its_docs_command_installs(unstable
     linux-source-X.Y of the same version, and the command runs the build
     the tests run (with --root for the packages' tree)."""
     import re
+
     from debian_archive import Suite
     rows = re.findall(r"^\| (Debian [^|]+?) \| (\d+\.\d+) \| `apt-get install (linux-image-\$\(uname -r\)-dbg) "
                       r"(linux-source-(\d+\.\d+)) && (kmodsyms build --debuginfo -o dtrace_syms)` \|$", _doc(), re.M)

@@ -19,13 +19,13 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import FIXTURE
-from kmodsyms.build.archive import vmlinux_objects
-from kmodsyms.build.debuginfo import DebugInputs, build_from_debuginfo, release_of_vmlinux
+
 from kmodsyms.errors import KmodsymsError
-from kmodsyms.build.kbuild import cmd_modfiles
-from kmodsyms.build.makeeval import KbuildEval, KbuildObject
+from kmodsyms.scan.debuginfo.debuginfo import DebugInputs, build_from_debuginfo, release_of_vmlinux
+from kmodsyms.scan.elf.archive import vmlinux_objects
+from kmodsyms.scan.modmap.kbuild import cmd_modfiles
+from kmodsyms.scan.modmap.makeeval import KbuildEval, KbuildObject
 
 KMODSYMS = [sys.executable, "-m", "kmodsyms"]
 
@@ -63,8 +63,8 @@ def debug_syms(debug_tree):
 
 def linker_objects(tree: str):
     """System.map's lines, and the object the linker maps put at each."""
-    from kmodsyms.build.kallsyms import read_kallsyms
-    from kmodsyms.build.linkmap import vmlinux_object_map
+    from kmodsyms.scan.linkmap import vmlinux_object_map
+    from kmodsyms.scan.sysmap import read_kallsyms
     om = vmlinux_object_map(*(os.path.join(tree, n) for n in ("vmlinux.map", "vmlinux.o.map", "vmlinux")))
     ks = read_kallsyms(os.path.join(tree, "System.map"), zero_is_hidden=False)
     return ks, [om.object_at(int(a)) for a in ks.address.tolist()]
@@ -72,7 +72,7 @@ def linker_objects(tree: str):
 
 def test_every_symbol_has_the_linkers_object_or_none(debug_tree, debug_syms):
     from kmodsyms import load
-    from kmodsyms.build.linkmap import vmlinux_object_map
+    from kmodsyms.scan.linkmap import vmlinux_object_map
     out, result = debug_syms
     om = vmlinux_object_map(*(os.path.join(debug_tree, n)
                               for n in ("vmlinux.map", "vmlinux.o.map", "vmlinux")))
@@ -85,7 +85,7 @@ def test_every_symbol_has_the_linkers_object_or_none(debug_tree, debug_syms):
     missed = sorted(ln.name for ln, o, t in zip(lines, ours, theirs) if o is None and t is not None)
     assert missed == []
     # What no rule decides is what the linker script made: in no object's symbol table.
-    from kmodsyms.build.elfscan import scan_object
+    from kmodsyms.scan.elf.elfscan import scan_object
     defined = {name.decode() for o in vmlinux_objects(debug_tree)[0]
                for name in scan_object(os.path.join(debug_tree, o)).sym_name}
     assert set(result.unattributed).isdisjoint(defined)
@@ -96,7 +96,7 @@ def test_every_symbol_has_the_linkers_object_or_none(debug_tree, debug_syms):
 
 
 def test_modules_agree_with_the_linker_maps(debug_tree, debug_syms):
-    from kmodsyms.build.verify import verify
+    from kmodsyms.scan.verify import verify
     report = verify(debug_tree, debug_syms[0])
     comparison = report.linker_maps
     assert comparison.disagreements == 0 and comparison.compared > 200
@@ -181,8 +181,8 @@ def test_a_zero_size_static_stays_in_its_own_objects_run(tmp_path):
     """D1: zkey_a.c's only local is a zero-size static at the end of its
     .bss, at the address of zkey_b.c's first variable: its STT_FILE run
     names its unit, whatever the address says."""
-    from kmodsyms.build.debugattr import attribute
-    from kmodsyms.build.dwarf import Dwarf
+    from kmodsyms.scan.debuginfo.debugattr import attribute
+    from kmodsyms.scan.debuginfo.dwarf import Dwarf
     data = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "dwarf")
     for name in ("zkey_a", "zkey_b"):
         shutil.copy(os.path.join(data, name + ".c"), tmp_path)
@@ -203,6 +203,7 @@ def test_the_distribution_commands_use_real_options():
     """Every option of docs/distributions.md's `kmodsyms build` commands,
     and of its table of defaults, is one `kmodsyms build --help` lists."""
     import re
+
     from conftest import ROOT
     with open(os.path.join(ROOT, "docs", "distributions.md")) as f:
         text = f.read()
@@ -235,8 +236,8 @@ def test_units_the_final_link_adds_are_their_own_objects(tmp_path, out_of_tree):
     no module.  In an O= build (``out_of_tree``) a unit of the source tree
     has an absolute name and a generated one (.vmlinux.export.c) a relative
     one, as in Debian's build all have."""
-    from kmodsyms.build.debugattr import attribute, beside_objects
-    from kmodsyms.build.dwarf import Dwarf
+    from kmodsyms.scan.debuginfo.debugattr import attribute, beside_objects
+    from kmodsyms.scan.debuginfo.dwarf import Dwarf
     src = tmp_path / "src"
     build = tmp_path / "build" if out_of_tree else src
     for path, text in (("init/main.c", "int main_counter = 1;\nint start_kernel(void) { return main_counter; }\n"),
@@ -269,8 +270,8 @@ def test_a_weak_variable_at_the_end_of_the_strong_ones_object(tmp_path):
     weak_helpers.o in link order, so it is not between weak_helpers.o and
     weak_next.o: the bytes are weak_helpers.o's (as kernel/bpf/helpers.c's
     bpf_*_proto, with kernel/bpf/core.c's weak ones)."""
-    from kmodsyms.build.debugattr import attribute
-    from kmodsyms.build.dwarf import Dwarf
+    from kmodsyms.scan.debuginfo.debugattr import attribute
+    from kmodsyms.scan.debuginfo.dwarf import Dwarf
     data = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "dwarf")
     names = ("weak_core", "weak_helpers", "weak_next")
     for name in names:
@@ -302,8 +303,8 @@ def test_a_weak_variable_where_one_input_pattern_ends(tmp_path):
     linker script's next pattern (.data.second here) begins: the objects
     below (last.o) and above (first.o) bound nothing there, and the weak
     claimant (weak.o), linked between them, is not taken."""
-    from kmodsyms.build.debugattr import attribute
-    from kmodsyms.build.dwarf import Dwarf
+    from kmodsyms.scan.debuginfo.debugattr import attribute
+    from kmodsyms.scan.debuginfo.dwarf import Dwarf
     sources = {"last": "int last_var = 7;\n",
                "weak": "int shared __attribute__((weak)) = 5;\n",
                "first": 'int first_var __attribute__((section(".data.second"))) = 3;\n',
@@ -404,8 +405,8 @@ def test_a_modules_directory_of_another_release_is_refused(debug_tree, tmp_path)
 
 
 def test_a_config_of_another_version_is_refused(debug_tree, tmp_path):
-    from kmodsyms.build.debugcheck import check_config
-    from kmodsyms.build.debugimage import read_debug_vmlinux
+    from kmodsyms.scan.debuginfo.debugcheck import check_config
+    from kmodsyms.scan.debuginfo.debugimage import read_debug_vmlinux
     vm = read_debug_vmlinux(os.path.join(debug_tree, "vmlinux"))
     config = tmp_path / "config"
     config.write_text("# Linux/x86 6.12.0 Kernel Configuration\nCONFIG_A=y\n")
@@ -419,7 +420,7 @@ def test_a_config_of_another_version_is_refused(debug_tree, tmp_path):
 
 
 def test_modules_builtin_is_held_to_its_modinfo(tmp_path):
-    from kmodsyms.build.debugcheck import builtin_from_modinfo
+    from kmodsyms.scan.debuginfo.debugcheck import builtin_from_modinfo
     modinfo = (b"ext4.file=fs/ext4/ext4\0ext4.license=GPL\0ext4.file=fs/ext4/ext4\0"
                b"a.file=drivers/x/a drivers/x/b\0b.parmtype=p:int\0")
     assert builtin_from_modinfo(modinfo) == ["kernel/fs/ext4/ext4.ko", "kernel/drivers/x/a.ko",

@@ -15,7 +15,6 @@ import subprocess
 import sys
 
 import pytest
-
 from kernel_build import Kernel, built_tree
 from test_kernel_source import ROOT
 
@@ -43,9 +42,8 @@ def built(debug_kernel, tmp_path_factory):
 
 
 def test_every_line_has_the_linkers_object_or_none(debug_kernel, built):
-    from kmodsyms.build.kallsyms import read_kallsyms
-    from kmodsyms.build.linkmap import vmlinux_object_map
     from kmodsyms import load
+    from kmodsyms.scan.linkmap import vmlinux_object_map
     tree = debug_kernel
     out, summary = built
     om = vmlinux_object_map(*(os.path.join(tree, n) for n in ("vmlinux.map", "vmlinux.o.map", "vmlinux")))
@@ -55,7 +53,7 @@ def test_every_line_has_the_linkers_object_or_none(debug_kernel, built):
     # A zero-size symbol more than one object may hold (where one's bytes
     # end and the next's, or none's, begin; an empty section) may go to any,
     # as in kmodsyms verify.
-    from kmodsyms.build.verify import read_elf_info
+    from kmodsyms.scan.verify import read_elf_info
     sizes = read_elf_info(os.path.join(tree, "vmlinux")).sizes
     wrong = [(ln.name, o, t) for ln, o, t in zip(lines, ours, theirs)
              if o is not None and o != t
@@ -78,7 +76,7 @@ def test_modules_agree_with_the_linker_maps_and_ranges(debug_kernel, built):
 
 
 def test_module_map_equals_the_cmd_files(debug_kernel, built):
-    from kmodsyms.build.kbuild import derive_thick
+    from kmodsyms.scan.modmap.kbuild import derive_thick
     doc = json.loads(subprocess.run([sys.executable, "-m", "kmodsyms", "info", "--json", built[0]],
                                     cwd=ROOT, capture_output=True, text=True, check=True).stdout)
     assert doc["from_debug_info"] and [m["name"] for m in doc["modules"]] == derive_thick(debug_kernel).modules

@@ -16,8 +16,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT
+
 from kmodsyms import load
 from kmodsyms.errors import KmodsymsError
 

@@ -14,13 +14,13 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT
 from kallsyms_variants import text_only
-from kmodsyms.build.linkmap import parse_map, vmlinux_object_map
-from kmodsyms import load
-from kmodsyms.build.thick import read_thick
 from test_corpora import ambiguity, built_in_lines, count_lines
+
+from kmodsyms import load
+from kmodsyms.scan.linkmap import parse_map, vmlinux_object_map
+from kmodsyms.scan.modmap.thick import read_thick
 
 DIRECT = os.path.join(ROOT, "fixtures", "kbuild-direct")
 # The direct tree's kallsyms is its vmlinux moved by this KASLR offset
@@ -39,7 +39,7 @@ def direct_tree(tmp_path_factory):
 @pytest.fixture(scope="module")
 def direct_syms(direct_tree):
     """dtrace_syms of the direct tree, default build (with its link layout)."""
-    from kmodsyms.build.writer import build
+    from kmodsyms.scan.writer import build
     out = os.path.join(direct_tree, "dtrace_syms")
     thick = os.path.join(direct_tree, "modules_thick.builtin")
     build(direct_tree, read_thick(thick), thick, out, jobs=1, use_cache=False)
@@ -166,7 +166,7 @@ def test_link_order_of_two_section_names_needs_the_sizes():
     .data.rel.local (sha1, sha256: 32 bytes) and of .data.rel (chacha: 48)
     each in link order, three lines of one output section.  Without the
     lines' sizes three assignments fit (undecided); with them, one."""
-    from kmodsyms.build.layout.search import _only_link_order_assignment
+    from kmodsyms.scan.layout.search import _only_link_order_assignment
     orders, sections, copy_sizes = [[0, 2], [1]], [5, 5, 5], [32, 48, 32]
     assert _only_link_order_assignment(orders, sections, [None] * 3, copy_sizes) is None
     assert _only_link_order_assignment(orders, sections, [32, 48, 32], copy_sizes) == [0, 1, 2]

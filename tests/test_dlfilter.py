@@ -19,32 +19,26 @@ import shutil
 import subprocess
 
 import pytest
-
 from conftest import ROOT
-from kmodsyms import load
-from kmodsyms.errors import StaleError
 from perf_data import write_perf_data
-from test_dtrace_consumer import (FIXTURE_MODULES, OUTSIDE_VMLINUX_A, PSEUDO, corpus_truth,
-                                  fixture_truth, kallsyms_lines, loaded_sizes)
+from test_dtrace_consumer import FIXTURE_MODULES, OUTSIDE_VMLINUX_A, PSEUDO, corpus_truth, fixture_truth, kallsyms_lines, loaded_sizes
 from test_loadable import FIXTURE_KALLSYMS, FUSE_CORE, FUSE_KO, fake_sysfs, module_lines
 
-CSRC = os.path.join(ROOT, "contrib", "c")
+from kmodsyms import load
+from kmodsyms.errors import StaleError
+
+CSRC = os.path.join(ROOT, "libkmodsyms")
 PERF_HEADER = "/usr/include/perf/perf_dlfilter.h"
 KERNEL, USER = 1, 2   # PERF_RECORD_MISC_KERNEL, PERF_RECORD_MISC_USER
 DEGRADED = "kmodsyms-dlfilter: no usable dtrace_syms"
 
 
 @pytest.fixture(scope="session")
-def dlfilter(tmp_path_factory):
-    """(the filter, its driver), built by contrib/c's make."""
+def dlfilter(clib):
+    """(the filter, its driver), built with the library (conftest's clib)."""
     if not os.path.exists(PERF_HEADER):
         pytest.skip(f"{PERF_HEADER} is absent (Debian: apt-get install linux-perf)")
-    if not (shutil.which("make") and shutil.which(os.environ.get("CC", "cc"))):
-        pytest.skip("cc or make is not installed")
-    out = str(tmp_path_factory.mktemp("dlfilter"))
-    proc = subprocess.run(["make", "-s", "-C", CSRC, f"O={out}", "all"], capture_output=True,
-                          text=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = clib["plain"]
     return os.path.join(out, "kmodsyms-dlfilter.so"), os.path.join(out, "test_dlfilter")
 
 

@@ -50,6 +50,7 @@ def test_examples_are_generated_from_the_fixture():
 
 def test_cli_md_covers_every_command():
     from typer.main import get_command
+
     from kmodsyms.cli.app import app
     text = _read("docs", "cli.md")
     for name in get_command(app).commands:
@@ -200,11 +201,11 @@ def _c_api() -> tuple[list[str], list[str], str]:
     """libkmodsyms' exported functions (the version script's globals), the
     other public names of kmodsyms.h (types, enum constants, macros), and
     the header's text."""
-    script = _read("contrib", "c", "libkmodsyms.map")
+    script = _read("libkmodsyms", "libkmodsyms.map")
     script = re.sub(r"/\*.*?\*/", "", script, flags=re.S)
     exported = [name for block in re.findall(r"global:(.*?)(?:local:|\})", script, re.S)
                 for name in re.findall(r"\b(kms_\w+)\s*;", block)]
-    header = _read("contrib", "c", "kmodsyms.h")
+    header = _read("libkmodsyms", "kmodsyms.h")
     code = re.sub(r"/\*.*?\*/", "", header, flags=re.S)
     names = set(re.findall(r"^#define (KMS_\w+)", code, re.M))
     names |= set(re.findall(r"\b(?:struct|enum) (kms_\w+) \{", code))
@@ -218,7 +219,7 @@ def _c_api() -> tuple[list[str], list[str], str]:
 def test_c_api_is_documented_in_its_header_and_readme():
     """Every function libkmodsyms exports is declared in kmodsyms.h, right
     below a comment saying what it does, and the header declares no other;
-    contrib/c/README.md's API table names every function, type, flag and
+    libkmodsyms/README.md's API table names every function, type, flag and
     constant of the header."""
     exported, names, header = _c_api()
     assert len(exported) == len(set(exported)) > 20
@@ -228,9 +229,9 @@ def test_c_api_is_documented_in_its_header_and_readme():
     undocumented = [name for name in exported if not re.search(
         r"\*/\n(?:[^\n;]*\n)?[^\n;]*?\**\b" + name + r"\(", header)]
     assert undocumented == [], "functions of kmodsyms.h without a comment above them"
-    readme = _read("contrib", "c", "README.md")
+    readme = _read("libkmodsyms", "README.md")
     listed = set(re.findall(r"`(?:struct |enum )?(\w+)(?:\(\))?`", readme))
     missing = [n for n in exported + names if n not in listed]
-    assert missing == [], "names of kmodsyms.h that contrib/c/README.md does not list"
+    assert missing == [], "names of kmodsyms.h that libkmodsyms/README.md does not list"
     assert {"kms_resolve_lines", "kms_line_sym", "KMS_FILE_GUESSED_MODULES", "KMS_E_NO_SYMS",
             "KMS_LOAD_FALLBACK", "KMS_LOAD_DEFER_MODULES"} <= set(exported + names)

@@ -23,16 +23,15 @@ import subprocess
 from dataclasses import dataclass
 
 import pytest
-
 from conftest import FIXTURE_KASLR, ROOT
-from kmodsyms import load
-from kmodsyms.build.linkmap import vmlinux_object_map
-from kmodsyms.build.thick import read_thick
-from test_loadable import CORPUS_MODULES, FUSE_CORE, distro_tree, is_mapping, module_lines, \
-    module_name, readelf_symbols, runtime_symbols
+from test_loadable import CORPUS_MODULES, FUSE_CORE, distro_tree, is_mapping, module_lines, module_name, readelf_symbols, runtime_symbols
 from test_resolver import vmlinux_symbols
 
-CSRC = os.path.join(ROOT, "contrib", "c")
+from kmodsyms import load
+from kmodsyms.scan.linkmap import vmlinux_object_map
+from kmodsyms.scan.modmap.thick import read_thick
+
+CSRC = os.path.join(ROOT, "libkmodsyms")
 PSEUDO = ("bpf", "__builtin__ftrace", "__builtin__kprobes")
 # dt_modsym_addsym()'s skip list: in the ranges, never in the symbol table
 SKIP_PREFIXES = ("__crc_", "__ksymtab_", "__kcrctab_", "__kstrtab_", "__param_",
@@ -47,16 +46,9 @@ FIXTURE_MODULES = ("fs/fuse/fuse.ko",)
 OUTSIDE_VMLINUX_A = frozenset({"linux_banner", "init_uts_ns"})
 
 @pytest.fixture(scope="session")
-def consumer(tmp_path_factory):
-    """contrib/dtrace's kms-dt-module, built by contrib/c's make."""
-    cc = os.environ.get("CC", "cc")
-    if not (shutil.which("make") and shutil.which(cc)):
-        pytest.skip("cc or make is not installed")
-    out = tmp_path_factory.mktemp("dtrace")
-    proc = subprocess.run(["make", "-s", "-C", CSRC, f"O={out}", "all"],
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return os.path.join(str(out), "kms-dt-module")
+def consumer(clib):
+    """contrib/dtrace's kms-dt-module, built with the library (conftest's clib)."""
+    return os.path.join(clib["plain"], "kms-dt-module")
 
 
 # ------------------------------------------------------------------ truth
@@ -532,6 +524,7 @@ def bench_row_names() -> set:
     ROWS) and the ids of the rows it writes, as bench/README.md's Rows
     table lists them (tests/test_bench.py holds rows' ids to what they emit)."""
     import re
+
     from bench.rows import ROWS
     text = open(os.path.join(ROOT, "bench", "README.md"), encoding="utf-8").read()
     table = re.search(r"^## Rows\n(.*?)(?=^## |\Z)", text, re.S | re.M).group(1)

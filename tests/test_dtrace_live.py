@@ -24,16 +24,14 @@ from __future__ import annotations
 
 import collections
 import glob
-import json
 import os
 import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
 
-import pytest
-
 import debian_guest
+import pytest
 from debian_guest import GuestRun
 from debian_kernels import DebianKernel
 

@@ -1,4 +1,4 @@
-"""kmodsyms.build.dwarf against pyelftools (the field's DWARF reader) and
+"""kmodsyms.scan.debuginfo.dwarf against pyelftools (the field's DWARF reader) and
 ``readelf --debug-dump=info`` on images linked by the real toolchain from
 tests/data/dwarf/*.c: DWARF 4 and 5, 32- and 64-bit DWARF, ELF32 and ELF64,
 both byte orders (s390x), with each compiler's own choice of forms.
@@ -14,8 +14,8 @@ import subprocess
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from kmodsyms.build.dwarf import Dwarf
 from kmodsyms.errors import KmodsymsError
+from kmodsyms.scan.debuginfo.dwarf import Dwarf
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "dwarf")
 SOURCES = ("sample.c", "plain.c")

@@ -1,4 +1,4 @@
-"""kmodsyms.build.elffile, the one ELF structures layer, held to pyelftools: every
+"""kmodsyms.scan.elf.elffile, the one ELF structures layer, held to pyelftools: every
 section header, section's contents, program header and symbol of files of
 both classes and byte orders (the fixture's objects, vmlinux and fuse.ko;
 fixtures/cross' five architectures), in both its readings (from bytes and
@@ -10,13 +10,13 @@ import os
 import random
 
 import pytest
+from conftest import FIXTURE
 from elftools.elf import enums
 from elftools.elf.elffile import ELFFile
 
-from conftest import FIXTURE
-from kmodsyms.build.elffile import ElfFile
-from kmodsyms.build.elfscan import scan_elf
 from kmodsyms.errors import KmodsymsError
+from kmodsyms.scan.elf.elffile import ElfFile
+from kmodsyms.scan.elf.elfscan import scan_elf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CROSS = sorted(glob.glob(os.path.join(ROOT, "fixtures", "cross", "*", "sample.o")))

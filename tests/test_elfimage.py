@@ -1,4 +1,4 @@
-"""kmodsyms.build.elfimage (vmlinux's segments and build-id, read with struct)
+"""kmodsyms.scan.elf.elfimage (vmlinux's segments and build-id, read with struct)
 held to pyelftools: on the fixture's and the corpus' vmlinux, and on small
 images of every ELF class and byte order assembled here byte by byte."""
 
@@ -7,10 +7,10 @@ import os
 import struct
 
 import pytest
+from conftest import FIXTURE
 from elftools.elf.elffile import ELFFile
 
-from conftest import FIXTURE
-from kmodsyms.build.elfimage import read_image
+from kmodsyms.scan.elf.elfimage import read_image
 
 
 def _reference(path_or_bytes):

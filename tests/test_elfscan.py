@@ -8,10 +8,10 @@ import shutil
 import subprocess
 
 import pytest
-
 from elf_reference import rows, scan_object_pyelftools
-from kmodsyms.build.elfscan import scan_object
+
 from kmodsyms.errors import KmodsymsError
+from kmodsyms.scan.elf.elfscan import scan_object
 
 TYPES = {"NOTYPE": 0, "OBJECT": 1, "FUNC": 2, "TLS": 6}
 BINDS = {"LOCAL": 0, "GLOBAL": 1, "WEAK": 2}
@@ -68,7 +68,7 @@ def test_fast_path_equals_pyelftools(fixture_tree):
 
 
 def test_fast_path_equals_pyelftools_on_corpus_sample(corpus):
-    from kmodsyms.build.archive import vmlinux_objects
+    from kmodsyms.scan.elf.archive import vmlinux_objects
     objects, _ = vmlinux_objects(corpus)
     for obj in objects[::25]:
         path = os.path.join(corpus, obj)

@@ -33,8 +33,8 @@ def _field_word(name: str) -> str:
 
 
 def _compare_header(generated: str) -> None:
-    assert (ROOT / "contrib" / "c" / "kms_format.h").read_text() == generated, \
-        "contrib/c/kms_format.h is stale: python -m kmodsyms.format.fileformat --c-header > contrib/c/kms_format.h"
+    assert (ROOT / "libkmodsyms" / "kms_format.h").read_text() == generated, \
+        "libkmodsyms/kms_format.h is stale: python -m kmodsyms.format.fileformat --c-header > libkmodsyms/kms_format.h"
 
 
 def test_checked_in_c_header_is_the_generated_one():

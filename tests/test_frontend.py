@@ -11,11 +11,11 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import FIXTURE, FIXTURE_KASLR, ROOT
+
 from kmodsyms import load
-from kmodsyms.errors import KmodsymsError
 from kmodsyms.cli.frontend import format_dtrace, format_kernel, parse_address
+from kmodsyms.errors import KmodsymsError
 
 KALLSYMS = os.path.join(FIXTURE, "kallsyms")
 
@@ -280,7 +280,7 @@ def test_answers_come_without_numpy_or_typer(files, command):
                              *files, target], capture_output=True, text=True, cwd=ROOT)
     assert (second.returncode, second.stdout) == (0, first.stdout)
     imported = {line.rsplit("|", 1)[-1].strip() for line in second.stderr.splitlines()}
-    assert not imported & {"numpy", "typer", "kmodsyms.cli.app", "kmodsyms.build"}
+    assert not imported & {"numpy", "typer", "kmodsyms.cli.app", "kmodsyms.scan"}
 
 
 def test_api_load_and_resolve_import_no_numpy(fixture_syms):
@@ -311,6 +311,7 @@ def test_typer_and_the_path_without_typer_read_one_table(command):
     """Every option of the typer command is in the table the path without
     typer parses with, with the same flags, and nothing else is."""
     from typer.main import get_command
+
     from kmodsyms.cli.app import app
     from kmodsyms.cli.frontend import COMMAND_OPTIONS, OPTIONS
     params = get_command(app).commands[command].params

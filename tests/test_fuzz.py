@@ -1,7 +1,7 @@
 """Fuzzing the two inputs kmodsyms reads at run time: mutations of the real
 fixture dtrace_syms and of the real fixture kallsyms, read by the build
 side's reader (kmodsyms.format.symsfile) and by libkmodsyms through the
-binding (kmodsyms.load()); ``make -C contrib/c check`` runs the library's
+binding (kmodsyms.load()); ``make -C libkmodsyms check`` runs the library's
 own fuzz cases under ASan/UBSan.
 
 The contract (src/kmodsyms/errors.py): every input gives either a right answer or
@@ -28,10 +28,10 @@ import zlib
 
 import numpy as np
 import pytest
+from conftest import FIXTURE, ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import FIXTURE, ROOT
 from kmodsyms import load
 from kmodsyms.errors import KmodsymsError
 from kmodsyms.format.fileformat import HEADER_SIZE
@@ -144,8 +144,8 @@ def exercise(r, addrs, names) -> None:
             str(rec)
     r.kallmodsyms()
     r.lines()
-    for st in r.module_stats:
-        r.module_ranges(st.name)
+    for stat in r.module_stats:
+        r.module_ranges(stat.name)
 
 
 class Probes(tuple):
@@ -641,6 +641,7 @@ def warm_cli(fixture_syms):
     """Run main() once in this process so that forked children start with
     typer's and click's lazy imports done (~20 ms per case instead of ~250)."""
     import io
+
     from kmodsyms.__main__ import main
     saved = sys.argv, sys.stdout, sys.stderr
     for args in (["info", fixture_syms],

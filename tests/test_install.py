@@ -1,5 +1,5 @@
 """Installing dtrace_syms: contrib/kbuild/Makefile.dtrace_syms, 'kmodsyms
-install' and kmodsyms.build.install.install()."""
+install' and kmodsyms.scan.install.install()."""
 
 import glob
 import os
@@ -12,12 +12,12 @@ import sys
 import time
 
 import pytest
-
 from docblocks import section_blocks
+
 from kmodsyms.errors import KmodsymsError
-from kmodsyms.build.install import install
-from kmodsyms.build.modmap import DERIVED, choose_module_map
 from kmodsyms.format.symsfile import read_syms
+from kmodsyms.scan.install import install
+from kmodsyms.scan.modmap.choose import DERIVED, choose_module_map
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FRAGMENT = os.path.join(ROOT, "contrib", "kbuild", "Makefile.dtrace_syms")

@@ -6,8 +6,8 @@ import os
 import subprocess
 import sys
 
-from kmodsyms.build.kbuild import cmd_modfiles, derive_thick
-from kmodsyms.build.thick import parse_thick, read_thick
+from kmodsyms.scan.modmap.kbuild import cmd_modfiles, derive_thick
+from kmodsyms.scan.modmap.thick import parse_thick, read_thick
 
 
 def as_sets(thick):

@@ -26,13 +26,13 @@ import subprocess
 import sys
 
 import pytest
-
 from docblocks import section_blocks
 from kallsyms_image import proc_kallsyms
 from kallsyms_variants import text_only
-from test_clib import clib, sanitized_answers  # noqa: F401 (clib: the fixture)
-from kmodsyms.format.symsfile import read_syms
 from kernel_build import S390, X86_64, built_tree, link_truth, ranges_cover, run
+from test_clib import sanitized_answers
+
+from kmodsyms.format.symsfile import read_syms
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FRAGMENT = os.path.join(ROOT, "contrib", "kbuild", "Makefile.dtrace_syms")

@@ -1,4 +1,4 @@
-"""kmodsyms.build.linkmap against links made here by gcc and ld in the
+"""kmodsyms.scan.linkmap against links made here by gcc and ld in the
 kernel's two steps (``ld -r`` into vmlinux.o, then the final link by a
 script), held to the final ELF symbol table: each symbol's bytes are its
 own object's in the composed maps."""
@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from kmodsyms.build.linkmap import vmlinux_object_map
+from kmodsyms.scan.linkmap import vmlinux_object_map
 
 # The same string literals in three objects: the final link merges their
 # .rodata.str1.8 (SHF_MERGE|SHF_STRINGS) to one copy, while vmlinux.o.map

@@ -24,7 +24,6 @@ import re
 import subprocess
 
 import pytest
-
 from kallsyms_image import proc_kallsyms
 from kernel_build import ARM64, ARM64_REBUILT, X86_64, X86_64_ALL, built_tree, link_truth
 from live_boot import INSERT, RELOAD, boot_kernel, guest, kernel_release
@@ -124,7 +123,7 @@ def resolver(boot, phase: str):
     """The Python resolver on what the guest showed in PHASE, as the guest's
     kmodsyms-c read it live (same files, same modules)."""
     snap = boot.path(phase)
-    return load(boot.syms, os.path.join(snap, "proc", "kallsyms"), 
+    return load(boot.syms, os.path.join(snap, "proc", "kallsyms"),
                 modules_dir=boot.modules_dir, sysfs_root=os.path.join(snap, "sys"),
                 proc_modules=os.path.join(snap, "proc", "modules"))
 
@@ -237,7 +236,7 @@ def test_objects_linked_beside_vmlinux_o_are_named(live):
     (docs/resolver.md R57); their lines (all data: CONFIG_KALLSYMS_ALL only)
     name them as ld's map does, in no module, and a text-only kernel lists
     none of them."""
-    from kmodsyms.build.linkmap import links_vmlinux_o
+    from kmodsyms.scan.linkmap import links_vmlinux_o
     _name, _kernel, tree, boot = live
     if not links_vmlinux_o(os.path.join(tree, "vmlinux.map")):
         pytest.skip("vmlinux linked in a single pass from vmlinux.a (arm64): no vmlinux.o to link beside")
@@ -606,6 +605,7 @@ def derived_module_lines(ko: str, module: str, text_only: bool) -> list[tuple[st
     (kallsyms_variants.kernel_module_letters), text sections only for a
     text-only kernel (kallsyms_variants.text_only's module rule)."""
     import importlib.util
+
     from kallsyms_variants import MODULE_TEXT_LETTERS, kernel_module_letters
     spec = importlib.util.spec_from_file_location(
         "mkkallsyms", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),

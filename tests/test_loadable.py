@@ -16,10 +16,10 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import FIXTURE, ROOT
-from kmodsyms.binding import Symbolization
+
 from kmodsyms import load
+from kmodsyms.binding import Symbolization
 
 FIXTURE_KALLSYMS = os.path.join(FIXTURE, "kallsyms")
 FUSE_KO = os.path.join(FIXTURE, "fs", "fuse", "fuse.ko")
@@ -609,8 +609,8 @@ def test_corpus_every_loadable_size(arch, request, tmp_path):
         syms = request.getfixturevalue("corpus_syms")
     else:
         from bench.corpus import pick_thick
-        from kmodsyms.build.writer import build
-        from kmodsyms.build.thick import read_thick
+        from kmodsyms.scan.modmap.thick import read_thick
+        from kmodsyms.scan.writer import build
         syms = str(tmp_path / "dtrace_syms")
         thick = pick_thick(tree)
         build(tree, read_thick(thick), thick, syms, use_cache=False)

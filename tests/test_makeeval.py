@@ -1,4 +1,4 @@
-"""The module map from kbuild's Makefiles (kmodsyms.build.makeeval), held equal to
+"""The module map from kbuild's Makefiles (kmodsyms.scan.modmap.makeeval), held equal to
 kbuild's own answer: the ``KBUILD_MODFILE`` each object was compiled with
 (its ``.cmd`` file) and the link order of ``vmlinux.a``, on both shared
 corpora (x86_64 defconfig, arm64 tinyconfig).  The corpora carry no
@@ -16,10 +16,10 @@ import tarfile
 
 import pytest
 
-from kmodsyms.build.archive import vmlinux_objects
 from kmodsyms.errors import KmodsymsError
-from kmodsyms.build.kbuild import cmd_modfiles, derive_thick, read_modules_builtin
-from kmodsyms.build.makeeval import auto_conf, config_srcarch, evaluate, thick_from_eval, unpack_makefiles
+from kmodsyms.scan.elf.archive import vmlinux_objects
+from kmodsyms.scan.modmap.kbuild import cmd_modfiles, derive_thick, read_modules_builtin
+from kmodsyms.scan.modmap.makeeval import auto_conf, config_srcarch, evaluate, thick_from_eval, unpack_makefiles
 
 SOURCE_TARBALLS = "/usr/src/linux-source-6.12*.tar.xz"
 

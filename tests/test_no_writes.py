@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import FIXTURE, ROOT
 
 KALLSYMS = os.path.join(FIXTURE, "kallsyms")

@@ -11,7 +11,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import FIXTURE, ROOT
 
 DOC = os.path.join(ROOT, "docs", "pipelines.md")

@@ -30,8 +30,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT
+
 from kmodsyms.format import ranges as ranges_format
 from kmodsyms.format.symsfile import read_syms
 
@@ -265,8 +265,8 @@ def map_truth(tree: str, listing: str, shift: int) -> dict:
     """(address, name) -> modules of every core line of ``listing`` (a
     kallsyms, or System.map at link addresses), from the tree's linker maps
     and thick file: the object whose bytes are there, its modules."""
-    from kmodsyms.build.linkmap import vmlinux_object_map
-    from kmodsyms.build.thick import read_thick
+    from kmodsyms.scan.linkmap import vmlinux_object_map
+    from kmodsyms.scan.modmap.thick import read_thick
     objects = vmlinux_object_map(*(os.path.join(tree, n) for n in ("vmlinux.map", "vmlinux.o.map",
                                                                     "vmlinux")))
     thick = read_thick(os.path.join(tree, "modules_thick.builtin"))
@@ -439,8 +439,9 @@ def test_corpora_read_by_dtrace(any_corpus, any_corpus_syms, corpus_ranges):
 def ranges_verifier() -> str:
     """scripts/verify_builtin_ranges.awk of Debian's linux-source tarball,
     taken out once into the corpus cache; skips without the tarball or gawk."""
-    from bench.corpus import _corpus_cache_dir
     from kernel_build import source_tarball
+
+    from bench.corpus import _corpus_cache_dir
     if not shutil.which("gawk"):
         pytest.skip("gawk is not installed (the kernel runs its ranges scripts with it)")
     tarball = source_tarball()
@@ -526,9 +527,10 @@ def test_ranges_from_debug_info(tmp_path_factory):
     """A dtrace_syms built from a debug vmlinux (``kmodsyms build
     --debuginfo``) gives ranges that dtrace's reading of the tree's
     System.map (a kallsyms at link addresses) files as the linker maps do."""
-    from test_debuginfo import inputs, tree_map   # tests/test_debuginfo.py's recipe
-    from kmodsyms.build.debuginfo import build_from_debuginfo
     from conftest import FIXTURE
+    from test_debuginfo import inputs, tree_map  # tests/test_debuginfo.py's recipe
+
+    from kmodsyms.scan.debuginfo.debuginfo import build_from_debuginfo
     absent = [t for t in ("gcc", "ld", "ar", "nm", "objcopy") if shutil.which(t) is None]
     if absent:
         pytest.skip(f"the fixture's toolchain is absent: {', '.join(absent)}")
@@ -581,40 +583,23 @@ def lost_to_kallmodsyms(consumer, tree: str, syms: str, source: str, tmp, proc_m
 
 @pytest.mark.parametrize("source", ["c", "python"])
 @pytest.mark.parametrize("core", [False, True], ids=["kallsyms-alone", "proc-modules"])
-def test_fixture_absent_ko_loses_no_address(fixture_tree, fixture_syms, tmp_path, source, core):
+def test_fixture_absent_ko_loses_no_address(clib, fixture_tree, fixture_syms, tmp_path, source, core):
     from test_loadable import FUSE_CORE
     proc_modules = None
     if core:
         proc_modules = str(tmp_path / "modules")
         with open(proc_modules, "w") as f:
             f.write(FUSE_CORE)
-    prog = _built_consumer(tmp_path)
+    prog = os.path.join(clib["plain"], "kms-dt-module")
     assert lost_to_kallmodsyms(prog, fixture_tree, fixture_syms, source, tmp_path, proc_modules) == []
 
 
 @pytest.mark.corpus
 @pytest.mark.parametrize("source", ["c", "python"])
-def test_corpora_absent_ko_loses_no_address(any_corpus, any_corpus_syms, tmp_path, source):
+def test_corpora_absent_ko_loses_no_address(clib, any_corpus, any_corpus_syms, tmp_path, source):
     """Issue 29 part 5: the loaded modules without their .ko (x86_64 xfs,
     fuse, isofs; arm64 fat, vfat, fuse), no /proc/modules to bound their
     last lines."""
-    prog = _built_consumer(tmp_path)
+    prog = os.path.join(clib["plain"], "kms-dt-module")
     assert lost_to_kallmodsyms(prog, any_corpus, any_corpus_syms, source, tmp_path) == []
 
-
-_CONSUMER: list = []
-
-
-def _built_consumer(tmp_path) -> str:
-    """contrib/dtrace's kms-dt-module, built once (tests/test_dtrace_consumer.py's recipe)."""
-    if not _CONSUMER:
-        cc = os.environ.get("CC", "cc")
-        if not (shutil.which("make") and shutil.which(cc)):
-            pytest.skip("cc or make is not installed")
-        out = str(tmp_path.parent / "kms-dt-module-build")
-        os.makedirs(out, exist_ok=True)
-        proc = subprocess.run(["make", "-s", "-C", os.path.join(ROOT, "contrib", "c"), f"O={out}", "all"],
-                              capture_output=True, text=True)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        _CONSUMER.append(os.path.join(out, "kms-dt-module"))
-    return _CONSUMER[0]

@@ -23,11 +23,11 @@ import warnings
 
 import numpy as np
 import pytest
-
 from conftest import FIXTURE, ROOT
+
 from kmodsyms import load
 from kmodsyms.errors import KmodsymsError, StaleError
-from kmodsyms.format.symsfile import Meta, StringTable, SymsFile, TABLES, encode, write_atomic
+from kmodsyms.format.symsfile import TABLES, Meta, StringTable, SymsFile, encode, write_atomic
 
 FIXTURE_KALLSYMS = os.path.join(FIXTURE, "kallsyms")
 STRICT_ENV = dict(os.environ, PYTHONIOENCODING="utf-8:strict")  # a user's UTF-8 terminal

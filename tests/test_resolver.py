@@ -10,13 +10,13 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import FIXTURE_KASLR
-from kmodsyms.errors import KmodsymsError, StaleError
+
 from kmodsyms import load
 from kmodsyms.binding import Symbolization
-from kmodsyms.build.linkmap import vmlinux_object_map
-from kmodsyms.build.thick import read_thick
+from kmodsyms.errors import KmodsymsError, StaleError
+from kmodsyms.scan.linkmap import vmlinux_object_map
+from kmodsyms.scan.modmap.thick import read_thick
 
 TYPE_RANK = {"STT_NOTYPE": 0}
 BIND_RANK = {"STB_GLOBAL": 2, "STB_WEAK": 1, "STB_LOCAL": 0}
@@ -165,8 +165,8 @@ def test_corpus_matches_linker_maps(corpus, corpus_syms):
     """Every ok row of truth.tsv: object and modules as the linker maps say,
     100 %; sizes equal vmlinux's ELF sizes wherever ours is known."""
     r = load(syms=corpus_syms, kallsyms=os.path.join(corpus, "kallsyms"))
-    rows = [l.rstrip("\n").split("\t") for l in open(os.path.join(corpus, "truth.tsv"))
-            if not l.startswith("#")]
+    rows = [ln.rstrip("\n").split("\t") for ln in open(os.path.join(corpus, "truth.tsv"))
+            if not ln.startswith("#")]
     core = [line for line in r.lines() if line.origin not in ("loadable", "pseudo")]
     assert len(core) == len(rows)
     checked = wrong = ambiguous = 0
@@ -198,7 +198,7 @@ def test_cli_resolve_lookup_and_kallmodsyms(fixture_tree, fixture_syms):
     stdin = f"{target.start:#x}\n{target.start + 1:#x}\n"
     out = subprocess.run(base + ["resolve", "--json", "--syms", fixture_syms, "--kallsyms", ks, "-"],
                          input=stdin, capture_output=True, text=True)
-    docs = [json.loads(l) for l in out.stdout.splitlines()]
+    docs = [json.loads(ln) for ln in out.stdout.splitlines()]
     assert [d["offset"] for d in docs] == [0, 1]
     out = subprocess.run(base + ["lookup", "--syms", fixture_syms, "--kallsyms", ks, "isofs`init_once"],
                          capture_output=True, text=True)
@@ -257,7 +257,8 @@ def _placed_object_sections(tree):
     merged constants, is placed only when linker-made symbols bracket it,
     R17, which the fixture has none of.)"""
     from elftools.elf.elffile import ELFFile
-    from kmodsyms.build.linkmap import parse_map
+
+    from kmodsyms.scan.linkmap import parse_map
     with open(os.path.join(tree, "vmlinux"), "rb") as f:
         elf = ELFFile(f)
         flags = {s.name: s["sh_flags"] for s in elf.iter_sections() if s["sh_flags"] & 2}

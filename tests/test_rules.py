@@ -55,16 +55,16 @@ def test_the_rules_are_cited():
     """Not vacuous: there are rules, and the C library and the build cite them."""
     doc, files = _doc(), code_files()
     assert len(set(DEFINITION.findall(doc))) >= 40
-    c = sum(len(CITATION.findall(t)) for p, t in files.items() if p.startswith("contrib/c/"))
-    build = sum(len(CITATION.findall(t)) for p, t in files.items() if p.startswith("src/kmodsyms/build/"))
+    c = sum(len(CITATION.findall(t)) for p, t in files.items() if p.startswith("libkmodsyms/"))
+    build = sum(len(CITATION.findall(t)) for p, t in files.items() if p.startswith("src/kmodsyms/scan/"))
     assert c >= 30 and build >= 10, (c, build)
 
 
 def test_an_unknown_citation_fails():
     doc = _doc()
-    files = {"contrib/c/planted.c": "/* the innermost sized symbol (R9999) */\n"}
+    files = {"libkmodsyms/planted.c": "/* the innermost sized symbol (R9999) */\n"}
     assert rule_problems(doc, files) == \
-        ["contrib/c/planted.c:1: cites R9999, which docs/resolver.md does not state"]
+        ["libkmodsyms/planted.c:1: cites R9999, which docs/resolver.md does not state"]
 
 
 def test_a_rule_stated_twice_or_skipped_fails():
@@ -83,7 +83,7 @@ def test_the_c_library_names_only_python_that_exists():
     """A C comment that names a Python module (src/kmodsyms/...py) names one
     the package has: the run-time resolver is the library itself, and no
     comment describes it as mirroring Python that is gone."""
-    c = {p: t for p, t in code_files().items() if p.startswith("contrib/c/")}
+    c = {p: t for p, t in code_files().items() if p.startswith("libkmodsyms/")}
     gone = sorted({f"{p}: {m.group(1)}" for p, t in c.items() for m in PYTHON_PATH.finditer(t)
                    if not (ROOT / "src" / m.group(1)).exists()})
     assert gone == []

@@ -2,7 +2,8 @@
 that end in the last bytes of their buffer (read through the padded tail)."""
 
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kmodsyms.format.spans import equal_spans, hash_spans, spans_in_order
 

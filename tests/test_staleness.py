@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from kmodsyms.build.elfimage import parse_notes
 from kmodsyms.format.symsfile import TEMP_PREFIX, read_syms, write_atomic
+from kmodsyms.scan.elf.elfimage import parse_notes
 
 
 def test_other_release_is_refused(fixture_syms):

@@ -7,12 +7,12 @@ kallsyms as scripts/kallsyms.c would have written it without --all-symbols
 import os
 
 import pytest
-
 from conftest import FIXTURE
 from kallsyms_variants import text_only
-from kmodsyms.errors import KmodsymsError, StaleError
+
 from kmodsyms import load
 from kmodsyms.binding.records import SizeKind
+from kmodsyms.errors import KmodsymsError, StaleError
 
 TEXT_ONLY = os.path.join(FIXTURE, "kallsyms.text-only")
 
@@ -57,8 +57,8 @@ def test_text_only_answers_as_the_full_kallsyms(fixture_syms):
 def test_text_only_kallsyms_of_another_kernel_is_refused(fixture_syms, tmp_path):
     """Every text symbol moved by 0x40 past the first tenth: a rebuilt kernel."""
     lines = open(TEXT_ONLY, "rb").read().splitlines(keepends=True)
-    moved = [b"%016x" % (int(l[:16], 16) + 0x40) + l[16:] if i > len(lines) // 10 and l.count(b" ") == 2
-             and b"\t" not in l else l for i, l in enumerate(lines)]
+    moved = [b"%016x" % (int(ln[:16], 16) + 0x40) + ln[16:] if i > len(lines) // 10 and ln.count(b" ") == 2
+             and b"\t" not in ln else ln for i, ln in enumerate(lines)]
     with pytest.raises(StaleError, match="does not match .*different kernels"):
         load(syms=fixture_syms, kallsyms_text=b"".join(moved), kallsyms_name="moved")
 

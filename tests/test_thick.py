@@ -1,7 +1,7 @@
 import pytest
 
 from kmodsyms.errors import KmodsymsError
-from kmodsyms.build.thick import module_name, parse_thick, read_thick
+from kmodsyms.scan.modmap.thick import module_name, parse_thick, read_thick
 
 
 def test_module_names_as_the_kernel_spells_them():

@@ -1,4 +1,4 @@
-"""kmodsyms.build.verify: the modules.builtin.ranges parser, verify on the fixture
+"""kmodsyms.scan.verify: the modules.builtin.ranges parser, verify on the fixture
 tree (linker maps only) and on the real 6.12 corpus (maps and ranges)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from kmodsyms.errors import KmodsymsError
-from kmodsyms.build.verify import parse_ranges, read_elf_info, verify
+from kmodsyms.scan.verify import parse_ranges, read_elf_info, verify
 
 # Sections where upstream's modules.builtin.ranges is known to miss built-in
 # module data (generate_builtin_ranges.awk skips .percpu and non-dot output
@@ -111,8 +111,8 @@ def test_verify_missing_inputs(tmp_path, fixture_tree, fixture_syms):
 def test_verify_fixture_with_synthetic_ranges(tmp_path, fixture_tree, fixture_syms):
     """Ranges only (no maps): a ranges file derived from the fixture's own
     maps must agree with our attribution."""
-    from kmodsyms.build.linkmap import vmlinux_object_map
     from kmodsyms.format.symsfile import read_syms
+    from kmodsyms.scan.linkmap import vmlinux_object_map
     tree = tmp_path / "tree"
     tree.mkdir()
     for name in ("System.map", "vmlinux"):
@@ -272,8 +272,8 @@ def test_arm64_corpus_linker_map_names_the_objects(tmp_path):
     objects, and the vmlinux.o.map beside it (modpost's ld -r) is not the
     layout of vmlinux.  Every line agrees with the map."""
     from bench.corpus import ARM64_CORPUS_NAME, cached_corpus, corpus_tarball
-    from kmodsyms.build.writer import build
-    from kmodsyms.build.thick import read_thick
+    from kmodsyms.scan.modmap.thick import read_thick
+    from kmodsyms.scan.writer import build
     tree = cached_corpus(log=lambda *_: None, name=ARM64_CORPUS_NAME)
     if tree is None:
         pytest.skip(f"{corpus_tarball(ARM64_CORPUS_NAME)} is absent")

@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
 #
 # contrib/dtrace: kms-dt-module, DTrace's kernel module table built from
-# libkmodsyms (docs/dtrace-utils.md).  Included by contrib/c/Makefile, whose
+# libkmodsyms (docs/dtrace-utils.md).  Included by libkmodsyms/Makefile, whose
 # variables (O, SRC, LIB_A, HDR, ALL_CFLAGS, BINDIR) it uses; built by its
 # 'all', installed by its 'install'.
-DTRACE_SRC := $(SRC)/../dtrace
+DTRACE_SRC := $(ROOT)/contrib/dtrace
 DTRACE_PROG := $(O)/kms-dt-module
 
 all: $(DTRACE_PROG)

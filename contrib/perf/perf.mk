@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
 #
 # contrib/perf: kmodsyms-dlfilter.so, a perf script --dlfilter (contrib/perf/README.md).
-# Included by contrib/c/Makefile, whose variables it uses; built by its 'all'
+# Included by libkmodsyms/Makefile, whose variables it uses; built by its 'all'
 # when perf's <perf/perf_dlfilter.h> is installed (Debian: linux-perf), and
 # installed by its 'install' into PERF_DLFILTERDIR, where perf finds a
 # dlfilter by its bare name (perf --exec-path, then dlfilters/: upstream
 # $(PREFIX)/libexec/perf-core, Debian /usr/lib/perf-core).
-PERF_SRC := $(SRC)/../perf
+PERF_SRC := $(ROOT)/contrib/perf
 PERF_INCLUDE ?= /usr/include
 PERF_DLFILTERDIR ?= $(PREFIX)/libexec/perf-core/dlfilters
 DLFILTER := $(O)/kmodsyms-dlfilter.so

@@ -13,11 +13,11 @@ import sys
 def main() -> None:
     args = sys.argv[1:]
     if args[:1] and args[0] in ("resolve", "lookup", "kallmodsyms", "modules"):
-        from .cli.frontend import fast_main
+        from kmodsyms.cli.frontend import fast_main
         status = fast_main(args[0], args[1:])
         if status is not None:
             sys.exit(status)
-    from .cli.app import main as cli_main
+    from kmodsyms.cli.app import main as cli_main
     cli_main()
 
 

@@ -1,4 +1,4 @@
-"""The run time: libkmodsyms (contrib/c), the one resolver, bound for
+"""The run time: libkmodsyms (`libkmodsyms/`), the one resolver, bound for
 Python by the extension :mod:`kmodsyms.binding._kms` that ``pip install``
 compiles from the library's own sources.
 
@@ -16,12 +16,23 @@ from __future__ import annotations
 import os
 from array import array
 
-from ..errors import KmodsymsError, StaleError
-from ..kernelnames import kernel_spelling
-from .leftovers import remove_snapshots
-from . import _kms
-from .records import (BINDINGS, ORIGINS, SIZE_KINDS, STATUSES, Info, KernelSymbol, Line,
-                      ModuleRange, ModuleStats, Origin, Symbolization)
+from kmodsyms.binding import _kms
+from kmodsyms.binding.leftovers import remove_snapshots
+from kmodsyms.binding.records import (
+    BINDINGS,
+    ORIGINS,
+    SIZE_KINDS,
+    STATUSES,
+    Info,
+    KernelSymbol,
+    Line,
+    ModuleRange,
+    ModuleStats,
+    Origin,
+    Symbolization,
+)
+from kmodsyms.errors import KmodsymsError, StaleError
+from kmodsyms.kernelnames import kernel_spelling
 
 _kms.configure(Symbolization, Line, ModuleStats, ModuleRange, Info, KernelSymbol, ORIGINS,
                BINDINGS, STATUSES, SIZE_KINDS)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
 /*
- * kmodsyms.binding._kms: libkmodsyms (contrib/c) for Python, compiled into
+ * kmodsyms.binding._kms: libkmodsyms (`libkmodsyms/`) for Python, compiled into
  * this extension from the library's own sources by 'pip install .'.
  *
  * One type, Handle: a loaded kms_handle.  Its methods are the library's

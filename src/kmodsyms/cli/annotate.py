@@ -28,8 +28,8 @@ from __future__ import annotations
 import bisect
 import re
 
-from ..binding.records import Origin, SizeKind
-from .frontend import format_kernel, shown_module
+from kmodsyms.binding.records import Origin, SizeKind
+from kmodsyms.cli.frontend import format_kernel, shown_module
 
 KERNEL_DSOS = ("[kernel.kallsyms]", "[kernel.vmlinux]")
 

@@ -14,10 +14,10 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from .. import __version__
-from ..errors import KmodsymsError
-from .frontend import OPTIONS, byte_exact_stdout, guarded, load_resolver, run_command, warn
-from ..kernelnames import kernel_spelling
+from kmodsyms import __version__
+from kmodsyms.cli.frontend import OPTIONS, byte_exact_stdout, guarded, load_resolver, run_command, warn
+from kmodsyms.errors import KmodsymsError
+from kmodsyms.kernelnames import kernel_spelling
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -160,9 +160,9 @@ def build(
 ):
     """Scan a kernel build tree into one dtrace_syms file, or build one from
     a distribution's debug vmlinux (--debuginfo)."""
-    from ..build.archive import vmlinux_objects
-    from ..build.writer import build as run_build
-    from ..build.modmap import choose_module_map
+    from kmodsyms.scan.elf.archive import vmlinux_objects
+    from kmodsyms.scan.modmap.choose import choose_module_map
+    from kmodsyms.scan.writer import build as run_build
     jobs = _jobs(jobs)
     if debuginfo or vmlinux or release or root or system_map or config or modules_dir or guess_modules:
         if kbuild:
@@ -208,7 +208,7 @@ def _release_under(root: str) -> str:
 
 def _build_debuginfo(vmlinux, release, root, system_map, config, modules_dir, source, guess_modules,
                      output, jobs, as_json, force, quiet) -> None:
-    from ..build.debuginfo import build_from_debuginfo, default_inputs, default_source, release_of_vmlinux
+    from kmodsyms.scan.debuginfo.debuginfo import build_from_debuginfo, default_inputs, default_source, release_of_vmlinux
     if source and guess_modules:
         _die("give --source or --guess-modules, not both")
     if not output:
@@ -252,8 +252,8 @@ def info(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ):
     """Show a dtrace_syms file's header, counts and modules."""
-    from ..format.fileformat import FORMAT_VERSION
-    from ..format.symsfile import FLAG_FORCED, FLAG_FROM_DEBUG_INFO, FLAG_GUESSED_MODULES, read_syms
+    from kmodsyms.format.fileformat import FLAG_FORCED, FLAG_FROM_DEBUG_INFO, FLAG_GUESSED_MODULES, FORMAT_VERSION
+    from kmodsyms.format.symsfile import read_syms
     syms = read_syms(file)
     counts = syms.module_symbol_counts()
     core = int((syms.symbols["modset"] == 0).sum())
@@ -333,7 +333,8 @@ def dump(
 ):
     """Print the symbol entries of a dtrace_syms file, in file order."""
     import numpy as np
-    from ..format.symsfile import read_syms
+
+    from kmodsyms.format.symsfile import read_syms
     syms = read_syms(file)
     indices = range(len(syms.symbols))
     if module is not None:
@@ -363,8 +364,8 @@ def thick(
     output: Optional[str] = typer.Option(None, "--output", "-o", help="Write here instead of stdout."),
 ):
     """Derive modules_thick.builtin from a kbuild tree's .cmd files (KBUILD_MODFILE)."""
-    from ..build.kbuild import derive_thick
-    from ..format.symsfile import write_atomic
+    from kmodsyms.format.symsfile import write_atomic
+    from kmodsyms.scan.modmap.kbuild import derive_thick
     text = derive_thick(kbuild).format()
     if output:
         write_atomic(output, text.encode())
@@ -386,8 +387,8 @@ def ranges(
     link layout, shaped so that dtrace-utils, reading it beside
     /proc/kallsyms, files every line of a built-in module under it (see
     docs/dtrace-utils.md)."""
-    from ..format.ranges import format_ranges, plan, to_json
-    from ..format.symsfile import read_syms, write_atomic
+    from kmodsyms.format.ranges import format_ranges, plan, to_json
+    from kmodsyms.format.symsfile import read_syms, write_atomic
     p = plan(read_syms(syms))
     text = json.dumps(to_json(p), indent=2) + "\n" if as_json else format_ranges(p)
     if output:
@@ -411,7 +412,7 @@ def install(
 ):
     """Install dtrace_syms as MOD_PATH/lib/modules/RELEASE/kernel/dtrace_syms
     (what 'make dtrace_syms_install' does)."""
-    from ..build.install import install as run_install
+    from kmodsyms.scan.install import install as run_install
     typer.echo(run_install(kbuild, syms=syms, mod_path=mod_path, release=release))
 
 
@@ -426,7 +427,7 @@ def verify(
     """Check our module attribution of every System.map symbol against
     upstream's modules.builtin.ranges and the linker maps.  Exit 1 on any
     disagreement with the linker maps."""
-    from ..build.verify import verify as run_verify
+    from kmodsyms.scan.verify import verify as run_verify
     report = run_verify(kbuild, syms or os.path.join(kbuild, "dtrace_syms"))
     typer.echo(json.dumps(report.to_json(), indent=2) if as_json else report.format())
     raise typer.Exit(report.exit_status())
@@ -556,8 +557,9 @@ def annotate(
     hidden from this user, say; with --strict that is an error), and a file
     that is not text (compressed, ELF, binary)."""
     import shutil
-    from ..binding import not_text
-    from .annotate import annotate as run_annotate
+
+    from kmodsyms.binding import not_text
+    from kmodsyms.cli.annotate import annotate as run_annotate
     readers = []
     for path in files or ["-"]:
         try:

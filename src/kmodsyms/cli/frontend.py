@@ -20,8 +20,8 @@ from __future__ import annotations
 import os
 import sys
 
-from ..errors import KmodsymsError
-from ..kernelnames import kernel_spelling
+from kmodsyms.errors import KmodsymsError
+from kmodsyms.kernelnames import kernel_spelling
 
 PROG = "kmodsyms"
 
@@ -269,7 +269,7 @@ def format_kernel(rec, ksym) -> str:
 
 
 def format_json(rec) -> str:
-    import json   # here: a resolve of one address does not need it
+    import json  # here: a resolve of one address does not need it
     return json.dumps(rec.to_json())
 
 
@@ -317,7 +317,7 @@ def write_answers(answer, addresses: list[str], fmt: str) -> int:
             continue
         for number, raw in enumerate(sys.stdin.buffer, 1):
             if number == 1:
-                from ..binding import not_text
+                from kmodsyms.binding import not_text
                 what = not_text("<stdin>", raw, "addresses: give one hex address a line")
                 if what:
                     raise KmodsymsError(what)
@@ -348,7 +348,7 @@ def load_resolver(options: dict, quiet: bool = False):
     """The resolver a command's options ask for (:func:`kmodsyms.load`):
     answering from kallsyms alone, with one warning (none when ``quiet``),
     when the default dtrace_syms is not usable, unless ``--strict``."""
-    from ..binding import load
+    from kmodsyms.binding import load
     resolver = load(syms=options["syms"], kallsyms=options["kallsyms"], force=options["force"],
                     fallback=not options["strict"] and options["syms"] is None,
                     warn=(lambda message: None) if quiet else warn,

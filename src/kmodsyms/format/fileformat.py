@@ -8,7 +8,7 @@ from :data:`HEADER` and :data:`TABLES`), the plain-Python paths that need
 only the header (no numpy), and the C library, through ``kms_format.h``,
 which this module writes::
 
-    python -m kmodsyms.format.fileformat --c-header > contrib/c/kms_format.h
+    python -m kmodsyms.format.fileformat --c-header > libkmodsyms/kms_format.h
 
 The header is checked in (the C build needs no Python); tests/test_fileformat.py
 holds it, and docs/format.md's tables, equal to this module.
@@ -142,13 +142,13 @@ def header_crc(head: bytes) -> bytes | None:
 
 
 def c_header() -> str:
-    """contrib/c/kms_format.h: this module's facts as C names."""
+    """libkmodsyms/kms_format.h: this module's facts as C names."""
     out = [
         "/* SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0 */",
         "/*",
         " * The dtrace_syms format's facts (docs/format.md), generated from",
         " * src/kmodsyms/format/fileformat.py, their one table, by",
-        " *   python -m kmodsyms.format.fileformat --c-header > contrib/c/kms_format.h",
+        " *   python -m kmodsyms.format.fileformat --c-header > libkmodsyms/kms_format.h",
         " * Do not edit: change fileformat.py and run that (tests/test_fileformat.py",
         " * fails while this file differs from what it writes).",
         " */",
@@ -207,7 +207,7 @@ def _c_table(name: str) -> str:
 
 def main(argv: list[str]) -> int:
     if argv != ["--c-header"]:
-        print("usage: python -m kmodsyms.format.fileformat --c-header > contrib/c/kms_format.h",
+        print("usage: python -m kmodsyms.format.fileformat --c-header > libkmodsyms/kms_format.h",
               file=sys.stderr)
         return 2
     sys.stdout.write(c_header())

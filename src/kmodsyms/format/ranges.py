@@ -75,8 +75,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import KmodsymsError
-from .fileformat import NO_ADDRESS
+from kmodsyms.errors import KmodsymsError
+from kmodsyms.format.fileformat import NO_ADDRESS
 
 # ELF sh_flags (the sections table keeps the low 32 bits) and st_type
 _SHF_ALLOC, _SHF_EXECINSTR = 0x2, 0x4

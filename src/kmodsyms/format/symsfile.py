@@ -30,14 +30,25 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..build.elfdefs import BINDING_NAMES
-from ..errors import KmodsymsError
-from .fileformat import (CRC_COVERS_FROM, DIRECTORY_AT, FLAG_FORCED, FLAG_FROM_DEBUG_INFO, FLAG_GUESSED_MODULES,
-                         FLAG_MISSING_OBJECTS, FORMAT_VERSION,  # noqa: F401
-                         HEADER, HEADER_AT, HEADER_SIZE, HEADER_STRINGS, MAGIC, MAX_ENTRIES, NO_ADDRESS,
-                         OBJECT_MISSING, TABLE_ALIGN, Table, struct_format)
-from .fileformat import TABLES as FORMAT_TABLES
-from .spans import spans_in_order
+from kmodsyms.errors import KmodsymsError
+from kmodsyms.format.fileformat import (
+    CRC_COVERS_FROM,
+    DIRECTORY_AT,
+    FORMAT_VERSION,
+    HEADER,
+    HEADER_AT,
+    HEADER_SIZE,
+    HEADER_STRINGS,
+    MAGIC,
+    MAX_ENTRIES,
+    OBJECT_MISSING,
+    TABLE_ALIGN,
+    Table,
+    struct_format,
+)
+from kmodsyms.format.fileformat import TABLES as FORMAT_TABLES
+from kmodsyms.format.spans import spans_in_order
+from kmodsyms.scan.elf.elfdefs import BINDING_NAMES
 
 # The first line of a kallsyms or System.map, given where a dtrace_syms is due.
 _KALLSYMS_LINE = re.compile(rb"(?:[0-9a-fA-F]{8}|[0-9a-fA-F]{16}) [A-Za-z?] \S")

@@ -1,0 +1,1 @@
+"""A distribution kernel's debug vmlinux as the input: DWARF, symbol table, checks."""

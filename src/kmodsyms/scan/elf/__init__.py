@@ -1,0 +1,1 @@
+"""ELF readers: object files, archives and the linked image."""

@@ -1,0 +1,1 @@
+"""Module-map sources: which objects make up each built-in module."""
