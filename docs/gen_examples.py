@@ -474,6 +474,9 @@ SKIPPING_FIXTURES = {
                        "(`-m slow`)",
     "built": "the same, each run for Debian unstable's and Debian 13's newest cloud-amd64 kernel "
              "(`KMODSYMS_DEBIAN_KERNELS=all`: every flavour and release) (`-m slow`)",
+    "booted": "the same archive, QEMU (`qemu-system-x86`), and Debian's own 6.12.118+deb13 and "
+              "7.2.13+deb14 cloud-amd64 kernels with sid's `dtrace` (about 1.3 GB of packages, "
+              "downloaded by the test) (`-m live`)",
 }
 
 
