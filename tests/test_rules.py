@@ -15,7 +15,7 @@ CITATION = re.compile(r"\bR(\d+)\b")
 def code_files() -> dict[str, str]:
     """Every file that may cite a rule: the C library's sources and headers,
     and the Python package's modules."""
-    paths = sorted((ROOT / "contrib" / "c").glob("*.[ch]")) + sorted((ROOT / "src" / "kmodsyms").rglob("*.py"))
+    paths = sorted((ROOT / "libkmodsyms").glob("*.[ch]")) + sorted((ROOT / "src" / "kmodsyms").rglob("*.py"))
     return {str(p.relative_to(ROOT)): p.read_text(errors="replace") for p in paths}
 
 
