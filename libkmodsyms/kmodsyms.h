@@ -127,8 +127,8 @@ typedef struct kms_error {
 } kms_error;
 
 /* kms_load() flags. */
-#define KMS_LOAD_FORCE 0x1u /* use a file of another kernel anyway (CLI --force): the
-                             * checks still run, and what they found is kms_info.warning */
+#define KMS_LOAD_FORCE 0x1u /* use a file of another kernel anyway (CLI --force): see
+                             * kms_load() */
 #define KMS_LOAD_LIVE 0x2u  /* kms_load_buffer(): the text is the running kernel's
                              * /proc/kallsyms, so check release and build-id */
 #define KMS_LOAD_NO_MODULES 0x4u /* read no .ko, sysfs or /proc/modules, even for the
@@ -148,8 +148,12 @@ typedef struct kms_handle kms_handle;
  * KALLSYMS_PATH (NULL: /proc/kallsyms).  With the live /proc/kallsyms the
  * file's kernel release must equal uname -r and its build-id the running
  * kernel's (/sys/kernel/notes); for any kallsyms its anchors must sit at
- * their link addresses plus their segment's shift.  KMS_LOAD_FORCE skips
- * these checks.  Returns NULL on failure, with ERR filled.
+ * their link addresses plus their segment's shift, and none of its function
+ * anchors may be absent (docs/resolver.md R36, R37, R40).  Under
+ * KMS_LOAD_FORCE the checks still run, and a mismatch is no KMS_E_STALE but
+ * the handle's warning (kms_info.warning: "used anyway (KMS_LOAD_FORCE),
+ * answers may be wrong: ..."), and absent function anchors no error (R41).
+ * Returns NULL on failure, with ERR filled.
  */
 kms_handle *kms_load(const char *syms_path, const char *kallsyms_path, unsigned flags,
                      kms_error *err);

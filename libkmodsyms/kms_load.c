@@ -238,7 +238,7 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
         *syms_fault = err && err->code == KMS_E_STALE;
         goto bad;
     }
-    if (!why && h->count[T_SEGMENTS] == 0) {
+    if (!why && h->count[T_SEGMENTS] == 0) { /* R8: no layout, nothing to shift */
         kmsi_fail(err, KMS_E_NO_LAYOUT, "%s has no link layout (built with --no-layout, or from a "
                   "tree without vmlinux and System.map): rebuild it with 'kmodsyms build' in the "
                   "kernel's build tree", syms_path);
@@ -259,7 +259,7 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
     }
     memset(h->section_base, 0, h->count[T_SECTIONS] * sizeof *h->section_base);
     /* a file forced past the live check is not checked again (one warning
-     * says why it is used); otherwise the anchors check it (R36-R38),
+     * says why it is used); otherwise the anchors check it (R36, R37),
      * warning instead under FORCE (R41) */
     int check = why || forced ? CHECK_NONE : force ? CHECK_WARN : CHECK_FAIL;
     if (kmsi_place_sections(h, syms_path, source, check, err)) {

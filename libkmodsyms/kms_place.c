@@ -128,7 +128,7 @@ static int anchor_usable(const kms_handle *h, uint32_t a)
  * the one most of
  * its anchors' core lines vote for (ties: the lowest); each anchor is then
  * placed (a line of its name at link address + shift), misplaced (lines of
- * its name, none there) or absent (AnchorCheck); a segment none of whose
+ * its name, none there) or absent (R36); a segment none of whose
  * anchors is present moves with the segments around it when they moved
  * alike; each section with a link address moves with the (last) segment
  * holding it.
@@ -242,7 +242,7 @@ int kmsi_place_sections(kms_handle *h, const char *syms_path, const char *source
             }
         }
     }
-    /* _shift_between: segments in address order */
+    /* a segment of unknown shift between two that agree (R7): segments in address order */
     for (uint32_t g = 0; g < nseg; g++)
         order[g] = g;
     for (uint32_t g = 1; g < nseg; g++) { /* stable insertion sort by start */

@@ -272,6 +272,8 @@ static int record_in(const struct kms_sym *rec, const char *mod, size_t modlen)
     return 0;
 }
 
+/* R33: one record for every kallsyms line of the name, core, loadable and
+ * pseudo, at the line's address plus the offset; R34: only those of MOD. */
 static int lookup_one(const kms_handle *h, size_t line, void *arg)
 {
     struct lookup_ctx *c = arg;

@@ -25,8 +25,9 @@ def pytest_report_header(config):
 
 @pytest.fixture(scope="session", autouse=True)
 def private_cache(tmp_path_factory):
-    """``kmodsyms resolve`` saves snapshots under $XDG_CACHE_HOME: keep the
-    suite's (and its subprocesses') out of the user's cache."""
+    """The suite's runs (and its subprocesses') see a cache of their own,
+    $XDG_CACHE_HOME, never the user's: tests/test_no_writes.py holds that
+    nothing writes there."""
     from bench.corpus import _corpus_cache_dir
     path = str(tmp_path_factory.mktemp("xdg-cache"))
     saved = {name: os.environ.get(name) for name in ("XDG_CACHE_HOME", "KMODSYMS_CORPUS_CACHE")}

@@ -307,14 +307,45 @@ def test_version_and_help():
 
 
 @pytest.mark.parametrize("command", ["resolve", "lookup", "kallmodsyms", "modules"])
-def test_typer_and_the_path_without_typer_read_one_table(command):
-    """Every option of the typer command is in the table the path without
-    typer parses with, with the same flags, and nothing else is."""
+def test_typer_and_the_path_without_typer_read_one_declaration(command):
+    """The typer command is built from the declaration the path without
+    typer parses with (kmodsyms.cli.frontend.COMMANDS): the same options
+    with the same flags, the same arguments, the same help."""
     from typer.main import get_command
 
     from kmodsyms.cli.app import app
-    from kmodsyms.cli.frontend import COMMAND_OPTIONS, OPTIONS
-    params = get_command(app).commands[command].params
-    typer_flags = {tuple(p.opts) for p in params if p.opts[0].startswith("-")} - {("-h", "--help")}
-    table_flags = {OPTIONS[name].flags for name in COMMAND_OPTIONS[command]}
-    assert {tuple(sorted(f)) for f in typer_flags} == {tuple(sorted(f)) for f in table_flags}
+    from kmodsyms.cli.frontend import COMMANDS, OPTIONS
+    declared = COMMANDS[command]
+    click_command = get_command(app).commands[command]
+    params = click_command.params
+    typer_flags = [tuple(p.opts) for p in params if p.opts[0].startswith("-")]
+    assert typer_flags == [OPTIONS[name].flags for name in declared.options]
+    arguments = [p.name for p in params if not p.opts[0].startswith("-")]
+    assert arguments == ([declared.argument.name] if declared.argument else [])
+    assert click_command.help == declared.help
+
+
+@pytest.mark.parametrize("args", [
+    ["--form", "dtrace"],                 # abbreviated: click refuses
+    ["-qf", "dtrace"],                    # bundled short flags
+    ["-fdtrace"],                         # a short option's value attached
+    ["-f=dtrace"],                        # click reads the value '=dtrace'
+    ["--json=1"],                         # a flag given a value
+    ["--format", "json", "--format", "dtrace"],   # the last one counts
+    ["--format=kernel"],
+    ["--format"],                         # no value
+    ["--", "-0x10"],                      # an argument that starts with '-'
+    ["-1"],
+    ["--format", "bogus"],
+    [],                                   # no address
+])
+def test_both_paths_read_a_command_line_alike(files, args):
+    """Whatever the path without typer reads it reads as click does, and
+    what it does not read (it declines) typer does: both paths give the
+    same exit status, output and message for every command line (the
+    program name in click's usage lines aside)."""
+    address = [] if args in ([], ["--format"]) or args[:1] == ["--"] else ["0xffffffffab600400"]
+    full = _run(["resolve", *files, *args, *address], module="kmodsyms.cli.app")
+    quick = _run(["resolve", *files, *args, *address])
+    assert (quick.returncode, quick.stdout, quick.stderr) == \
+        (full.returncode, full.stdout, full.stderr.replace("kmodsyms.cli.app", "kmodsyms"))

@@ -1,7 +1,7 @@
 """The run-time path's modules import only downwards: every import of a
-module named in docs/resolver.md's layout table (§10) goes to a module of
-its own layer or of one before it, so an answer flows library -> binding
--> output and never back."""
+module named in docs/architecture.md's layer table goes to a module of its
+own layer or of one before it, so an answer flows library -> binding ->
+output and never back."""
 
 from __future__ import annotations
 
@@ -16,12 +16,11 @@ PACKAGE = os.path.join(ROOT, "src", "kmodsyms")
 
 def _layers() -> dict[str, int]:
     """Module (``binding``, ``cli.frontend``) -> its layer's rank, from
-    the table of docs/resolver.md's section 10."""
-    with open(os.path.join(ROOT, "docs", "resolver.md"), encoding="utf-8") as f:
+    the table of docs/architecture.md."""
+    with open(os.path.join(ROOT, "docs", "architecture.md"), encoding="utf-8") as f:
         text = f.read()
-    section = text[text.index("## 10. Layout"):]
-    rows = re.findall(r"^\| [a-z]+ \| ((?:`[\w.]+`(?:, )?)+) \|", section, re.M)
-    assert len(rows) >= 4, "docs/resolver.md section 10 has no layout table"
+    rows = re.findall(r"^\| [a-z]+ \| ((?:`[\w.]+`(?:, )?)+) \|", text, re.M)
+    assert len(rows) >= 4, "docs/architecture.md has no layer table"
     return {name: rank for rank, row in enumerate(rows) for name in re.findall(r"`([\w.]+)`", row)}
 
 
@@ -72,12 +71,12 @@ def _upward(layers: dict[str, int], imports) -> list[tuple[str, str]]:
 
 def test_every_layout_module_exists():
     missing = [name for name in _layers() if not os.path.exists(_module_path(name))]
-    assert not missing, f"docs/resolver.md section 10 names modules that are gone: {missing}"
+    assert not missing, f"docs/architecture.md names modules that are gone: {missing}"
 
 
 def test_no_module_imports_one_above_it():
     upward = _upward(_layers(), _imports)
-    assert not upward, f"imports against the layout of docs/resolver.md section 10: {upward}"
+    assert not upward, f"imports against the layers of docs/architecture.md: {upward}"
 
 
 def test_the_check_sees_a_back_edge():
@@ -91,13 +90,3 @@ def test_the_check_sees_a_back_edge():
 
     assert _upward(layers, with_back_edges) == [("binding.records", "binding"),
                                                 ("binding", "cli.frontend")]
-
-
-def test_the_documented_graph_is_the_code():
-    """The import graph docs/resolver.md section 10 prints is the code's."""
-    with open(os.path.join(ROOT, "docs", "resolver.md"), encoding="utf-8") as f:
-        section = f.read().split("## 10. Layout", 1)[1]
-    block = re.search(r"^```\n(.*?)^```", section, re.S | re.M).group(1)
-    for line in block.splitlines():
-        name, _arrow, deps = line.partition("->")
-        assert set(deps.split()) == _imports(name.strip()), line

@@ -1,6 +1,6 @@
 """A run writes nothing but what the user names: no cache, no state, in a
-home and XDG directories that are empty and read-only; and the snapshot
-files an earlier kmodsyms cached are deleted, nothing else of theirs."""
+home and XDG directories that are empty and read-only; and deletes
+nothing, not even what an earlier kmodsyms cached."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import stat
 import subprocess
 import sys
 
-import pytest
 from conftest import FIXTURE, ROOT
 
 KALLSYMS = os.path.join(FIXTURE, "kallsyms")
@@ -49,25 +48,20 @@ def test_a_run_creates_nothing(fixture_syms, tmp_path):
     assert _tree(home) == [] and _tree(work) == []
 
 
-def _snapshot(path, magic=b"KMSNAP\0\7") -> None:
-    path.write_bytes(magic + bytes(64))
-
-
-@pytest.mark.parametrize("others", [False, True])
-def test_old_snapshots_are_deleted(fixture_syms, tmp_path, others):
+def test_a_load_deletes_nothing(fixture_syms, tmp_path):
+    """What lies in the caches a load does not read stays as it was: the
+    files an earlier kmodsyms cached there (``resolve-*``, starting
+    ``KMSNAP``), a killed writer's temp file and the user's own."""
     home = tmp_path / "home"
     cache = home / "cache" / "kmodsyms"
     cache.mkdir(parents=True)
-    _snapshot(cache / "resolve-5e2f-0badcafe")
-    (cache / ".dtrace_syms.x1y2z3").write_bytes(b"partial")     # a killed writer's
-    if others:   # not ours: kept, and so is the directory
-        (cache / "notes.txt").write_text("mine")
-        _snapshot(cache / "resolve-mine", magic=b"NOTOURS!")
-    out = subprocess.run([sys.executable, "-m", "kmodsyms", "resolve", "--syms", fixture_syms,
-                          "--kallsyms", KALLSYMS, "0x1"], env=_env(home), capture_output=True,
-                         text=True, cwd=ROOT)
-    assert out.returncode == 0, out.stderr
-    if others:
-        assert _tree(cache) == ["notes.txt", "resolve-mine"]
-    else:
-        assert not cache.exists() and (home / "cache").exists()
+    (cache / "resolve-5e2f-0badcafe").write_bytes(b"KMSNAP\0\7" + bytes(64))
+    (cache / ".dtrace_syms.x1y2z3").write_bytes(b"partial")
+    (cache / "notes.txt").write_text("mine")
+    before = {p: (cache / p).read_bytes() for p in _tree(cache)}
+    for args in (["resolve", "0x1"], ["lookup", "init_once"], ["kallmodsyms"], ["modules"]):
+        out = subprocess.run([sys.executable, "-m", "kmodsyms", *args, "--syms", fixture_syms,
+                              "--kallsyms", KALLSYMS], env=_env(home), capture_output=True,
+                             text=True, cwd=ROOT)
+        assert out.returncode == 0, out.stderr
+    assert {p: (cache / p).read_bytes() for p in _tree(cache)} == before

@@ -108,27 +108,64 @@ def test_hard_cases_resolve_as_documented(fixture_resolver):
     # Padding symbols are in no object's table but inside the object's section.
     pfx = r.lookup("__pfx_ext4_file_open")[0]
     assert pfx.object == "fs/ext4/file.o" and pfx.modules == ["ext4"] and pfx.size == 16
-    # Linker-made symbols are core kernel, unsized.
-    stext = r.lookup("_stext")[0]
-    assert stext.module == "vmlinux" and stext.object in (None, "init/main.o")
     # Pseudo-modules are kept and labelled.
     bpf = [rec for rec in r.modules() if rec == "bpf"]
     assert bpf == ["bpf"]
     ftrace = r.resolve(0xffffffffc0900004)
     assert ftrace.origin == "pseudo" and ftrace.module == "__builtin__ftrace"
-
-
-def test_unsized_fallback_never_leaves_the_section(fixture_resolver, fixture_tree):
-    r = fixture_resolver
+    # The strong arch_setup_hook is kallsyms' one line; lib/weak.o's copy was overridden.
     weak = [rec for rec in r.lookup("arch_setup_hook")]
     assert len(weak) == 1 and weak[0].object == "arch/x86/kernel/setup.o"
-    # memcpy_tail is an unsized label inside the sized __memcpy: sized wins.
-    tail = r.lookup("memcpy_tail")[0]
-    rec = r.resolve(tail.start)
-    assert rec.symbol in ("__memcpy", "memcpy") and rec.sized
-    # An address in no symbol at all.
-    nowhere = r.resolve(0x1234_5678_9abc_def0)
-    assert nowhere.symbol is None and nowhere.module is None
+
+
+def test_r32_an_address_in_no_symbol_and_no_section_is_nothing(fixture_resolver):
+    nowhere = fixture_resolver.resolve(0x1234_5678_9abc_def0)
+    assert nowhere == Symbolization(0x1234_5678_9abc_def0)
+
+
+def test_r23_r24_linker_script_symbols_take_the_object_whose_bytes_they_are(fixture_tree,
+                                                                         fixture_resolver):
+    """Every symbol the linker script defines (``NAME = .`` in vmlinux.map:
+    ``_stext``, ``__bss_stop``...), in no object's symbol table, that
+    kallsyms shows: the object of the bytes at its link address, as the
+    linker map lays them out (R23), with that object's modules; in no
+    object's bytes, core kernel with no object (R24); never sized."""
+    import re
+    objects = vmlinux_object_map(os.path.join(fixture_tree, "vmlinux.map"),
+                                 os.path.join(fixture_tree, "vmlinux.o.map"),
+                                 os.path.join(fixture_tree, "vmlinux"))
+    thick = read_thick(os.path.join(fixture_tree, "modules_thick.builtin"))
+    owners = thick.object_modules()
+    script = re.findall(r"^\s+0x([0-9a-f]+)\s+(\w+) = \.", open(os.path.join(fixture_tree,
+                                                                          "vmlinux.map")).read(), re.M)
+    seen = {}
+    for link, name in script:
+        recs = [rec for rec in fixture_resolver.lookup(name) if rec.origin in ("core", "builtin")]
+        if not recs:
+            continue
+        (rec,) = recs
+        obj = objects.object_at(int(link, 16))
+        seen[name] = obj
+        assert (rec.object, rec.modules, rec.sized) == \
+            (obj, [thick.modules[m] for m in owners.get(obj, ())] or ["vmlinux"], False), name
+    assert seen["_stext"] == "init/main.o" and seen["__bss_stop"] is None   # both rules met
+    assert len(seen) > 10
+
+
+def test_r26_a_sized_symbol_wins_and_its_ties_go_to_the_stronger_binding(fixture_tree,
+                                                                          fixture_resolver):
+    """``memcpy_tail``, an unsized label inside ``__memcpy``, is answered by
+    the sized symbol holding it (R26 before R27); ``__memcpy`` (GLOBAL) and
+    its alias ``memcpy`` (WEAK) have one start and one size in vmlinux's
+    symbol table, and the stronger binding wins: the one answer the rule
+    gives, from that table."""
+    symbols = [s for s in vmlinux_symbols(fixture_tree) if not s[-1]]
+    tail = fixture_resolver.lookup("memcpy_tail")[0]
+    ref = innermost(symbols, tail.start)
+    rivals = {s[0] for s in symbols if (s[1], s[2]) == (ref[1], ref[2])}
+    assert ref[0] == "__memcpy" and rivals == {"__memcpy", "memcpy"}
+    rec = fixture_resolver.resolve(tail.start)
+    assert (rec.symbol, rec.start, rec.size, rec.sized) == (ref[0], ref[1], ref[2], True)
 
 
 def test_json_record_and_text(fixture_resolver):
@@ -142,19 +179,19 @@ def test_json_record_and_text(fixture_resolver):
     assert str(hit) == f"{rec.start + 0x10:#x} ext4`init_once+0x10 ({rec.size:#x} bytes, fs/ext4/super.o)"
 
 
-def test_stale_file_is_refused(fixture_syms, corpus):
+def test_r36_a_file_of_another_kernel_is_refused(fixture_syms, corpus):
     with pytest.raises(StaleError, match="does not match"):
         load(syms=fixture_syms, kallsyms=os.path.join(corpus, "kallsyms"))
 
 
-def test_hidden_addresses(fixture_tree, fixture_syms):
+def test_r2_hidden_addresses_are_an_error(fixture_tree, fixture_syms):
     text = open(os.path.join(fixture_tree, "kallsyms"), "rb").read()
     hidden = b"\n".join(b"0000000000000000" + line[16:] for line in text.splitlines())
     with pytest.raises(KmodsymsError, match="kptr_restrict"):
         load(syms=fixture_syms, kallsyms_text=hidden)
 
 
-def test_malformed_kallsyms_line_names_its_number(fixture_tree, fixture_syms):
+def test_r1_a_malformed_kallsyms_line_names_its_number(fixture_tree, fixture_syms):
     lines = open(os.path.join(fixture_tree, "kallsyms"), "rb").read().splitlines()
     lines[6] = b"ffffffffzz600000 T broken"
     with pytest.raises(KmodsymsError, match=r"^kallsyms:7: expected"):

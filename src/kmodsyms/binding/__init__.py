@@ -17,7 +17,6 @@ import os
 from array import array
 
 from kmodsyms.binding import _kms
-from kmodsyms.binding.leftovers import remove_snapshots
 from kmodsyms.binding.records import (
     BINDINGS,
     ORIGINS,
@@ -308,10 +307,8 @@ def load(syms: str | None = None, kallsyms: str | None = None, force: bool = Fal
     (``/proc/modules``); with the live kallsyms these default to the
     running kernel's, with a kallsyms file only what is given is read.
 
-    Nothing is written anywhere; the snapshot files an earlier kmodsyms
-    cached are deleted (:mod:`kmodsyms.binding.leftovers`).
+    Nothing is written or deleted anywhere: a load opens only what it reads.
     """
-    remove_snapshots()
     warn = warn or _warn
     flags = (_kms.LOAD_FORCE if force else 0) | (_kms.LOAD_FALLBACK if fallback and syms is None
                                                  else 0)

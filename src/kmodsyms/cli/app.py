@@ -15,7 +15,7 @@ from typing import Annotated, List, Optional
 import typer
 
 from kmodsyms import __version__
-from kmodsyms.cli.frontend import OPTIONS, byte_exact_stdout, guarded, load_resolver, run_command, warn
+from kmodsyms.cli.frontend import COMMANDS, OPTIONS, byte_exact_stdout, guarded, load_resolver, run_command, warn
 from kmodsyms.errors import KmodsymsError
 from kmodsyms.kernelnames import kernel_spelling
 
@@ -433,34 +433,30 @@ def verify(
     raise typer.Exit(report.exit_status())
 
 
-def _option(name: str):
+def _option(name: str, help: str | None = None):
     """The typer option of the shared table (kmodsyms.cli.frontend.OPTIONS),
     which kmodsyms.cli.frontend.parse_args reads too, for an Annotated
     parameter type (the parameter's default is the table's)."""
     option = OPTIONS[name]
+    help = help or option.help
     if not option.choices:
-        return typer.Option(*option.flags, help=option.help, show_default=False)
+        return typer.Option(*option.flags, help=help, show_default=False)
 
     def one_of_choices(value: str) -> str:
         if value not in option.choices:
             raise typer.BadParameter(f"{value!r} is not one of {', '.join(option.choices)}")
         return value
 
-    return typer.Option(*option.flags, help=option.help, show_default=True,
+    return typer.Option(*option.flags, help=help, show_default=True,
                         metavar="[" + "|".join(option.choices) + "]", callback=one_of_choices)
 
 
-# The shared options as parameter types, for the commands that load a
-# kernel (each takes those of COMMAND_OPTIONS[command]).
-Syms = Annotated[Optional[str], _option("syms")]
-Kallsyms = Annotated[Optional[str], _option("kallsyms")]
-Format = Annotated[str, _option("format")]
-AsJson = Annotated[bool, _option("json")]
-Strict = Annotated[bool, _option("strict")]
-Force = Annotated[bool, _option("force")]
-Quiet = Annotated[bool, _option("quiet")]
-ModulesDir = Annotated[Optional[str], _option("modules_dir")]
-FORMAT_DEFAULT = OPTIONS["format"].default
+def _option_type(name: str, help: str | None = None):
+    """The Annotated parameter type of the shared option NAME."""
+    option = OPTIONS[name]
+    python_type = bool if not option.takes_value else str if option.default is not None \
+        else Optional[str]
+    return Annotated[python_type, _option(name, help)]
 
 
 def _options(**given) -> dict:
@@ -471,66 +467,33 @@ def _options(**given) -> dict:
     return options
 
 
-@app.command()
-def resolve(
-    addresses: List[str] = typer.Argument(..., help="Addresses in hex (0x optional); '-' reads "
-                                                    "one per line from stdin and writes one "
-                                                    "line per line read, in its place: a bad "
-                                                    "line's error (exit status 1), a blank "
-                                                    "line's empty one; stdin that is not "
-                                                    "text (compressed, ELF, binary) is an "
-                                                    "error naming it (exit status 2)."),
-    syms: Syms = None,
-    kallsyms: Kallsyms = None,
-    fmt: Format = FORMAT_DEFAULT,
-    as_json: AsJson = False,
-    strict: Strict = False,
-    force: Force = False,
-    quiet: Quiet = False,
-    modules_dir: ModulesDir = None,
-):
-    """Name the module, innermost symbol and offset of kernel addresses
-    (DTrace's mod`sym+0xoff)."""
-    raise typer.Exit(run_command("resolve", _options(
-        arguments=addresses, syms=syms, kallsyms=kallsyms, format=fmt, json=as_json,
-        strict=strict, force=force, quiet=quiet, modules_dir=modules_dir)))
+def _add_command(name: str) -> None:
+    """The typer command of kmodsyms.cli.frontend.COMMANDS[name], the one
+    declaration that kmodsyms.cli.frontend.parse_args reads too."""
+    import inspect
+    declared = COMMANDS[name]
+    params = []
+    if declared.argument:
+        argument = declared.argument
+        params.append(inspect.Parameter(argument.name, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[
+            List[str], typer.Argument(help=argument.help, show_default=False)]))
+    for option in declared.options:
+        params.append(inspect.Parameter(option, inspect.Parameter.KEYWORD_ONLY,
+                                        default=OPTIONS[option].default,
+                                        annotation=_option_type(option, declared.help_of.get(option))))
+
+    def command(**given):
+        if declared.argument:
+            given["arguments"] = given.pop(declared.argument.name)
+        raise typer.Exit(run_command(name, _options(**given)))
+
+    command.__signature__ = inspect.Signature(params)
+    command.__doc__ = declared.help
+    app.command(name)(command)
 
 
-@app.command()
-def lookup(
-    names: List[str] = typer.Argument(..., help="[MOD`]NAME[+0xOFF]: MOD is a built-in module, "
-                                                "a loaded module or vmlinux; with +OFF the "
-                                                "address OFF bytes into NAME."),
-    syms: Syms = None,
-    kallsyms: Kallsyms = None,
-    fmt: Format = FORMAT_DEFAULT,
-    as_json: AsJson = False,
-    strict: Strict = False,
-    force: Force = False,
-    quiet: Quiet = False,
-    modules_dir: ModulesDir = None,
-):
-    """Find the address of MOD`NAME (every match of a bare NAME, with its module).
-    Exit status 1 when a name has no match or its module is unknown."""
-    raise typer.Exit(run_command("lookup", _options(
-        arguments=names, syms=syms, kallsyms=kallsyms, format=fmt, json=as_json,
-        strict=strict, force=force, quiet=quiet, modules_dir=modules_dir)))
-
-
-@app.command()
-def kallmodsyms(
-    syms: Syms = None,
-    kallsyms: Kallsyms = None,
-    strict: Strict = False,
-    force: Force = False,
-    quiet: Quiet = False,
-    modules_dir: ModulesDir = None,
-):
-    """Print what UEK's /proc/kallmodsyms printed ('%016x %x %c %s' then
-    '\\t[mod]'), for consumers that parse it."""
-    raise typer.Exit(run_command("kallmodsyms", _options(
-        syms=syms, kallsyms=kallsyms, strict=strict, force=force, quiet=quiet,
-        modules_dir=modules_dir)))
+for _name in ("resolve", "lookup", "kallmodsyms"):
+    _add_command(_name)
 
 
 @app.command()
@@ -540,12 +503,12 @@ def annotate(
     folded: bool = typer.Option(False, "--folded", help="Read folded stacks ('a;b;c N', as "
                                                         "flame graphs take them): prefix every "
                                                         "kernel frame with mod`."),
-    syms: Syms = None,
-    kallsyms: Kallsyms = None,
-    strict: Strict = False,
-    force: Force = False,
-    quiet: Quiet = False,
-    modules_dir: ModulesDir = None,
+    syms: _option_type("syms") = None,
+    kallsyms: _option_type("kallsyms") = None,
+    strict: _option_type("strict") = False,
+    force: _option_type("force") = False,
+    quiet: _option_type("quiet") = False,
+    modules_dir: _option_type("modules_dir") = None,
 ):
     """Copy text to stdout with its kernel frames module-qualified: 'perf
     script' frames of [kernel.kallsyms] name their built-in module ([ext4]);
@@ -600,20 +563,7 @@ def annotate(
                  folded=folded)
 
 
-@app.command()
-def modules(
-    syms: Syms = None,
-    kallsyms: Kallsyms = None,
-    as_json: bool = typer.Option(False, "--json", help="One JSON object per module."),
-    strict: Strict = False,
-    force: Force = False,
-    modules_dir: ModulesDir = None,
-):
-    """List the loaded modules: the .ko file each was matched with, and how
-    many of its kallsyms lines got their ELF size from it."""
-    raise typer.Exit(run_command("modules", _options(
-        syms=syms, kallsyms=kallsyms, json=as_json, strict=strict, force=force,
-        modules_dir=modules_dir)))
+_add_command("modules")
 
 
 def _run_app() -> int:

@@ -4,9 +4,10 @@ and the entry point (:mod:`kmodsyms.__main__`), which runs them without
 importing typer: a ``kmodsyms resolve ADDR`` process costs the interpreter,
 the extension and ``kms_load()``, little more.
 
-One table of the options (:data:`OPTIONS`, :data:`COMMAND_OPTIONS`): typer
-builds its parameters from it and :func:`parse_args` reads the same command
-lines with it, so the two cannot disagree on an option.  One error wrapper
+One declaration of these commands (:data:`COMMANDS`, their options in
+:data:`OPTIONS`): typer builds the commands from it and :func:`parse_args`
+reads the same command lines with it, so the two cannot disagree on an
+option.  One error wrapper
 (:func:`guarded`): what a user can get wrong ends as one line on stderr and
 exit status 2 on either path.  And the output: addresses parsed
 (:func:`parse_address`), answers formatted (:data:`FORMATS`) and written a
@@ -67,57 +68,83 @@ OPTIONS = {
                           "none).", takes_value=True),
 }
 
-# The options of the commands run without typer, in --help order
-# (tests/test_frontend.py holds the typer commands to them).
-COMMAND_OPTIONS = {
-    "resolve": ("syms", "kallsyms", "format", "json", "strict", "force", "quiet", "modules_dir"),
-    "lookup": ("syms", "kallsyms", "format", "json", "strict", "force", "quiet", "modules_dir"),
-    "kallmodsyms": ("syms", "kallsyms", "strict", "force", "quiet", "modules_dir"),
-    "modules": ("syms", "kallsyms", "json", "strict", "force", "modules_dir"),
+class Argument:
+    """A command's arguments: its parameter's name and its help; one or
+    more are required."""
+
+    def __init__(self, name: str, help: str):
+        self.name, self.help = name, help
+
+
+class Command:
+    """One command that answers from a loaded kernel, declared once: its
+    help, its arguments (None: it takes none) and its options, names of
+    :data:`OPTIONS` in --help order (``help_of``: an option's help where
+    this command's differs).  The typer CLI builds the command from it
+    (:mod:`kmodsyms.cli.app`) and :func:`parse_args` reads it."""
+
+    def __init__(self, help: str, options: tuple[str, ...], argument: Argument | None = None,
+                 help_of: dict[str, str] | None = None):
+        self.help, self.options, self.argument = help, options, argument
+        self.help_of = help_of or {}
+
+
+_ANSWER_OPTIONS = ("syms", "kallsyms", "format", "json", "strict", "force", "quiet", "modules_dir")
+
+COMMANDS = {
+    "resolve": Command(
+        "Name the module, innermost symbol and offset of kernel addresses\n"
+        "(DTrace's mod`sym+0xoff).", _ANSWER_OPTIONS,
+        Argument("addresses", "Addresses in hex (0x optional); '-' reads one per line from "
+                 "stdin and writes one line per line read, in its place: a bad line's error "
+                 "(exit status 1), a blank line's empty one; stdin that is not text "
+                 "(compressed, ELF, binary) is an error naming it (exit status 2).")),
+    "lookup": Command(
+        "Find the address of MOD`NAME (every match of a bare NAME, with its module).\n"
+        "Exit status 1 when a name has no match or its module is unknown.", _ANSWER_OPTIONS,
+        Argument("names", "[MOD`]NAME[+0xOFF]: MOD is a built-in module, a loaded module or "
+                 "vmlinux; with +OFF the address OFF bytes into NAME.")),
+    "kallmodsyms": Command(
+        "Print what UEK's /proc/kallmodsyms printed ('%016x %x %c %s' then\n"
+        "'\\t[mod]'), for consumers that parse it.",
+        ("syms", "kallsyms", "strict", "force", "quiet", "modules_dir")),
+    "modules": Command(
+        "List the loaded modules: the .ko file each was matched with, and how\n"
+        "many of its kallsyms lines got their ELF size from it.",
+        ("syms", "kallsyms", "json", "strict", "force", "modules_dir"),
+        help_of={"json": "One JSON object per module."}),
 }
-# Commands that take no arguments, only options.
-NO_ARGUMENTS = ("kallmodsyms", "modules")
 
 
 def parse_args(command: str, args: list[str]) -> dict | None:
-    """``command``'s arguments as its typer command takes them: a dict of
-    every option of :data:`COMMAND_OPTIONS` plus ``arguments``, or None for
-    whatever it does not read as typer would (help, unknown or malformed
-    options, no arguments), which the typer command then handles."""
-    wanted = COMMAND_OPTIONS[command]
-    by_flag = {flag: name for name in wanted for flag in OPTIONS[name].flags}
-    options = {name: OPTIONS[name].default for name in wanted}
+    """``command``'s arguments read with its declaration (:data:`COMMANDS`)
+    in the one grammar click's parser also reads them with (``--flag``,
+    ``--flag VALUE``, ``--flag=VALUE``, ``-f VALUE``, ``--``): a dict of each
+    of its options plus ``arguments``, or None for anything else (help, an
+    unknown, abbreviated, bundled or malformed option, a missing argument),
+    which the typer command then reads, and reports as a usage error."""
+    declared = COMMANDS[command]
+    by_flag = {flag: name for name in declared.options for flag in OPTIONS[name].flags}
+    options = {name: OPTIONS[name].default for name in declared.options}
     arguments = []
-    i = 0
-    only_arguments = False
-    while i < len(args):
-        arg = args[i]
-        i += 1
-        if only_arguments or arg == "-" or not arg.startswith("-"):
+    words = iter(args)
+    for arg in words:
+        if arg == "--":
+            arguments.extend(words)
+            break
+        if arg == "-" or not arg.startswith("-"):
             arguments.append(arg)
             continue
-        if arg == "--":
-            only_arguments = True
-            continue
         flag, eq, value = arg.partition("=") if arg.startswith("--") else (arg, "", "")
-        name = by_flag.get(flag)
-        if name is None:
+        option = OPTIONS.get(by_flag.get(flag, ""))
+        if option is None or (eq and not option.takes_value):
             return None
-        option = OPTIONS[name]
-        if not option.takes_value:
-            if eq:
-                return None
-            options[name] = True
-            continue
-        if not eq:
-            if i >= len(args):
-                return None
-            value = args[i]
-            i += 1
-        if option.choices and value not in option.choices:
+        if option.takes_value and not eq:
+            value = next(words, None)
+        if option.takes_value and (value is None or (option.choices and value not in option.choices)):
             return None
-        options[name] = value
-    if bool(arguments) == (command in NO_ARGUMENTS):
+        options[by_flag[flag]] = value if option.takes_value else True
+    if bool(arguments) != (declared.argument is not None):
         return None
     options["arguments"] = arguments
     return options
@@ -410,7 +437,7 @@ def run_modules(answers, as_json: bool) -> int:
 
 
 def run_command(command: str, options: dict) -> int:
-    """Run one of :data:`COMMAND_OPTIONS`' commands with its parsed options:
+    """Run one of :data:`COMMANDS` with its parsed options:
     arguments checked before anything is loaded, then the load, then the
     answers."""
     arguments = options.get("arguments", [])

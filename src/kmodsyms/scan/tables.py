@@ -142,8 +142,8 @@ ANCHORS_PER_SEGMENT = 16
 
 def record_layout(kbuild: str, image: Image, sysmap: Kallsyms, meta: Meta,
                   strings: StringTable, tables: dict) -> None:
-    """Place every object section in vmlinux at build time (R6), by the same
-    search the loader would otherwise do, against ``sysmap`` (System.map:
+    """Place every object section in vmlinux at build time (R6), by the
+    search of docs/resolver.md section 2, against ``sysmap`` (System.map:
     kallsyms before KASLR), and record its link address, vmlinux's load
     segments and a few anchor symbols per segment by which the loader finds
     each segment's KASLR shift.  ``image`` is vmlinux's

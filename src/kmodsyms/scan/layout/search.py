@@ -1,6 +1,6 @@
 """Search placement: every object section of dtrace_syms placed in a kernel's
-address space by its names alone (files without a link layout, and the
-build, which records the result as the layout).
+address space by its names alone, at build time against System.map (R6),
+the result recorded as the file's link layout.
 
 Placement works on *object sections* (an object's ``.text``, ``.data``...),
 because once linked each occupies one contiguous interval of vmlinux.  Input:
@@ -26,8 +26,8 @@ at build time, which is the same list before KASLR).
    else is core kernel.  A line whose name matches only unplaced copies in
    different modules is ambiguous: reported with every candidate.
 
-docs/resolver.md states the rules in full: R8-R19 (placing), R21-R25
-(attributing), R38 (the anchor check without a layout).
+docs/resolver.md states the rules in full: R9-R19 (placing), R20-R25
+(attributing), R38 (the search's anchor check, at build time).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ from kmodsyms.scan.layout.result import (
 )
 from kmodsyms.scan.sysmap import Kallsyms
 
-# Search placement (no layout): the unique names that match must be this
+# The search's anchor check (R38): the unique names that match must be this
 # many at least, and at most this share of them may disagree on their
 # section's base.
 MIN_SEARCH_ANCHORS = 16
@@ -122,6 +122,9 @@ class SearchPlacer(Placer):
             syms.strings, starts[~same], lengths[~same])
 
     def _place(self) -> None:
+        """The steps of docs/resolver.md §2 in their order (R9): anchors,
+        elimination and shape, blocks in link order, bracketed blocks; a
+        section placed by one is never moved by a later one."""
         syms, ks = self.syms, self.ks
         self._name_groups()
         n_sections = len(syms.sections)
