@@ -312,6 +312,10 @@ def fragment_variables() -> set[str]:
         return set(re.findall(r"^(\w+) \?=", f.read(), re.M))
 
 
+def files_below(directory) -> list[str]:
+    return [os.path.join(d, n) for d, _, names in os.walk(directory) for n in names]
+
+
 def run_packaging_lines(lines, tree):
     """Run the snippet's make lines in order, as the package build would
     (KMODSYMS from the environment, as a packager's own would be)."""
@@ -341,10 +345,14 @@ def test_debian_rules_snippet(tree, tmp_path):
     for old, new in subst.items():
         lines = [line.replace(old, new) for line in lines]
     run_packaging_lines(lines, tree)
-    # What the .install list names: exactly the installed file.
-    installed = glob.glob(str(pkgdir / "lib/modules/*/kernel/dtrace_syms"))
-    assert installed == [dest_of(pkgdir)]
-    assert_installed(installed[0], os.path.join(tree, "dtrace_syms"))
+    # What the .install list names: exactly the installed files.
+    with open(os.path.join(ROOT, "docs", "kernel-integration.md")) as f:
+        listed = re.search(r"`\.install` list \(or its `dh_install` call\):\n(.*?)\.\n", f.read(), re.S)
+    patterns = re.findall(r"`([^`]+)`", listed.group(1))
+    installed = sorted(p for pattern in patterns for p in glob.glob(str(pkgdir / pattern)))
+    assert installed == sorted(files_below(pkgdir))
+    assert dest_of(pkgdir) in installed and ranges_of(pkgdir) in installed
+    assert_installed(dest_of(pkgdir), os.path.join(tree, "dtrace_syms"))
 
 
 @needs_make
@@ -363,9 +371,11 @@ def test_rpm_spec_snippet(tree, tmp_path):
         return out
     run_packaging_lines(commands(sections["build"]), tree)
     run_packaging_lines(commands(sections["install"]), tree)
-    (listed,) = commands(sections["files"])
-    assert_installed(str(buildroot) + listed, os.path.join(tree, "dtrace_syms"))
-    assert str(buildroot) + listed == dest_of(buildroot)
+    # %files lists every file installed (rpmbuild refuses unpackaged ones)
+    listed = [str(buildroot) + line for line in commands(sections["files"])]
+    assert sorted(listed) == sorted(files_below(buildroot))
+    assert dest_of(buildroot) in listed and ranges_of(buildroot) in listed
+    assert_installed(dest_of(buildroot), os.path.join(tree, "dtrace_syms"))
 
 
 # -- kmodsyms install ------------------------------------------------------------
@@ -667,9 +677,13 @@ def run_hooks(kind, root, tmp_path, release=RELEASE, **env):
     (tmp_path / "tmp").mkdir(exist_ok=True)
     env = {**os.environ, "KMODSYMS_ROOT": str(root), "KMODSYMS": KMODSYMS,
            "TMPDIR": str(tmp_path / "tmp"), "DEB_MAINT_PARAMS": "'configure'", **env}
-    return subprocess.run(["run-parts", "--report", "--exit-on-error", f"--arg={release}",
-                           f"--arg=/boot/vmlinuz-{release}", os.path.join(HOOKS, f"{kind}.d")],
+    hooks = os.path.join(HOOKS, f"{kind}.d")
+    proc = subprocess.run(["run-parts", "--report", "--exit-on-error", f"--arg={release}",
+                           f"--arg=/boot/vmlinuz-{release}", hooks],
                           capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+    # --report names a hook before its first output: not the hook's own line
+    proc.stderr = proc.stderr.replace(os.path.join(hooks, "kmodsyms") + ":\n", "", 1)
+    return proc
 
 
 @needs_run_parts
@@ -695,6 +709,27 @@ def test_postrm_keeps_the_kernels_own_ranges(fixture_syms, tmp_path):
     assert "kept" in line and path in line
     assert open(path).read() == KERNELS_OWN
     assert not os.path.exists(dest_of(root))
+
+
+@needs_run_parts
+def test_a_real_kernels_own_ranges_are_kept_by_install_and_postrm(corpus, corpus_syms, tmp_path):
+    """The corpus's modules.builtin.ranges, as its kernel's build wrote it
+    (CONFIG_BUILTIN_MODULE_RANGES), installed as modules_install does."""
+    root = tmp_path / "root"
+    release = read_syms(corpus_syms).meta_kernel_release
+    theirs = os.path.join(corpus, "modules.builtin.ranges")
+    path = ranges_of(root, release)
+    os.makedirs(os.path.dirname(path))
+    shutil.copy(theirs, path)
+    proc = cli("install", "--syms", corpus_syms, "--mod-path", str(root))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [dest_of(root, release)]
+    assert "kept" in proc.stderr and path in proc.stderr
+    proc = run_hooks("postrm", root, tmp_path, release=release)
+    assert proc.returncode == 0 and "kept" in proc.stderr, proc.stderr
+    assert not os.path.exists(dest_of(root, release))
+    with open(path, "rb") as a, open(theirs, "rb") as b:
+        assert a.read() == b.read()
 
 
 @needs_run_parts
