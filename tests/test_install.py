@@ -2,6 +2,7 @@
 install' and kmodsyms.scan.install.install()."""
 
 import glob
+import json
 import os
 import re
 import shlex
@@ -65,6 +66,10 @@ def assert_installed(path, source):
     for d in ("lib", "lib/modules", f"lib/modules/{RELEASE}", f"lib/modules/{RELEASE}/kernel"):
         full = os.path.join(os.path.dirname(path).split("/lib/modules/")[0], d)
         assert stat.S_IMODE(os.stat(full).st_mode) == 0o755, full
+
+
+def ranges_of(mod_path, release=RELEASE):
+    return os.path.join(str(mod_path), "lib", "modules", release, "modules.builtin.ranges")
 
 
 def leftovers(directory):
@@ -307,6 +312,10 @@ def fragment_variables() -> set[str]:
         return set(re.findall(r"^(\w+) \?=", f.read(), re.M))
 
 
+def files_below(directory) -> list[str]:
+    return [os.path.join(d, n) for d, _, names in os.walk(directory) for n in names]
+
+
 def run_packaging_lines(lines, tree):
     """Run the snippet's make lines in order, as the package build would
     (KMODSYMS from the environment, as a packager's own would be)."""
@@ -336,10 +345,14 @@ def test_debian_rules_snippet(tree, tmp_path):
     for old, new in subst.items():
         lines = [line.replace(old, new) for line in lines]
     run_packaging_lines(lines, tree)
-    # What the .install list names: exactly the installed file.
-    installed = glob.glob(str(pkgdir / "lib/modules/*/kernel/dtrace_syms"))
-    assert installed == [dest_of(pkgdir)]
-    assert_installed(installed[0], os.path.join(tree, "dtrace_syms"))
+    # What the .install list names: exactly the installed files.
+    with open(os.path.join(ROOT, "docs", "kernel-integration.md")) as f:
+        listed = re.search(r"`\.install` list \(or its `dh_install` call\):\n(.*?)\.\n", f.read(), re.S)
+    patterns = re.findall(r"`([^`]+)`", listed.group(1))
+    installed = sorted(p for pattern in patterns for p in glob.glob(str(pkgdir / pattern)))
+    assert installed == sorted(files_below(pkgdir))
+    assert dest_of(pkgdir) in installed and ranges_of(pkgdir) in installed
+    assert_installed(dest_of(pkgdir), os.path.join(tree, "dtrace_syms"))
 
 
 @needs_make
@@ -358,9 +371,11 @@ def test_rpm_spec_snippet(tree, tmp_path):
         return out
     run_packaging_lines(commands(sections["build"]), tree)
     run_packaging_lines(commands(sections["install"]), tree)
-    (listed,) = commands(sections["files"])
-    assert_installed(str(buildroot) + listed, os.path.join(tree, "dtrace_syms"))
-    assert str(buildroot) + listed == dest_of(buildroot)
+    # %files lists every file installed (rpmbuild refuses unpackaged ones)
+    listed = [str(buildroot) + line for line in commands(sections["files"])]
+    assert sorted(listed) == sorted(files_below(buildroot))
+    assert dest_of(buildroot) in listed and ranges_of(buildroot) in listed
+    assert_installed(dest_of(buildroot), os.path.join(tree, "dtrace_syms"))
 
 
 # -- kmodsyms install ------------------------------------------------------------
@@ -369,7 +384,7 @@ def test_cli_install_default_release_builds_if_absent(tree, tmp_path):
     mod_path = tmp_path / "m"
     proc = cli("install", "--kbuild", tree, "--mod-path", str(mod_path))
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == dest_of(mod_path)
+    assert proc.stdout.splitlines() == [dest_of(mod_path), ranges_of(mod_path)]
     built = os.path.join(tree, "dtrace_syms")      # built first, as 'kmodsyms build' would
     assert_installed(dest_of(mod_path), built)
     # Installing again replaces the file (atomically) and leaves no temp file.
@@ -417,7 +432,7 @@ def test_merged_usr_lib_link_is_followed(tree, tmp_path):
     mod_path = tmp_path / "m"
     (mod_path / "usr" / "lib").mkdir(parents=True)
     os.symlink("usr/lib", mod_path / "lib")
-    dest = install(tree, mod_path=str(mod_path))
+    dest = install(tree, mod_path=str(mod_path)).syms
     assert dest == dest_of(mod_path)
     real = mod_path / "usr" / "lib" / "modules" / RELEASE / "kernel" / "dtrace_syms"
     assert real.is_file() and stat.S_IMODE(real.stat().st_mode) == 0o644
@@ -471,7 +486,7 @@ def test_failing_install_leaves_no_temp_file(tree, tmp_path):
 
 def test_failing_write_leaves_no_temp_file_and_keeps_the_old_file(tree, tmp_path, monkeypatch):
     mod_path = tmp_path / "m"
-    dest = install(tree, mod_path=str(mod_path))
+    dest = install(tree, mod_path=str(mod_path)).syms
     before = open(dest, "rb").read()
 
     def broken_fsync(fd):
@@ -482,6 +497,320 @@ def test_failing_write_leaves_no_temp_file_and_keeps_the_old_file(tree, tmp_path
         install(tree, mod_path=str(mod_path))
     assert sorted(os.listdir(os.path.dirname(dest))) == ["dtrace_syms"]
     assert open(dest, "rb").read() == before
+
+
+# -- a distribution's file: --syms and --release, no tree -------------------------
+
+def test_install_needs_no_tree(fixture_syms, tmp_path):
+    """A distribution user has a file and a release, not a build tree."""
+    mod_path = tmp_path / "stage"
+    proc = cli("install", "--syms", fixture_syms, "--release", RELEASE, "--mod-path", str(mod_path))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [dest_of(mod_path), ranges_of(mod_path)]
+    assert proc.stderr == ""
+    assert_installed(dest_of(mod_path), fixture_syms)
+
+
+def test_release_defaults_to_the_one_the_file_records(fixture_tree, fixture_syms, tmp_path):
+    with open(os.path.join(fixture_tree, "include", "config", "kernel.release")) as f:
+        release = f.read().strip()
+    mod_path = tmp_path / "stage"
+    proc = cli("install", "--syms", fixture_syms, "--mod-path", str(mod_path))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0] == dest_of(mod_path, release)
+
+
+def test_a_release_the_file_was_not_built_for_is_refused(fixture_syms, tmp_path):
+    mod_path = tmp_path / "stage"
+    proc = cli("install", "--syms", fixture_syms, "--release", "6.99.0-other", "--mod-path", str(mod_path))
+    assert proc.returncode == 2
+    assert len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert RELEASE in proc.stderr and "6.99.0-other" in proc.stderr
+    assert proc.stdout == "" and not mod_path.exists()
+
+
+def test_neither_a_file_nor_a_tree_is_one_line(tmp_path):
+    proc = cli("install", "--release", RELEASE, "--mod-path", str(tmp_path / "m"))
+    assert proc.returncode == 2
+    assert len(proc.stderr.splitlines()) == 1 and "--syms" in proc.stderr, proc.stderr
+    assert not (tmp_path / "m").exists()
+
+
+# -- modules.builtin.ranges beside it, where dtrace-utils reads it ---------------------
+
+# A file that kmodsyms install did not write, as the kernel's
+# scripts/generate_builtin_ranges.awk writes one (its anchor line, then a
+# range per run of a module's objects).
+KERNELS_OWN = ".text 00000000-00000000 = _stext\n.text 00000030-00000096 msr\n"
+
+
+def ranges_text(syms) -> bytes:
+    """What 'kmodsyms ranges' writes for SYMS."""
+    proc = subprocess.run([sys.executable, "-m", "kmodsyms", "ranges", "--syms", syms],
+                          capture_output=True)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def install_cli(syms, mod_path, *more):
+    return cli("install", "--syms", syms, "--release", RELEASE, "--mod-path", str(mod_path), *more)
+
+
+def kernels_own(mod_path) -> str:
+    path = ranges_of(mod_path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(KERNELS_OWN)
+    return path
+
+
+def other_syms(tree, tmp_path) -> str:
+    """A dtrace_syms of the same release with other ranges: the fixture
+    built with a module map that lacks msr."""
+    thick = tmp_path / "modules_thick.builtin"
+    with open(os.path.join(tree, "modules_thick.builtin")) as f:
+        thick.write_text("".join(line for line in f if not line.startswith("arch/x86/kernel/msr.o:")))
+    out = str(tmp_path / "other_syms")
+    proc = cli("build", "--kbuild", tree, "--thick", str(thick), "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_ranges_written_when_the_kernel_has_none(fixture_syms, tmp_path):
+    mod_path = tmp_path / "m"
+    proc = install_cli(fixture_syms, mod_path)
+    assert proc.returncode == 0, proc.stderr
+    path = ranges_of(mod_path)
+    assert ranges_of(mod_path) in proc.stdout.splitlines()
+    st = os.lstat(path)
+    assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o644
+    with open(path, "rb") as f:
+        assert f.read() == ranges_text(fixture_syms)
+    assert leftovers(os.path.dirname(path)) == []
+
+
+def test_the_kernels_own_ranges_are_kept_without_force(fixture_syms, tmp_path):
+    mod_path = tmp_path / "m"
+    path = kernels_own(mod_path)
+    proc = install_cli(fixture_syms, mod_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [dest_of(mod_path)]
+    (line,) = proc.stderr.splitlines()
+    assert "kept" in line and path in line and "kernel's own" in line and "--force" in line
+    assert open(path).read() == KERNELS_OWN
+    assert_installed(dest_of(mod_path), fixture_syms)
+
+
+def test_force_replaces_the_kernels_own_and_says_so(fixture_syms, tmp_path):
+    mod_path = tmp_path / "m"
+    path = kernels_own(mod_path)
+    proc = install_cli(fixture_syms, mod_path, "--force")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [dest_of(mod_path), path]
+    (line,) = proc.stderr.splitlines()
+    assert "--force" in line and "replaced" in line and "kernel's own" in line and path in line
+    with open(path, "rb") as f:
+        assert f.read() == ranges_text(fixture_syms)
+    # now ours: the next install replaces it without a word
+    proc = install_cli(fixture_syms, mod_path)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+
+
+def test_reinstall_replaces_our_own_ranges(tree, fixture_syms, tmp_path):
+    mod_path = tmp_path / "m"
+    assert install_cli(fixture_syms, mod_path).returncode == 0
+    other = other_syms(tree, tmp_path)
+    assert ranges_text(other) != ranges_text(fixture_syms)
+    proc = install_cli(other, mod_path)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert proc.stdout.splitlines() == [dest_of(mod_path), ranges_of(mod_path)]
+    with open(ranges_of(mod_path), "rb") as f:
+        assert f.read() == ranges_text(other)
+
+
+def test_our_file_changed_since_is_not_ours(fixture_syms, tmp_path):
+    """Rewritten since we wrote it (a kernel's modules_install over it, an
+    admin's edit): another's, kept."""
+    mod_path = tmp_path / "m"
+    assert install_cli(fixture_syms, mod_path).returncode == 0
+    path = kernels_own(mod_path)
+    proc = install_cli(fixture_syms, mod_path)
+    assert proc.returncode == 0 and "kept" in proc.stderr
+    assert open(path).read() == KERNELS_OWN
+
+
+def test_a_symlinked_ranges_file_is_refused_before_anything_is_written(fixture_syms, tmp_path):
+    mod_path = tmp_path / "m"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    os.makedirs(os.path.dirname(ranges_of(mod_path)))
+    os.symlink(elsewhere / "target", ranges_of(mod_path))
+    proc = install_cli(fixture_syms, mod_path, "--force")
+    assert proc.returncode == 2
+    (line,) = proc.stderr.splitlines()
+    assert "symbolic link" in line and "modules.builtin.ranges" in line
+    assert os.listdir(elsewhere) == [] and not os.path.exists(dest_of(mod_path))
+
+
+def test_a_file_without_a_link_layout_is_installed_without_ranges(tree, tmp_path):
+    out = str(tmp_path / "nolayout")
+    assert cli("build", "--kbuild", tree, "--no-layout", "-o", out).returncode == 0
+    mod_path = tmp_path / "m"
+    proc = install_cli(out, mod_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [dest_of(mod_path)]
+    (line,) = proc.stderr.splitlines()
+    assert "no link layout" in line and "modules.builtin.ranges" in line
+    assert not os.path.exists(ranges_of(mod_path))
+
+
+# -- the Debian kernel hooks (contrib/debian) -----------------------------------------
+
+HOOKS = os.path.join(ROOT, "contrib", "debian")
+needs_run_parts = pytest.mark.skipif(shutil.which("run-parts") is None or shutil.which("sha256sum") is None,
+                                     reason="run-parts or sha256sum is absent")
+
+
+def run_hooks(kind, root, tmp_path, release=RELEASE, **env):
+    """/etc/kernel/KIND.d run as linux-run-hooks runs it for a package
+    (run-parts, the release and the image path), on the staged ROOT."""
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    env = {**os.environ, "KMODSYMS_ROOT": str(root), "KMODSYMS": KMODSYMS,
+           "TMPDIR": str(tmp_path / "tmp"), "DEB_MAINT_PARAMS": "'configure'", **env}
+    hooks = os.path.join(HOOKS, f"{kind}.d")
+    proc = subprocess.run(["run-parts", "--report", "--exit-on-error", f"--arg={release}",
+                           f"--arg=/boot/vmlinuz-{release}", hooks],
+                          capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+    # --report names a hook before its first output: not the hook's own line
+    proc.stderr = proc.stderr.replace(os.path.join(hooks, "kmodsyms") + ":\n", "", 1)
+    return proc
+
+
+@needs_run_parts
+def test_postrm_removes_both_files_and_their_directories(fixture_syms, tmp_path):
+    root = tmp_path / "root"
+    assert install_cli(fixture_syms, root).returncode == 0
+    proc = run_hooks("postrm", root, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "" and proc.stderr == ""
+    assert not os.path.exists(os.path.join(root, "lib", "modules", RELEASE))
+    assert os.listdir(os.path.join(root, "lib", "modules")) == []
+
+
+@needs_run_parts
+def test_postrm_keeps_the_kernels_own_ranges(fixture_syms, tmp_path):
+    root = tmp_path / "root"
+    path = kernels_own(root)
+    assert install_cli(fixture_syms, root).returncode == 0
+    proc = run_hooks("postrm", root, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    (line,) = proc.stderr.splitlines()
+    assert "kept" in line and path in line
+    assert open(path).read() == KERNELS_OWN
+    assert not os.path.exists(dest_of(root))
+
+
+@needs_run_parts
+def test_a_real_kernels_own_ranges_are_kept_by_install_and_postrm(corpus, corpus_syms, tmp_path):
+    """The corpus's modules.builtin.ranges, as its kernel's build wrote it
+    (CONFIG_BUILTIN_MODULE_RANGES), installed as modules_install does."""
+    root = tmp_path / "root"
+    release = read_syms(corpus_syms).meta_kernel_release
+    theirs = os.path.join(corpus, "modules.builtin.ranges")
+    path = ranges_of(root, release)
+    os.makedirs(os.path.dirname(path))
+    shutil.copy(theirs, path)
+    proc = cli("install", "--syms", corpus_syms, "--mod-path", str(root))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [dest_of(root, release)]
+    assert "kept" in proc.stderr and path in proc.stderr
+    proc = run_hooks("postrm", root, tmp_path, release=release)
+    assert proc.returncode == 0 and "kept" in proc.stderr, proc.stderr
+    assert not os.path.exists(dest_of(root, release))
+    with open(path, "rb") as a, open(theirs, "rb") as b:
+        assert a.read() == b.read()
+
+
+@needs_run_parts
+def test_postrm_keeps_our_file_edited_since(fixture_syms, tmp_path):
+    root = tmp_path / "root"
+    assert install_cli(fixture_syms, root).returncode == 0
+    with open(ranges_of(root), "a") as f:
+        f.write(".text 00001000-00001010 edited\n")
+    proc = run_hooks("postrm", root, tmp_path)
+    assert proc.returncode == 0 and "kept" in proc.stderr, proc.stderr
+    assert os.path.exists(ranges_of(root)) and not os.path.exists(dest_of(root))
+
+
+@needs_run_parts
+def test_postinst_without_the_debug_vmlinux_says_so_and_writes_nothing(tmp_path):
+    root = tmp_path / "root"
+    (root / "lib" / "modules" / RELEASE).mkdir(parents=True)
+    proc = run_hooks("postinst", root, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    (line,) = proc.stderr.splitlines()
+    assert f"linux-image-{RELEASE}-dbg" in line
+    assert os.listdir(root / "lib" / "modules" / RELEASE) == []
+
+
+@pytest.fixture(scope="module")
+def debian_root(tmp_path_factory):
+    """A root where the fixture's kernel is installed as Debian installs
+    one, with its -dbg package: the fixture built with -g, its vmlinux and
+    System.map at /usr/lib/debug/boot, modules.builtin in /lib/modules."""
+    absent = [t for t in ("gcc", "ld", "ar", "nm", "objcopy") if shutil.which(t) is None]
+    if absent:
+        pytest.skip(f"the fixture's toolchain is absent: {', '.join(absent)}")
+    from conftest import FIXTURE
+    tree = tmp_path_factory.mktemp("debug") / "kbuild"
+    shutil.copytree(FIXTURE, tree, symlinks=True)
+    subprocess.run(["bash", str(tree / "build.sh")], check=True, capture_output=True,
+                   env={**os.environ, "EXTRA_CFLAGS": "-g", "EXTRA_AFLAGS": "-g"})
+    root = tmp_path_factory.mktemp("debian") / "root"
+    debug = root / "usr" / "lib" / "debug" / "boot"
+    debug.mkdir(parents=True)
+    shutil.copy(tree / "vmlinux", debug / f"vmlinux-{RELEASE}")
+    shutil.copy(tree / "System.map", debug / f"System.map-{RELEASE}")
+    (root / "lib" / "modules" / RELEASE).mkdir(parents=True)
+    shutil.copy(tree / "modules.builtin", root / "lib" / "modules" / RELEASE)
+    return root
+
+
+@needs_run_parts
+def test_postinst_builds_from_the_debug_package_and_installs_both(debian_root, tmp_path):
+    """The fixture has no kernel source: the build guesses the modules
+    (KMODSYMS_BUILD_OPTIONS), as a Debian host without linux-source can."""
+    root = tmp_path / "root"
+    shutil.copytree(debian_root, root, symlinks=True)
+    proc = run_hooks("postinst", root, tmp_path, KMODSYMS_BUILD_OPTIONS="--guess-modules")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    syms = dest_of(root)
+    info = json.loads(cli("info", "--json", syms).stdout)
+    assert info["kernel_release"] == RELEASE and info["modules_guessed"]
+    assert read_syms(syms).meta_kernel_release == RELEASE
+    with open(ranges_of(root), "rb") as f:
+        assert f.read() == ranges_text(syms)
+    assert os.listdir(tmp_path / "tmp") == []
+    # and the kernel's removal takes both away
+    proc = run_hooks("postrm", root, tmp_path)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert os.listdir(root / "lib" / "modules" / RELEASE) == ["modules.builtin"]
+
+
+@needs_run_parts
+def test_postinst_whose_build_fails_reports_it_and_does_not_fail_the_kernel(debian_root, tmp_path):
+    """Without the source (and no --guess-modules) the build refuses: the
+    hook says so and exits 0, so that the kernel's package still installs."""
+    root = tmp_path / "root"
+    shutil.copytree(debian_root, root, symlinks=True)
+    proc = run_hooks("postinst", root, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "install the kernel's source" in proc.stderr and "not installed" in proc.stderr
+    assert not os.path.exists(dest_of(root)) and not os.path.exists(ranges_of(root))
+    assert os.listdir(tmp_path / "tmp") == []
 
 
 # -- the module map ----------------------------------------------------------------

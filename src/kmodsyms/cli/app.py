@@ -405,15 +405,30 @@ def ranges(
 
 @app.command()
 def install(
-    kbuild: str = typer.Option(..., "--kbuild", "-k", help="Kernel build tree (objtree)."),
+    syms: Optional[str] = typer.Option(None, "--syms", "-s", help="dtrace_syms to install (default: "
+                                       "DIR/dtrace_syms of --kbuild, built if absent)."),
+    release: Optional[str] = typer.Option(None, "--release", help="Kernel release; the file must be "
+                                          "built for it (default: DIR/include/config/kernel.release "
+                                          "of --kbuild, else the release the file records)."),
     mod_path: str = typer.Option("", "--mod-path", help="Prefix, as make's INSTALL_MOD_PATH (default: none)."),
-    release: Optional[str] = typer.Option(None, "--release", help="Kernel release (default: DIR/include/config/kernel.release)."),
-    syms: Optional[str] = typer.Option(None, "--syms", "-s", help="dtrace_syms to install (default: DIR/dtrace_syms, built if absent)."),
+    kbuild: Optional[str] = typer.Option(None, "--kbuild", "-k", help="Kernel build tree (objtree), "
+                                         "for the defaults of --syms and --release."),
+    force: bool = typer.Option(False, "--force", help="Replace a modules.builtin.ranges that "
+                               "kmodsyms install did not write (the kernel's own)."),
 ):
     """Install dtrace_syms as MOD_PATH/lib/modules/RELEASE/kernel/dtrace_syms
-    (what 'make dtrace_syms_install' does)."""
+    (what 'make dtrace_syms_install' does), and the modules.builtin.ranges
+    that 'kmodsyms ranges' writes from it as
+    MOD_PATH/lib/modules/RELEASE/modules.builtin.ranges, where dtrace-utils
+    reads it, unless the kernel has its own there.  Prints each path
+    written; a file kept, and why, is one line on stderr."""
     from kmodsyms.scan.install import install as run_install
-    typer.echo(run_install(kbuild, syms=syms, mod_path=mod_path, release=release))
+    done = run_install(kbuild, syms=syms, mod_path=mod_path, release=release, force=force)
+    typer.echo(done.syms)
+    if done.ranges:
+        typer.echo(done.ranges)
+    if done.note:
+        warn(done.note)
 
 
 @app.command()
