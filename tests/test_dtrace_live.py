@@ -1,8 +1,8 @@
 """The real DTrace of Debian (sid's dtrace 2.0.7, oracle/dtrace-utils) on
 Debian's own booted kernel, under QEMU (tests/debian_guest.py), without and
-then with a modules.builtin.ranges made by ``kmodsyms ranges`` from the
-``dtrace_syms`` that ``kmodsyms build --debuginfo`` writes from the same
-release's -dbg package.
+then with the modules.builtin.ranges that ``kmodsyms install`` puts under
+``lib/modules/REL`` beside the ``dtrace_syms`` that ``kmodsyms build
+--debuginfo`` writes from the same release's -dbg package.
 
 libdtrace reads ``modules.builtin.ranges`` under its modpath
 ``/lib/modules/$(uname -r)`` when there is no /proc/kallmodsyms, and takes
@@ -17,7 +17,7 @@ same resolver.
 
 One boot per release runs both scenarios (tests/live/dtrace.sh swaps the
 file in): under TCG about 2 minutes, after a 1-minute build of the file.  -m live; skipped without QEMU, the
-packages or the network, and the "with" half without ``kmodsyms ranges``.
+packages or the network.
 """
 
 from __future__ import annotations
@@ -72,7 +72,6 @@ class Booted:
     run: GuestRun
     syms: str
     resolver: "kmodsyms.binding.Resolver"
-    ranges_missing: str     # why there is no "with" scenario, "" when there is one
 
 
 def kmodsyms_cli(*args: str) -> subprocess.CompletedProcess:
@@ -86,13 +85,12 @@ def build_syms(release: DebianKernel, out: str) -> str:
     return out
 
 
-def ranges_file(syms: str, out: str) -> tuple[str | None, str]:
-    """``kmodsyms ranges``'s modules.builtin.ranges, or (None, why not)."""
-    proc = kmodsyms_cli("ranges", "--syms", syms, "-o", out)
-    if proc.returncode and "No such command" in proc.stderr:
-        return None, "kmodsyms has no 'ranges' command yet (kmodsyms ranges --syms FILE -o OUT)"
+def installed_ranges(syms: str, release: str, stage: str) -> str:
+    """The modules.builtin.ranges ``kmodsyms install`` writes for RELEASE
+    under the staged root STAGE, as a distribution's user installs it."""
+    proc = kmodsyms_cli("install", "--syms", syms, "--release", release, "--mod-path", stage)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return out, ""
+    return os.path.join(stage, "lib", "modules", release, "modules.builtin.ranges")
 
 
 def d_library_aside(name: str) -> list[str]:
@@ -112,10 +110,10 @@ def version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split("."))
 
 
-def guest_env(name: str, ranges: bool) -> bytes:
+def guest_env(name: str) -> bytes:
     return (f"BUILTIN={BUILTIN}\nBUILTIN_FUNCS=\"{' '.join(BUILTIN_FUNCS)}\"\n"
             f"LOADABLE={LOADABLE}\nLOADABLE_FUNCS=\"{' '.join(LOADABLE_FUNCS)}\"\n"
-            f"RANGES={'/etc/modules.builtin.ranges' if ranges else ''}\n"
+            "RANGES=/etc/modules.builtin.ranges\n"
             f"ASIDE=\"{' '.join(d_library_aside(name))}\"\n").encode()
 
 
@@ -126,25 +124,23 @@ def booted(request, tmp_path_factory) -> Booted:
     work = str(tmp_path_factory.mktemp(f"dtrace-{name}"))
     debian_guest.ready(release)
     syms = build_syms(release, os.path.join(work, "dtrace_syms"))
-    ranges, missing = ranges_file(syms, os.path.join(work, "modules.builtin.ranges"))
-    files = {"/etc/dtrace-live.env": guest_env(name, ranges is not None)}
-    if ranges:
-        files["/etc/modules.builtin.ranges"] = ranges
+    ranges = installed_ranges(syms, release.release, os.path.join(work, "stage"))
+    files = {"/etc/dtrace-live.env": guest_env(name), "/etc/modules.builtin.ranges": ranges}
     with open(SCRIPT, "rb") as f:
         run = debian_guest.run_guest(release, f.read(), files, work)
-    check_guest(run, ranges is not None)
+    check_guest(run)
     resolver = kmodsyms.load(syms, kallsyms=run.path("kallsyms"))
     print(f"\n{release.release}: booted with {run.accel} in {run.seconds:.1f} s; "
           + ", ".join(f"{step} {seconds:.1f} s" for step, seconds in step_seconds(run)))
-    return Booted(name, release, run, syms, resolver, missing)
+    return Booted(name, release, run, syms, resolver)
 
 
-def check_guest(run: GuestRun, ranges: bool) -> None:
+def check_guest(run: GuestRun) -> None:
     """Every step of the guest ran: the module load, the disk, each dtrace."""
     assert run.text("release").strip(), run.console[-3000:]
     for step in ("modprobe", "mke2fs"):
         assert run.text(f"{step}.rc").strip() == "0", f"{step} failed:\n{run.text('test.log')[-3000:]}"
-    for scenario in ("without", "with") if ranges else ("without",):
+    for scenario in ("without", "with"):
         for step in ("fbt", "trace", "workload"):
             rc = run.text(scenario, f"{step}.rc").strip()
             err = run.text(scenario, f"{step}.err") if step != "workload" else ""
@@ -159,12 +155,6 @@ def step_seconds(run: GuestRun) -> list[tuple[str, float]]:
             start, end = (float(x) for x in f.read().split())
         out.append((os.path.relpath(path, run.out).rsplit(".", 1)[0], end - start))
     return out
-
-
-def with_ranges(booted: Booted) -> Booted:
-    if booted.ranges_missing:
-        pytest.skip(booted.ranges_missing)
-    return booted
 
 
 # ----------------------------------------------------------------- parsing
@@ -319,7 +309,6 @@ def test_without_the_file_a_built_in_probe_fires_as_vmlinux(booted):
 def test_with_the_file_every_fbt_probe_is_named_by_our_module(booted):
     """With kmodsyms' modules.builtin.ranges, each fbt probe's module is the
     one our dtrace_syms gives its function: the goal is no disagreement."""
-    booted = with_ranges(booted)
     rows = listing(booted, "with")
     counts = by_module(rows)
     print(f"\n{booted.release.release} with modules.builtin.ranges: {len(rows)} fbt probes by module {counts}")
@@ -333,7 +322,6 @@ def test_with_the_file_every_fbt_probe_is_named_by_our_module(booted):
 
 
 def test_with_the_file_dtrace_l_m_lists_the_built_in_module(booted):
-    booted = with_ranges(booted)
     rows = fbt_probes(booted.run.text("with", "builtin.out"))
     assert rows and {mod for mod, _f, _n in rows} == {BUILTIN}
     assert {f for _m, f, _n in rows} == {f for m, f, _n in listing(booted, "with") if m == BUILTIN}
@@ -342,7 +330,6 @@ def test_with_the_file_dtrace_l_m_lists_the_built_in_module(booted):
 def test_with_the_file_a_built_in_probe_fires_under_its_module(booted):
     """rawfbt (kprobes) for every traced function, fbt (fentry) for the last
     (BUILTIN_FUNCS says why only it)."""
-    booted = with_ranges(booted)
     fired = calls(trace(booted, "with"))
     for function in BUILTIN_FUNCS:
         assert fired.get(("rawfbt", BUILTIN, function)), (function, fired)
@@ -352,7 +339,6 @@ def test_with_the_file_a_built_in_probe_fires_under_its_module(booted):
 @pytest.mark.xfail(reason="dtrace 2.0.7 fires only the last fbt probe of a built-in module it "
                           "enables (see BUILTIN_FUNCS)", strict=False)
 def test_with_the_file_every_fbt_probe_of_a_built_in_module_fires(booted):
-    booted = with_ranges(booted)
     fired = calls(trace(booted, "with"))
     assert all(fired.get(("fbt", BUILTIN, f)) for f in BUILTIN_FUNCS), fired
 
@@ -360,7 +346,6 @@ def test_with_the_file_every_fbt_probe_of_a_built_in_module_fires(booted):
 def test_with_the_file_stack_frames_name_our_modules(booted):
     """stack(): each frame's module is ours for its function, and the probed
     built-in function's frame is ``ext4`func+0x...``."""
-    booted = with_ranges(booted)
     frames = [frame for stack in stacks(trace(booted, "with")) for frame in stack]
     wrong = [(mod, func) for mod, func, _off in frames if mod not in our_modules(booted.resolver, func)]
     assert frames and not wrong, wrong[:20]
@@ -371,7 +356,6 @@ def test_with_the_file_stack_frames_name_our_modules(booted):
 def test_with_the_file_mod_and_func_are_our_answers(booted):
     """mod() and func() of each caller's address are our resolve() of it,
     and some caller is the built-in module's own code."""
-    booted = with_ranges(booted)
     seen = callers(trace(booted, "with"))
     assert seen
     for address, mod, func in seen:
@@ -384,8 +368,6 @@ def test_with_the_file_mod_and_func_are_our_answers(booted):
 def test_loaded_module_probes_are_named_by_it(booted, scenario):
     """A module loaded from its .ko (.ko.xz on 7.2) keeps its name: its fbt
     probes are listed under it, fire under it, and head their stacks."""
-    if scenario == "with":
-        booted = with_ranges(booted)
     rows = [(m, f, n) for m, f, n in listing(booted, scenario) if m == LOADABLE]
     assert rows and agreement(booted.resolver, rows).disagreements == 0
     fired = calls(trace(booted, scenario))

@@ -12,7 +12,7 @@
 # /etc/dtrace-live.env sets:
 #   BUILTIN, BUILTIN_FUNCS   a built-in module and functions of it the workload runs
 #   LOADABLE, LOADABLE_FUNCS a module loaded from its .ko(.xz) and functions of it
-#   RANGES                   the modules.builtin.ranges to install ("" for none)
+#   RANGES                   the modules.builtin.ranges 'kmodsyms install' wrote on the host
 #   ASIDE                    D library files dtrace cannot compile on this kernel
 . /etc/dtrace-live.env
 MODPATH=/lib/modules/$(uname -r)
@@ -107,10 +107,8 @@ scenario() {
 }
 
 scenario without vmlinux
-if [ -n "$RANGES" ]; then
-    cp "$RANGES" $MODPATH/modules.builtin.ranges
-    scenario with $BUILTIN
-fi
+cp "$RANGES" $MODPATH/modules.builtin.ranges
+scenario with $BUILTIN
 say "done"
 cat /proc/kallsyms > $OUT/kallsyms
 cat /proc/modules > $OUT/modules
