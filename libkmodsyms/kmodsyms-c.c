@@ -1,20 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
 /*
- * kmodsyms-c: libkmodsyms from the command line, printing what the Python
- * CLI prints, for scripts and for the tests that hold the two equal.
+ * kmodsyms-c: libkmodsyms from the command line, for scripts and for the
+ * tests: resolve, lookup and kallmodsyms print what 'kmodsyms' prints, both
+ * through the library's formatter (kms_format_sym(), kms_format_line()).
  *
- *   kmodsyms-c resolve --syms F --kallsyms K [--force] [--format kernel] [ADDR...]
- *       one JSON object a line, as 'kmodsyms resolve --json'; an ADDR '-' (or no ADDR)
- *       reads one address a line of stdin there, one line out for every line in, as
- *       'kmodsyms resolve -' (a bad line's error in its place, exit 1; stdin that is
- *       not text, kms_data_kind(): an error, exit 2); --format kernel: each as the
- *       kernel's %pS prints it (kms_resolve_kernel()), as 'kmodsyms resolve --format
- *       kernel -' answers a bad line or a blank one
- *   kmodsyms-c lookup --syms F --kallsyms K [--force] [MOD`]NAME...
- *       one JSON object per match, as 'kmodsyms lookup --json'; exit 1 if a name has none
+ *   kmodsyms-c resolve --syms F --kallsyms K [--force] [--format FMT|--json] [ADDR...]
+ *       one line an address, as 'kmodsyms resolve' (FMT verbose, the default, dtrace,
+ *       kernel or json: enum kms_format); an ADDR '-' (or no ADDR) reads one address a
+ *       line of stdin there, one line out for every line in, as 'kmodsyms resolve -'
+ *       (a bad line's error in its place, exit 1; stdin that is not text,
+ *       kms_data_kind(): an error, exit 2)
+ *   kmodsyms-c lookup --syms F --kallsyms K [--force] [--format FMT|--json] [MOD`]NAME...
+ *       one line per match, as 'kmodsyms lookup'; exit 1 if a name has none
  *   kmodsyms-c kallmodsyms --syms F --kallsyms K [--force]
- *       /proc/kallmodsyms: each line's exact size where known, else its estimated
- *       size (0 when none), so that every module keeps its ranges
+ *       /proc/kallmodsyms (kms_format_line()), as 'kmodsyms kallmodsyms'
  *   kmodsyms-c lines --syms F --kallsyms K [--force]
  *       every kallsyms line as kms_foreach() gives it, one JSON object a line
  *   kmodsyms-c ranges --syms F --kallsyms K [--force] MOD...
@@ -60,7 +59,8 @@
 
 static const char *const origin_names[] = {NULL, "core", "builtin", "loadable", "pseudo"};
 static const char *const binding_names[] = {"local", "global", "weak"};
-static const char *const size_kind_names[] = {"unknown", "exact", "estimated"};
+/* enum kms_format's names, as 'kmodsyms --format' spells them */
+static const char *const format_names[] = {"verbose", "dtrace", "kernel", "json"};
 static const char *const status_names[] = {"matched", "missing", "refused", "unsupported",
                                            "deferred"};
 
@@ -106,38 +106,43 @@ static unsigned decode_utf8(const unsigned char *p, const unsigned char *end, un
     return cp;
 }
 
-/* A JSON string as the CLI's --json writes it (Python's json.dumps with
- * ensure_ascii): bytes decoded as UTF-8 with surrogateescape, everything
- * non-ASCII as \uXXXX. */
+/* Room for the texts the library formats: a text of N bytes and its NUL
+ * (the program's only answer to no memory is to stop). */
+static char *room;
+static size_t room_size;
+
+static void make_room(size_t n)
+{
+    if (n < room_size)
+        return;
+    free(room);
+    room_size = n + 1 > 4096 ? n + 1 : 4096;
+    if (!(room = malloc(room_size))) {
+        fputs("kmodsyms-c: error: out of memory\n", stderr);
+        exit(2);
+    }
+}
+
+/* The text FORMAT (a kms_format_*() call into ROOM, ROOM_SIZE) returns, to
+ * OUT: the call made again, with room, when the text did not fit. */
+#define PUT_FORMATTED(out, format)                                                        \
+    do {                                                                                  \
+        size_t n_ = (format);                                                             \
+        if (n_ >= room_size) {                                                            \
+            make_room(n_);                                                                \
+            (void)(format);                                                               \
+        }                                                                                 \
+        fwrite(room, 1, n_, out);                                                         \
+    } while (0)
+
 static void put_json_string(const char *s, size_t len, FILE *out)
 {
-    const unsigned char *p = (const unsigned char *)s, *end = p + len;
-    putc('"', out);
-    for (unsigned n; p < end; p += n) {
-        unsigned c = decode_utf8(p, end, &n);
-        switch (c) {
-        case '"': fputs("\\\"", out); break;
-        case '\\': fputs("\\\\", out); break;
-        case '\n': fputs("\\n", out); break;
-        case '\r': fputs("\\r", out); break;
-        case '\t': fputs("\\t", out); break;
-        case '\b': fputs("\\b", out); break;
-        case '\f': fputs("\\f", out); break;
-        default:
-            if (c >= 0x10000)
-                fprintf(out, "\\u%04x\\u%04x", 0xD800 + ((c - 0x10000) >> 10),
-                        0xDC00 + ((c - 0x10000) & 0x3FF));
-            else if (c < 0x20 || c >= 0x7F)
-                fprintf(out, "\\u%04x", c);
-            else
-                putc((int)c, out);
-        }
-    }
-    putc('"', out);
+    PUT_FORMATTED(out, kms_format_json_string(s, len, room, room_size));
 }
 
 /* A string as Python's ascii() quotes it (the CLI's messages quote what a
- * user gave so, in any locale): bytes decoded as put_json_string() does. */
+ * user gave so, in any locale): bytes decoded as UTF-8, an undecodable
+ * byte B as U+DC00 + B (surrogateescape). */
 static void put_py_ascii(const char *s, size_t len, FILE *out)
 {
     const unsigned char *p = (const unsigned char *)s, *end = p + len;
@@ -184,7 +189,7 @@ static void put_names(size_t n, const char *const *names, FILE *out)
     putc(']', out);
 }
 
-/* A record's modules: null when it has none (the CLI's --json). */
+/* A record's modules: null when it has none ('lines'). */
 static void put_modules(uint32_t n, const char *const *mods, FILE *out)
 {
     if (n)
@@ -193,53 +198,14 @@ static void put_modules(uint32_t n, const char *const *mods, FILE *out)
         fputs("null", out);
 }
 
-/* The load answered from kallsyms alone (R42): each record says so, as the
- * CLI's --json does ("builtin_modules_known": false). */
+/* The load answered from kallsyms alone (R42), as messages say. */
 static int builtin_modules_unknown;
 
-/* One answer record as 'kmodsyms resolve --json' prints it, key for key
- * (src/kmodsyms/binding/records.py, Symbolization.to_json). */
-static void put_record(const struct kms_sym *r, FILE *out)
+/* Record R of H as FORMAT prints it, one line. */
+static void put_sym(const kms_handle *h, const struct kms_sym *r, int format)
 {
-    fprintf(out, "{\"address\": \"0x%llx\", \"module\": ", (unsigned long long)r->address);
-    put_json_cstring(r->dso, out);
-    fputs(", \"modules\": ", out);
-    put_modules(r->nmodules, r->modules, out);
-    fputs(", \"origin\": ", out);
-    put_json_cstring(origin_names[r->origin], out);
-    fputs(", \"symbol\": ", out);
-    if (r->sym) {
-        put_json_string(r->sym, r->sym_len, out);
-        fprintf(out, ", \"offset\": %llu, \"start\": \"0x%llx\", \"size\": ",
-                (unsigned long long)r->symoff, (unsigned long long)r->sym_start);
-        if (r->size_kind != KMS_SIZE_UNKNOWN)
-            fprintf(out, "%lld", (long long)r->sym_size);
-        else
-            fputs("null", out);
-        fprintf(out, ", \"size_kind\": \"%s\", \"sized\": %s, \"type\": ",
-                size_kind_names[r->size_kind], r->sized ? "true" : "false");
-        put_json_string(&r->type, 1, out);
-    } else {
-        fputs("null, \"offset\": null, \"start\": null, \"size\": null, \"size_kind\": null, "
-              "\"sized\": false, \"type\": null", out);
-    }
-    fputs(", \"binding\": ", out);
-    put_json_cstring(r->sym_binding <= 2 ? binding_names[r->sym_binding] : NULL, out);
-    fputs(", \"object\": ", out);
-    put_json_cstring(r->object, out);
-    fprintf(out, ", \"ambiguous\": %s", r->ambiguous ? "true" : "false");
-    if (r->ambiguous) {
-        fputs(", \"candidates\": [", out);
-        for (uint32_t k = 0; k < r->ncandidates; k++) {
-            if (k)
-                fputs(", ", out);
-            put_modules(r->candidates[k].nmodules, r->candidates[k].modules, out);
-        }
-        putc(']', out);
-    }
-    if (builtin_modules_unknown)
-        fputs(", \"builtin_modules_known\": false", out);
-    fputs("}\n", out);
+    PUT_FORMATTED(stdout, kms_format_sym(h, r, format, room, room_size));
+    putchar('\n');
 }
 
 static int die(const char *msg)
@@ -248,11 +214,21 @@ static int die(const char *msg)
     return 2;
 }
 
+/* The enum kms_format called NAME, -1 for none. */
+static int format_named(const char *name)
+{
+    for (int k = 0; k < (int)(sizeof format_names / sizeof *format_names); k++)
+        if (!strcmp(name, format_names[k]))
+            return k;
+    return -1;
+}
+
 static int usage(void)
 {
     fputs("usage: kmodsyms-c {resolve|lookup|kallmodsyms|lines|ranges|spans|symbols|builtin|"
           "modules|refresh} [--syms F] [--kallsyms K] [--modules-dir DIR] [--sysfs-root DIR] "
-          "[--proc-modules FILE] [--force] [--fallback] [--defer] [--format kernel] "
+          "[--proc-modules FILE] [--force] [--fallback] [--defer] "
+          "[--format verbose|dtrace|kernel|json] [--json] "
           "[ARG...]\n", stderr);
     return 2;
 }
@@ -328,25 +304,16 @@ struct pending {
     size_t n;
     uint64_t *addr;
     struct kms_sym *rec;
-    int kernel;           /* --format kernel: %pS text instead of records */
+    int format;           /* enum kms_format */
 };
 
-/* The pending addresses' records (or %pS texts), in order. */
+/* The pending addresses' answers, in order. */
 static void answer_pending(struct pending *p)
 {
-    if (p->kernel) {
-        for (size_t i = 0; i < p->n; i++) {
-            struct kms_ksym k = {.size = sizeof k};
-            kms_resolve_kernel(p->h, p->addr[i], &k);
-            puts(k.text);
-        }
-        p->n = 0;
-        return;
-    }
     p->rec[0].size = sizeof p->rec[0];
     kms_resolve_many(p->h, p->addr, p->n, p->rec);
     for (size_t i = 0; i < p->n; i++)
-        put_record(&p->rec[i], stdout);
+        put_sym(p->h, &p->rec[i], p->format);
     p->n = 0;
 }
 
@@ -360,9 +327,9 @@ static void resolve_address(struct pending *p, unsigned long long a)
 
 /* Line NUMBER of stdin, its LEN bytes at TEXT, as the CLI's write_answers()
  * answers it: an address pending; in its place a blank line's empty answer
- * ({"input": ""} in JSON) or a bad one's error ({"input", "error"}; with
- * --format kernel "? ERROR" and "LINE N: ERROR" on stderr).  1 when bad,
- * -1 when out of memory. */
+ * ({"input": ""} in JSON) or a bad one's error ({"input", "error"}; in the
+ * text formats "? ERROR" and "LINE N: ERROR" on stderr).  1 when bad, -1
+ * when out of memory. */
 static int resolve_line(struct pending *p, const char *text, size_t len, size_t number)
 {
     unsigned long long a;
@@ -374,13 +341,13 @@ static int resolve_line(struct pending *p, const char *text, size_t len, size_t 
     }
     answer_pending(p);
     if (start == stop) {
-        puts(p->kernel ? "" : "{\"input\": \"\"}");
+        puts(p->format == KMS_FORMAT_JSON ? "{\"input\": \"\"}" : "");
         return 0;
     }
     char *msg = address_error(start, (size_t)(stop - start), why);
     if (!msg)
         return -1;
-    if (p->kernel) {
+    if (p->format != KMS_FORMAT_JSON) {
         printf("? %s\n", msg);
         fflush(stdout);
         fprintf(stderr, "LINE %zu: %s\n", number, msg);
@@ -499,11 +466,7 @@ static int module_there(const kms_handle *h, const char *mod, const char *spec)
 static int print_kallmodsyms(const struct kms_line *l, void *arg)
 {
     (void)arg;
-    printf("%016llx %llx %c ", (unsigned long long)l->address, (unsigned long long)l->sym_size,
-           l->type);
-    fwrite(l->name, 1, l->name_len, stdout);
-    for (uint32_t k = 0; k < l->nmodules; k++)
-        printf("%s[%s]", k ? " " : "\t", l->modules[k]);
+    PUT_FORMATTED(stdout, kms_format_line(l, room, room_size));
     putchar('\n');
     return 0;
 }
@@ -638,7 +601,7 @@ int main(int argc, char **argv)
 {
     const char *cmd;
     struct kms_load_opts opts = {.size = sizeof opts};
-    int nargs = 0, status = 0, kernel = 0;
+    int nargs = 0, status = 0, format = KMS_FORMAT_VERBOSE;
     char **args;
     kms_error err;
     kms_handle *h;
@@ -665,8 +628,10 @@ int main(int argc, char **argv)
             opts.flags |= KMS_LOAD_FALLBACK;
         else if (!strcmp(argv[i], "--defer"))
             opts.flags |= KMS_LOAD_DEFER_MODULES;
-        else if (!strcmp(argv[i], "--format") && i + 1 < argc && !strcmp(argv[i + 1], "kernel"))
-            kernel = ++i > 0;
+        else if (!strcmp(argv[i], "--format") && i + 1 < argc && format_named(argv[i + 1]) >= 0)
+            format = format_named(argv[++i]);
+        else if (!strcmp(argv[i], "--json"))
+            format = KMS_FORMAT_JSON;
         else if (!strcmp(argv[i], "--") )
             while (++i < argc)
                 args[nargs++] = argv[i];
@@ -728,7 +693,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "kmodsyms-c: warning: %s\n", mods[k].warning);
     if (!strcmp(cmd, "resolve")) {
         struct pending p = {h, 0, malloc(KMS_RESOLVE_BATCH * sizeof *p.addr),
-                            malloc(KMS_RESOLVE_BATCH * sizeof *p.rec), kernel};
+                            malloc(KMS_RESOLVE_BATCH * sizeof *p.rec), format};
         if (!p.addr || !p.rec) {
             status = die("out of memory");
         } else {
@@ -783,7 +748,7 @@ int main(int argc, char **argv)
                 status = 1;
             }
             for (size_t k = 0; k < n; k++)
-                put_record(&recs[k], stdout);
+                put_sym(h, &recs[k], format);
             free(spec);
         }
         if (!recs)
@@ -855,6 +820,7 @@ int main(int argc, char **argv)
     free(mods);
     kms_free(h);
     free(args);
+    free(room);
     if (fflush(stdout) != 0 && !status)
         status = 1;
     return status;

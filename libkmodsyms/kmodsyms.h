@@ -445,6 +445,53 @@ struct kms_ksym {
 int kms_resolve_kernel(const kms_handle *h, uint64_t addr, struct kms_ksym *out);
 
 /*
+ * Text (2.3): what kmodsyms prints, formatted once for every front end
+ * (kmodsyms' CLI through its binding, kmodsyms-c, a tracer).  Each writes
+ * its text, without a newline, into BUF: at most LEN bytes, the last a NUL
+ * (nothing when LEN is 0).  Each returns the whole text's length, NUL not
+ * counted, as snprintf does: LEN or more means it was cut, and a BUF of the
+ * return plus 1 holds it.  They never fail.  Names are bytes: the text
+ * formats write them as they are, as the kernel's tools print them; JSON
+ * escapes them as kms_format_json_string() does.
+ */
+
+/* kms_format_sym()'s formats.  A module not known prints as '?': a record
+ * of no module, or of a load from kallsyms alone (kms_info.
+ * builtin_modules_known 0) outside loaded and pseudo-modules. */
+enum kms_format {
+    KMS_FORMAT_VERBOSE = 0, /* "0xADDR mod`sym+0xoff (0xSIZE bytes, object)": "unsized" for no
+                             * exact size holding it, then the object, then "ambiguous: a |
+                             * b,c" (the candidates' modules); no symbol: "0xADDR mod`?
+                             * (object)" or "0xADDR ?" */
+    KMS_FORMAT_DTRACE,      /* "mod`sym+0xoff" as DTrace's stack() prints a frame (no "+0x0");
+                             * no symbol: "mod`0xADDR", or "0xADDR" in no module */
+    KMS_FORMAT_KERNEL,      /* the kernel's %pS, kms_resolve_kernel() of the address, naming a
+                             * built-in module as %pS names a loaded one: "init_once+0x10/0x30
+                             * [ext4]"; the core kernel bare, "[?]" for a module not known */
+    KMS_FORMAT_JSON         /* one JSON object, the record's fields: "address", "module",
+                             * "modules", "origin", "symbol", "offset", "start", "size",
+                             * "size_kind", "sized", "type", "binding", "object",
+                             * "ambiguous", then "candidates" when ambiguous and
+                             * "builtin_modules_known": false from kallsyms alone */
+};
+
+/* SYM, a record H answered (kms_resolve(), kms_lookup(), ...), in FORMAT
+ * (enum kms_format); an unknown FORMAT or a NULL H or SYM: "". */
+size_t kms_format_sym(const kms_handle *h, const struct kms_sym *sym, int format, char *buf,
+                      size_t len);
+
+/* LINE as /proc/kallmodsyms printed it: "%016llx %llx %c NAME", the size
+ * exact or estimated (0 unknown), then a tab and "[mod]" for each module
+ * (space-separated), none for the core kernel. */
+size_t kms_format_line(const struct kms_line *line, char *buf, size_t len);
+
+/* S (N bytes) as a JSON string, quotes included: printable ASCII as it is,
+ * '"', '\\' and control characters escaped, everything else as \uXXXX of
+ * its UTF-8 code point, and a byte that is not UTF-8 as \udcXX (XX the byte,
+ * as Python's surrogateescape reads it back): ASCII whatever the bytes. */
+size_t kms_format_json_string(const char *s, size_t n, char *buf, size_t len);
+
+/*
  * What kms_refresh() found: modules loaded, unloaded and reloaded (the same
  * name with other lines or addresses), pseudo-modules included, in kallsyms
  * order.  Set SIZE to sizeof(struct kms_changes); the library fills what

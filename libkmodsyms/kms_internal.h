@@ -466,6 +466,9 @@ int kmsi_build_owners(kms_handle *h, kms_error *err);
 int kmsi_group_lines(kms_handle *h, kms_error *err);
 int64_t kmsi_line_size(const kms_handle *h, size_t i, uint8_t *kind);
 
+/* kms_text.c: kms_ksym.text, the kernel's %pS of K (kms_resolve_kernel()) */
+size_t kmsi_ksym_text(const struct kms_ksym *k, char *buf, size_t len);
+
 /* kms_load.c: loading */
 int kmsi_fail(kms_error *err, int code, const char *fmt, ...);
 /* KMS_LOAD_FORCE used the file although STALE (the check's message) says

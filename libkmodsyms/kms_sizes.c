@@ -11,8 +11,6 @@
  */
 #include "kms_internal.h"
 
-#include <stdio.h>
-
 /* The group of line I: its loaded or pseudo-module, 0 for the core kernel
  * (vmlinux and its built-in modules: one kallsyms table). */
 static uint32_t group_of(const kms_handle *h, size_t i)
@@ -267,19 +265,7 @@ int kms_resolve_kernel(const kms_handle *h, uint64_t addr, struct kms_ksym *call
             found = 1;
         }
     }
-    /* R55: the kernel's vsprintf writes %#lx of 0 as 0x0 (C's printf as 0);
-     * a size not known is '?', never a number below the offset */
-    char size[24] = "?";
-    if (found && out.sym_size)
-        snprintf(size, sizeof size, "0x%llx", (unsigned long long)out.sym_size);
-    if (found && out.module)
-        snprintf(out.text, sizeof out.text, "%.*s+0x%llx/%s [%s]", (int)out.sym_len, out.sym,
-                 (unsigned long long)out.offset, size, out.module);
-    else if (found)
-        snprintf(out.text, sizeof out.text, "%.*s+0x%llx/%s", (int)out.sym_len, out.sym,
-                 (unsigned long long)out.offset, size);
-    else
-        snprintf(out.text, sizeof out.text, "0x%llx", (unsigned long long)addr);
+    kmsi_ksym_text(&out, out.text, sizeof out.text);
     put_fitting(caller, &out, sizeof out);
     return found;
 }

@@ -995,6 +995,39 @@ static void check_refresh(const char *syms, const unsigned char *ktext, size_t k
     kms_free(h);
 }
 
+/* The formatter writes into the caller's buffer as snprintf does: the
+ * whole text's length returned, what fits NUL-terminated, nothing past
+ * LEN; a record of a smaller struct (an older caller's) read as far as
+ * its SIZE. */
+static void check_text(const kms_handle *h)
+{
+    static const char want[] = "init_once+0x10/0x30 [ext4]";
+    struct kms_sym r = {.size = sizeof r};
+    char buf[64];
+    kms_resolve(h, 0xffffffffab600400u, &r);
+    size_t n = kms_format_sym(h, &r, KMS_FORMAT_KERNEL, buf, sizeof buf);
+    CHECK(n == strlen(want) && !strcmp(buf, want), "kernel format: %s", buf);
+    memset(buf, 'x', sizeof buf);
+    n = kms_format_sym(h, &r, KMS_FORMAT_KERNEL, buf, 10);
+    CHECK(n == strlen(want) && !memcmp(buf, want, 9) && !buf[9] && buf[10] == 'x',
+          "cut at 10: %zu '%s'", n, buf);
+    CHECK(kms_format_sym(h, &r, KMS_FORMAT_DTRACE, NULL, 0) == strlen("ext4`init_once+0x10"),
+          "length alone");
+    buf[0] = 'x';
+    CHECK(kms_format_sym(h, &r, 99, buf, sizeof buf) == 0 && !buf[0], "unknown format");
+    CHECK(kms_format_sym(NULL, &r, KMS_FORMAT_JSON, buf, sizeof buf) == 0 && !buf[0], "no handle");
+    struct kms_line l = {.size = sizeof l};
+    CHECK(kms_line_at(h, r.line, &l) == KMS_OK, "line %u", r.line);
+    n = kms_format_line(&l, buf, sizeof buf);
+    CHECK(!strcmp(buf, "ffffffffab6003f0 27 t init_once\t[ext4]") && n == strlen(buf),
+          "kallmodsyms line: %s", buf);
+    r.size = offsetof(struct kms_sym, line); /* an older caller's: the name and before only */
+    n = kms_format_sym(h, &r, KMS_FORMAT_DTRACE, buf, sizeof buf);
+    CHECK(!strcmp(buf, "?`init_once"), "an older struct's fields only: %s", buf);
+    CHECK(kms_format_json_string("a\"\xff\xc3\xa9\x01", 6, buf, sizeof buf) == 23 &&
+          !strcmp(buf, "\"a\\\"\\udcff\\u00e9\\u0001\""), "JSON string: %s", buf);
+}
+
 static int count_lines(const struct kms_line *l, void *arg)
 {
     size_t *n = arg;
@@ -1027,6 +1060,7 @@ int main(int argc, char **argv)
     check_v2(h);
     check_threads(h);
     check_batch(h);
+    check_text(h);
     CHECK(kms_foreach(h, count_lines, &lines) == 0 && lines > 200, "foreach: %zu lines", lines);
     kms_free(h);
     check_modules(syms, kallsyms, dir);

@@ -111,31 +111,15 @@ def sanitized_answers(clib, syms, kallsyms, random_count, sources=()) -> tuple[l
     lines = json_lines(run_c(clib, ["lines"] + base, sanitized=True).stdout)
     addrs = probes_of(lines, random_count)
     stdin = "".join(f"{a:x}\n" for a in addrs).encode()
-    records = json_lines(run_c(clib, ["resolve"] + base, stdin=stdin, sanitized=True).stdout)
+    records = json_lines(run_c(clib, ["resolve", "--json"] + base, stdin=stdin, sanitized=True).stdout)
     assert len(records) == len(addrs)
     r = load(syms, kallsyms, **dict(zip(("modules_dir", "sysfs_root", "proc_modules"),
                                         _source_values(sources))))
     batch = r.resolve_many(addrs)
     for a, line, rec in zip(addrs, batch.lines.tolist(), records):
         assert rec == r.record(a, line).to_json(), (hex(a), rec)
-    km = run_c(clib, ["kallmodsyms"] + base, sanitized=True).stdout
-    assert_kallmodsyms(km, r.kallmodsyms())
+    assert run_c(clib, ["kallmodsyms"] + base, sanitized=True).stdout == r.kallmodsyms()
     return lines, dict(zip(addrs, records))
-
-
-def assert_kallmodsyms(got: bytes, want: bytes, name="") -> None:
-    """kmodsyms-c's kallmodsyms against the binding's ('kmodsyms
-    kallmodsyms'), byte for byte but for the sizes the binding prints 0 for
-    (none exact): there C prints its estimate (tests/test_clib_sizes.py
-    holds those to the kernel's rule)."""
-    if got == want:
-        return
-    g, w = got.split(b"\n"), want.split(b"\n")
-    assert len(g) == len(w), name
-    for a, b in zip(g, w):
-        if a != b:
-            fa, fb = a.split(b" ", 2), b.split(b" ", 2)
-            assert (fa[0], fa[2], fb[1]) == (fb[0], fb[2], b"0"), (name, a, b)
 
 
 def _source_values(sources) -> list:
@@ -267,11 +251,11 @@ def test_in_tree_build_outputs_are_ignored_by_git():
 # ------------------------------------------------------------------ the program
 def test_resolve_arguments_and_errors(clib, fixture_syms):
     base = ["--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS]
-    out = json_lines(run_c(clib, ["resolve"] + base + ["0xffffffffab600400", "ffffffffab600a98"]).stdout)
+    out = json_lines(run_c(clib, ["resolve", "--json"] + base + ["0xffffffffab600400", "ffffffffab600a98"]).stdout)
     r = load(fixture_syms, FIXTURE_KALLSYMS)
     assert out == [r.resolve(0xffffffffab600400).to_json(), r.resolve(0xffffffffab600a98).to_json()]
     # a bad line of stdin is answered in place, the rest still are (exit 1)
-    batch = run_c(clib, ["resolve"] + base, stdin=b"0xffffffffab600400\n zz \n0x1\n", check=False)
+    batch = run_c(clib, ["resolve", "--json"] + base, stdin=b"0xffffffffab600400\n zz \n0x1\n", check=False)
     got = json_lines(batch.stdout)
     assert batch.returncode == 1 and len(got) == 3
     assert got[0] == r.resolve(0xffffffffab600400).to_json() and got[2] == r.resolve(1).to_json()
@@ -288,10 +272,10 @@ def test_resolve_dash_reads_stdin_in_its_place(clib, fixture_syms):
     does (and, with no address at all, stdin is read too)."""
     base = ["--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS]
     r = load(fixture_syms, FIXTURE_KALLSYMS)
-    got = json_lines(run_c(clib, ["resolve"] + base + ["0x1", "-", "0xffffffffab600a98"],
+    got = json_lines(run_c(clib, ["resolve", "--json"] + base + ["0x1", "-", "0xffffffffab600a98"],
                            stdin=b"0xffffffffab600400\n").stdout)
     assert got == [r.resolve(a).to_json() for a in (1, 0xffffffffab600400, 0xffffffffab600a98)]
-    assert json_lines(run_c(clib, ["resolve"] + base + ["-"], stdin=b"0x1\n").stdout) \
+    assert json_lines(run_c(clib, ["resolve", "--json"] + base + ["-"], stdin=b"0x1\n").stdout) \
         == [r.resolve(1).to_json()]
 
 
@@ -316,24 +300,119 @@ def _cli(args, stdin: bytes) -> subprocess.CompletedProcess:
                           capture_output=True, cwd=ROOT)
 
 
+# Every format of 'resolve' and 'lookup' (the default, verbose, first).
+FORMATS = ([], ["--json"], ["--format", "kernel"], ["--format", "dtrace"])
+
+
 def test_resolve_stdin_line_for_line_as_the_cli(clib, fixture_syms):
     """``kmodsyms-c resolve -`` answers every line of stdin as ``kmodsyms
     resolve -`` does, byte for byte: a blank line in its place, each bad
-    one with the CLI's error (quoted as ascii() quotes it), in JSON and
-    with --format kernel (where the CLI writes 'LINE N:' on stderr too);
-    the same exit status (issue 24 item 12: blank lines were dropped)."""
+    one with the CLI's error (quoted as ascii() quotes it), in every
+    format (the text formats write 'LINE N:' on stderr too); the same exit
+    status (issue 24 item 12: blank lines were dropped)."""
     base = ["--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS]
     stdin = (b"0xffffffffab600155\n\n  \t \n-1\nzz\n0x1ffffffffffffffff\n-0x1ffffffffffffffff\n"
              b"it's\n\"q'\\\n\xc3\xa9\xe4\xb8\xad\xff\x7f\n 0XFFFFFFFFC0A00010 \n0x\n0xffffffffc0a00014")
-    for c_format, cli_format in (([], ["--json"]), (["--format", "kernel"], ["--format", "kernel"])):
-        c = run_c(clib, ["resolve"] + base + c_format + ["-"], stdin=stdin, sanitized=True,
+    for fmt in FORMATS:
+        c = run_c(clib, ["resolve"] + base + fmt + ["-"], stdin=stdin, sanitized=True,
                   check=False)
-        cli = _cli(["resolve"] + base + cli_format + ["-"], stdin)
+        cli = _cli(["resolve"] + base + fmt + ["-"], stdin)
         assert (c.returncode, c.stdout, c.stderr) == (cli.returncode, cli.stdout, cli.stderr)
         assert c.returncode == 1 and c.stdout.count(b"\n") == stdin.count(b"\n") + 1
     bad = run_c(clib, ["resolve"] + base + ["0x1", "-0x1"], check=False)
     assert (bad.returncode, bad.stdout, bad.stderr) == \
         (2, b"", b"kmodsyms-c: error: bad address '-0x1': negative\n")
+
+
+def assert_clis_agree(clib, base: list, addresses: list, names: list) -> None:
+    """Both CLIs, 'kmodsyms' (its fast path) and kmodsyms-c, on the same
+    inputs: the same bytes on stdout and the same exit status for resolve of
+    ADDRESSES on stdin and as arguments, and lookup of NAMES, in every
+    format, and for kallmodsyms (one formatter: libkmodsyms' kms_format_sym()
+    and kms_format_line())."""
+    stdin = "".join(f"{a:#x}\n" for a in addresses).encode()
+    runs = [["resolve", *fmt, "-"] for fmt in FORMATS] + \
+        [["resolve", *fmt, *(f"{a:#x}" for a in addresses[:50])] for fmt in FORMATS] + \
+        [["lookup", *fmt, *names] for fmt in FORMATS] + [["kallmodsyms"]]
+    for args in runs:
+        c = run_c(clib, args[:1] + base + args[1:], stdin=stdin, check=False)
+        cli = _cli(args[:1] + base + args[1:], stdin)
+        assert (c.returncode, c.stdout) == (cli.returncode, cli.stdout), args[:2]
+        assert c.returncode in (0, 1) and c.stdout, (args[:2], c.stderr[-500:])
+    out = run_c(clib, ["resolve", "--json"] + base, stdin=stdin).stdout
+    assert out.isascii() and len(json_lines(out)) == len(addresses)
+
+
+def lookup_names(lines: list[dict], count: int, seed: int = 20261201) -> list[str]:
+    """Names to look up among LINES: bare, MOD`NAME of each of their modules
+    (vmlinux for the core kernel), and +0xOFF into them; one not there."""
+    import random
+    rng = random.Random(seed)
+    names = []
+    for d in rng.sample(lines, min(count, len(lines))):
+        mod = (d["modules"] or ["vmlinux"])[0]
+        names += [d["name"], f"{mod}`{d['name']}", f"{mod}`{d['name']}+0x{rng.randrange(64):x}"]
+    return names + ["no_such_symbol"]
+
+
+def test_clis_agree_on_the_fixture(clib, fixture_syms, tmp_path):
+    """The fixture's every line probed (R: resolve, lookup, kallmodsyms in
+    every format), with its dtrace_syms, with sections left unplaced
+    (ambiguous answers and their candidates), and from kallsyms alone
+    (built-in modules not known: '?')."""
+    from test_corpora import _unplace_sections_of
+    base = ["--syms", fixture_syms, "--kallsyms", FIXTURE_KALLSYMS]
+    lines = json_lines(run_c(clib, ["lines"] + base).stdout)
+    addresses, names = probes_of(lines, 2_000), lookup_names(lines, 60)
+    assert_clis_agree(clib, base, addresses, names)
+    unplaced = str(tmp_path / "dtrace_syms")
+    assert _unplace_sections_of(fixture_syms, "init_once", unplaced) == 3
+    assert_clis_agree(clib, ["--syms", unplaced, "--kallsyms", FIXTURE_KALLSYMS], addresses, names)
+    # no --syms: the running kernel's file, which this host does not have (the C
+    # program's --fallback is the CLI's default then)
+    if not os.path.exists(f"/lib/modules/{os.uname().release}/kernel/dtrace_syms"):
+        stdin = "".join(f"{a:#x}\n" for a in addresses).encode()
+        for fmt in FORMATS:
+            c = run_c(clib, ["resolve", "--fallback", "--kallsyms", FIXTURE_KALLSYMS, *fmt, "-"],
+                      stdin=stdin)
+            cli = _cli(["resolve", "--kallsyms", FIXTURE_KALLSYMS, *fmt, "-"], stdin)
+            unknown = {"--json": b'"builtin_modules_known": false',
+                       "kernel": b"init_once+0x0/0x30 [?]\n"}.get(fmt[-1] if fmt else "",
+                                                                  b"?`init_once")
+            assert c.stdout == cli.stdout and unknown in c.stdout, fmt
+
+
+def test_clis_agree_on_odd_names(clib, fixture_syms, tmp_path):
+    """Names are bytes: the text formats and kallmodsyms write them as they
+    are, JSON escapes them (ASCII, \\u of UTF-8, \\udcXX of a byte that is
+    not UTF-8, read back by surrogateescape), the same in both CLIs."""
+    odd = b'fuse_\xff"q\\\x01\x7f\xc3\xa9\xf0\x9f\x98\x80\xed\xa0\x80'
+    text = open(FIXTURE_KALLSYMS, "rb").read().replace(b" fuse_dev_open\t", b" " + odd + b"\t")
+    kallsyms = tmp_path / "kallsyms"
+    kallsyms.write_bytes(text)
+    base = ["--syms", fixture_syms, "--kallsyms", str(kallsyms)]
+    assert_clis_agree(clib, base, [0xffffffffc0a00010, 0xffffffffc0a00014],
+                      [os.fsdecode(odd), "fuse`" + os.fsdecode(odd) + "+0x4"])
+    verbose = run_c(clib, ["resolve"] + base + ["0xffffffffc0a00014"]).stdout
+    assert verbose == b"0xffffffffc0a00014 fuse`" + odd + b"+0x4 (unsized)\n"
+    assert (b" " + odd + b"\t[fuse]\n") in run_c(clib, ["kallmodsyms"] + base).stdout
+    rec = json_lines(run_c(clib, ["resolve", "--json"] + base + ["0xffffffffc0a00014"]).stdout)[0]
+    assert rec["symbol"].encode("utf-8", "surrogateescape") == odd
+
+
+@pytest.mark.slow
+def test_clis_agree_on_the_corpora(clib, any_corpus, any_corpus_syms):
+    """Every corpus, probed as the fixture is, in the slow run."""
+    base = ["--syms", any_corpus_syms, "--kallsyms", os.path.join(any_corpus, "kallsyms")]
+    lines = json_lines(run_c(clib, ["lines"] + base).stdout)
+    assert_clis_agree(clib, base, probes_of(lines, 20_000)[::7], lookup_names(lines, 200))
+
+
+def test_clis_agree_on_the_corpus(clib, corpus, corpus_syms):
+    """The x86_64 corpus in the default run: a sample of its lines."""
+    base = ["--syms", corpus_syms, "--kallsyms", os.path.join(corpus, "kallsyms")]
+    lines = json_lines(run_c(clib, ["lines"] + base).stdout)
+    assert_clis_agree(clib, base, probes_of(lines, 5_000)[::97], lookup_names(lines, 40))
 
 
 def test_resolve_stdin_that_is_not_text_is_named(clib, fixture_syms):
@@ -346,7 +425,7 @@ def test_resolve_stdin_that_is_not_text_is_named(clib, fixture_syms):
     for data, what in ((gzip.compress(open(FIXTURE_KALLSYMS, "rb").read()),
                         "gzip data: decompress it first"),
                        (b"\x01\x02\n0x1\n", "binary data, not addresses: give one hex address a line")):
-        c = run_c(clib, ["resolve"] + base + ["0x1", "-"], stdin=data, sanitized=True, check=False)
+        c = run_c(clib, ["resolve", "--json"] + base + ["0x1", "-"], stdin=data, sanitized=True, check=False)
         assert (c.returncode, c.stderr.decode()) == (2, f"kmodsyms-c: error: <stdin>: {what}\n")
         assert json_lines(c.stdout) == [r.resolve(1).to_json()]
         cli = _cli(["resolve"] + base + ["--json", "0x1", "-"], data)
@@ -475,7 +554,7 @@ def check_clean_decision(clib, syms_path: str, kallsyms_path: str, probes) -> No
     one error line with exit 2; never a sanitizer report (exit 99)."""
     base = ["--syms", syms_path, "--kallsyms", kallsyms_path]
     stdin = "".join(f"{a:#x}\n" for a in probes).encode()
-    proc = run_c(clib, ["resolve"] + base, stdin=stdin, check=False)
+    proc = run_c(clib, ["resolve", "--json"] + base, stdin=stdin, check=False)
     if proc.returncode == 2:
         assert proc.stdout == b"" and proc.stderr.count(b"\n") == 1, proc
         return
@@ -558,7 +637,7 @@ def module_answers(clib, syms, kallsyms, random_count, **sources):
     mine = [d for d in lines if d["origin"] == "loadable"]
     addrs = probes_of(mine, random_count)
     stdin = "".join(f"{a:x}\n" for a in addrs).encode()
-    records = json_lines(run_c(clib, ["resolve"] + base, stdin=stdin, sanitized=True).stdout)
+    records = json_lines(run_c(clib, ["resolve", "--json"] + base, stdin=stdin, sanitized=True).stdout)
     assert len(records) == len(addrs)
     return stats, dict(zip(addrs, records)), lines
 
@@ -798,9 +877,9 @@ def test_fallback_sanitized(clib, fixture_tree):
     lines = json_lines(proc.stdout)
     assert [(d["address"], d["name"]) for d in lines] == \
         [(hex(ln.address), ln.name) for ln in r.lines()]
-    assert_kallmodsyms(run_c(clib, ["kallmodsyms"] + base).stdout, r.kallmodsyms())
+    assert run_c(clib, ["kallmodsyms"] + base).stdout == r.kallmodsyms()
     addrs = probes_of(lines, 2_000)
-    records = json_lines(run_c(clib, ["resolve"] + base, stdin="".join(
+    records = json_lines(run_c(clib, ["resolve", "--json"] + base, stdin="".join(
         f"{a:x}\n" for a in addrs).encode(), sanitized=True).stdout)
     batch = r.resolve_many(addrs)
     for a, line, rec in zip(addrs, batch.lines.tolist(), records):

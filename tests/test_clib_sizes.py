@@ -1,7 +1,8 @@
 """libkmodsyms 2.0's sizes, lists, spans and %pS, against independent truth.
 
-* ``kms_resolve_kernel()`` (``kmodsyms-c resolve --format kernel``) against
-  kernel/kallsyms.c's own rule (get_symbol_pos(), find_kallsyms_symbol(),
+* ``kms_resolve_kernel()``'s text (``Resolver.kernel_symbol()``: the kernel's
+  own %pS, which ``--format kernel`` extends with a built-in module's name)
+  against kernel/kallsyms.c's own rule (get_symbol_pos(), find_kallsyms_symbol(),
   __sprint_symbol()) applied by a few-line reader of the kallsyms text;
 * estimated sizes in ``kallmodsyms`` against the same rule (the gap to the
   next line of the module), exact sizes against vmlinux's ELF symbol table
@@ -24,6 +25,8 @@ import random
 import pytest
 from test_clib import json_lines, run_c
 from test_ranges import MARKER  # R61's zero-size markers
+
+from kmodsyms import load
 
 TEXT = "tTwW"
 
@@ -108,15 +111,12 @@ class KernelRule:
         return f"{best[2]}+{a - start:#x}/{addrs[nxt] - start:#x} [{mod}]"
 
 
-def pS(clib, syms, kallsyms, addrs) -> list[str]:
-    stdin = "".join(f"{a:#x}\n" for a in addrs).encode()
-    out = run_c(clib, ["resolve", "--format", "kernel", "--syms", syms, "--kallsyms", kallsyms],
-                stdin=stdin).stdout.decode("utf-8", "surrogateescape").splitlines()
-    assert len(out) == len(addrs)
-    return out
+def pS(syms, kallsyms, addrs) -> list[str]:
+    r = load(syms, kallsyms)
+    return [r.kernel_symbol(a).text for a in addrs]
 
 
-def test_pS_is_the_kernels(clib, any_corpus, any_corpus_syms):
+def test_pS_is_the_kernels(any_corpus, any_corpus_syms):
     kallsyms = os.path.join(any_corpus, "kallsyms")
     lines = read_kallsyms(kallsyms)
     rule = KernelRule(lines)
@@ -125,7 +125,7 @@ def test_pS_is_the_kernels(clib, any_corpus, any_corpus_syms):
     core = [a for a, _l, _n, m in lines if m is None and rule.ksym(a)]
     probes = sorted(set(rng.sample(core, 3000) + [a + 1 for a in rng.sample(core, 3000)] +
                         [rng.randrange(lo, hi) for _ in range(5000)] + [lo, hi - 1]))
-    got = pS(clib, any_corpus_syms, kallsyms, probes)
+    got = pS(any_corpus_syms, kallsyms, probes)
     bad = [(hex(a), g, rule.core_text(a)) for a, g in zip(probes, got) if g != rule.core_text(a)]
     assert bad == [], bad[:10]
     # loaded modules, inside their text
@@ -140,11 +140,11 @@ def test_pS_is_the_kernels(clib, any_corpus, any_corpus_syms):
                     mod_probes.append(q)
                     want.append(text)
     assert len(mod_probes) > 500
-    got = pS(clib, any_corpus_syms, kallsyms, mod_probes)
+    got = pS(any_corpus_syms, kallsyms, mod_probes)
     bad = [(hex(a), g, w) for a, g, w in zip(mod_probes, got, want) if g != w]
     assert bad == [], bad[:10]
     # below the kernel and between the modules: the bare address, as %pS prints it
-    assert pS(clib, any_corpus_syms, kallsyms, [0x10, hi]) == ["0x10", f"{hi:#x}"]
+    assert pS(any_corpus_syms, kallsyms, [0x10, hi]) == ["0x10", f"{hi:#x}"]
 
 
 def test_kallmodsyms_sizes_exact_or_estimated(clib, any_corpus, any_corpus_syms):

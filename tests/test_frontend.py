@@ -14,7 +14,7 @@ import pytest
 from conftest import FIXTURE, FIXTURE_KASLR, ROOT
 
 from kmodsyms import load
-from kmodsyms.cli.frontend import format_dtrace, format_kernel, parse_address
+from kmodsyms.cli.frontend import parse_address
 from kmodsyms.errors import KmodsymsError
 
 KALLSYMS = os.path.join(FIXTURE, "kallsyms")
@@ -117,17 +117,16 @@ def test_stdin_that_is_not_utf8_is_answered_in_any_locale(files):
     quotes them as ascii() does, in every locale, and the rest are
     answered (before: a UnicodeDecodeError traceback under strict UTF-8
     stdio, '\\udc8b' escapes otherwise)."""
-    r = load(files[1], files[3])
     stdin = b"0xffffffffab600400\n\x8b\x91ff\n\xc3\xa9\n0xffffffffab600404\n"
     for env in (None, {"PYTHONIOENCODING": "utf-8:strict", "LC_ALL": "C.UTF-8"},
                 {"PYTHONIOENCODING": "ascii:strict", "LC_ALL": "C"}):
         out = _run_bytes(["resolve", *files, "--format", "dtrace", "-"], stdin, env)
         assert out.returncode == 1, out.stderr
         assert out.stdout.decode().splitlines() == [
-            format_dtrace(r.resolve(0xffffffffab600400)),
+            "ext4`init_once+0x10",
             "? bad address '\\udc8b\\udc91ff': give it in hex, e.g. 0xffffffff81000000",
             "? bad address '\\xe9': give it in hex, e.g. 0xffffffff81000000",
-            format_dtrace(r.resolve(0xffffffffab600404))]
+            "ext4`init_once+0x14"]
         assert out.stderr.decode().splitlines() == [
             "LINE 2: bad address '\\udc8b\\udc91ff': give it in hex, e.g. 0xffffffff81000000",
             "LINE 3: bad address '\\xe9': give it in hex, e.g. 0xffffffff81000000"]
@@ -244,13 +243,13 @@ def test_kernel_format_says_a_size_it_does_not_know(files, tmp_path):
 
 def test_formats_of_loaded_unknown_and_absent_symbols(fixture_syms):
     r = load(fixture_syms, KALLSYMS)
-    loaded = r.lookup("fuse_dev_open")[0]          # kallsyms gives no size
-    assert format_dtrace(loaded) == "fuse`fuse_dev_open"
-    gap = next_address(KALLSYMS, loaded.address) - loaded.address
-    assert format_kernel(loaded, r.kernel_symbol(loaded.address)) == f"fuse_dev_open+0x0/{gap:#x} [fuse]"
-    nowhere = r.resolve(0x1234_5678_9abc_def0)
-    assert (format_dtrace(nowhere), format_kernel(nowhere, r.kernel_symbol(nowhere.address))) == \
-        ("0x123456789abcdef0",) * 2
+    loaded = r.lookup("fuse_dev_open")[0].address  # kallsyms gives no size
+    assert r.text(loaded, "dtrace") == "fuse`fuse_dev_open"
+    gap = next_address(KALLSYMS, loaded) - loaded
+    assert r.text(loaded, "kernel") == f"fuse_dev_open+0x0/{gap:#x} [fuse]"
+    assert r.lookup_text("fuse_dev_open", fmt="kernel") == [f"fuse_dev_open+0x0/{gap:#x} [fuse]"]
+    nowhere = 0x1234_5678_9abc_def0
+    assert (r.text(nowhere, "dtrace"), r.text(nowhere, "kernel")) == ("0x123456789abcdef0",) * 2
 
 
 def test_lookup_with_offset_and_unknown_module(files):

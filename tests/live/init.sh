@@ -49,7 +49,7 @@ snapshot() {
     run $s/tool lines kmodsyms-c lines
     run $s/tool kallmodsyms kmodsyms-c kallmodsyms
     run $s/tool modules kmodsyms-c modules
-    run $s/tool resolve kmodsyms-c resolve < $s/addresses
+    run $s/tool resolve kmodsyms-c resolve --json < $s/addresses
 }
 
 # load_module NAME: insmod its installed file; a compressed one decompressed

@@ -40,6 +40,11 @@ LIVE_KALLSYMS = "/proc/kallsyms"
 
 __all__ = ["Batch", "ModuleChanges", "Resolver", "Symbolization", "load"]
 
+# The formats of Resolver.text() and lookup_text(): libkmodsyms' kms_format_sym()
+# (kmodsyms.h, enum kms_format), what 'kmodsyms resolve --format' prints.
+FORMATS = {"verbose": _kms.FORMAT_VERBOSE, "dtrace": _kms.FORMAT_DTRACE,
+           "kernel": _kms.FORMAT_KERNEL, "json": _kms.FORMAT_JSON}
+
 
 class Batch(tuple):
     """What :meth:`Resolver.resolve_many` answers, as two columns of the
@@ -127,6 +132,11 @@ class Resolver:
         """Answer one address (docs/resolver.md section 4)."""
         return self._handle.resolve(check_address(address))
 
+    def text(self, address: int, fmt: str = "verbose") -> str:
+        """``address`` answered as ``kmodsyms resolve --format FMT`` prints
+        it (:data:`FORMATS`: libkmodsyms' ``kms_format_sym()``)."""
+        return self._handle.text(check_address(address), FORMATS[fmt])
+
     def resolve_many(self, addresses) -> Batch:
         """Answer many addresses at once, as columns (:class:`Batch`): any
         buffer of 8-byte unsigned integers (``array('Q')``, ``bytes``, a
@@ -162,6 +172,17 @@ class Resolver:
         for rec in found:
             check_address(rec.start + offset)
         return found
+
+    def lookup_text(self, name: str, module: str | None = None, offset: int = 0,
+                    fmt: str = "verbose") -> list[str]:
+        """:meth:`lookup`'s matches as ``kmodsyms lookup --format FMT``
+        prints them (:meth:`text`)."""
+        if not name:
+            return []
+        if offset:
+            self.lookup(name, module, offset)  # raises for an address past 64 bits
+        mod = None if module is None else _name(kernel_spelling(module))
+        return self._handle.lookup(_name(name), mod, offset, FORMATS[fmt])
 
     def module_known(self, module: str) -> bool:
         """Whether ``module`` is vmlinux, a built-in module of the file, or
@@ -254,6 +275,12 @@ class Resolver:
         if changes:
             self._loaded()
         return changes
+
+
+def json_string(text: str) -> str:
+    """``text`` (its bytes, as names are decoded) as a JSON string, by the
+    library's one rule (``kms_format_json_string()``)."""
+    return _kms.json_string(_name(text))
 
 
 def not_text(name: str, head: bytes, wanted: str) -> str | None:

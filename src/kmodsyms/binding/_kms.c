@@ -217,6 +217,32 @@ static int need_lines(Handle *self)
     return 0;
 }
 
+/* R, a record of H, in FORMAT (enum kms_format) as kms_format_sym() writes
+ * it. */
+static PyObject *sym_text(const kms_handle *h, const struct kms_sym *r, int format)
+{
+    char stack[512];
+    size_t n = kms_format_sym(h, r, format, stack, sizeof stack);
+    if (n < sizeof stack)
+        return text(stack, n);
+    char *buf = PyMem_Malloc(n + 1);
+    if (!buf)
+        return PyErr_NoMemory();
+    kms_format_sym(h, r, format, buf, n + 1);
+    PyObject *out = text(buf, n);
+    PyMem_Free(buf);
+    return out;
+}
+
+static int format_arg(int format)
+{
+    if (format >= KMS_FORMAT_VERBOSE && format <= KMS_FORMAT_JSON)
+        return 1;
+    PyErr_SetString(PyExc_ValueError, "format: one of FORMAT_VERBOSE, FORMAT_DTRACE, "
+                    "FORMAT_KERNEL, FORMAT_JSON");
+    return 0;
+}
+
 /* Whether the load knows the built-in modules (not from kallsyms alone). */
 static int known_builtins(const kms_handle *h)
 {
@@ -317,6 +343,19 @@ static PyObject *Handle_resolve(Handle *self, PyObject *arg)
     return sym_record(&r, known_builtins(self->h));
 }
 
+/* text(address: int, format: int) -> str: the answer as kms_format_sym()
+ * writes it in FORMAT (FORMAT_*). */
+static PyObject *Handle_text(Handle *self, PyObject *args)
+{
+    struct kms_sym r = {.size = sizeof r};
+    unsigned long long a;
+    int format;
+    if (!PyArg_ParseTuple(args, "Ki", &a, &format) || !loaded(self) || !format_arg(format))
+        return NULL;
+    kms_resolve(self->h, a, &r);
+    return sym_text(self->h, &r, format);
+}
+
 /* resolve_lines(addresses, lines, sized): for the N uint64 ADDRESSES (any
  * C-contiguous buffer of 8-byte items, or bytes), write the answering
  * line (int32/uint32; -1 as int32: none) into LINES and sized (0/1) into
@@ -359,17 +398,24 @@ static PyObject *Handle_resolve_lines(Handle *self, PyObject *args)
     return PyLong_FromSize_t(n);
 }
 
-/* lookup(name: bytes, mod: bytes or None, offset: int) -> [Symbolization]:
+/* lookup(name: bytes, mod: bytes or None, offset: int, format: int or None)
+ * -> [Symbolization], or [str] with a FORMAT (FORMAT_*: kms_format_sym()):
  * kms_lookup_name(), each the record of the address OFFSET bytes into the
  * symbol, in kallsyms order. */
 static PyObject *Handle_lookup(Handle *self, PyObject *args)
 {
     const char *name, *mod = NULL;
-    PyObject *mod_obj = Py_None;
+    PyObject *mod_obj = Py_None, *format_obj = Py_None;
     unsigned long long off = 0;
-    if (!PyArg_ParseTuple(args, "y|OK", &name, &mod_obj, &off) || !loaded(self) ||
+    int format = -1;
+    if (!PyArg_ParseTuple(args, "y|OKO", &name, &mod_obj, &off, &format_obj) || !loaded(self) ||
         opt_bytes(mod_obj, &mod))
         return NULL;
+    if (format_obj != Py_None) {
+        format = (int)PyLong_AsLong(format_obj);
+        if (PyErr_Occurred() || !format_arg(format))
+            return NULL;
+    }
     struct kms_sym stack[8], *recs = stack;
     stack[0].size = sizeof stack[0];
     size_t n = kms_lookup_name(self->h, mod, name, off, recs, 8);
@@ -382,7 +428,8 @@ static PyObject *Handle_lookup(Handle *self, PyObject *args)
     PyObject *list = PyList_New((Py_ssize_t)n);
     int known = known_builtins(self->h);
     for (size_t k = 0; list && k < n; k++) {
-        PyObject *rec = sym_record(&recs[k], known);
+        PyObject *rec = format < 0 ? sym_record(&recs[k], known)
+                                   : sym_text(self->h, &recs[k], format);
         if (!rec) {
             Py_CLEAR(list);
             break;
@@ -539,39 +586,35 @@ struct text_out {
     size_t len, cap;
 };
 
-static int put(struct text_out *o, const char *s, size_t n)
+/* Room in O for N more bytes: 0, or -1 when memory is short. */
+static int reserve(struct text_out *o, size_t n)
 {
-    if (o->len + n > o->cap) {
-        size_t cap = o->cap ? o->cap : 1 << 20;
-        while (cap < o->len + n)
-            cap *= 2;
-        char *more = PyMem_RawRealloc(o->buf, cap);
-        if (!more)
-            return -1;
-        o->buf = more;
-        o->cap = cap;
-    }
-    memcpy(o->buf + o->len, s, n);
-    o->len += n;
+    if (o->len + n <= o->cap)
+        return 0;
+    size_t cap = o->cap ? o->cap : 1 << 20;
+    while (cap < o->len + n)
+        cap *= 2;
+    char *more = PyMem_RawRealloc(o->buf, cap);
+    if (!more)
+        return -1;
+    o->buf = more;
+    o->cap = cap;
     return 0;
 }
 
+/* Line L as kms_format_line() writes it, and a newline, appended to O. */
 static int kallmodsyms_line(const struct kms_line *l, void *arg)
 {
     struct text_out *o = arg;
-    char head[64];
-    /* the exact size, else the estimate (R48, R49), so that dt_module.c, which
-     * grows a module's range only from lines of nonzero size, never loses a
-     * loaded module whose .ko was not read; 0 only when nothing is known */
-    int n = snprintf(head, sizeof head, "%016llx %llx %c ", (unsigned long long)l->address,
-                     (unsigned long long)l->sym_size, l->type);
-    if (put(o, head, (size_t)n) || put(o, l->name, l->name_len))
-        return -1;
-    for (uint32_t k = 0; k < l->nmodules; k++)
-        if (put(o, k ? " [" : "\t[", 2) || put(o, l->modules[k], strlen(l->modules[k])) ||
-            put(o, "]", 1))
+    size_t n = kms_format_line(l, o->buf + o->len, o->cap - o->len);
+    if (n >= o->cap - o->len) { /* room for its NUL, which the newline replaces */
+        if (reserve(o, n + 1))
             return -1;
-    return put(o, "\n", 1);
+        kms_format_line(l, o->buf + o->len, o->cap - o->len);
+    }
+    o->len += n;
+    o->buf[o->len++] = '\n';
+    return 0;
 }
 
 static PyObject *names_tuple(size_t n, const char *const *names)
@@ -635,10 +678,12 @@ static PyObject *Handle_kallmodsyms(Handle *self, PyObject *unused)
     int r;
     if (!loaded(self))
         return NULL;
+    if (reserve(&o, 1))
+        return PyErr_NoMemory();
     Py_BEGIN_ALLOW_THREADS
     r = kms_foreach(self->h, kallmodsyms_line, &o);
     Py_END_ALLOW_THREADS
-    PyObject *out = r ? PyErr_NoMemory() : PyBytes_FromStringAndSize(o.buf ? o.buf : "", (Py_ssize_t)o.len);
+    PyObject *out = r ? PyErr_NoMemory() : PyBytes_FromStringAndSize(o.buf, (Py_ssize_t)o.len);
     PyMem_RawFree(o.buf);
     return out;
 }
@@ -723,10 +768,13 @@ static PyObject *Handle_info(Handle *self, PyObject *unused)
 
 static PyMethodDef Handle_methods[] = {
     {"resolve", (PyCFunction)Handle_resolve, METH_O, "resolve(address) -> Symbolization"},
+    {"text", (PyCFunction)Handle_text, METH_VARARGS,
+     "text(address, format) -> str: the answer in FORMAT_* (kms_format_sym)"},
     {"resolve_lines", (PyCFunction)Handle_resolve_lines, METH_VARARGS,
      "resolve_lines(addresses, lines, sized) -> n: the columnar resolve"},
     {"lookup", (PyCFunction)Handle_lookup, METH_VARARGS,
-     "lookup(name: bytes, mod: bytes or None, offset=0) -> [Symbolization]"},
+     "lookup(name: bytes, mod: bytes or None, offset=0, format=None) -> [Symbolization], "
+     "or [str] in FORMAT_*"},
     {"module_lines", (PyCFunction)Handle_module_lines, METH_VARARGS,
      "module_lines(mod: bytes) -> [line index]"},
     {"builtin_modules", (PyCFunction)Handle_builtin_modules, METH_NOARGS,
@@ -799,11 +847,33 @@ static PyObject *data_kind(PyObject *mod, PyObject *arg)
     return Py_BuildValue("(sO)", what, compressed ? Py_True : Py_False);
 }
 
+/* json_string(s: bytes) -> str: S as a JSON string (kms_format_json_string()) */
+static PyObject *json_string(PyObject *mod, PyObject *arg)
+{
+    (void)mod;
+    char *data, stack[256];
+    Py_ssize_t len;
+    if (PyBytes_AsStringAndSize(arg, &data, &len) < 0)
+        return NULL;
+    size_t n = kms_format_json_string(data, (size_t)len, stack, sizeof stack);
+    if (n < sizeof stack)
+        return text(stack, n);
+    char *buf = PyMem_Malloc(n + 1);
+    if (!buf)
+        return PyErr_NoMemory();
+    kms_format_json_string(data, (size_t)len, buf, n + 1);
+    PyObject *out = text(buf, n);
+    PyMem_Free(buf);
+    return out;
+}
+
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_VARARGS, "hand over the record types and enum members"},
     {"data_kind", data_kind, METH_O,
      "data_kind(head: bytes) -> (what, compressed): what an input that is not text is "
      "(kms_data_kind), (None, False) for text"},
+    {"json_string", json_string, METH_O,
+     "json_string(s: bytes) -> str: S as a JSON string (kms_format_json_string)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -834,5 +904,9 @@ PyMODINIT_FUNC PyInit__kms(void)
     PyModule_AddIntConstant(m, "E_STALE", KMS_E_STALE);
     PyModule_AddIntConstant(m, "E_IO", KMS_E_IO);
     PyModule_AddIntConstant(m, "RESOLVE_BATCH", KMS_RESOLVE_BATCH);
+    PyModule_AddIntConstant(m, "FORMAT_VERBOSE", KMS_FORMAT_VERBOSE);
+    PyModule_AddIntConstant(m, "FORMAT_DTRACE", KMS_FORMAT_DTRACE);
+    PyModule_AddIntConstant(m, "FORMAT_KERNEL", KMS_FORMAT_KERNEL);
+    PyModule_AddIntConstant(m, "FORMAT_JSON", KMS_FORMAT_JSON);
     return m;
 }

@@ -29,7 +29,6 @@ import bisect
 import re
 
 from kmodsyms.binding.records import Origin, SizeKind
-from kmodsyms.cli.frontend import format_kernel, shown_module
 
 KERNEL_DSOS = ("[kernel.kallsyms]", "[kernel.vmlinux]")
 
@@ -44,6 +43,17 @@ _KERNEL_FRAME = re.compile(r"(?<![\w.$])(?P<symbol>[A-Za-z_.$][\w.$]*)\+0x(?P<of
 _BRACKET_ADDRESS = re.compile(r"\[<(?P<address>[0-9a-f]{8,16})>\]")
 _FOLDED = re.compile(r"^(?P<stack>.*;.*|[^\s;]+) (?P<count>\d+)(?P<end>\r?\n?)$")
 _KERNEL_MARK = "_[k]"   # stackcollapse-perf.pl --kernel: a kernel frame
+
+
+def shown_module(rec) -> str | None:
+    """The module a frame may be given: None where it is not known (an
+    ambiguous symbol's candidates in different modules; answered from
+    kallsyms alone, a symbol outside loaded and pseudo-modules, which may
+    be core kernel or any built-in module), as the text formats print '?'
+    (kmodsyms.h, enum kms_format)."""
+    if not rec.builtin_modules_known and rec.origin not in (Origin.LOADABLE, Origin.PSEUDO):
+        return None
+    return rec.module
 
 
 class Annotator:
@@ -75,7 +85,7 @@ class Annotator:
         it answers that name, else the one its matches agree on, else the
         one match of printed ``size``; None when unknown or undecided, as
         without dtrace_syms, where a core line's module is not known
-        (:func:`kmodsyms.cli.frontend.shown_module`, the text formats' rule)."""
+        (:func:`shown_module`, the text formats' rule)."""
         if address is not None:
             rec = self._resolve(address)
             if rec.symbol == name and shown_module(rec) is not None:
@@ -140,9 +150,9 @@ class Annotator:
 
         annotated = _KERNEL_FRAME.sub(frame, text)
         if annotated == text and bracket and not _KERNEL_FRAME.search(text, bracket.end()):
-            rec = self._resolve(address)
-            if rec.symbol is not None:
-                annotated = f"{text[:bracket.end()]} {format_kernel(rec, self.resolver.kernel_symbol(address))}{text[bracket.end():]}"
+            if self._resolve(address).symbol is not None:
+                frame = self.resolver.text(address, "kernel")
+                annotated = f"{text[:bracket.end()]} {frame}{text[bracket.end():]}"
         return annotated
 
     def _folded(self, m: re.Match) -> str:

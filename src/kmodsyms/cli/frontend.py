@@ -10,8 +10,8 @@ reads the same command lines with it, so the two cannot disagree on an
 option.  One error wrapper
 (:func:`guarded`): what a user can get wrong ends as one line on stderr and
 exit status 2 on either path.  And the output: addresses parsed
-(:func:`parse_address`), answers formatted (:data:`FORMATS`) and written a
-line at a time (:func:`write_answers`), names parsed (:func:`parse_name`).
+(:func:`parse_address`), answers written a line at a time as libkmodsyms
+formats them (:func:`write_answers`), names parsed (:func:`parse_name`).
 
 Nothing here may pull in numpy or typer.
 """
@@ -52,8 +52,8 @@ OPTIONS = {
                        "against the running kernel).", takes_value=True),
     "format": Option(("--format", "-f"), "verbose: 0xADDR mod`sym+0xoff (size, object); "
                      "dtrace: mod`sym+0xoff as DTrace's stack(); kernel: sym+0xoff/0xsize "
-                     "[mod] as the kernel's %pS ('?' for a size kallsyms cannot tell); json: "
-                     "one object per line.",
+                     "[mod] as the kernel's %pS, naming a built-in module as it names a loaded "
+                     "one ('?' for a size kallsyms cannot tell); json: one object per line.",
                      takes_value=True, choices=FORMAT_NAMES, default="verbose"),
     "json": Option(("--json",), "Same as --format json."),
     "strict": Option(("--strict",), "Refuse to answer without a usable dtrace_syms (missing, "
@@ -249,77 +249,17 @@ def parse_name(spec: str) -> tuple[str | None, str, int]:
 
 
 # ------------------------------------------------------------------ formats
-def shown_module(rec) -> str | None:
-    """The module a text format names: None (printed ``?``) where it is
-    not known: an ambiguous symbol's candidates in different modules, or
-    answered from kallsyms alone (no dtrace_syms), where a symbol outside
-    loaded and pseudo-modules may be core kernel or any built-in module."""
-    if not rec.builtin_modules_known and rec.origin not in ("loadable", "pseudo"):
-        return None
-    return rec.module
-
-
-def format_verbose(rec) -> str:
-    """``0xADDR mod`sym+0xoff (0xSIZE bytes, object)``: the record's own
-    text, with ``?`` for a module not known."""
-    if rec.module is not None and shown_module(rec) is None:
-        rec = rec._replace(module=None)
-    return str(rec)
-
-
-def format_dtrace(rec) -> str:
-    """As DTrace's ``stack()`` prints a frame: ``mod`sym+0xoff`` (no
-    ``+0x0``), ``mod`0xADDR`` in a module but no symbol, else ``0xADDR``.
-    ``?`` stands for a module not known (:func:`shown_module`)."""
-    module = shown_module(rec)
-    if rec.symbol is None:
-        return f"{module}`{rec.address:#x}" if module else f"{rec.address:#x}"
-    text = f"{module or '?'}`{rec.symbol}"
-    return text + f"+{rec.offset:#x}" if rec.offset else text
-
-
-def format_kernel(rec, ksym) -> str:
-    """As the kernel's ``%pS`` prints an address (``ksym``, the library's
-    kms_resolve_kernel(): the symbol the kernel picks, its offset and the
-    gap to the next kallsyms address as its size, docs/resolver.md
-    R53-R55), then `` [mod]`` unless it is core kernel: a built-in module
-    shows as it would were it loadable, its name from ``rec`` (the
-    address's record); ``[?]`` when the module is not known.  An address in
-    no symbol prints as ``0xADDR``, as the kernel does."""
-    if ksym.symbol is None:
-        return ksym.text
-    text = ksym.text.partition(" [")[0]
-    module = ksym.module or shown_module(rec)
-    if module is None:
-        return text + " [?]"
-    return text if module == "vmlinux" else f"{text} [{module}]"
-
-
-def format_json(rec) -> str:
-    import json  # here: a resolve of one address does not need it
-    return json.dumps(rec.to_json())
-
-
-FORMATS = {"verbose": format_verbose, "dtrace": format_dtrace, "json": format_json}
-
-
-def address_renderer(answers, fmt: str):
-    """The function that answers one address as a line of format ``fmt``:
-    ``kernel`` asks the library for %pS's symbol too, the others render
-    the record."""
-    if fmt == "kernel":
-        return lambda address: format_kernel(answers.resolve(address),
-                                             answers.kernel_symbol(address))
-    render = FORMATS[fmt]
-    return lambda address: render(answers.resolve(address))
+# Every answer is formatted by libkmodsyms (kms_format_sym(), kms_format_line()
+# through Resolver.text(), lookup_text() and kallmodsyms()): kmodsyms-c
+# prints the same bytes.
 
 
 def _bad_line(fmt: str, text: str, number: int, error: str) -> None:
     """A bad line of ``resolve -``'s stdin, in its place: ``{"input",
     "error"}`` in JSON, else the error (and ``LINE N: ...`` on stderr)."""
     if fmt == "json":
-        import json
-        sys.stdout.write(json.dumps({"input": text, "error": error}) + "\n")
+        from kmodsyms.binding import json_string
+        sys.stdout.write(f'{{"input": {json_string(text)}, "error": {json_string(error)}}}\n')
         return
     sys.stdout.write(f"? {error}\n")
     sys.stdout.flush()
@@ -328,8 +268,8 @@ def _bad_line(fmt: str, text: str, number: int, error: str) -> None:
 
 def write_answers(answer, addresses: list[str], fmt: str) -> int:
     """``kmodsyms resolve``'s output: each of ``addresses`` (``-``: one per
-    line of stdin, flushed line by line) answered by ``resolve(address) ->
-    Symbolization`` as one line on stdout in format ``fmt``.  Every line of
+    line of stdin, flushed line by line) answered by ``answer(address) ->
+    str`` as one line on stdout in format ``fmt``.  Every line of
     stdin gets one line of output, so that ``paste`` pairs them: a blank one
     an empty line (JSON: ``{"input": ""}``), a bad one its error in its
     place (:func:`_bad_line`), which does not stop the rest.  Stdin is read
@@ -388,15 +328,13 @@ def load_resolver(options: dict, quiet: bool = False):
 def run_resolve(answers, arguments: list[str], fmt: str) -> int:
     """``kmodsyms resolve`` on a loaded resolver: exit status 1 when a line
     of stdin was bad, else 0."""
-    return 1 if write_answers(address_renderer(answers, fmt), arguments, fmt) else 0
+    return 1 if write_answers(lambda address: answers.text(address, fmt), arguments, fmt) else 0
 
 
 def run_lookup(answers, specs: list[str], fmt: str) -> int:
     """``kmodsyms lookup``: every match of each ``[MOD`]NAME[+OFF]``, one
     per line; exit status 1 when a name has no match or names a module
     that is not there."""
-    render = FORMATS[fmt] if fmt != "kernel" else \
-        (lambda rec: format_kernel(rec, answers.kernel_symbol(rec.address)))
     parsed = [parse_name(spec) for spec in specs]   # all checked before any answer
     missing = 0
     for spec, (module, name, offset) in zip(specs, parsed):
@@ -406,12 +344,12 @@ def run_lookup(answers, specs: list[str], fmt: str) -> int:
                   f"module{'' if answers.builtin_modules_known else ' (unknown without dtrace_syms)'}"
                   " or a loaded module", file=sys.stderr)
             continue
-        matches = answers.lookup(name, module, offset)
+        matches = answers.lookup_text(name, module, offset, fmt)
         if not matches:
             missing += 1
             print(f"{PROG}: no symbol {spec}", file=sys.stderr)
-        for rec in matches:
-            sys.stdout.write(render(rec) + "\n")
+        for text in matches:
+            sys.stdout.write(text + "\n")
     return 1 if missing else 0
 
 
