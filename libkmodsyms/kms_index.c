@@ -174,13 +174,13 @@ static int regions(kms_handle *h, kms_error *err)
                 l->who = WHO(WHO_OBJECT, h->section_object[sec]);
         }
         l->answers = l->type != 'A' &&
-                     !(mod && kms_is_mapping_symbol(line_name(h, i), l->name_len));
+                     !(mod && kmsi_is_mapping_symbol(line_name(h, i), l->name_len));
         if (origin[mod] == KMS_ORIGIN_PSEUDO) {
             g = 2 * nmods + k++;
             highest[g] = 0;
         } else {
             /* (the core kernel is no loaded module: it has no core to be outside) */
-            g = 2 * (size_t)mod + (size_t)(mod && kms_modules_outside_core(&h->mods, mod, l->addr));
+            g = 2 * (size_t)mod + (size_t)(mod && kmsi_modules_outside_core(&h->mods, mod, l->addr));
         }
         if (!l->answers)
             g = 1;
@@ -195,7 +195,7 @@ static int regions(kms_handle *h, kms_error *err)
         uint64_t end = g < 2 ? highest[g] : above < n ? addr_at(h, above) - 1 : UINT64_MAX;
         uint64_t core_last;
         int module = g >= 2 && g < 2 * nmods && g % 2 == 0;
-        if (module && kms_modules_core_last(&h->mods, (uint32_t)(g / 2), &core_last)) {
+        if (module && kmsi_modules_core_last(&h->mods, (uint32_t)(g / 2), &core_last)) {
             if (core_last < end)
                 end = core_last; /* within its core, as the kernel says */
         } else if (module && above >= n && highest[g] <= UINT64_MAX - 4095 &&
@@ -247,7 +247,7 @@ int kmsi_build_index(kms_handle *h, kms_error *err)
     }
     /* Loadable lines: size, binding and type from their module's own .ko. */
     for (size_t k = 0; k < h->mods.nlines; k++) {
-        const struct kms_ml_result *r = &h->mods.line[k];
+        const struct kmsi_ml_result *r = &h->mods.line[k];
         if (r->ko.size >= 0) {
             struct line *l = &h->line[r->line];
             l->size = r->ko.size;
@@ -516,11 +516,11 @@ out:
  * section: one numbering of dtrace_syms' sections and the .ko's, which
  * the queries read alike (R46).
  */
-int kmsi_match_modules(kms_handle *h, const struct kms_sources *src, kms_error *err)
+int kmsi_match_modules(kms_handle *h, const struct kmsi_sources *src, kms_error *err)
 {
     size_t nml = 0;
     struct scratch_mark mark = kmsi_scratch_mark(h);
-    struct kms_mline *ml;
+    struct kmsi_mline *ml;
     if (!SCRATCH(h, ml, h->n - h->core_lines))
         return kmsi_fail(err, KMS_E_NOMEM, "out of memory reading loaded modules");
     for (size_t i = h->modules_from; i < h->n; i++)
@@ -531,7 +531,7 @@ int kmsi_match_modules(kms_handle *h, const struct kms_sources *src, kms_error *
             ml[nml].module = line_module(h, i);
             ml[nml++].line = (uint32_t)i;
         }
-    int rc = kms_modules_match(&h->mods, ml, nml, h->mod_name, h->nmods, src, err);
+    int rc = kmsi_modules_match(&h->mods, ml, nml, h->mod_name, h->nmods, src, err);
     kmsi_scratch_release(h, mark);
     if (rc)
         return rc;

@@ -13,8 +13,9 @@
  *   index        kms_index.c (the address space cut into answered pieces)
  *   queries      kms_query.c (the public kms_resolve(), kms_lookup(), ...)
  *
- * kms_sort.c sorts for several of them; kms_modules.c reads loaded
- * modules' .ko files.  The functions shared between files are named
+ * kms_sort.c sorts for several of them (and holds the majority vote of
+ * placement and of loaded modules); kms_modules.c and the files kms_ko.h
+ * names read loaded modules' .ko files.  The functions shared between files are named
  * kmsi_*: hidden (the shared library exports only libkmodsyms.map's
  * kms_*), and apart from the public API's names in the static library.
  * docs/resolver.md states the rules they follow, numbered R1...; the code
@@ -231,7 +232,7 @@ struct kms_handle {
     /* loaded modules' .ko files (kms_modules.c): their placed sections are
      * sections count[T_SECTIONS] + k, their files objects count[T_OBJECTS] + k;
      * after loading only the statuses (kms_modules()) and cores are kept */
-    struct kms_loaded mods;
+    struct kmsi_loaded mods;
 
     /* sizes and %pS (kms_sizes.c): the answering lines grouped by the module
      * whose lookup the kernel makes for them (0: the core kernel, then each
@@ -446,9 +447,17 @@ enum { CHECK_NONE, CHECK_FAIL, CHECK_WARN /* KMS_LOAD_FORCE: kmsi_forced() inste
 int kmsi_place_sections(kms_handle *h, const char *syms_path, const char *source, int check,
                                kms_error *err);
 
-/* kms_sort.c: sorting */
+/* kms_sort.c: sorting, and the majority vote */
 void kmsi_stable_sort(struct keyed *a, size_t n, struct keyed *tmp);
 int kmsi_sort_keyed(kms_handle *h, struct keyed *a, size_t n);
+/* The majority vote of docs/resolver.md R11 over VOTE[0..N) (reordered:
+ * sorted): 1 when one value has more votes than any other (*WINNER), 0 when
+ * none does (a tie for the most, or no vote); *MOST the most votes any
+ * value has either way. */
+int kmsi_majority(uint64_t *vote, size_t n, uint64_t *winner, size_t *most);
+
+/* kms_hash.c: a name's hash (LEN bytes, none read past them) */
+uint64_t kmsi_name_hash(const char *p, size_t len);
 
 /* kms_attr.c: attribution */
 int kmsi_attribute_lines(kms_handle *h, const char *syms_path, kms_error *err);
@@ -456,7 +465,7 @@ int kmsi_attribute_lines(kms_handle *h, const char *syms_path, kms_error *err);
 /* kms_index.c: the address index */
 int kmsi_build_index(kms_handle *h, kms_error *err);
 int kmsi_build_pieces(kms_handle *h, kms_error *err);
-int kmsi_match_modules(kms_handle *h, const struct kms_sources *src, kms_error *err);
+int kmsi_match_modules(kms_handle *h, const struct kmsi_sources *src, kms_error *err);
 int kmsi_add_ko_extents(kms_handle *h, kms_error *err);
 int kmsi_sort_by_address(kms_handle *h);
 int kmsi_build_buckets(kms_handle *h, kms_error *err);
@@ -479,7 +488,7 @@ kms_handle *kmsi_load_reading(const struct kms_load_opts *opts, const char *cons
 
 /* kms_refresh.c: the sources a handle was loaded from, kept for kms_refresh() */
 int kmsi_remember_sources(kms_handle *h, const struct kms_load_opts *o,
-                          const struct kms_sources *src, kms_error *err);
+                          const struct kmsi_sources *src, kms_error *err);
 void kmsi_forget_sources(kms_handle *h);
 
 /* kms_format.c: a handle's dtrace_syms when there is none (KMS_LOAD_FALLBACK):

@@ -135,7 +135,7 @@ static int check_live(kms_handle *h, const char *syms_path, int force, int *forc
     if (fd >= 0) {
         ssize_t got = read(fd, notes, sizeof notes);
         if (got > 0)
-            kms_notes_build_id(notes, (size_t)got, 0, live_id, sizeof live_id);
+            kmsi_notes_build_id(notes, (size_t)got, 0, live_id, sizeof live_id);
         close(fd);
     }
     if (!rc && h->build_id[0] && live_id[0] && strcmp(h->build_id, live_id) != 0)
@@ -182,7 +182,7 @@ static void free_build(kms_handle *h)
  * without layout, another kernel's): what the fallback may answer around.
  */
 static kms_handle *load(const char *syms_path, const struct kallsyms_source *src, int live,
-                        unsigned flags, const struct kms_sources *modules, const char *why,
+                        unsigned flags, const struct kmsi_sources *modules, const char *why,
                         int *syms_fault, kms_error *err)
 {
     char default_path[400];
@@ -328,7 +328,7 @@ kms_handle *kmsi_load_reading(const struct kms_load_opts *opts, const char *cons
     ks.live = live;
     /* the loaded modules' sources: the running kernel's for its own
      * kallsyms, else only what the caller gives (§9) */
-    struct kms_sources src = {o.modules_dir, o.sysfs_root, o.proc_modules, 0, NULL, 0};
+    struct kmsi_sources src = {o.modules_dir, o.sysfs_root, o.proc_modules, 0, NULL, 0};
     if (live && !src.modules_dir) {
         struct utsname u;
         if (uname(&u) != 0)
@@ -422,7 +422,7 @@ void kms_free(kms_handle *h)
     free(h->grouped);
     free(h->estimate);
     free_build(h);
-    kms_modules_free(&h->mods);
+    kmsi_modules_free(&h->mods);
     kmsi_forget_sources(h);
     if (h->degraded && h->degraded[0])
         free((char *)h->degraded);
