@@ -465,11 +465,14 @@ int kmsi_attribute_lines(kms_handle *h, const char *syms_path, kms_error *err);
 /* kms_index.c: the address index */
 int kmsi_build_index(kms_handle *h, kms_error *err);
 int kmsi_build_pieces(kms_handle *h, kms_error *err);
-int kmsi_match_modules(kms_handle *h, const struct kmsi_sources *src, kms_error *err);
-int kmsi_add_ko_extents(kms_handle *h, kms_error *err);
 int kmsi_sort_by_address(kms_handle *h);
 int kmsi_build_buckets(kms_handle *h, kms_error *err);
 int kmsi_build_owners(kms_handle *h, kms_error *err);
+
+/* kms_modules.c: the loaded modules matched with their .ko files (their
+ * lines' sections), and their placed sections joined to the extents */
+int kmsi_match_modules(kms_handle *h, const struct kmsi_sources *src, kms_error *err);
+int kmsi_add_ko_extents(kms_handle *h, kms_error *err);
 
 /* kms_sizes.c: the lines by module and address, estimated sizes */
 int kmsi_group_lines(kms_handle *h, kms_error *err);

@@ -356,3 +356,107 @@ int kmsi_modules_core_last(const struct kmsi_loaded *m, uint32_t mod, uint64_t *
     *last = size == 0 ? start - 1 : size - 1 <= UINT64_MAX - start ? start + size - 1 : UINT64_MAX;
     return 1;
 }
+
+/* ------------------------------------------------------------ the index's side */
+
+/*
+ * Match the loaded modules with their .ko files (kms_modules.c).  Each
+ * placed .ko section becomes section count[T_SECTIONS] + k (its object
+ * count[T_OBJECTS] + the .ko's number), and each line from a .ko is in its
+ * section: one numbering of dtrace_syms' sections and the .ko's, which
+ * the queries read alike (R46).
+ */
+int kmsi_match_modules(kms_handle *h, const struct kmsi_sources *src, kms_error *err)
+{
+    size_t nml = 0;
+    struct scratch_mark mark = kmsi_scratch_mark(h);
+    struct kmsi_mline *ml;
+    if (!SCRATCH(h, ml, h->n - h->core_lines))
+        return kmsi_fail(err, KMS_E_NOMEM, "out of memory reading loaded modules");
+    for (size_t i = h->modules_from; i < h->n; i++)
+        if (line_module(h, i)) {
+            ml[nml].addr = h->line[i].addr;
+            ml[nml].name = line_name(h, i);
+            ml[nml].name_len = h->line[i].name_len;
+            ml[nml].module = line_module(h, i);
+            ml[nml++].line = (uint32_t)i;
+        }
+    int rc = kmsi_modules_match(&h->mods, ml, nml, h->mod_name, h->nmods, src, err);
+    kmsi_scratch_release(h, mark);
+    if (rc)
+        return rc;
+    uint32_t nsec = h->count[T_SECTIONS], nobj = h->count[T_OBJECTS];
+    size_t next = h->mods.nextent, nko = h->mods.nko;
+    uint32_t *so = realloc(h->section_object, (nsec + next + 1) * sizeof *so);
+    if (so)
+        h->section_object = so;
+    uint8_t *placed = so ? realloc(h->placed, nsec + next + 1) : NULL;
+    if (placed)
+        h->placed = placed;
+    struct object_info *obj = placed ? realloc(h->object, (nobj + nko + 1) * sizeof *obj) : NULL;
+    if (!obj)
+        return kmsi_fail(err, KMS_E_NOMEM, "out of memory reading loaded modules");
+    h->object = obj;
+    for (size_t e = 0; e < next; e++) {
+        h->section_object[nsec + e] = nobj + h->mods.extent[e].ko;
+        h->placed[nsec + e] = 0;
+    }
+    for (size_t k = 0; k < nko; k++) {
+        const struct kms_module *st = &h->mods.status[h->mods.ko_status[k]];
+        uint32_t m = 1;
+        while (h->mod_name[m] != st->name)
+            m++;
+        h->object[nobj + k].path = st->file;
+        h->object[nobj + k].modules.modules = h->mod_name + m;
+        h->object[nobj + k].modules.nmodules = 1;
+        h->object[nobj + k].dso = h->mod_name[m];
+        h->object[nobj + k].origin = KMS_ORIGIN_LOADABLE;
+    }
+    for (size_t k = 0; k < h->mods.nlines; k++)
+        if (h->mods.line[k].ko.extent >= 0)
+            h->line_section[h->mods.line[k].line] = (int32_t)nsec + h->mods.line[k].ko.extent;
+    return KMS_OK;
+}
+
+/* The placed .ko sections (R44) join the extents that queries
+ * see, by start (dtrace_syms' first among equal starts), however low they
+ * lie (arm64 loads modules below the kernel image). */
+int kmsi_add_ko_extents(kms_handle *h, kms_error *err)
+{
+    size_t nk = h->mods.nextent, nv = h->next;
+    if (!nk)
+        return KMS_OK;
+    struct scratch_mark mark = kmsi_scratch_mark(h);
+    struct keyed *ko = kmsi_scratch(h, nk, sizeof *ko);
+    uint64_t *start = realloc(h->ext_start, (nv + nk) * sizeof *start);
+    if (start)
+        h->ext_start = start;
+    void *ext = start ? realloc(h->ext, (nv + nk) * sizeof *h->ext) : NULL;
+    if (ext)
+        h->ext = ext;
+    for (size_t e = 0; ko && e < nk; e++) {
+        ko[e].key = h->mods.extent[e].start;
+        ko[e].idx = (uint32_t)e;
+    }
+    if (!ko || !ext || kmsi_sort_keyed(h, ko, nk)) {
+        return kmsi_fail(err, KMS_E_NOMEM, "out of memory indexing loaded modules");
+    }
+    /* merge from the top: the .ko's above dtrace_syms' at equal starts */
+    size_t i = nv, j = nk, o = nv + nk;
+    while (j > 0) {
+        o--;
+        if (i > h->ext_first && h->ext_start[i - 1] > ko[j - 1].key) {
+            i--;
+            h->ext_start[o] = h->ext_start[i];
+            h->ext[o] = h->ext[i];
+        } else {
+            j--;
+            h->ext_start[o] = ko[j].key;
+            h->ext[o].end = h->mods.extent[ko[j].idx].end;
+            h->ext[o].sec = h->count[T_SECTIONS] + ko[j].idx;
+        }
+    }
+    h->next = (uint32_t)(nv + nk);
+    kmsi_scratch_release(h, mark);
+    return KMS_OK;
+}
