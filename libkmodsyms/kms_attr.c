@@ -140,7 +140,7 @@ static void sort_rows(struct entry_row *a, size_t n, const struct row_sort *rs)
 static int index_entries(kms_handle *h, struct entry_keys *ek)
 {
     uint32_t nsym = h->count[T_SYMBOLS], nsec = h->count[T_SECTIONS], most = 0;
-    uint32_t *first = ek->first = h->section_rows;
+    uint32_t *first = ek->first = h->load->section_rows;
     struct row_sort rs;
     if (h->wide_values)
         return 0;
@@ -209,7 +209,7 @@ static int32_t match_entry(const kms_handle *h, const struct entry_keys *ek, siz
                            int32_t sec)
 {
     uint32_t end;
-    long r = row_with_key(h, ek, (uint64_t)sec << 32 | (h->line[i].addr - h->section_base[sec]),
+    long r = row_with_key(h, ek, (uint64_t)sec << 32 | (h->line[i].addr - h->load->section_base[sec]),
                           &end);
     return r < 0 ? NO : entry_named(h, ek, i, (uint32_t)r, end);
 }
@@ -221,7 +221,7 @@ static inline void take_entry(kms_handle *h, size_t i, int32_t s)
     const unsigned char *sy = ent(h, T_SYMBOLS, (uint32_t)s);
     struct line *l = &h->line[i];
     int64_t size = (int64_t)le64(sy + SYM_SIZE);
-    h->line_matched[i] = 1;
+    h->load->line_matched[i] = 1;
     l->size = size < 0 ? -1 : size; /* read as negative: unknown */
     l->binding = linked_binding(l->type, sy[SYM_BINDING] <= 2 ? sy[SYM_BINDING] : KMS_BINDING_UNKNOWN);
     l->prefer = symbol_prefer(sy[SYM_TYPE] != 0, l->binding);
@@ -239,7 +239,7 @@ struct cursor {
 static long row_of_line(const kms_handle *h, const struct entry_keys *ek, struct cursor *c,
                         size_t i, int32_t sec, uint32_t *end)
 {
-    uint64_t off = h->line[i].addr - h->section_base[sec];
+    uint64_t off = h->line[i].addr - h->load->section_base[sec];
     if (off >> 32)
         return row_with_key(h, ek, (uint64_t)sec << 32 | off, end);
     if (c->sec != sec) {
@@ -320,7 +320,7 @@ static uint64_t vmlinux_symbol_at(const kms_handle *h, uint32_t v)
     for (uint32_t g = 0; g < h->count[T_SEGMENTS]; g++) {
         const unsigned char *sg = ent(h, T_SEGMENTS, g);
         if (address >= le64(sg + SEG_START) && address <= le64(sg + SEG_END))
-            at = h->seg_known[g] ? address + h->seg_shift[g] : NO_ADDRESS;
+            at = h->load->seg_known[g] ? address + h->load->seg_shift[g] : NO_ADDRESS;
     }
     return at;
 }
@@ -349,8 +349,8 @@ static int vmlinux_sizes(kms_handle *h)
     if (kmsi_sort_keyed(h, at, nv))
         return -1;
     for (size_t k = 0, v = 0; k < h->n && v < nv; k++) {
-        size_t i = h->by_address[k];
-        if (h->line_matched[i] || h->line[i].size >= 0 || line_module(h, i) != 0)
+        size_t i = h->load->by_address[k];
+        if (h->load->line_matched[i] || h->line[i].size >= 0 || line_module(h, i) != 0)
             continue;
         while (v < nv && at[v].key < h->line[i].addr)
             v++;
@@ -375,17 +375,17 @@ static void lines_in_extents(kms_handle *h, const struct entry_keys *ek, int key
     struct cursor cur = {NO, 0, 0};
     size_t looked = 0;
     for (size_t k = 0, e = 0; k < h->n; k++) {
-        size_t i = h->by_address[k];
+        size_t i = h->load->by_address[k];
         while (e < h->next && h->ext_start[e] <= h->line[i].addr)
             e++;
-        h->line_section[i] = NO;
+        h->load->line_section[i] = NO;
         if (line_module(h, i) != 0)
             continue;
         if (e == 0 || h->line[i].addr >= h->ext[e - 1].end) {
             loose[(*nloose)++] = (uint32_t)i; /* a core line in no extent */
             continue;
         }
-        int32_t sec = h->line_section[i] = (int32_t)h->ext[e - 1].sec;
+        int32_t sec = h->load->line_section[i] = (int32_t)h->ext[e - 1].sec;
         uint32_t end;
         long r = keyed ? row_of_line(h, ek, &cur, i, sec, &end) : NO;
         if (r < 0)
@@ -425,7 +425,7 @@ static int sections_by_end(kms_handle *h, struct keyed **ends_out)
     for (uint32_t sec = 0, k = 0; !by_start && sec < h->count[T_SECTIONS] && k < h->next; sec++) {
         uint64_t size = le64(ent(h, T_SECTIONS, sec) + SEC_SIZE);
         if ((h->placed[sec] & PLACED) && size > 0) {
-            ends[k].key = h->section_base[sec] + size;
+            ends[k].key = h->load->section_base[sec] + size;
             ends[k++].idx = sec;
         }
     }
@@ -460,7 +460,7 @@ static int lines_at_ends(kms_handle *h, const struct entry_keys *ek, const uint3
         }
         if (got >= 0) {
             take_entry(h, i, got);
-            h->line_section[i] = (int32_t)le32(ent(h, T_SYMBOLS, (uint32_t)got) + SYM_SECTION);
+            h->load->line_section[i] = (int32_t)le32(ent(h, T_SYMBOLS, (uint32_t)got) + SYM_SECTION);
         }
     }
     return 0;
@@ -515,7 +515,7 @@ static int ambiguous_lines(kms_handle *h, const char *const *cand_name, size_t n
 {
     for (size_t k = 0; ncand && k < nloose; k++) {
         size_t i = loose[k];
-        if (h->line_section[i] >= 0)
+        if (h->load->line_section[i] >= 0)
             continue;
         size_t lo = 0, hi = ncand;
         while (lo < hi) {

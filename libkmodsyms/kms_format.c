@@ -123,7 +123,7 @@ static int read_directory(kms_handle *h, const char *path, kms_error *err)
 
 /* The symbols' five checks in one pass (the largest table): each failure
  * noted, the first in SymsFile's order reported (NULL: none).  The same
- * pass counts each section's symbols into h->section_rows, for
+ * pass counts each section's symbols into h->load->section_rows, for
  * index_entries (NULL when out of memory: told where the other
  * allocations' failures are), and notes wide values. */
 static const char *symbols_why(kms_handle *h)
@@ -134,7 +134,7 @@ static const char *symbols_why(kms_handle *h)
         "symbol section belongs to another object"};
     uint32_t nstr = h->count[T_STRINGS], nmodsets = h->count[T_MODSETS], nobj = h->count[T_OBJECTS];
     uint32_t nsec = h->count[T_SECTIONS], bad = 0, wide = 0;
-    uint32_t *rows = h->section_rows = kmsi_scratch(h, (size_t)nsec + 2, sizeof *rows);
+    uint32_t *rows = h->load->section_rows = kmsi_scratch(h, (size_t)nsec + 2, sizeof *rows);
     if (rows)
         memset(rows, 0, ((size_t)nsec + 2) * sizeof *rows);
     for (uint32_t i = 0; i < h->count[T_SYMBOLS]; i++) {
@@ -207,7 +207,7 @@ static int read_objects(kms_handle *h, const char *path, kms_error *err)
         return kmsi_fail(err, KMS_E_NOMEM, "out of memory reading %s", path);
     for (uint32_t k = 0; k < h->count[T_MEMBERS]; k++)
         h->member_name[k] = str(h, le32(ent(h, T_MODULES, le32(ent(h, T_MEMBERS, k))) + MOD_NAME));
-    if (!h->section_rows || !ALLOC(h, object, h->count[T_OBJECTS]) ||
+    if (!h->load->section_rows || !ALLOC(h, object, h->count[T_OBJECTS]) ||
         !ALLOC(h, section_object, h->count[T_SECTIONS]))
         return kmsi_fail(err, KMS_E_NOMEM, "out of memory reading %s", path);
     for (uint32_t o = 0; o < h->count[T_OBJECTS]; o++) {
@@ -287,10 +287,10 @@ int kmsi_no_syms(kms_handle *h, kms_error *err)
     }
     h->count[T_STRINGS] = h->count[T_MODSETS] = 1;
     h->release = h->build_id = (const char *)empty;
-    h->section_rows = kmsi_scratch(h, 2, sizeof *h->section_rows);
-    if (!h->section_rows || !ALLOC(h, member_name, 0) || !ALLOC(h, object, 0) ||
+    h->load->section_rows = kmsi_scratch(h, 2, sizeof *h->load->section_rows);
+    if (!h->load->section_rows || !ALLOC(h, member_name, 0) || !ALLOC(h, object, 0) ||
         !ALLOC(h, section_object, 0))
         return kmsi_fail(err, KMS_E_NOMEM, "out of memory");
-    memset(h->section_rows, 0, 2 * sizeof *h->section_rows);
+    memset(h->load->section_rows, 0, 2 * sizeof *h->load->section_rows);
     return KMS_OK;
 }

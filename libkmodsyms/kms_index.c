@@ -91,7 +91,7 @@ static int in_core_ranges(const kms_handle *h, uint64_t q)
 /* The address of the K-th line by address. */
 static inline uint64_t addr_at(const kms_handle *h, size_t k)
 {
-    return h->line[h->by_address[k]].addr;
+    return h->line[h->load->by_address[k]].addr;
 }
 
 /* How many lines are at or below X. */
@@ -129,7 +129,7 @@ static void core_ranges(kms_handle *h, const struct core_seen *c)
         return;
     if (init) /* one below the init text? the lines just above _etext say */
         for (size_t k = upper_bound_by_address(h, at[0]); k < h->n && addr_at(h, k) < at[1]; k++)
-            if (line_module(h, h->by_address[k]) == 0 && h->line[h->by_address[k]].answers)
+            if (line_module(h, h->load->by_address[k]) == 0 && h->line[h->load->by_address[k]].answers)
                 return;
     h->core_range[1] = at[0];
     if (init) {
@@ -155,16 +155,16 @@ static int regions(kms_handle *h, kms_error *err)
      * pseudo-module line (at most the lines not of the core) */
     size_t most = 2 * nmods + (n - h->core_lines);
     uint64_t *highest;
-    if (!SCRATCH(h, h->region_end, most))
+    if (!SCRATCH(h, h->load->region_end, most))
         return kmsi_fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
     struct scratch_mark mark = kmsi_scratch_mark(h);
     if (!SCRATCH(h, highest, most))
         return kmsi_fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
     memset(highest, 0, 2 * nmods * sizeof *highest);
-    h->line_region = h->line_section; /* rewritten in place: a placed section stays */
+    h->load->line_region = h->load->line_section; /* rewritten in place: a placed section stays */
     for (size_t i = 0; i < n; i++) {
         struct line *l = &h->line[i];
-        int32_t sec = h->line_section[i];
+        int32_t sec = h->load->line_section[i];
         uint32_t mod = line_module(h, i);
         size_t g;
         if (sec >= 0) {
@@ -186,7 +186,7 @@ static int regions(kms_handle *h, kms_error *err)
             g = 1;
         else if (mod == 0)
             core_line(h, i, &core);
-        h->line_region[i] = sec >= 0 ? sec : -1 - (int32_t)g;
+        h->load->line_region[i] = sec >= 0 ? sec : -1 - (int32_t)g;
         if (l->addr > highest[g])
             highest[g] = l->addr;
     }
@@ -207,7 +207,7 @@ static int regions(kms_handle *h, kms_error *err)
          * page it wraps below the line, which then answers nothing */
         if (g >= 2 * nmods && highest[g] + 4095 < end)
             end = highest[g] + 4095;
-        h->region_end[g] = end;
+        h->load->region_end[g] = end;
     }
     kmsi_scratch_release(h, mark);
     core_ranges(h, &core);
@@ -226,8 +226,8 @@ int kmsi_build_index(kms_handle *h, kms_error *err)
      * distance to the next distinct address above, if one of the (first 4)
      * lines there is the function it prefixes. */
     for (size_t k = 0; k < n; k++) {
-        size_t i = h->by_address[k], nxt = k + 1;
-        if (h->line_matched[i] || h->line[i].size >= 0 || h->line_section[i] < 0 ||
+        size_t i = h->load->by_address[k], nxt = k + 1;
+        if (h->load->line_matched[i] || h->line[i].size >= 0 || h->load->line_section[i] < 0 ||
             !(has_prefix(h, i, "__pfx_") || has_prefix(h, i, "__cfi_")))
             continue;
         while (nxt < n && addr_at(h, nxt) == h->line[i].addr)
@@ -238,7 +238,7 @@ int kmsi_build_index(kms_handle *h, kms_error *err)
             size_t at = nxt + j < n ? nxt + j : n - 1;
             if (addr_at(h, at) != addr_at(h, nxt))
                 break;
-            if (line_name_is(h, h->by_address[at], line_name(h, i) + 6, h->line[i].name_len - 6)) {
+            if (line_name_is(h, h->load->by_address[at], line_name(h, i) + 6, h->line[i].name_len - 6)) {
                 int64_t size = (int64_t)(addr_at(h, nxt) - h->line[i].addr);
                 h->line[i].size = size < 0 ? -1 : size; /* read as negative: unknown */
                 break;
@@ -262,11 +262,11 @@ int kmsi_build_index(kms_handle *h, kms_error *err)
     for (size_t k = 0; k < h->mods.nlines; k++) {
         uint32_t i = h->mods.line[k].line;
         if (h->mods.line[k].ko.extent >= 0)
-            h->line[i].who = WHO(WHO_OBJECT, h->section_object[h->line_region[i]]);
+            h->line[i].who = WHO(WHO_OBJECT, h->section_object[h->load->line_region[i]]);
     }
     /* what only attribution needed (line_section's array lives on as line_region) */
-    h->line_matched = NULL;
-    h->line_section = NULL;
+    h->load->line_matched = NULL;
+    h->load->line_section = NULL;
     return KMS_OK;
 }
 
@@ -285,10 +285,10 @@ static uint32_t unsized_at(const kms_handle *h, uint64_t q, int32_t cand, size_t
     /* the last line at the greatest address <= q, in the same region as q */
     if (cand < 0)
         return none;
-    int32_t rc = h->line_region[cand];
+    int32_t rc = h->load->line_region[cand];
     if (rq >= 0)
         return rc == rq ? (uint32_t)cand : none;
-    if (rc >= 0 || q > h->region_end[-1 - rc])
+    if (rc >= 0 || q > h->load->region_end[-1 - rc])
         return none;
     /* the core kernel's lines answer only inside its ranges */
     return rc != -1 || in_core_ranges(h, q) ? (uint32_t)cand : none;
@@ -404,7 +404,7 @@ static int take_lines(const kms_handle *h, struct walk *w)
         uint64_t a = w->at;
         w->tie.n = 0;
         do {
-            uint32_t i = h->by_address[w->k];
+            uint32_t i = h->load->by_address[w->k];
             if (h->line[i].answers) {
                 w->cand = (int32_t)i;
                 if (h->line[i].size > 0 && push(&w->tie, i))
@@ -495,9 +495,9 @@ static int next_change(const kms_handle *h, const struct walk *w, uint64_t *nq)
     if (w->e > 0)
         consider(nq, &found, q, h->ext[h->ext_first + w->e - 1].end);
     if (w->cand >= 0) {
-        int32_t r = h->line_region[w->cand];
-        if (r < 0 && h->region_end[-1 - r] < UINT64_MAX)
-            consider(nq, &found, q, h->region_end[-1 - r] + 1);
+        int32_t r = h->load->line_region[w->cand];
+        if (r < 0 && h->load->region_end[-1 - r] < UINT64_MAX)
+            consider(nq, &found, q, h->load->region_end[-1 - r] + 1);
     }
     for (uint32_t r = 0; r < h->ncore_ranges; r++) {
         consider(nq, &found, q, h->core_range[2 * r]);
@@ -546,18 +546,18 @@ int kmsi_build_pieces(kms_handle *h, kms_error *err)
     return bad ? kmsi_fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms") : KMS_OK;
 }
 
-/* h->by_address: the lines stably sorted by address.  Kallsyms lists the
+/* h->load->by_address: the lines stably sorted by address.  Kallsyms lists the
  * core kernel by address, then each loaded module's lines in its symbol
  * table's order: only the lines after the sorted prefix are sorted (with
  * room for them alone), then merged with it. */
 int kmsi_sort_by_address(kms_handle *h)
 {
     size_t n = h->n, p = h->unsorted_at ? h->unsorted_at : n, m;
-    if (!SCRATCH(h, h->by_address, n))
+    if (!SCRATCH(h, h->load->by_address, n))
         return -1;
     if (p >= n) {
         for (size_t i = 0; i < n; i++)
-            h->by_address[i] = (uint32_t)i;
+            h->load->by_address[i] = (uint32_t)i;
         return 0;
     }
     m = n - p;
@@ -583,13 +583,13 @@ int kmsi_sort_by_address(kms_handle *h)
         }
     }
     for (o = 0; o < i; o++)
-        h->by_address[o] = (uint32_t)o;
+        h->load->by_address[o] = (uint32_t)o;
     while (i < p && j < m)
-        h->by_address[o++] = rest[j].key < h->line[i].addr ? rest[j++].idx : (uint32_t)i++;
+        h->load->by_address[o++] = rest[j].key < h->line[i].addr ? rest[j++].idx : (uint32_t)i++;
     while (i < p)
-        h->by_address[o++] = (uint32_t)i++;
+        h->load->by_address[o++] = (uint32_t)i++;
     while (j < m)
-        h->by_address[o++] = rest[j++].idx;
+        h->load->by_address[o++] = rest[j++].idx;
     kmsi_scratch_release(h, mark);
     return 0;
 }

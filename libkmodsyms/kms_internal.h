@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0 */
 /*
  * libkmodsyms' private header (not installed): what the stages of a load
- * share -- the handle, the dtrace_syms tables' layout, the kallsyms line
- * rows and the index's pieces, the small helpers reading them, and each
- * stage's entry points.  The stages, one file each, in the order a load
+ * share -- the handle (what queries read), the load context (struct
+ * kmsi_load: what only the load's stages read), the dtrace_syms tables'
+ * layout, the kallsyms line rows and the index's pieces, the small helpers
+ * reading them, and each stage's entry points.  The stages, one file each, in the order a load
  * runs them (kms_load.c):
  *
  *   inputs       kms_format.c (dtrace_syms), kms_kallsyms.c (kallsyms),
@@ -162,6 +163,29 @@ struct cluster {
 #define PREFETCH(p) ((void)(p))
 #endif
 
+/*
+ * What the stages of one load hand each other and nothing after it reads:
+ * kms_load.c's load() keeps it on its stack, the handle points to it while
+ * the load runs (h->load), and it is released once the index is built
+ * (the rest of the handle is what the queries read).  Its arrays are in
+ * scratch memory (kms_alloc.c), carved from SCRATCH's mappings.
+ */
+struct kmsi_load {
+    struct scratch *scratch;    /* the mappings the arrays are carved from */
+    struct anchor_index *anchors; /* the anchors, and the core lines of their names */
+    uint32_t *section_rows;     /* at [sec + 2], each section's symbols (counted as they are
+                                 * checked; index_entries makes it ek.first) */
+    uint64_t *section_base;     /* per section: where it is (placement, attribution) */
+    uint64_t *seg_shift;        /* per segment: its KASLR shift, when seg_known */
+    uint8_t *seg_known;
+    uint8_t *line_matched;      /* per line: 1 when it is a dtrace_syms entry (take_entry) */
+    int32_t *line_section;      /* per line: placed section holding it (or its entry's), -1 */
+    int32_t *line_region;       /* per line: its placed section, else -1 - its region group
+                                 * (regions() rewrites line_section's array into it) */
+    uint32_t *by_address;       /* lines, stably sorted by address */
+    uint64_t *region_end;       /* per region group: the last address its lines answer (R29-R31) */
+};
+
 struct kms_handle {
     /* dtrace_syms, mapped read-only */
     const unsigned char *map;
@@ -172,8 +196,6 @@ struct kms_handle {
     const char **member_name;   /* module name of each modset_members entry */
     struct object_info *object; /* per object */
     uint32_t *section_object;   /* per section: its object */
-    uint32_t *section_rows;     /* at [sec + 2], each section's symbols (counted as they are
-                                 * checked; index_entries makes it ek.first); scratch */
     int wide_values;            /* a symbol's value is 2^32 or more */
 
     /* kallsyms: the names (each NUL-terminated) and one row per kept line */
@@ -188,9 +210,6 @@ struct kms_handle {
     size_t unsorted_at;         /* the first line below the one before it, 0 for none */
 
     /* placement */
-    uint64_t *section_base;     /* per section: where it is (scratch: only while loading) */
-    uint64_t *seg_shift;        /* per segment: its KASLR shift, when seg_known (scratch too) */
-    uint8_t *seg_known;
     uint8_t *placed;            /* per section: PLACED (moved by a known shift, placement
                                  * != 0), HOLDS_TEXT (a t/T kallsyms line is in it) */
     size_t namb;                /* ambiguous lines (WHO_AMBIGUOUS), and their candidates */
@@ -244,15 +263,8 @@ struct kms_handle {
     uint64_t marker[K_MARKERS]; /* the core kernel's _stext ... (K_*), where seen */
     uint32_t marker_seen;       /* bit K: marker[K] seen */
 
-    /* only while loading (in scratch memory, freed once the index is built) */
-    struct scratch *scratch;    /* the mappings they are carved from */
-    uint8_t *line_matched;      /* per line: 1 when it is a dtrace_syms entry (take_entry) */
-    int32_t *line_section;      /* per line: placed section holding it (or its entry's), -1 */
-    int32_t *line_region;       /* per line: its placed section, else -1 - its region group
-                                 * (regions() rewrites line_section's array into it) */
-    uint32_t *by_address;       /* lines, stably sorted by address */
-    uint64_t *region_end;       /* per region group: the last address its lines answer (R29-R31) */
-    struct anchor_index *anchors; /* the anchors, and the core lines of their names */
+    /* what only a load reads, NULL once the index is built (struct kmsi_load) */
+    struct kmsi_load *load;
 };
 
 #define NO_ESTIMATE UINT32_MAX

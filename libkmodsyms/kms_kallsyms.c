@@ -209,7 +209,7 @@ static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t 
         h->core_lines += mod == 0;
         if (mod && h->core_lines == h->n - 1) /* the first */
             h->modules_from = h->n - 1;
-        if (!mod && kmsi_find_anchors(h->anchors, (uint32_t)(h->n - 1), name, name_len))
+        if (!mod && kmsi_find_anchors(h->load->anchors, (uint32_t)(h->n - 1), name, name_len))
             return kmsi_fail(err, KMS_E_NOMEM, "out of memory reading %s", source);
     }
     return KMS_OK;

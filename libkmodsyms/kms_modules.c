@@ -414,7 +414,7 @@ int kmsi_match_modules(kms_handle *h, const struct kmsi_sources *src, kms_error 
     }
     for (size_t k = 0; k < h->mods.nlines; k++)
         if (h->mods.line[k].ko.extent >= 0)
-            h->line_section[h->mods.line[k].line] = (int32_t)nsec + h->mods.line[k].ko.extent;
+            h->load->line_section[h->mods.line[k].line] = (int32_t)nsec + h->mods.line[k].ko.extent;
     return KMS_OK;
 }
 

@@ -50,11 +50,11 @@ static inline uint32_t anchor_hash(const char *name, size_t len)
     return (uint32_t)((x * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - FILTER_BITS));
 }
 
-/* The anchors bucketed by their names' lengths (h->anchors). */
+/* The anchors bucketed by their names' lengths (h->load->anchors). */
 int kmsi_index_anchors(kms_handle *h, kms_error *err)
 {
     uint32_t nanch = h->count[T_ANCHORS];
-    struct anchor_index *ai = h->anchors = calloc(1, sizeof *ai);
+    struct anchor_index *ai = h->load->anchors = calloc(1, sizeof *ai);
     if (!ai || !(ai->name = malloc((nanch ? nanch : 1) * sizeof *ai->name)) ||
         !(ai->len = malloc((nanch ? nanch : 1) * sizeof *ai->len)) ||
         !(ai->by_len = malloc((nanch ? nanch : 1) * sizeof *ai->by_len)))
@@ -141,8 +141,8 @@ static void segment_shift(const kms_handle *h, uint32_t seg, const uint8_t *usab
                           uint64_t *vote, uint64_t *shift, uint8_t *known,
                           struct anchor_count *c)
 {
-    const struct anchor_line *found = h->anchors->found;
-    size_t nfound = h->anchors->nfound, nvotes = 0, most;
+    const struct anchor_line *found = h->load->anchors->found;
+    size_t nfound = h->load->anchors->nfound, nvotes = 0, most;
     uint32_t nanch = h->count[T_ANCHORS];
     uint64_t best;
     for (uint32_t a = 0; a < nanch; a++) {
@@ -276,10 +276,10 @@ static int place_extents(kms_handle *h, const uint64_t *shift, const uint8_t *kn
         }
         if (seg_of < 0)
             continue;
-        h->section_base[sec] = address + shift[seg_of];
+        h->load->section_base[sec] = address + shift[seg_of];
         h->placed[sec] = (uint8_t)le32(se + SEC_PLACEMENT) != PLACEMENT_UNPLACED ? PLACED : 0;
         if (h->placed[sec] && le64(se + SEC_SIZE) > 0) {
-            ext[next].key = h->section_base[sec];
+            ext[next].key = h->load->section_base[sec];
             ext[next++].idx = sec;
         }
     }
@@ -304,7 +304,7 @@ int kmsi_place_sections(kms_handle *h, const char *syms_path, const char *source
                                kms_error *err)
 {
     uint32_t nseg = h->count[T_SEGMENTS], nanch = h->count[T_ANCHORS];
-    size_t nfound = h->anchors->nfound;
+    size_t nfound = h->load->anchors->nfound;
     uint64_t *shift = calloc(nseg ? nseg : 1, sizeof *shift);
     uint8_t *known = calloc(nseg ? nseg : 1, 1);
     uint8_t *usable = malloc(nanch ? nanch : 1);
@@ -325,8 +325,8 @@ int kmsi_place_sections(kms_handle *h, const char *syms_path, const char *source
         segment_shift(h, seg, usable, vote, shift, known, &c);
     shift_between(h, shift, known, order);
     h->anchors_verified = c.verified;
-    memcpy(h->seg_shift, shift, nseg * sizeof *shift);
-    memcpy(h->seg_known, known, nseg);
+    memcpy(h->load->seg_shift, shift, nseg * sizeof *shift);
+    memcpy(h->load->seg_known, known, nseg);
     if ((!check || (rc = check_anchors(h, &c, syms_path, source, check, err)) == KMS_OK))
         rc = place_extents(h, shift, known, syms_path, err);
 out:

@@ -118,7 +118,7 @@ int kmsi_group_lines(kms_handle *h, kms_error *err)
         h->group_first[g + 1] += h->group_first[g];
     memcpy(at, h->group_first, ng * sizeof *at);
     for (size_t k = 0; k < n; k++) {
-        uint32_t i = h->by_address[k], g = h->estimate[i];
+        uint32_t i = h->load->by_address[k], g = h->estimate[i];
         if (g != UINT32_MAX)
             h->grouped[at[g]++] = i;
     }
