@@ -213,7 +213,7 @@ static void put_record(const struct kms_sym *r, FILE *out)
         fprintf(out, ", \"offset\": %llu, \"start\": \"0x%llx\", \"size\": ",
                 (unsigned long long)r->symoff, (unsigned long long)r->sym_start);
         if (r->size_kind != KMS_SIZE_UNKNOWN)
-            fprintf(out, "%lld", (long long)r->sym_size);
+            fprintf(out, "%llu", (unsigned long long)r->sym_size);
         else
             fputs("null", out);
         fprintf(out, ", \"size_kind\": \"%s\", \"sized\": %s, \"type\": ",

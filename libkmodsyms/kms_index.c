@@ -3,7 +3,7 @@
  * The address index (docs/resolver.md R26-R32): the lines sorted by address,
  * loaded modules' .ko sections joined (kms_modules.c), each line's region
  * and the core ranges, then the address space cut into pieces answered
- * alike, their clusters' bucket tables and the owners whose record tails
+ * alike, their clusters' bucket tables and the owners whose fields
  * answers copy.  Follows attribution (kms_attr.c); queries (kms_query.c)
  * read only what it builds.
  */
@@ -629,12 +629,6 @@ int kmsi_build_buckets(kms_handle *h, kms_error *err)
     return KMS_OK;
 }
 
-/* Owner O's record tail: OWNER's bytes from dso on. */
-static void set_owner(kms_handle *h, size_t o, const struct kms_sym *owner)
-{
-    memcpy(h->owner[o].tail, (const char *)owner + OWNER_AT, OWNER_SIZE);
-}
-
 static int same_list(const struct kms_modlist *a, const struct kms_modlist *b)
 {
     if (a->nmodules != b->nmodules)
@@ -646,17 +640,16 @@ static int same_list(const struct kms_modlist *a, const struct kms_modlist *b)
 }
 
 /*
- * Every owner's record tail (the answer record's module part,
- * docs/resolver.md §5): none, each object (.ko files too), each module of
- * mod_name, each ambiguous line (R35), the core kernel; owner_first[] is where
- * each WHO tag's owners begin, so that a record copies its owner's tail
- * without a branch on the tag.
+ * Every owner (the answer record's module part, docs/resolver.md §5):
+ * none, each object (.ko files too), each module of mod_name, each
+ * ambiguous line (R35), the core kernel; owner_first[] is where each WHO
+ * tag's owners begin, so that a record reads its owner without a branch on
+ * the tag.
  */
 int kmsi_build_owners(kms_handle *h, kms_error *err)
 {
     size_t nobj = (size_t)h->count[T_OBJECTS] + h->mods.nko;
     size_t count = 1 + nobj + h->nmods + h->namb + 1;
-    struct kms_sym r;
     if (!(h->owner = aligned_alloc(sizeof *h->owner, count * sizeof *h->owner)))
         return kmsi_fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
     memset(h->owner, 0, count * sizeof *h->owner);
@@ -666,45 +659,41 @@ int kmsi_build_owners(kms_handle *h, kms_error *err)
     h->owner_first[WHO_CORE] = (uint32_t)(1 + nobj + h->nmods + h->namb);
     for (size_t o = 0; o < nobj; o++) {
         const struct object_info *info = &h->object[o];
-        memset(&r, 0, sizeof r);
-        r.object = info->path;
-        r.modules = info->modules.modules;
-        r.nmodules = info->modules.nmodules;
-        r.origin = info->origin;
-        r.dso = info->dso;
-        set_owner(h, OWNER_OBJECT(o), &r);
+        struct owner *r = &h->owner[OWNER_OBJECT(o)];
+        r->object = info->path;
+        r->modules = info->modules.modules;
+        r->nmodules = info->modules.nmodules;
+        r->origin = info->origin;
+        r->dso = info->dso;
     }
     for (uint32_t m = 0; m < h->nmods; m++) {
-        memset(&r, 0, sizeof r);
-        r.modules = h->mod_name + m;
-        r.nmodules = 1;
-        r.dso = h->mod_name[m];
-        r.origin = h->mod_origin[m];
-        set_owner(h, h->owner_first[WHO_MODULE] + m, &r);
+        struct owner *r = &h->owner[h->owner_first[WHO_MODULE] + m];
+        r->modules = h->mod_name + m;
+        r->nmodules = 1;
+        r->dso = h->mod_name[m];
+        r->origin = h->mod_origin[m];
     }
     for (size_t a = 0; a < h->namb; a++) {
         const struct kms_modlist *c = h->cand_list + h->amb_first[a];
+        struct owner *r = &h->owner[h->owner_first[WHO_AMBIGUOUS] + a];
         uint32_t n = h->amb_count[a], k = 1;
-        memset(&r, 0, sizeof r);
-        r.ambiguous = 1;
-        r.candidates = c;
-        r.ncandidates = n;
+        r->ambiguous = 1;
+        r->candidates = c;
+        r->ncandidates = n;
         while (k < n && same_list(&c[k], &c[0]))
             k++;
         if (k == n) { /* the same module(s): only the object is unknown */
-            r.modules = c[0].modules;
-            r.nmodules = c[0].nmodules;
-            r.dso = c[0].modules[0];
-            r.origin = c[0].nmodules == 1 && !strcmp(c[0].modules[0], "vmlinux")
+            r->modules = c[0].modules;
+            r->nmodules = c[0].nmodules;
+            r->dso = c[0].modules[0];
+            r->origin = c[0].nmodules == 1 && !strcmp(c[0].modules[0], "vmlinux")
                 ? KMS_ORIGIN_CORE : KMS_ORIGIN_BUILTIN;
         }
-        set_owner(h, h->owner_first[WHO_AMBIGUOUS] + a, &r);
     }
-    memset(&r, 0, sizeof r);
-    r.modules = kmsi_vmlinux_list;
-    r.nmodules = 1;
-    r.dso = kmsi_vmlinux_list[0];
-    r.origin = KMS_ORIGIN_CORE;
-    set_owner(h, h->owner_first[WHO_CORE], &r);
+    struct owner *core = &h->owner[h->owner_first[WHO_CORE]];
+    core->modules = kmsi_vmlinux_list;
+    core->nmodules = 1;
+    core->dso = kmsi_vmlinux_list[0];
+    core->origin = KMS_ORIGIN_CORE;
     return KMS_OK;
 }

@@ -120,10 +120,15 @@ struct piece {
 };
 
 /* Who answers (an object, a module, an ambiguous line's candidates, the
- * core kernel, or none): the bytes of its records' kms_sym from dso on, in
- * one cache line. */
+ * core kernel, or none): the fields of its records' kms_sym that are not
+ * their line's, in one cache line (record(), kms_query.c). */
 struct owner {
-    _Alignas(64) unsigned char tail[64];
+    _Alignas(64) const char *dso;
+    const char *const *modules;
+    const char *object;
+    const struct kms_modlist *candidates;
+    uint32_t nmodules, ncandidates;
+    uint8_t origin, ambiguous;
 };
 #define OWNER_NONE 0u
 #define OWNER_OBJECT(o) (1u + (o)) /* the objects' owners follow none's */
@@ -378,12 +383,6 @@ static inline uint8_t symbol_prefer(int typed, uint8_t binding)
 {
     return (uint8_t)((typed != 0) << 2 | (binding == 1 ? 2 : binding == 2 ? 1 : 0));
 }
-
-/* A kms_sym's fields from dso on, all but sym_binding, type, sized and
- * size_kind, are its owner's (struct owner); those before dso are its line's. */
-#define OWNER_AT offsetof(struct kms_sym, dso)
-#define OWNER_SIZE (sizeof(struct kms_sym) - OWNER_AT)
-_Static_assert(OWNER_SIZE <= sizeof(struct owner), "an owner holds a kms_sym's tail");
 
 /* ------------------------------------------------------------ growable structs */
 
