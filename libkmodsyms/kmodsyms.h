@@ -53,7 +53,7 @@
 extern "C" {
 #endif
 
-#define KMS_VERSION_MAJOR 2
+#define KMS_VERSION_MAJOR 3
 
 /*
  * Growable output structs.  Every struct the library fills (kms_sym,
@@ -69,9 +69,18 @@ extern "C" {
  * hands it to a callback is the library's own, with SIZE its sizeof.
  */
 
+/*
+ * Sizes.  Every size the library gives (kms_sym.sym_size, kms_line.sym_size,
+ * kms_ksym.sym_size) is a uint64_t, and an unknown size is 0: so that an
+ * end (start + size) is never wrong by more than the size's absence.  Where
+ * 0 can also be a real size (a symbol whose ELF st_size is 0), SIZE_KIND
+ * beside it says which (KMS_SIZE_UNKNOWN, or KMS_SIZE_EXACT with 0); the
+ * Python binding gives None for an unknown size (docs/resolver.md §11.1).
+ */
+
 /* How a size is known (kms_sym.size_kind, kms_line.size_kind). */
 enum kms_size_kind {
-    KMS_SIZE_UNKNOWN = 0, /* no size: the line has no ELF symbol and nothing bounds it */
+    KMS_SIZE_UNKNOWN = 0, /* no size (0): the line has no ELF symbol and nothing bounds it */
     KMS_SIZE_EXACT,       /* st_size of the symbol in an ELF symbol table (vmlinux, its
                            * objects, a loaded module's .ko); 0 is an exact size */
     KMS_SIZE_ESTIMATED    /* the gap to the next kallsyms line of its module, bounded by
@@ -218,7 +227,9 @@ struct kms_modlist {
 
 /*
  * One answer, modelled on perf's struct perf_dlfilter_al: an address
- * resolved (kms_resolve), or a symbol's own line (kms_lookup).
+ * resolved (kms_resolve), or a symbol's own line (kms_lookup).  No record of
+ * the library's shapes its layout: it grows at the end, as every struct with
+ * SIZE first.
  */
 struct kms_sym {
     size_t size;           /* sizeof(struct kms_sym) as the caller knows it (see above) */
@@ -228,10 +239,16 @@ struct kms_sym {
     uint32_t line;         /* the symbol's kallsyms line (kms_line_at()), UINT32_MAX: none */
     uint64_t symoff;       /* address - sym_start */
     uint64_t sym_start;    /* the symbol's address */
-    uint64_t sym_end;      /* sym_start + sym_size when the size is exact or estimated,
-                            * else sym_start */
-    int64_t sym_size;      /* the symbol's size (size_kind says how it is known), -1 unknown */
+    uint64_t sym_end;      /* sym_start + sym_size (sym_start when the size is unknown) */
+    uint64_t sym_size;     /* the symbol's size as size_kind says it is known; 0 unknown
+                            * ("Sizes" above) */
     const char *dso;       /* first module: built-in, "vmlinux", loaded or pseudo; NULL unknown */
+    const char *const *modules; /* every module, in module-map order */
+    const char *object;    /* build-tree path of the object (fs/ext4/super.o), or NULL */
+    const struct kms_modlist *candidates; /* when ambiguous: the module list of every
+                            * candidate copy ("vmlinux" for core kernel) */
+    uint32_t nmodules;     /* number of modules[] (0 when dso is NULL) */
+    uint32_t ncandidates;  /* number of candidates[] */
     uint8_t sym_binding;   /* STB_LOCAL/GLOBAL/WEAK, KMS_BINDING_UNKNOWN */
     char type;             /* kallsyms type letter ('t', 'T', 'W', 'A', ...), 0 without symbol */
     uint8_t sized;         /* 1 when the size is exact and [sym_start, sym_end) holds address */
@@ -239,11 +256,7 @@ struct kms_sym {
                             * on copies in sections the build could not place */
     uint8_t origin;        /* enum kms_origin */
     uint8_t size_kind;     /* enum kms_size_kind of sym_size (UNKNOWN without symbol) */
-    uint32_t nmodules;     /* number of modules[] (0 when dso is NULL) */
-    const char *const *modules; /* every module, in module-map order */
-    const char *object;    /* build-tree path of the object (fs/ext4/super.o), or NULL */
-    uint32_t ncandidates;  /* when ambiguous: the module list of every candidate copy */
-    const struct kms_modlist *candidates; /* ("vmlinux" for core kernel) */
+    uint8_t reserved[2];   /* 0 */
 };
 
 /* Answer ADDR (docs/resolver.md section 4).  Never fails on a loaded handle. */
@@ -307,7 +320,7 @@ int kms_module_known(const kms_handle *h, const char *mod);
 struct kms_line {
     size_t size;           /* sizeof(struct kms_line) as the caller knows it */
     uint64_t address;
-    uint64_t sym_size;     /* exact or estimated (size_kind), 0 when unknown */
+    uint64_t sym_size;     /* exact or estimated (size_kind), 0 unknown ("Sizes" above) */
     char type;             /* kallsyms type letter */
     const char *name;
     uint32_t name_len;     /* its length in bytes */
@@ -422,10 +435,10 @@ struct kms_ksym {
     uint64_t sym_start;    /* its address */
     uint64_t offset;       /* address - sym_start */
     uint64_t sym_size;     /* the kernel's size: the gap to the next kallsyms address, or
-                            * to the end of the kernel's text or module memory; 0 when
-                            * no end above the address is known (a module's last line
-                            * and no /proc/modules, a pseudo-module's): TEXT then
-                            * prints the size as '?' */
+                            * to the end of the kernel's text or module memory; 0
+                            * unknown ("Sizes" above): no end above the address is known
+                            * (a module's last line and no /proc/modules, a
+                            * pseudo-module's), and TEXT prints the size as '?' */
     const char *module;    /* " [module]" of %pS: a loaded module, bpf or __builtin__ftrace;
                             * NULL for the core kernel (built-in modules included, as the
                             * kernel prints) */
@@ -445,7 +458,7 @@ struct kms_ksym {
 int kms_resolve_kernel(const kms_handle *h, uint64_t addr, struct kms_ksym *out);
 
 /*
- * Text (2.3): what kmodsyms prints, formatted once for every front end
+ * Text (3.0): what kmodsyms prints, formatted once for every front end
  * (kmodsyms' CLI through its binding, kmodsyms-c, a tracer).  Each writes
  * its text, without a newline, into BUF: at most LEN bytes, the last a NUL
  * (nothing when LEN is 0).  Each returns the whole text's length, NUL not

@@ -29,7 +29,7 @@ struct scratch {
 /* Room for COUNT items of SIZE bytes, SCRATCH_ALIGN-aligned; NULL out of memory. */
 void *kmsi_scratch(kms_handle *h, size_t count, size_t size)
 {
-    struct scratch *s = h->scratch;
+    struct scratch *s = h->load->scratch;
     size_t need;
     if (size && count > (SIZE_MAX - 2 * SCRATCH_ALIGN) / size)
         return NULL;
@@ -41,10 +41,10 @@ void *kmsi_scratch(kms_handle *h, size_t count, size_t size)
         if (m == MAP_FAILED)
             return NULL;
         s = m;
-        s->prev = h->scratch;
+        s->prev = h->load->scratch;
         s->size = map;
         s->used = SCRATCH_ALIGN;
-        h->scratch = s;
+        h->load->scratch = s;
     }
     void *p = (unsigned char *)s + s->used;
     s->used += need;
@@ -53,7 +53,7 @@ void *kmsi_scratch(kms_handle *h, size_t count, size_t size)
 
 struct scratch_mark kmsi_scratch_mark(const kms_handle *h)
 {
-    struct scratch_mark m = {h->scratch, h->scratch ? h->scratch->used : 0};
+    struct scratch_mark m = {h->load->scratch, h->load->scratch ? h->load->scratch->used : 0};
     return m;
 }
 
@@ -61,26 +61,26 @@ struct scratch_mark kmsi_scratch_mark(const kms_handle *h)
  * number is known): the rest is the next room's. */
 void kmsi_scratch_shrink(kms_handle *h, const void *p, size_t count, size_t size)
 {
-    size_t at = (size_t)((const unsigned char *)p - (const unsigned char *)h->scratch);
-    h->scratch->used = at + round_up(count * size, SCRATCH_ALIGN);
+    size_t at = (size_t)((const unsigned char *)p - (const unsigned char *)h->load->scratch);
+    h->load->scratch->used = at + round_up(count * size, SCRATCH_ALIGN);
 }
 
 void kmsi_scratch_release(kms_handle *h, struct scratch_mark m)
 {
-    while (h->scratch != m.at) {
-        struct scratch *s = h->scratch;
-        h->scratch = s->prev;
+    while (h->load->scratch != m.at) {
+        struct scratch *s = h->load->scratch;
+        h->load->scratch = s->prev;
         munmap(s, s->size);
     }
-    if (h->scratch)
-        h->scratch->used = m.used;
+    if (h->load->scratch)
+        h->load->scratch->used = m.used;
 }
 
 /* The scratch's whole pages above what is in use, given back to the kernel. */
 void kmsi_scratch_trim(kms_handle *h)
 {
 #ifdef MADV_DONTNEED
-    struct scratch *s = h->scratch;
+    struct scratch *s = h->load->scratch;
     long page = sysconf(_SC_PAGESIZE);
     size_t keep = s && page > 0 ? round_up(s->used, (size_t)page) : 0;
     if (s && s->size > keep)

@@ -140,7 +140,7 @@ static void sort_rows(struct entry_row *a, size_t n, const struct row_sort *rs)
 static int index_entries(kms_handle *h, struct entry_keys *ek)
 {
     uint32_t nsym = h->count[T_SYMBOLS], nsec = h->count[T_SECTIONS], most = 0;
-    uint32_t *first = ek->first = h->section_rows;
+    uint32_t *first = ek->first = h->load->section_rows;
     struct row_sort rs;
     if (h->wide_values)
         return 0;
@@ -209,7 +209,7 @@ static int32_t match_entry(const kms_handle *h, const struct entry_keys *ek, siz
                            int32_t sec)
 {
     uint32_t end;
-    long r = row_with_key(h, ek, (uint64_t)sec << 32 | (h->line[i].addr - h->section_base[sec]),
+    long r = row_with_key(h, ek, (uint64_t)sec << 32 | (h->line[i].addr - h->load->section_base[sec]),
                           &end);
     return r < 0 ? NO : entry_named(h, ek, i, (uint32_t)r, end);
 }
@@ -221,7 +221,7 @@ static inline void take_entry(kms_handle *h, size_t i, int32_t s)
     const unsigned char *sy = ent(h, T_SYMBOLS, (uint32_t)s);
     struct line *l = &h->line[i];
     int64_t size = (int64_t)le64(sy + SYM_SIZE);
-    h->line_matched[i] = 1;
+    h->load->line_matched[i] = 1;
     l->size = size < 0 ? -1 : size; /* read as negative: unknown */
     l->binding = linked_binding(l->type, sy[SYM_BINDING] <= 2 ? sy[SYM_BINDING] : KMS_BINDING_UNKNOWN);
     l->prefer = symbol_prefer(sy[SYM_TYPE] != 0, l->binding);
@@ -239,7 +239,7 @@ struct cursor {
 static long row_of_line(const kms_handle *h, const struct entry_keys *ek, struct cursor *c,
                         size_t i, int32_t sec, uint32_t *end)
 {
-    uint64_t off = h->line[i].addr - h->section_base[sec];
+    uint64_t off = h->line[i].addr - h->load->section_base[sec];
     if (off >> 32)
         return row_with_key(h, ek, (uint64_t)sec << 32 | off, end);
     if (c->sec != sec) {
@@ -320,7 +320,7 @@ static uint64_t vmlinux_symbol_at(const kms_handle *h, uint32_t v)
     for (uint32_t g = 0; g < h->count[T_SEGMENTS]; g++) {
         const unsigned char *sg = ent(h, T_SEGMENTS, g);
         if (address >= le64(sg + SEG_START) && address <= le64(sg + SEG_END))
-            at = h->seg_known[g] ? address + h->seg_shift[g] : NO_ADDRESS;
+            at = h->load->seg_known[g] ? address + h->load->seg_shift[g] : NO_ADDRESS;
     }
     return at;
 }
@@ -349,8 +349,8 @@ static int vmlinux_sizes(kms_handle *h)
     if (kmsi_sort_keyed(h, at, nv))
         return -1;
     for (size_t k = 0, v = 0; k < h->n && v < nv; k++) {
-        size_t i = h->by_address[k];
-        if (h->line_matched[i] || h->line[i].size >= 0 || line_module(h, i) != 0)
+        size_t i = h->load->by_address[k];
+        if (h->load->line_matched[i] || h->line[i].size >= 0 || line_module(h, i) != 0)
             continue;
         while (v < nv && at[v].key < h->line[i].addr)
             v++;
@@ -364,70 +364,58 @@ static int vmlinux_sizes(kms_handle *h)
     return 0;
 }
 
-int kmsi_attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
+/* R21: each core line in a placed extent walks its section's rows (no
+ * search); the names and rows of the entries the lines find are read at
+ * random: each is fetched LAG lines ahead of its comparison.  The core
+ * lines in no extent into LOOSE[0..*NLOOSE), in address order. */
+static void lines_in_extents(kms_handle *h, const struct entry_keys *ek, int keyed,
+                             uint32_t *loose, size_t *nloose)
 {
-    uint32_t nsym = h->count[T_SYMBOLS];
-    struct scratch_mark mark = kmsi_scratch_mark(h);
-    struct entry_keys ek = {NULL, NULL};
-    struct keyed *ends;
-    uint32_t *cand, *loose;
-    const char **cand_name;
-    size_t nloose = 0;
-    int keyed = nsym > 0 ? index_entries(h, &ek) : 0, rc = KMS_OK;
-
-    if (keyed < 0 || !SCRATCH(h, loose, h->n)) {
-        rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
-        goto out;
-    }
-    /* Lines in address order walk the extents and, in each, its section's
-     * rows (no search).  The names and rows of the entries they find are
-     * read at random: each is fetched LAG lines ahead of its comparison. */
     struct pending ring[LAG];
     struct cursor cur = {NO, 0, 0};
     size_t looked = 0;
     for (size_t k = 0, e = 0; k < h->n; k++) {
-        size_t i = h->by_address[k];
+        size_t i = h->load->by_address[k];
         while (e < h->next && h->ext_start[e] <= h->line[i].addr)
             e++;
-        h->line_section[i] = NO;
+        h->load->line_section[i] = NO;
         if (line_module(h, i) != 0)
             continue;
         if (e == 0 || h->line[i].addr >= h->ext[e - 1].end) {
-            loose[nloose++] = (uint32_t)i; /* a core line in no extent */
+            loose[(*nloose)++] = (uint32_t)i; /* a core line in no extent */
             continue;
         }
-        int32_t sec = h->line_section[i] = (int32_t)h->ext[e - 1].sec;
+        int32_t sec = h->load->line_section[i] = (int32_t)h->ext[e - 1].sec;
         uint32_t end;
-        long r = keyed ? row_of_line(h, &ek, &cur, i, sec, &end) : NO;
+        long r = keyed ? row_of_line(h, ek, &cur, i, sec, &end) : NO;
         if (r < 0)
             continue;
         /* the name, as long as the line's (its end may lie past the table),
          * and both cache lines a symbol's row may span */
-        const char *name = str(h, ek.row[r].name);
-        const unsigned char *sy = ent(h, T_SYMBOLS, ek.row[r].sym);
+        const char *name = str(h, ek->row[r].name);
+        const unsigned char *sy = ent(h, T_SYMBOLS, ek->row[r].sym);
         PREFETCH(name);
         PREFETCH((const void *)((uintptr_t)name + h->line[i].name_len));
         PREFETCH(sy);
         PREFETCH(sy + entry_size[T_SYMBOLS] - 1);
         if (looked >= LAG)
-            settle(h, &ek, &ring[looked % LAG]);
+            settle(h, ek, &ring[looked % LAG]);
         ring[looked++ % LAG] = (struct pending){(uint32_t)i, (uint32_t)r, end};
     }
     for (size_t t = looked > LAG ? looked - LAG : 0; t < looked; t++) /* the last lines' */
-        settle(h, &ek, &ring[t % LAG]);
-    kmsi_scratch_shrink(h, loose, nloose, sizeof *loose);
-    /* Lines in no extent, at the end of placed sections ending there (R22):
-     * the sections by end (stably), each line tried against each in order;
-     * where several have its entry the last one wins, a tie rule that makes
-     * every load give the same answer. */
-    if (!SCRATCH(h, ends, h->next)) {
-        rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
-        goto out;
-    }
-    /* the placed sections (size > 0) by end, equal ends in section order:
-     * the extents' sections taken in that order.  The extents
-     * are by start: when their ends ascend too, each distinct, that is the
-     * order by end (none to keep in section order), and nothing is sorted. */
+        settle(h, ek, &ring[t % LAG]);
+}
+
+/* The placed sections (size > 0) by end, equal ends in section order, into
+ * *ENDS (scratch, h->next items): the extents' sections taken in that order.
+ * The extents are by start: when their ends ascend too, each distinct,
+ * that is the order by end (none to keep in section order), and nothing is
+ * sorted.  -1: out of memory. */
+static int sections_by_end(kms_handle *h, struct keyed **ends_out)
+{
+    struct keyed *ends;
+    if (!SCRATCH(h, ends, h->next))
+        return -1;
     int by_start = 1;
     for (uint32_t k = 0; k < h->next; k++) {
         ends[k].key = h->ext[k].end;
@@ -437,128 +425,167 @@ int kmsi_attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
     for (uint32_t sec = 0, k = 0; !by_start && sec < h->count[T_SECTIONS] && k < h->next; sec++) {
         uint64_t size = le64(ent(h, T_SECTIONS, sec) + SEC_SIZE);
         if ((h->placed[sec] & PLACED) && size > 0) {
-            ends[k].key = h->section_base[sec] + size;
+            ends[k].key = h->load->section_base[sec] + size;
             ends[k++].idx = sec;
         }
     }
-    if (!by_start && kmsi_sort_keyed(h, ends, h->next)) {
-        rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
-        goto out;
-    }
-    if (keyed && h->next) {
-        uint64_t *end_key;
-        if (!SCRATCH(h, end_key, h->next)) {
-            rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
-            goto out;
+    *ends_out = ends;
+    return !by_start && kmsi_sort_keyed(h, ends, h->next) ? -1 : 0;
+}
+
+/* R22: lines in no extent, at the end of placed sections ending there: the
+ * sections by end (ENDS), each line tried against each in order; where
+ * several have its entry the last one wins, a tie rule that makes every
+ * load give the same answer.  -1: out of memory. */
+static int lines_at_ends(kms_handle *h, const struct entry_keys *ek, const uint32_t *loose,
+                         size_t nloose, const struct keyed *ends)
+{
+    uint64_t *end_key;
+    if (!h->next)
+        return 0;
+    if (!SCRATCH(h, end_key, h->next))
+        return -1;
+    for (uint32_t k = 0; k < h->next; k++)
+        end_key[k] = ends[k].key;
+    /* (the loose lines are in address order: the ends' first at or above each only moves up) */
+    for (size_t k = 0, first = 0; k < nloose; k++) {
+        size_t i = loose[k];
+        int32_t got = NO;
+        while (first < h->next && end_key[first] < h->line[i].addr)
+            first++;
+        for (size_t j = first; j < h->next && end_key[j] == h->line[i].addr; j++) {
+            int32_t m = match_entry(h, ek, i, (int32_t)ends[j].idx);
+            if (m >= 0)
+                got = m;
         }
-        for (uint32_t k = 0; k < h->next; k++)
-            end_key[k] = ends[k].key;
-        /* (the loose lines are in address order: the ends' first at or above each only moves up) */
-        for (size_t k = 0, first = 0; k < nloose; k++) {
-            size_t i = loose[k];
-            int32_t got = NO;
-            while (first < h->next && end_key[first] < h->line[i].addr)
-                first++;
-            for (size_t j = first; j < h->next && end_key[j] == h->line[i].addr; j++) {
-                int32_t m = match_entry(h, &ek, i, (int32_t)ends[j].idx);
-                if (m >= 0)
-                    got = m;
-            }
-            if (got >= 0) {
-                take_entry(h, i, got);
-                h->line_section[i] = (int32_t)le32(ent(h, T_SYMBOLS, (uint32_t)got) + SYM_SECTION);
-            }
+        if (got >= 0) {
+            take_entry(h, i, got);
+            h->load->line_section[i] = (int32_t)le32(ent(h, T_SYMBOLS, (uint32_t)got) + SYM_SECTION);
         }
     }
-    /* Ambiguous: loose lines whose name only unplaced sized copies carry (R25). */
-    size_t ncand = 0;
-    if (!SCRATCH(h, cand, nsym)) {
-        rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
-        goto out;
-    }
+    return 0;
+}
+
+/* R25's candidates: the sized entries of unplaced sections, by name then
+ * index (the file's own order when it is sorted, as kmodsyms writes it:
+ * checked here, not assumed), into *CAND (scratch) and their names into
+ * *NAMES.  -1: out of memory. */
+static int unplaced_copies(kms_handle *h, uint32_t **cand_out, const char ***names_out,
+                           size_t *ncand_out)
+{
+    uint32_t nsym = h->count[T_SYMBOLS], *cand, *tmp;
+    const char **cand_name;
+    size_t ncand = 0, c = 1;
+    if (!SCRATCH(h, cand, nsym))
+        return -1;
     for (uint32_t s = 0; s < nsym; s++) {
         const unsigned char *sy = ent(h, T_SYMBOLS, s);
         if (!(h->placed[le32(sy + SYM_SECTION)] & PLACED) && le64(sy + SYM_SIZE) > 0)
             cand[ncand++] = s;
     }
     kmsi_scratch_shrink(h, cand, ncand, sizeof *cand);
-    if (ncand) {
-        /* by name, then index: the file's own order when it is sorted, as
-         * kmodsyms writes it (checked here, not assumed) */
-        if (!SCRATCH(h, cand_name, ncand)) {
-            rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
-            goto out;
+    *cand_out = cand;
+    *ncand_out = ncand;
+    *names_out = NULL;
+    if (!ncand)
+        return 0;
+    if (!SCRATCH(h, cand_name, ncand))
+        return -1;
+    cand_name[0] = sym_name(h, cand[0]);
+    for (; c < ncand; c++) {
+        cand_name[c] = sym_name(h, cand[c]);
+        if (strcmp(cand_name[c - 1], cand_name[c]) > 0)
+            break;
+    }
+    if (c < ncand && !SCRATCH(h, tmp, ncand))
+        return -1;
+    if (c < ncand)
+        sort_by_name(h, cand, ncand, tmp);
+    for (c = 0; c < ncand; c++)
+        cand_name[c] = sym_name(h, cand[c]);
+    *names_out = cand_name;
+    return 0;
+}
+
+/* R25: a loose line still without an entry whose name only unplaced sized
+ * copies carry (CAND_NAME[0..NCAND), sorted) is ambiguous between them.
+ * -1: out of memory. */
+static int ambiguous_lines(kms_handle *h, const char *const *cand_name, size_t ncand,
+                           const uint32_t *loose, size_t nloose)
+{
+    for (size_t k = 0; ncand && k < nloose; k++) {
+        size_t i = loose[k];
+        if (h->load->line_section[i] >= 0)
+            continue;
+        size_t lo = 0, hi = ncand;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (line_name_cmp(h, i, cand_name[mid]) > 0)
+                lo = mid + 1;
+            else
+                hi = mid;
         }
-        size_t c = 1;
-        cand_name[0] = sym_name(h, cand[0]);
-        for (; c < ncand; c++) {
-            cand_name[c] = sym_name(h, cand[c]);
-            if (strcmp(cand_name[c - 1], cand_name[c]) > 0)
-                break;
+        size_t end = lo;
+        while (end < ncand && line_name_cmp(h, i, cand_name[end]) == 0)
+            end++;
+        if (end == lo)
+            continue;
+        if (h->namb % 64 == 0) {
+            size_t nc = h->namb + 64;
+            uint32_t *nf = realloc(h->amb_first, nc * sizeof *nf);
+            if (nf)
+                h->amb_first = nf;
+            uint32_t *nn = nf ? realloc(h->amb_count, nc * sizeof *nn) : NULL;
+            if (!nn)
+                return -1;
+            h->amb_count = nn;
         }
-        uint32_t *tmp;
-        if (c < ncand && !SCRATCH(h, tmp, ncand)) {
-            rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
-            goto out;
-        }
-        if (c < ncand)
-            sort_by_name(h, cand, ncand, tmp);
-        for (c = 0; c < ncand; c++)
-            cand_name[c] = sym_name(h, cand[c]);
-        for (size_t k = 0; k < nloose; k++) {
-            size_t i = loose[k];
-            if (h->line_section[i] >= 0)
-                continue;
-            size_t lo = 0, hi = ncand;
-            while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                if (line_name_cmp(h, i, cand_name[mid]) > 0)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
-            size_t end = lo;
-            while (end < ncand && line_name_cmp(h, i, cand_name[end]) == 0)
-                end++;
-            if (end == lo)
-                continue;
-            if (h->namb % 64 == 0) {
-                size_t nc = h->namb + 64;
-                uint32_t *nf = realloc(h->amb_first, nc * sizeof *nf);
-                if (nf)
-                    h->amb_first = nf;
-                uint32_t *nn = nf ? realloc(h->amb_count, nc * sizeof *nn) : NULL;
-                if (!nn) {
-                    rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
-                    goto out;
-                }
-                h->amb_count = nn;
-            }
-            h->line[i].who = WHO(WHO_AMBIGUOUS, h->namb);
-            h->amb_first[h->namb] = (uint32_t)lo;
-            h->amb_count[h->namb++] = (uint32_t)(end - lo);
+        h->line[i].who = WHO(WHO_AMBIGUOUS, h->namb);
+        h->amb_first[h->namb] = (uint32_t)lo;
+        h->amb_count[h->namb++] = (uint32_t)(end - lo);
+    }
+    return 0;
+}
+
+/* Each candidate's module list, when a line is ambiguous.  -1: out of memory. */
+static int candidate_lists(kms_handle *h, const uint32_t *cand, size_t ncand)
+{
+    if (!h->namb)
+        return 0;
+    if (!ALLOC(h, cand_list, ncand) || !ALLOC(h, cand_modset, ncand))
+        return -1;
+    for (size_t c = 0; c < ncand; c++) {
+        uint32_t modset = le32(ent(h, T_SYMBOLS, cand[c]) + SYM_MODSET);
+        const unsigned char *ms = ent(h, T_MODSETS, modset);
+        h->cand_modset[c] = modset;
+        h->cand_list[c].nmodules = le32(ms + MODSET_COUNT);
+        h->cand_list[c].modules = h->member_name + le32(ms + MODSET_FIRST);
+        if (!h->cand_list[c].nmodules) {
+            h->cand_list[c].nmodules = 1;
+            h->cand_list[c].modules = kmsi_vmlinux_list;
         }
     }
-    if (h->namb) { /* each candidate's module list */
-        if (!ALLOC(h, cand_list, ncand) || !ALLOC(h, cand_modset, ncand)) {
-            rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
-            goto out;
-        }
-        for (size_t c = 0; c < ncand; c++) {
-            uint32_t modset = le32(ent(h, T_SYMBOLS, cand[c]) + SYM_MODSET);
-            const unsigned char *ms = ent(h, T_MODSETS, modset);
-            h->cand_modset[c] = modset;
-            h->cand_list[c].nmodules = le32(ms + MODSET_COUNT);
-            h->cand_list[c].modules = h->member_name + le32(ms + MODSET_FIRST);
-            if (!h->cand_list[c].nmodules) {
-                h->cand_list[c].nmodules = 1;
-                h->cand_list[c].modules = kmsi_vmlinux_list;
-            }
-        }
+    return 0;
+}
+
+int kmsi_attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
+{
+    struct scratch_mark mark = kmsi_scratch_mark(h);
+    struct entry_keys ek = {NULL, NULL};
+    struct keyed *ends = NULL;
+    uint32_t *loose, *cand = NULL;
+    const char **cand_name = NULL;
+    size_t nloose = 0, ncand = 0;
+    int keyed = h->count[T_SYMBOLS] > 0 ? index_entries(h, &ek) : 0;
+    int bad = keyed < 0 || !SCRATCH(h, loose, h->n);
+    if (!bad) {
+        lines_in_extents(h, &ek, keyed, loose, &nloose);
+        kmsi_scratch_shrink(h, loose, nloose, sizeof *loose);
     }
-    if (vmlinux_sizes(h))
-        rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
-out:
+    bad = bad || sections_by_end(h, &ends) || (keyed && lines_at_ends(h, &ek, loose, nloose, ends)) ||
+          unplaced_copies(h, &cand, &cand_name, &ncand) ||
+          ambiguous_lines(h, cand_name, ncand, loose, nloose) || candidate_lists(h, cand, ncand) ||
+          vmlinux_sizes(h);
     kmsi_scratch_release(h, mark);
-    return rc;
+    return bad ? kmsi_fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path) : KMS_OK;
 }

@@ -69,14 +69,12 @@ static int looks_like_kallsyms(const unsigned char *d, size_t size)
            ((d[k + 1] >= 'a' && d[k + 1] <= 'z') || (d[k + 1] >= 'A' && d[k + 1] <= 'Z'));
 }
 
-/* kmodsyms.format.symsfile.SymsFile's checks, in its order and with its words. */
-static int validate_syms(kms_handle *h, const char *path, kms_error *err)
+/* SymsFile's checks of the header: magic, version, size, CRC. */
+static int check_header(const kms_handle *h, const char *path, kms_error *err)
 {
     const unsigned char *d = h->map;
     size_t size = h->map_size;
     const char *why = NULL;
-    uint32_t nstr;
-
     if (size < CRC_COVERS_FROM || memcmp(d + HDR_MAGIC, FORMAT_MAGIC, FORMAT_MAGIC_SIZE) != 0) {
         if (looks_like_kallsyms(d, size))
             return kmsi_fail(err, KMS_E_SYMS, "%s is a kallsyms text, not a dtrace_syms file: "
@@ -101,100 +99,115 @@ static int validate_syms(kms_handle *h, const char *path, kms_error *err)
         why = "checksum mismatch (corrupt file)";
     if (why)
         return kmsi_fail(err, KMS_E_SYMS, "%s: %s; rebuild it with 'kmodsyms build'", path, why);
+    return KMS_OK;
+}
 
+/* SymsFile's checks of the directory: every table within the file. */
+static int read_directory(kms_handle *h, const char *path, kms_error *err)
+{
+    const unsigned char *d = h->map;
     for (int t = 0; t < T_COUNT; t++) {
         uint64_t off = le32(d + HDR_DIRECTORY + 8 * t);
         uint64_t count = le32(d + HDR_DIRECTORY + 8 * t + 4);
         /* off < 2^32 and count <= 2^28: no overflow in 64 bits. */
         if (count > MAX_ENTRIES || off % TABLE_ALIGN != 0 || off < HEADER_SIZE ||
-            off + count * entry_size[t] > (uint64_t)size)
+            off + count * entry_size[t] > (uint64_t)h->map_size)
             return kmsi_fail(err, KMS_E_SYMS, "%s: table %s out of bounds (offset %llu, %llu "
                              "entries); rebuild it with 'kmodsyms build'", path, table_names[t],
                              (unsigned long long)off, (unsigned long long)count);
         h->table[t] = d + off;
         h->count[t] = (uint32_t)count;
     }
-    nstr = h->count[T_STRINGS];
+    return KMS_OK;
+}
+
+/* The symbols' five checks in one pass (the largest table): each failure
+ * noted, the first in SymsFile's order reported (NULL: none).  The same
+ * pass counts each section's symbols into h->load->section_rows, for
+ * index_entries (NULL when out of memory: told where the other
+ * allocations' failures are), and notes wide values. */
+static const char *symbols_why(kms_handle *h)
+{
+    static const char *const sym_why[5] = {
+        "symbol name out of range", "symbol module set out of range",
+        "symbol object out of range", "symbol section out of range",
+        "symbol section belongs to another object"};
+    uint32_t nstr = h->count[T_STRINGS], nmodsets = h->count[T_MODSETS], nobj = h->count[T_OBJECTS];
+    uint32_t nsec = h->count[T_SECTIONS], bad = 0, wide = 0;
+    uint32_t *rows = h->load->section_rows = kmsi_scratch(h, (size_t)nsec + 2, sizeof *rows);
+    if (rows)
+        memset(rows, 0, ((size_t)nsec + 2) * sizeof *rows);
+    for (uint32_t i = 0; i < h->count[T_SYMBOLS]; i++) {
+        const unsigned char *s = ent(h, T_SYMBOLS, i);
+        uint32_t sec = le32(s + SYM_SECTION), obj = le32(s + SYM_OBJECT);
+        bad |= (uint32_t)(le32(s + SYM_NAME) >= nstr) |
+               (uint32_t)(le32(s + SYM_MODSET) >= nmodsets) << 1 |
+               (uint32_t)(obj >= nobj) << 2 | (uint32_t)(sec >= nsec) << 3;
+        wide |= le32(s + SYM_VALUE + 4);
+        if (sec < nsec) {
+            if (le32(ent(h, T_SECTIONS, sec) + SEC_OBJECT) != obj)
+                bad |= 1u << 4;
+            if (rows)
+                rows[sec + 2]++;
+        }
+    }
+    h->wide_values = wide != 0;
+    for (int k = 0; k < 5; k++)
+        if (bad >> k & 1)
+            return sym_why[k];
+    return NULL;
+}
+
+/* SymsFile's checks of every reference between tables, in its order and
+ * with its words: the first that fails (NULL: none). */
+static const char *references_why(kms_handle *h)
+{
+    const unsigned char *d = h->map;
+    uint32_t nstr = h->count[T_STRINGS];
     if (nstr == 0 || h->table[T_STRINGS][nstr - 1] != 0)
-        why = "string table not NUL-terminated";
-    for (uint32_t i = 0; !why && i < HDR_STRINGS_COUNT; i++)
+        return "string table not NUL-terminated";
+    for (uint32_t i = 0; i < HDR_STRINGS_COUNT; i++)
         if (le32(d + HDR_KERNEL_RELEASE + 4 * i) >= nstr)
-            why = "header string out of range";
-    if (why)
-        ;
-    else if (!in_range(h, T_MODULES, MOD_NAME, nstr))
-        why = "module name out of range";
-    else if (!in_range(h, T_MEMBERS, 0, h->count[T_MODULES])) /* a bare u32 */
-        why = "module-set member out of range";
-    else {
-        for (uint32_t i = 0; i < h->count[T_MODSETS]; i++) {
-            const unsigned char *e = ent(h, T_MODSETS, i);
-            if ((uint64_t)le32(e + MODSET_FIRST) + le32(e + MODSET_COUNT) > h->count[T_MEMBERS])
-                why = "module set out of range";
-        }
+            return "header string out of range";
+    if (!in_range(h, T_MODULES, MOD_NAME, nstr))
+        return "module name out of range";
+    if (!in_range(h, T_MEMBERS, 0, h->count[T_MODULES])) /* a bare u32 */
+        return "module-set member out of range";
+    for (uint32_t i = 0; i < h->count[T_MODSETS]; i++) {
+        const unsigned char *e = ent(h, T_MODSETS, i);
+        if ((uint64_t)le32(e + MODSET_FIRST) + le32(e + MODSET_COUNT) > h->count[T_MEMBERS])
+            return "module set out of range";
     }
+    if (!in_range(h, T_OBJECTS, OBJ_PATH, nstr))
+        return "object path out of range";
+    if (!in_range(h, T_OBJECTS, OBJ_MODSET, h->count[T_MODSETS]))
+        return "object module set out of range";
+    if (!in_range(h, T_SECNAMES, SECNAME_NAME, nstr))
+        return "section name out of range";
+    if (!in_range(h, T_SECTIONS, SEC_OBJECT, h->count[T_OBJECTS]))
+        return "section object out of range";
+    if (!in_range(h, T_SECTIONS, SEC_NAME, h->count[T_SECNAMES]))
+        return "section name index out of range";
+    const char *why = symbols_why(h);
     if (why)
-        ;
-    else if (!in_range(h, T_OBJECTS, OBJ_PATH, nstr))
-        why = "object path out of range";
-    else if (!in_range(h, T_OBJECTS, OBJ_MODSET, h->count[T_MODSETS]))
-        why = "object module set out of range";
-    else if (!in_range(h, T_SECNAMES, SECNAME_NAME, nstr))
-        why = "section name out of range";
-    else if (!in_range(h, T_SECTIONS, SEC_OBJECT, h->count[T_OBJECTS]))
-        why = "section object out of range";
-    else if (!in_range(h, T_SECTIONS, SEC_NAME, h->count[T_SECNAMES]))
-        why = "section name index out of range";
-    else {
-        /* the symbols' five checks in one pass (the largest table): each
-         * failure noted, the first in the order above reported */
-        static const char *const sym_why[5] = {
-            "symbol name out of range", "symbol module set out of range",
-            "symbol object out of range", "symbol section out of range",
-            "symbol section belongs to another object"};
-        uint32_t nmodsets = h->count[T_MODSETS], nobj = h->count[T_OBJECTS];
-        uint32_t nsec = h->count[T_SECTIONS], bad = 0, wide = 0;
-        /* the same pass counts each section's symbols, for index_entries (a
-         * failure to allocate is told where the other allocations' are) */
-        uint32_t *rows = h->section_rows = kmsi_scratch(h, (size_t)nsec + 2, sizeof *rows);
-        if (rows)
-            memset(rows, 0, ((size_t)nsec + 2) * sizeof *rows);
-        for (uint32_t i = 0; i < h->count[T_SYMBOLS]; i++) {
-            const unsigned char *s = ent(h, T_SYMBOLS, i);
-            uint32_t sec = le32(s + SYM_SECTION), obj = le32(s + SYM_OBJECT);
-            bad |= (uint32_t)(le32(s + SYM_NAME) >= nstr) |
-                   (uint32_t)(le32(s + SYM_MODSET) >= nmodsets) << 1 |
-                   (uint32_t)(obj >= nobj) << 2 | (uint32_t)(sec >= nsec) << 3;
-            wide |= le32(s + SYM_VALUE + 4);
-            if (sec < nsec) {
-                if (le32(ent(h, T_SECTIONS, sec) + SEC_OBJECT) != obj)
-                    bad |= 1u << 4;
-                if (rows)
-                    rows[sec + 2]++;
-            }
-        }
-        h->wide_values = wide != 0;
-        for (int k = 0; !why && k < 5; k++)
-            if (bad >> k & 1)
-                why = sym_why[k];
-    }
-    if (why)
-        ;
-    else if (!in_range(h, T_ANCHORS, ANCHOR_SYMBOL, h->count[T_SYMBOLS]))
-        why = "anchor symbol out of range";
-    else if (!in_range(h, T_ANCHORS, ANCHOR_SEGMENT, h->count[T_SEGMENTS]))
-        why = "anchor segment out of range";
-    else if (!in_range(h, T_VSYMS, VSYM_NAME, h->count[T_STRINGS]))
-        why = "vmlinux symbol name out of range";
-    if (why)
-        return kmsi_fail(err, KMS_E_SYMS, "%s: %s; rebuild it with 'kmodsyms build'", path, why);
-    h->release = str(h, le32(d + HDR_KERNEL_RELEASE));
-    h->build_id = str(h, le32(d + HDR_BUILD_ID));
+        return why;
+    if (!in_range(h, T_ANCHORS, ANCHOR_SYMBOL, h->count[T_SYMBOLS]))
+        return "anchor symbol out of range";
+    if (!in_range(h, T_ANCHORS, ANCHOR_SEGMENT, h->count[T_SEGMENTS]))
+        return "anchor segment out of range";
+    if (!in_range(h, T_VSYMS, VSYM_NAME, h->count[T_STRINGS]))
+        return "vmlinux symbol name out of range";
+    return NULL;
+}
+
+/* The modules, objects and sections as the handle keeps them. */
+static int read_objects(kms_handle *h, const char *path, kms_error *err)
+{
     if (!ALLOC(h, member_name, h->count[T_MEMBERS]))
         return kmsi_fail(err, KMS_E_NOMEM, "out of memory reading %s", path);
     for (uint32_t k = 0; k < h->count[T_MEMBERS]; k++)
         h->member_name[k] = str(h, le32(ent(h, T_MODULES, le32(ent(h, T_MEMBERS, k))) + MOD_NAME));
-    if (!h->section_rows || !ALLOC(h, object, h->count[T_OBJECTS]) ||
+    if (!h->load->section_rows || !ALLOC(h, object, h->count[T_OBJECTS]) ||
         !ALLOC(h, section_object, h->count[T_SECTIONS]))
         return kmsi_fail(err, KMS_E_NOMEM, "out of memory reading %s", path);
     for (uint32_t o = 0; o < h->count[T_OBJECTS]; o++) {
@@ -215,6 +228,22 @@ static int validate_syms(kms_handle *h, const char *path, kms_error *err)
     for (uint32_t c = 0; c < h->count[T_SECTIONS]; c++)
         h->section_object[c] = le32(ent(h, T_SECTIONS, c) + SEC_OBJECT);
     return KMS_OK;
+}
+
+/* kmodsyms.format.symsfile.SymsFile's checks, in its order and with its words. */
+static int validate_syms(kms_handle *h, const char *path, kms_error *err)
+{
+    int rc = check_header(h, path, err);
+    if (rc == KMS_OK)
+        rc = read_directory(h, path, err);
+    if (rc != KMS_OK)
+        return rc;
+    const char *why = references_why(h);
+    if (why)
+        return kmsi_fail(err, KMS_E_SYMS, "%s: %s; rebuild it with 'kmodsyms build'", path, why);
+    h->release = str(h, le32(h->map + HDR_KERNEL_RELEASE));
+    h->build_id = str(h, le32(h->map + HDR_BUILD_ID));
+    return read_objects(h, path, err);
 }
 
 int kmsi_map_syms(kms_handle *h, const char *path, kms_error *err)
@@ -258,10 +287,10 @@ int kmsi_no_syms(kms_handle *h, kms_error *err)
     }
     h->count[T_STRINGS] = h->count[T_MODSETS] = 1;
     h->release = h->build_id = (const char *)empty;
-    h->section_rows = kmsi_scratch(h, 2, sizeof *h->section_rows);
-    if (!h->section_rows || !ALLOC(h, member_name, 0) || !ALLOC(h, object, 0) ||
+    h->load->section_rows = kmsi_scratch(h, 2, sizeof *h->load->section_rows);
+    if (!h->load->section_rows || !ALLOC(h, member_name, 0) || !ALLOC(h, object, 0) ||
         !ALLOC(h, section_object, 0))
         return kmsi_fail(err, KMS_E_NOMEM, "out of memory");
-    memset(h->section_rows, 0, 2 * sizeof *h->section_rows);
+    memset(h->load->section_rows, 0, 2 * sizeof *h->load->section_rows);
     return KMS_OK;
 }

@@ -3,7 +3,7 @@
  * The address index (docs/resolver.md R26-R32): the lines sorted by address,
  * loaded modules' .ko sections joined (kms_modules.c), each line's region
  * and the core ranges, then the address space cut into pieces answered
- * alike, their clusters' bucket tables and the owners whose record tails
+ * alike, their clusters' bucket tables and the owners whose fields
  * answers copy.  Follows attribution (kms_attr.c); queries (kms_query.c)
  * read only what it builds.
  */
@@ -91,7 +91,7 @@ static int in_core_ranges(const kms_handle *h, uint64_t q)
 /* The address of the K-th line by address. */
 static inline uint64_t addr_at(const kms_handle *h, size_t k)
 {
-    return h->line[h->by_address[k]].addr;
+    return h->line[h->load->by_address[k]].addr;
 }
 
 /* How many lines are at or below X. */
@@ -129,7 +129,7 @@ static void core_ranges(kms_handle *h, const struct core_seen *c)
         return;
     if (init) /* one below the init text? the lines just above _etext say */
         for (size_t k = upper_bound_by_address(h, at[0]); k < h->n && addr_at(h, k) < at[1]; k++)
-            if (line_module(h, h->by_address[k]) == 0 && h->line[h->by_address[k]].answers)
+            if (line_module(h, h->load->by_address[k]) == 0 && h->line[h->load->by_address[k]].answers)
                 return;
     h->core_range[1] = at[0];
     if (init) {
@@ -155,16 +155,16 @@ static int regions(kms_handle *h, kms_error *err)
      * pseudo-module line (at most the lines not of the core) */
     size_t most = 2 * nmods + (n - h->core_lines);
     uint64_t *highest;
-    if (!SCRATCH(h, h->region_end, most))
+    if (!SCRATCH(h, h->load->region_end, most))
         return kmsi_fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
     struct scratch_mark mark = kmsi_scratch_mark(h);
     if (!SCRATCH(h, highest, most))
         return kmsi_fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
     memset(highest, 0, 2 * nmods * sizeof *highest);
-    h->line_region = h->line_section; /* rewritten in place: a placed section stays */
+    h->load->line_region = h->load->line_section; /* rewritten in place: a placed section stays */
     for (size_t i = 0; i < n; i++) {
         struct line *l = &h->line[i];
-        int32_t sec = h->line_section[i];
+        int32_t sec = h->load->line_section[i];
         uint32_t mod = line_module(h, i);
         size_t g;
         if (sec >= 0) {
@@ -174,19 +174,19 @@ static int regions(kms_handle *h, kms_error *err)
                 l->who = WHO(WHO_OBJECT, h->section_object[sec]);
         }
         l->answers = l->type != 'A' &&
-                     !(mod && kms_is_mapping_symbol(line_name(h, i), l->name_len));
+                     !(mod && kmsi_is_mapping_symbol(line_name(h, i), l->name_len));
         if (origin[mod] == KMS_ORIGIN_PSEUDO) {
             g = 2 * nmods + k++;
             highest[g] = 0;
         } else {
             /* (the core kernel is no loaded module: it has no core to be outside) */
-            g = 2 * (size_t)mod + (size_t)(mod && kms_modules_outside_core(&h->mods, mod, l->addr));
+            g = 2 * (size_t)mod + (size_t)(mod && kmsi_modules_outside_core(&h->mods, mod, l->addr));
         }
         if (!l->answers)
             g = 1;
         else if (mod == 0)
             core_line(h, i, &core);
-        h->line_region[i] = sec >= 0 ? sec : -1 - (int32_t)g;
+        h->load->line_region[i] = sec >= 0 ? sec : -1 - (int32_t)g;
         if (l->addr > highest[g])
             highest[g] = l->addr;
     }
@@ -195,7 +195,7 @@ static int regions(kms_handle *h, kms_error *err)
         uint64_t end = g < 2 ? highest[g] : above < n ? addr_at(h, above) - 1 : UINT64_MAX;
         uint64_t core_last;
         int module = g >= 2 && g < 2 * nmods && g % 2 == 0;
-        if (module && kms_modules_core_last(&h->mods, (uint32_t)(g / 2), &core_last)) {
+        if (module && kmsi_modules_core_last(&h->mods, (uint32_t)(g / 2), &core_last)) {
             if (core_last < end)
                 end = core_last; /* within its core, as the kernel says */
         } else if (module && above >= n && highest[g] <= UINT64_MAX - 4095 &&
@@ -207,7 +207,7 @@ static int regions(kms_handle *h, kms_error *err)
          * page it wraps below the line, which then answers nothing */
         if (g >= 2 * nmods && highest[g] + 4095 < end)
             end = highest[g] + 4095;
-        h->region_end[g] = end;
+        h->load->region_end[g] = end;
     }
     kmsi_scratch_release(h, mark);
     core_ranges(h, &core);
@@ -226,8 +226,8 @@ int kmsi_build_index(kms_handle *h, kms_error *err)
      * distance to the next distinct address above, if one of the (first 4)
      * lines there is the function it prefixes. */
     for (size_t k = 0; k < n; k++) {
-        size_t i = h->by_address[k], nxt = k + 1;
-        if (h->line_matched[i] || h->line[i].size >= 0 || h->line_section[i] < 0 ||
+        size_t i = h->load->by_address[k], nxt = k + 1;
+        if (h->load->line_matched[i] || h->line[i].size >= 0 || h->load->line_section[i] < 0 ||
             !(has_prefix(h, i, "__pfx_") || has_prefix(h, i, "__cfi_")))
             continue;
         while (nxt < n && addr_at(h, nxt) == h->line[i].addr)
@@ -238,7 +238,7 @@ int kmsi_build_index(kms_handle *h, kms_error *err)
             size_t at = nxt + j < n ? nxt + j : n - 1;
             if (addr_at(h, at) != addr_at(h, nxt))
                 break;
-            if (line_name_is(h, h->by_address[at], line_name(h, i) + 6, h->line[i].name_len - 6)) {
+            if (line_name_is(h, h->load->by_address[at], line_name(h, i) + 6, h->line[i].name_len - 6)) {
                 int64_t size = (int64_t)(addr_at(h, nxt) - h->line[i].addr);
                 h->line[i].size = size < 0 ? -1 : size; /* read as negative: unknown */
                 break;
@@ -247,7 +247,7 @@ int kmsi_build_index(kms_handle *h, kms_error *err)
     }
     /* Loadable lines: size, binding and type from their module's own .ko. */
     for (size_t k = 0; k < h->mods.nlines; k++) {
-        const struct kms_ml_result *r = &h->mods.line[k];
+        const struct kmsi_ml_result *r = &h->mods.line[k];
         if (r->ko.size >= 0) {
             struct line *l = &h->line[r->line];
             l->size = r->ko.size;
@@ -262,11 +262,11 @@ int kmsi_build_index(kms_handle *h, kms_error *err)
     for (size_t k = 0; k < h->mods.nlines; k++) {
         uint32_t i = h->mods.line[k].line;
         if (h->mods.line[k].ko.extent >= 0)
-            h->line[i].who = WHO(WHO_OBJECT, h->section_object[h->line_region[i]]);
+            h->line[i].who = WHO(WHO_OBJECT, h->section_object[h->load->line_region[i]]);
     }
     /* what only attribution needed (line_section's array lives on as line_region) */
-    h->line_matched = NULL;
-    h->line_section = NULL;
+    h->load->line_matched = NULL;
+    h->load->line_section = NULL;
     return KMS_OK;
 }
 
@@ -285,10 +285,10 @@ static uint32_t unsized_at(const kms_handle *h, uint64_t q, int32_t cand, size_t
     /* the last line at the greatest address <= q, in the same region as q */
     if (cand < 0)
         return none;
-    int32_t rc = h->line_region[cand];
+    int32_t rc = h->load->line_region[cand];
     if (rq >= 0)
         return rc == rq ? (uint32_t)cand : none;
-    if (rc >= 0 || q > h->region_end[-1 - rc])
+    if (rc >= 0 || q > h->load->region_end[-1 - rc])
         return none;
     /* the core kernel's lines answer only inside its ranges */
     return rc != -1 || in_core_ranges(h, q) ? (uint32_t)cand : none;
@@ -378,251 +378,186 @@ static int push(struct stack *s, uint32_t x)
 /* The bytes of pieces that NP pieces from K of N lines predict: as many per line. */
 #define PREDICT_PIECES(np, k, n) ((k) ? (uint64_t)(np) * (n) / (k) * sizeof(struct piece) : 0)
 
+/* The walk up the address space (kmsi_build_pieces). */
+struct walk {
+    size_t n, next_ext;         /* lines; extents from h->ext_first */
+    const uint64_t *ext_start;  /* h->ext_start + h->ext_first */
+    size_t k, e;                /* the next line (by address), the extents at or below q */
+    uint64_t q, at;             /* the address answered; line k's */
+    uint64_t reach, last_start; /* the furthest end of an interval so far; the last piece's start */
+    struct stack tie;           /* a run of lines of one address */
+    struct chain st;            /* the intervals holding q */
+    int32_t cand;               /* the last answering line at or below q, or -1 */
+    int any;                    /* an interval seen */
+    struct piece *pc;           /* the first PIECE_SAMPLE pieces in scratch, then h->piece */
+    size_t np, cap, asked;
+    struct cluster *cl;
+    size_t ccap;
+};
+
+/* The lines at or below q, a run of one address at a time: each sized one
+ * onto the chain of intervals, a run's in preference order.  -1: out of
+ * memory. */
+static int take_lines(const kms_handle *h, struct walk *w)
+{
+    while (w->k < w->n && w->at <= w->q) {
+        uint64_t a = w->at;
+        w->tie.n = 0;
+        do {
+            uint32_t i = h->load->by_address[w->k];
+            if (h->line[i].answers) {
+                w->cand = (int32_t)i;
+                if (h->line[i].size > 0 && push(&w->tie, i))
+                    return -1;
+            }
+            w->at = ++w->k < w->n ? addr_at(h, w->k) : 0;
+        } while (w->k < w->n && w->at == a);
+        for (size_t t = 1; t < w->tie.n; t++) { /* insertion sort of the tie run */
+            uint32_t x = w->tie.v[t];
+            size_t j = t;
+            for (; j > 0 && prefer_cmp(h, w->tie.v[j - 1], x) > 0; j--)
+                w->tie.v[j] = w->tie.v[j - 1];
+            w->tie.v[j] = x;
+        }
+        for (size_t t = 0; t < w->tie.n; t++) {
+            uint32_t i = w->tie.v[t];
+            uint64_t end = line_end(h, i);
+            if (!w->any || a >= w->reach)
+                w->st.n = 0;
+            while (w->st.n && w->st.v[w->st.n - 1].end < end)
+                w->st.n--;
+            if (chain_push(&w->st, i, end))
+                return -1;
+            if (!w->any || end > w->reach)
+                w->reach = end;
+            w->any = 1;
+        }
+    }
+    return 0;
+}
+
+/* A new piece from q answered V: into the array (the one the handle keeps
+ * made once PIECE_SAMPLE are in scratch) and its cluster (a new one past a
+ * gap).  -1: out of memory. */
+static int add_piece(kms_handle *h, struct walk *w, uint32_t v)
+{
+    if (w->np == w->cap && !h->piece) { /* the array kept, asked huge before it is touched */
+        size_t most = w->n + w->n / 2 + 2 * w->next_ext + 16;
+        w->cap = most > 2 * w->np ? most : 2 * w->np;
+        if (!(h->piece = kmsi_alloc_hugeable(w->cap * sizeof *h->piece)))
+            return -1;
+        kmsi_advise_huge(h->piece, w->cap * sizeof *w->pc, &w->asked, 0,
+                         PREDICT_PIECES(w->np, w->k, w->n));
+        w->pc = memcpy(h->piece, w->pc, w->np * sizeof *w->pc);
+    } else if (w->np == w->cap) {
+        struct piece *nv = realloc(h->piece, (w->cap *= 2) * sizeof *nv);
+        if (!nv)
+            return -1;
+        w->pc = h->piece = nv;
+        w->asked = 0;
+    } else if (w->np % PIECE_SAMPLE == 0 && h->piece) {
+        kmsi_advise_huge(w->pc, w->cap * sizeof *w->pc, &w->asked, w->np * sizeof *w->pc,
+                         PREDICT_PIECES(w->np, w->k, w->n));
+    }
+    if (w->np == 0 || w->q - w->last_start > CLUSTER_GAP || w->q - w->cl->base > UINT32_MAX) {
+        if (h->ncluster == w->ccap) {
+            struct cluster *nc = realloc(h->cluster, (w->ccap = 2 * w->ccap + 4) * sizeof *nc);
+            if (!nc)
+                return -1;
+            h->cluster = nc;
+        }
+        if (h->ncluster)
+            h->cluster[h->ncluster - 1].last = (uint32_t)w->np - 1;
+        w->cl = &h->cluster[h->ncluster++];
+        w->cl->base = w->q;
+        w->cl->first = (uint32_t)w->np;
+    }
+    w->pc[w->np].low = (uint32_t)(w->q - w->cl->base);
+    w->pc[w->np++].answer = v;
+    w->last_start = w->q;
+    return 0;
+}
+
+/* The next address above q where the answer may change into *NQ; 0 when
+ * there is none. */
+static int next_change(const kms_handle *h, const struct walk *w, uint64_t *nq)
+{
+    uint64_t q = w->q;
+    int found = 0;
+    if (w->k < w->n)
+        consider(nq, &found, q, w->at);
+    if (w->st.n) {
+        consider(nq, &found, q, w->st.v[w->st.n - 1].end);
+        return found;
+    }
+    if (w->e < w->next_ext)
+        consider(nq, &found, q, w->ext_start[w->e]);
+    if (w->e > 0)
+        consider(nq, &found, q, h->ext[h->ext_first + w->e - 1].end);
+    if (w->cand >= 0) {
+        int32_t r = h->load->line_region[w->cand];
+        if (r < 0 && h->load->region_end[-1 - r] < UINT64_MAX)
+            consider(nq, &found, q, h->load->region_end[-1 - r] + 1);
+    }
+    for (uint32_t r = 0; r < h->ncore_ranges; r++) {
+        consider(nq, &found, q, h->core_range[2 * r]);
+        if (h->core_range[2 * r + 1] < UINT64_MAX)
+            consider(nq, &found, q, h->core_range[2 * r + 1] + 1);
+    }
+    return found;
+}
+
 int kmsi_build_pieces(kms_handle *h, kms_error *err)
 {
-    size_t n = h->n, next_ext = h->next - h->ext_first, k = 0, e = 0, cap = PIECE_SAMPLE, np = 0;
-    const uint64_t *ext_start = h->ext_start + h->ext_first;
-    struct stack tie = {NULL, 0, 0};
-    struct chain st = {NULL, 0, 0};
-    uint64_t q = 0, reach = 0, last_start = 0, at = n ? addr_at(h, 0) : 0; /* line k's */
-    struct cluster *cl = NULL;
-    struct piece *pc; /* the first PIECE_SAMPLE pieces in scratch, then h->piece */
-    size_t ccap = 0, asked = 0;
-    int32_t cand = NO;
-    int any = 0, rc = KMS_OK;
-
-    if (!SCRATCH(h, pc, cap))
+    struct walk w;
+    int bad = 0;
+    memset(&w, 0, sizeof w);
+    w.n = h->n;
+    w.next_ext = h->next - h->ext_first;
+    w.ext_start = h->ext_start + h->ext_first;
+    w.at = w.n ? addr_at(h, 0) : 0;
+    w.cand = NO;
+    w.cap = PIECE_SAMPLE;
+    if (!SCRATCH(h, w.pc, w.cap))
         return kmsi_fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
-    for (;;) {
-        /* the lines at or below q, a run of one address at a time */
-        while (k < n && at <= q) {
-            uint64_t a = at;
-            tie.n = 0;
-            do {
-                uint32_t i = h->by_address[k];
-                if (h->line[i].answers) {
-                    cand = (int32_t)i;
-                    if (h->line[i].size > 0 && push(&tie, i))
-                        goto nomem;
-                }
-                at = ++k < n ? addr_at(h, k) : 0;
-            } while (k < n && at == a);
-            for (size_t t = 1; t < tie.n; t++) { /* insertion sort of the tie run */
-                uint32_t x = tie.v[t];
-                size_t j = t;
-                for (; j > 0 && prefer_cmp(h, tie.v[j - 1], x) > 0; j--)
-                    tie.v[j] = tie.v[j - 1];
-                tie.v[j] = x;
-            }
-            for (size_t t = 0; t < tie.n; t++) {
-                uint32_t i = tie.v[t];
-                uint64_t end = line_end(h, i);
-                if (!any || a >= reach)
-                    st.n = 0;
-                while (st.n && st.v[st.n - 1].end < end)
-                    st.n--;
-                if (chain_push(&st, i, end))
-                    goto nomem;
-                if (!any || end > reach)
-                    reach = end;
-                any = 1;
-            }
-        }
-        while (e < next_ext && ext_start[e] <= q)
-            e++;
-        while (st.n && st.v[st.n - 1].end <= q)
-            st.n--;
-        uint32_t v = st.n ? PIECE_SIZED | st.v[st.n - 1].line : unsized_at(h, q, cand, e);
-        if (np == 0 || v != pc[np - 1].answer) {
-            if (np == cap && !h->piece) { /* the array kept, asked huge before it is touched */
-                size_t most = n + n / 2 + 2 * next_ext + 16;
-                cap = most > 2 * np ? most : 2 * np;
-                if (!(h->piece = kmsi_alloc_hugeable(cap * sizeof *h->piece)))
-                    goto nomem;
-                kmsi_advise_huge(h->piece, cap * sizeof *pc, &asked, 0, PREDICT_PIECES(np, k, n));
-                pc = memcpy(h->piece, pc, np * sizeof *pc);
-            } else if (np == cap) {
-                struct piece *nv = realloc(h->piece, (cap *= 2) * sizeof *nv);
-                if (!nv)
-                    goto nomem;
-                pc = h->piece = nv;
-                asked = 0;
-            } else if (np % PIECE_SAMPLE == 0 && h->piece) {
-                kmsi_advise_huge(pc, cap * sizeof *pc, &asked, np * sizeof *pc, PREDICT_PIECES(np, k, n));
-            }
-            if (np == 0 || q - last_start > CLUSTER_GAP || q - cl->base > UINT32_MAX) {
-                if (h->ncluster == ccap) {
-                    struct cluster *nc = realloc(h->cluster, (ccap = 2 * ccap + 4) * sizeof *nc);
-                    if (!nc)
-                        goto nomem;
-                    h->cluster = nc;
-                }
-                if (h->ncluster)
-                    h->cluster[h->ncluster - 1].last = (uint32_t)np - 1;
-                cl = &h->cluster[h->ncluster++];
-                cl->base = q;
-                cl->first = (uint32_t)np;
-            }
-            pc[np].low = (uint32_t)(q - cl->base);
-            pc[np++].answer = v;
-            last_start = q;
-        }
-        /* the next address where the answer may change */
-        uint64_t nq = 0;
-        int found = 0;
-        if (k < n)
-            consider(&nq, &found, q, at);
-        if (st.n) {
-            consider(&nq, &found, q, st.v[st.n - 1].end);
-        } else {
-            if (e < next_ext)
-                consider(&nq, &found, q, ext_start[e]);
-            if (e > 0)
-                consider(&nq, &found, q, h->ext[h->ext_first + e - 1].end);
-            if (cand >= 0) {
-                int32_t r = h->line_region[cand];
-                if (r < 0 && h->region_end[-1 - r] < UINT64_MAX)
-                    consider(&nq, &found, q, h->region_end[-1 - r] + 1);
-            }
-            for (uint32_t r = 0; r < h->ncore_ranges; r++) {
-                consider(&nq, &found, q, h->core_range[2 * r]);
-                if (h->core_range[2 * r + 1] < UINT64_MAX)
-                    consider(&nq, &found, q, h->core_range[2 * r + 1] + 1);
-            }
-        }
-        if (!found)
+    for (uint64_t nq = 0; !bad; w.q = nq) {
+        if ((bad = take_lines(h, &w)) != 0)
             break;
-        q = nq;
+        while (w.e < w.next_ext && w.ext_start[w.e] <= w.q)
+            w.e++;
+        while (w.st.n && w.st.v[w.st.n - 1].end <= w.q)
+            w.st.n--;
+        uint32_t v = w.st.n ? PIECE_SIZED | w.st.v[w.st.n - 1].line : unsized_at(h, w.q, w.cand, w.e);
+        if (w.np == 0 || v != w.pc[w.np - 1].answer)
+            bad = add_piece(h, &w, v);
+        if (!bad && !next_change(h, &w, &nq))
+            break;
     }
-    if (!h->piece && !(h->piece = malloc(np * sizeof *h->piece))) /* (np >= 1) */
-        goto nomem;
-    if (pc != h->piece)
-        memcpy(h->piece, pc, np * sizeof *pc);
-    h->npiece = np;
-    h->cluster[h->ncluster - 1].last = (uint32_t)np - 1;
-    goto out;
-nomem:
-    rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
-out:
-    free(st.v);
-    free(tie.v);
-    return rc;
+    if (!bad && !h->piece && !(h->piece = malloc(w.np * sizeof *h->piece))) /* (np >= 1) */
+        bad = 1;
+    if (!bad) {
+        if (w.pc != h->piece)
+            memcpy(h->piece, w.pc, w.np * sizeof *w.pc);
+        h->npiece = w.np;
+        h->cluster[h->ncluster - 1].last = (uint32_t)w.np - 1;
+    }
+    free(w.st.v);
+    free(w.tie.v);
+    return bad ? kmsi_fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms") : KMS_OK;
 }
 
-/*
- * Match the loaded modules with their .ko files (kms_modules.c).  Each
- * placed .ko section becomes section count[T_SECTIONS] + k (its object
- * count[T_OBJECTS] + the .ko's number), and each line from a .ko is in its
- * section: one numbering of dtrace_syms' sections and the .ko's, which
- * the queries read alike (R46).
- */
-int kmsi_match_modules(kms_handle *h, const struct kms_sources *src, kms_error *err)
-{
-    size_t nml = 0;
-    struct scratch_mark mark = kmsi_scratch_mark(h);
-    struct kms_mline *ml;
-    if (!SCRATCH(h, ml, h->n - h->core_lines))
-        return kmsi_fail(err, KMS_E_NOMEM, "out of memory reading loaded modules");
-    for (size_t i = h->modules_from; i < h->n; i++)
-        if (line_module(h, i)) {
-            ml[nml].addr = h->line[i].addr;
-            ml[nml].name = line_name(h, i);
-            ml[nml].name_len = h->line[i].name_len;
-            ml[nml].module = line_module(h, i);
-            ml[nml++].line = (uint32_t)i;
-        }
-    int rc = kms_modules_match(&h->mods, ml, nml, h->mod_name, h->nmods, src, err);
-    kmsi_scratch_release(h, mark);
-    if (rc)
-        return rc;
-    uint32_t nsec = h->count[T_SECTIONS], nobj = h->count[T_OBJECTS];
-    size_t next = h->mods.nextent, nko = h->mods.nko;
-    uint32_t *so = realloc(h->section_object, (nsec + next + 1) * sizeof *so);
-    if (so)
-        h->section_object = so;
-    uint8_t *placed = so ? realloc(h->placed, nsec + next + 1) : NULL;
-    if (placed)
-        h->placed = placed;
-    struct object_info *obj = placed ? realloc(h->object, (nobj + nko + 1) * sizeof *obj) : NULL;
-    if (!obj)
-        return kmsi_fail(err, KMS_E_NOMEM, "out of memory reading loaded modules");
-    h->object = obj;
-    for (size_t e = 0; e < next; e++) {
-        h->section_object[nsec + e] = nobj + h->mods.extent[e].ko;
-        h->placed[nsec + e] = 0;
-    }
-    for (size_t k = 0; k < nko; k++) {
-        const struct kms_module *st = &h->mods.status[h->mods.ko_status[k]];
-        uint32_t m = 1;
-        while (h->mod_name[m] != st->name)
-            m++;
-        h->object[nobj + k].path = st->file;
-        h->object[nobj + k].modules.modules = h->mod_name + m;
-        h->object[nobj + k].modules.nmodules = 1;
-        h->object[nobj + k].dso = h->mod_name[m];
-        h->object[nobj + k].origin = KMS_ORIGIN_LOADABLE;
-    }
-    for (size_t k = 0; k < h->mods.nlines; k++)
-        if (h->mods.line[k].ko.extent >= 0)
-            h->line_section[h->mods.line[k].line] = (int32_t)nsec + h->mods.line[k].ko.extent;
-    return KMS_OK;
-}
-
-/* The placed .ko sections (R44) join the extents that queries
- * see, by start (dtrace_syms' first among equal starts), however low they
- * lie (arm64 loads modules below the kernel image). */
-int kmsi_add_ko_extents(kms_handle *h, kms_error *err)
-{
-    size_t nk = h->mods.nextent, nv = h->next;
-    if (!nk)
-        return KMS_OK;
-    struct scratch_mark mark = kmsi_scratch_mark(h);
-    struct keyed *ko = kmsi_scratch(h, nk, sizeof *ko);
-    uint64_t *start = realloc(h->ext_start, (nv + nk) * sizeof *start);
-    if (start)
-        h->ext_start = start;
-    void *ext = start ? realloc(h->ext, (nv + nk) * sizeof *h->ext) : NULL;
-    if (ext)
-        h->ext = ext;
-    for (size_t e = 0; ko && e < nk; e++) {
-        ko[e].key = h->mods.extent[e].start;
-        ko[e].idx = (uint32_t)e;
-    }
-    if (!ko || !ext || kmsi_sort_keyed(h, ko, nk)) {
-        return kmsi_fail(err, KMS_E_NOMEM, "out of memory indexing loaded modules");
-    }
-    /* merge from the top: the .ko's above dtrace_syms' at equal starts */
-    size_t i = nv, j = nk, o = nv + nk;
-    while (j > 0) {
-        o--;
-        if (i > h->ext_first && h->ext_start[i - 1] > ko[j - 1].key) {
-            i--;
-            h->ext_start[o] = h->ext_start[i];
-            h->ext[o] = h->ext[i];
-        } else {
-            j--;
-            h->ext_start[o] = ko[j].key;
-            h->ext[o].end = h->mods.extent[ko[j].idx].end;
-            h->ext[o].sec = h->count[T_SECTIONS] + ko[j].idx;
-        }
-    }
-    h->next = (uint32_t)(nv + nk);
-    kmsi_scratch_release(h, mark);
-    return KMS_OK;
-}
-
-/* h->by_address: the lines stably sorted by address.  Kallsyms lists the
+/* h->load->by_address: the lines stably sorted by address.  Kallsyms lists the
  * core kernel by address, then each loaded module's lines in its symbol
  * table's order: only the lines after the sorted prefix are sorted (with
  * room for them alone), then merged with it. */
 int kmsi_sort_by_address(kms_handle *h)
 {
     size_t n = h->n, p = h->unsorted_at ? h->unsorted_at : n, m;
-    if (!SCRATCH(h, h->by_address, n))
+    if (!SCRATCH(h, h->load->by_address, n))
         return -1;
     if (p >= n) {
         for (size_t i = 0; i < n; i++)
-            h->by_address[i] = (uint32_t)i;
+            h->load->by_address[i] = (uint32_t)i;
         return 0;
     }
     m = n - p;
@@ -648,13 +583,13 @@ int kmsi_sort_by_address(kms_handle *h)
         }
     }
     for (o = 0; o < i; o++)
-        h->by_address[o] = (uint32_t)o;
+        h->load->by_address[o] = (uint32_t)o;
     while (i < p && j < m)
-        h->by_address[o++] = rest[j].key < h->line[i].addr ? rest[j++].idx : (uint32_t)i++;
+        h->load->by_address[o++] = rest[j].key < h->line[i].addr ? rest[j++].idx : (uint32_t)i++;
     while (i < p)
-        h->by_address[o++] = (uint32_t)i++;
+        h->load->by_address[o++] = (uint32_t)i++;
     while (j < m)
-        h->by_address[o++] = rest[j++].idx;
+        h->load->by_address[o++] = rest[j++].idx;
     kmsi_scratch_release(h, mark);
     return 0;
 }
@@ -694,12 +629,6 @@ int kmsi_build_buckets(kms_handle *h, kms_error *err)
     return KMS_OK;
 }
 
-/* Owner O's record tail: OWNER's bytes from dso on. */
-static void set_owner(kms_handle *h, size_t o, const struct kms_sym *owner)
-{
-    memcpy(h->owner[o].tail, (const char *)owner + OWNER_AT, OWNER_SIZE);
-}
-
 static int same_list(const struct kms_modlist *a, const struct kms_modlist *b)
 {
     if (a->nmodules != b->nmodules)
@@ -711,17 +640,16 @@ static int same_list(const struct kms_modlist *a, const struct kms_modlist *b)
 }
 
 /*
- * Every owner's record tail (the answer record's module part,
- * docs/resolver.md §5): none, each object (.ko files too), each module of
- * mod_name, each ambiguous line (R35), the core kernel; owner_first[] is where
- * each WHO tag's owners begin, so that a record copies its owner's tail
- * without a branch on the tag.
+ * Every owner (the answer record's module part, docs/resolver.md §5):
+ * none, each object (.ko files too), each module of mod_name, each
+ * ambiguous line (R35), the core kernel; owner_first[] is where each WHO
+ * tag's owners begin, so that a record reads its owner without a branch on
+ * the tag.
  */
 int kmsi_build_owners(kms_handle *h, kms_error *err)
 {
     size_t nobj = (size_t)h->count[T_OBJECTS] + h->mods.nko;
     size_t count = 1 + nobj + h->nmods + h->namb + 1;
-    struct kms_sym r;
     if (!(h->owner = aligned_alloc(sizeof *h->owner, count * sizeof *h->owner)))
         return kmsi_fail(err, KMS_E_NOMEM, "out of memory indexing kallsyms");
     memset(h->owner, 0, count * sizeof *h->owner);
@@ -731,45 +659,41 @@ int kmsi_build_owners(kms_handle *h, kms_error *err)
     h->owner_first[WHO_CORE] = (uint32_t)(1 + nobj + h->nmods + h->namb);
     for (size_t o = 0; o < nobj; o++) {
         const struct object_info *info = &h->object[o];
-        memset(&r, 0, sizeof r);
-        r.object = info->path;
-        r.modules = info->modules.modules;
-        r.nmodules = info->modules.nmodules;
-        r.origin = info->origin;
-        r.dso = info->dso;
-        set_owner(h, OWNER_OBJECT(o), &r);
+        struct owner *r = &h->owner[OWNER_OBJECT(o)];
+        r->object = info->path;
+        r->modules = info->modules.modules;
+        r->nmodules = info->modules.nmodules;
+        r->origin = info->origin;
+        r->dso = info->dso;
     }
     for (uint32_t m = 0; m < h->nmods; m++) {
-        memset(&r, 0, sizeof r);
-        r.modules = h->mod_name + m;
-        r.nmodules = 1;
-        r.dso = h->mod_name[m];
-        r.origin = h->mod_origin[m];
-        set_owner(h, h->owner_first[WHO_MODULE] + m, &r);
+        struct owner *r = &h->owner[h->owner_first[WHO_MODULE] + m];
+        r->modules = h->mod_name + m;
+        r->nmodules = 1;
+        r->dso = h->mod_name[m];
+        r->origin = h->mod_origin[m];
     }
     for (size_t a = 0; a < h->namb; a++) {
         const struct kms_modlist *c = h->cand_list + h->amb_first[a];
+        struct owner *r = &h->owner[h->owner_first[WHO_AMBIGUOUS] + a];
         uint32_t n = h->amb_count[a], k = 1;
-        memset(&r, 0, sizeof r);
-        r.ambiguous = 1;
-        r.candidates = c;
-        r.ncandidates = n;
+        r->ambiguous = 1;
+        r->candidates = c;
+        r->ncandidates = n;
         while (k < n && same_list(&c[k], &c[0]))
             k++;
         if (k == n) { /* the same module(s): only the object is unknown */
-            r.modules = c[0].modules;
-            r.nmodules = c[0].nmodules;
-            r.dso = c[0].modules[0];
-            r.origin = c[0].nmodules == 1 && !strcmp(c[0].modules[0], "vmlinux")
+            r->modules = c[0].modules;
+            r->nmodules = c[0].nmodules;
+            r->dso = c[0].modules[0];
+            r->origin = c[0].nmodules == 1 && !strcmp(c[0].modules[0], "vmlinux")
                 ? KMS_ORIGIN_CORE : KMS_ORIGIN_BUILTIN;
         }
-        set_owner(h, h->owner_first[WHO_AMBIGUOUS] + a, &r);
     }
-    memset(&r, 0, sizeof r);
-    r.modules = kmsi_vmlinux_list;
-    r.nmodules = 1;
-    r.dso = kmsi_vmlinux_list[0];
-    r.origin = KMS_ORIGIN_CORE;
-    set_owner(h, h->owner_first[WHO_CORE], &r);
+    struct owner *core = &h->owner[h->owner_first[WHO_CORE]];
+    core->modules = kmsi_vmlinux_list;
+    core->nmodules = 1;
+    core->dso = kmsi_vmlinux_list[0];
+    core->origin = KMS_ORIGIN_CORE;
     return KMS_OK;
 }

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0 */
 /*
  * libkmodsyms' private header (not installed): what the stages of a load
- * share -- the handle, the dtrace_syms tables' layout, the kallsyms line
- * rows and the index's pieces, the small helpers reading them, and each
- * stage's entry points.  The stages, one file each, in the order a load
+ * share -- the handle (what queries read), the load context (struct
+ * kmsi_load: what only the load's stages read), the dtrace_syms tables'
+ * layout, the kallsyms line rows and the index's pieces, the small helpers
+ * reading them, and each stage's entry points.  The stages, one file each, in the order a load
  * runs them (kms_load.c):
  *
  *   inputs       kms_format.c (dtrace_syms), kms_kallsyms.c (kallsyms),
@@ -13,8 +14,9 @@
  *   index        kms_index.c (the address space cut into answered pieces)
  *   queries      kms_query.c (the public kms_resolve(), kms_lookup(), ...)
  *
- * kms_sort.c sorts for several of them; kms_modules.c reads loaded
- * modules' .ko files.  The functions shared between files are named
+ * kms_sort.c sorts for several of them (and holds the majority vote of
+ * placement and of loaded modules); kms_modules.c and the files kms_ko.h
+ * names read loaded modules' .ko files.  The functions shared between files are named
  * kmsi_*: hidden (the shared library exports only libkmodsyms.map's
  * kms_*), and apart from the public API's names in the static library.
  * docs/resolver.md states the rules they follow, numbered R1...; the code
@@ -118,10 +120,15 @@ struct piece {
 };
 
 /* Who answers (an object, a module, an ambiguous line's candidates, the
- * core kernel, or none): the bytes of its records' kms_sym from dso on, in
- * one cache line. */
+ * core kernel, or none): the fields of its records' kms_sym that are not
+ * their line's, in one cache line (record(), kms_query.c). */
 struct owner {
-    _Alignas(64) unsigned char tail[64];
+    _Alignas(64) const char *dso;
+    const char *const *modules;
+    const char *object;
+    const struct kms_modlist *candidates;
+    uint32_t nmodules, ncandidates;
+    uint8_t origin, ambiguous;
 };
 #define OWNER_NONE 0u
 #define OWNER_OBJECT(o) (1u + (o)) /* the objects' owners follow none's */
@@ -161,6 +168,29 @@ struct cluster {
 #define PREFETCH(p) ((void)(p))
 #endif
 
+/*
+ * What the stages of one load hand each other and nothing after it reads:
+ * kms_load.c's load() keeps it on its stack, the handle points to it while
+ * the load runs (h->load), and it is released once the index is built
+ * (the rest of the handle is what the queries read).  Its arrays are in
+ * scratch memory (kms_alloc.c), carved from SCRATCH's mappings.
+ */
+struct kmsi_load {
+    struct scratch *scratch;    /* the mappings the arrays are carved from */
+    struct anchor_index *anchors; /* the anchors, and the core lines of their names */
+    uint32_t *section_rows;     /* at [sec + 2], each section's symbols (counted as they are
+                                 * checked; index_entries makes it ek.first) */
+    uint64_t *section_base;     /* per section: where it is (placement, attribution) */
+    uint64_t *seg_shift;        /* per segment: its KASLR shift, when seg_known */
+    uint8_t *seg_known;
+    uint8_t *line_matched;      /* per line: 1 when it is a dtrace_syms entry (take_entry) */
+    int32_t *line_section;      /* per line: placed section holding it (or its entry's), -1 */
+    int32_t *line_region;       /* per line: its placed section, else -1 - its region group
+                                 * (regions() rewrites line_section's array into it) */
+    uint32_t *by_address;       /* lines, stably sorted by address */
+    uint64_t *region_end;       /* per region group: the last address its lines answer (R29-R31) */
+};
+
 struct kms_handle {
     /* dtrace_syms, mapped read-only */
     const unsigned char *map;
@@ -171,8 +201,6 @@ struct kms_handle {
     const char **member_name;   /* module name of each modset_members entry */
     struct object_info *object; /* per object */
     uint32_t *section_object;   /* per section: its object */
-    uint32_t *section_rows;     /* at [sec + 2], each section's symbols (counted as they are
-                                 * checked; index_entries makes it ek.first); scratch */
     int wide_values;            /* a symbol's value is 2^32 or more */
 
     /* kallsyms: the names (each NUL-terminated) and one row per kept line */
@@ -187,9 +215,6 @@ struct kms_handle {
     size_t unsorted_at;         /* the first line below the one before it, 0 for none */
 
     /* placement */
-    uint64_t *section_base;     /* per section: where it is (scratch: only while loading) */
-    uint64_t *seg_shift;        /* per segment: its KASLR shift, when seg_known (scratch too) */
-    uint8_t *seg_known;
     uint8_t *placed;            /* per section: PLACED (moved by a known shift, placement
                                  * != 0), HOLDS_TEXT (a t/T kallsyms line is in it) */
     size_t namb;                /* ambiguous lines (WHO_AMBIGUOUS), and their candidates */
@@ -231,7 +256,7 @@ struct kms_handle {
     /* loaded modules' .ko files (kms_modules.c): their placed sections are
      * sections count[T_SECTIONS] + k, their files objects count[T_OBJECTS] + k;
      * after loading only the statuses (kms_modules()) and cores are kept */
-    struct kms_loaded mods;
+    struct kmsi_loaded mods;
 
     /* sizes and %pS (kms_sizes.c): the answering lines grouped by the module
      * whose lookup the kernel makes for them (0: the core kernel, then each
@@ -243,15 +268,8 @@ struct kms_handle {
     uint64_t marker[K_MARKERS]; /* the core kernel's _stext ... (K_*), where seen */
     uint32_t marker_seen;       /* bit K: marker[K] seen */
 
-    /* only while loading (in scratch memory, freed once the index is built) */
-    struct scratch *scratch;    /* the mappings they are carved from */
-    uint8_t *line_matched;      /* per line: 1 when it is a dtrace_syms entry (take_entry) */
-    int32_t *line_section;      /* per line: placed section holding it (or its entry's), -1 */
-    int32_t *line_region;       /* per line: its placed section, else -1 - its region group
-                                 * (regions() rewrites line_section's array into it) */
-    uint32_t *by_address;       /* lines, stably sorted by address */
-    uint64_t *region_end;       /* per region group: the last address its lines answer (R29-R31) */
-    struct anchor_index *anchors; /* the anchors, and the core lines of their names */
+    /* what only a load reads, NULL once the index is built (struct kmsi_load) */
+    struct kmsi_load *load;
 };
 
 #define NO_ESTIMATE UINT32_MAX
@@ -366,12 +384,6 @@ static inline uint8_t symbol_prefer(int typed, uint8_t binding)
     return (uint8_t)((typed != 0) << 2 | (binding == 1 ? 2 : binding == 2 ? 1 : 0));
 }
 
-/* A kms_sym's fields from dso on, all but sym_binding, type, sized and
- * size_kind, are its owner's (struct owner); those before dso are its line's. */
-#define OWNER_AT offsetof(struct kms_sym, dso)
-#define OWNER_SIZE (sizeof(struct kms_sym) - OWNER_AT)
-_Static_assert(OWNER_SIZE <= sizeof(struct owner), "an owner holds a kms_sym's tail");
-
 /* ------------------------------------------------------------ growable structs */
 
 /* The size field (the first) of a caller's struct at P. */
@@ -446,9 +458,17 @@ enum { CHECK_NONE, CHECK_FAIL, CHECK_WARN /* KMS_LOAD_FORCE: kmsi_forced() inste
 int kmsi_place_sections(kms_handle *h, const char *syms_path, const char *source, int check,
                                kms_error *err);
 
-/* kms_sort.c: sorting */
+/* kms_sort.c: sorting, and the majority vote */
 void kmsi_stable_sort(struct keyed *a, size_t n, struct keyed *tmp);
 int kmsi_sort_keyed(kms_handle *h, struct keyed *a, size_t n);
+/* The majority vote of docs/resolver.md R11 over VOTE[0..N) (reordered:
+ * sorted): 1 when one value has more votes than any other (*WINNER), 0 when
+ * none does (a tie for the most, or no vote); *MOST the most votes any
+ * value has either way. */
+int kmsi_majority(uint64_t *vote, size_t n, uint64_t *winner, size_t *most);
+
+/* kms_hash.c: a name's hash (LEN bytes, none read past them) */
+uint64_t kmsi_name_hash(const char *p, size_t len);
 
 /* kms_attr.c: attribution */
 int kmsi_attribute_lines(kms_handle *h, const char *syms_path, kms_error *err);
@@ -456,11 +476,14 @@ int kmsi_attribute_lines(kms_handle *h, const char *syms_path, kms_error *err);
 /* kms_index.c: the address index */
 int kmsi_build_index(kms_handle *h, kms_error *err);
 int kmsi_build_pieces(kms_handle *h, kms_error *err);
-int kmsi_match_modules(kms_handle *h, const struct kms_sources *src, kms_error *err);
-int kmsi_add_ko_extents(kms_handle *h, kms_error *err);
 int kmsi_sort_by_address(kms_handle *h);
 int kmsi_build_buckets(kms_handle *h, kms_error *err);
 int kmsi_build_owners(kms_handle *h, kms_error *err);
+
+/* kms_modules.c: the loaded modules matched with their .ko files (their
+ * lines' sections), and their placed sections joined to the extents */
+int kmsi_match_modules(kms_handle *h, const struct kmsi_sources *src, kms_error *err);
+int kmsi_add_ko_extents(kms_handle *h, kms_error *err);
 
 /* kms_sizes.c: the lines by module and address, estimated sizes */
 int kmsi_group_lines(kms_handle *h, kms_error *err);
@@ -482,7 +505,7 @@ kms_handle *kmsi_load_reading(const struct kms_load_opts *opts, const char *cons
 
 /* kms_refresh.c: the sources a handle was loaded from, kept for kms_refresh() */
 int kmsi_remember_sources(kms_handle *h, const struct kms_load_opts *o,
-                          const struct kms_sources *src, kms_error *err);
+                          const struct kmsi_sources *src, kms_error *err);
 void kmsi_forget_sources(kms_handle *h);
 
 /* kms_format.c: a handle's dtrace_syms when there is none (KMS_LOAD_FALLBACK):

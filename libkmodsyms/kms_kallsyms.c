@@ -41,20 +41,6 @@ static int is_space(unsigned char c)
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }
 
-static uint64_t name_hash(const char *p, size_t len)
-{
-    uint64_t hsh = 0x9E3779B97F4A7C15u ^ len, w;
-    for (; len >= 8; len -= 8, p += 8) {
-        memcpy(&w, p, 8);
-        hsh = (hsh ^ w) * 0xFF51AFD7ED558CCDu;
-        hsh ^= hsh >> 32;
-    }
-    w = 0;
-    memcpy(&w, p, len);
-    hsh = (hsh ^ w) * 0xC4CEB9FE1A85EC53u;
-    return hsh ^ (hsh >> 29);
-}
-
 static int line_error(kms_error *err, const char *source, size_t lineno, const char *what,
                       const char *line, size_t len)
 {
@@ -177,7 +163,7 @@ static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t 
         if (!(a1 - a0 > 2 && line[a0] == '[' && line[a1 - 1] == ']'))
             return line_error(err, source, ps->nonblank,
                               "expected '\\t[MODULE]' after the name", line, len);
-        uint64_t th = name_hash(line + a0, a1 - a0);
+        uint64_t th = kmsi_name_hash(line + a0, a1 - a0);
         /* lines of one module are consecutive: try the last module first */
         for (uint32_t m = h->nmods; m-- > 1;)
             if (ps->tagh[m] == th && ps->taglen[m] == a1 - a0 - 2 &&
@@ -223,7 +209,7 @@ static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t 
         h->core_lines += mod == 0;
         if (mod && h->core_lines == h->n - 1) /* the first */
             h->modules_from = h->n - 1;
-        if (!mod && kmsi_find_anchors(h->anchors, (uint32_t)(h->n - 1), name, name_len))
+        if (!mod && kmsi_find_anchors(h->load->anchors, (uint32_t)(h->n - 1), name, name_len))
             return kmsi_fail(err, KMS_E_NOMEM, "out of memory reading %s", source);
     }
     return KMS_OK;
@@ -531,7 +517,7 @@ int kmsi_parse_kallsyms(kms_handle *h, const struct kallsyms_source *src, kms_er
     h->mod_origin[0] = KMS_ORIGIN_CORE;
     for (uint32_t m = 1; m < h->nmods; m++) {
         h->mod_name[m] = h->text + ps.tagoff[m];
-        h->mod_origin[m] = kms_is_pseudo_module(h->mod_name[m]) ? KMS_ORIGIN_PSEUDO
+        h->mod_origin[m] = kmsi_is_pseudo_module(h->mod_name[m]) ? KMS_ORIGIN_PSEUDO
                                                                 : KMS_ORIGIN_LOADABLE;
     }
     rc = KMS_OK;

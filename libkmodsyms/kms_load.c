@@ -135,7 +135,7 @@ static int check_live(kms_handle *h, const char *syms_path, int force, int *forc
     if (fd >= 0) {
         ssize_t got = read(fd, notes, sizeof notes);
         if (got > 0)
-            kms_notes_build_id(notes, (size_t)got, 0, live_id, sizeof live_id);
+            kmsi_notes_build_id(notes, (size_t)got, 0, live_id, sizeof live_id);
         close(fd);
     }
     if (!rc && h->build_id[0] && live_id[0] && strcmp(h->build_id, live_id) != 0)
@@ -153,8 +153,8 @@ static int check_live(kms_handle *h, const char *syms_path, int force, int *forc
     return kmsi_forced(h, stale.message, err);
 }
 
-/* What only building the index needs (of the loaded modules, all but
- * their statuses). */
+/* What only building the index needs: the load context (struct kmsi_load)
+ * and, of the loaded modules, all but their statuses. */
 static void free_build(kms_handle *h)
 {
     free(h->mods.line);
@@ -162,17 +162,11 @@ static void free_build(kms_handle *h)
     h->mods.line = NULL;
     h->mods.extent = NULL;
     h->mods.nlines = h->mods.nextent = 0;
+    if (!h->load)
+        return;
     kmsi_scratch_release(h, (struct scratch_mark){NULL, 0});
-    kmsi_free_anchors(h->anchors);
-    h->anchors = NULL;
-    h->section_rows = NULL;
-    h->line_matched = NULL;
-    h->line_section = h->line_region = NULL;
-    h->section_base = NULL;
-    h->seg_shift = NULL;
-    h->seg_known = NULL;
-    h->by_address = NULL;
-    h->region_end = NULL;
+    kmsi_free_anchors(h->load->anchors);
+    h->load = NULL;
 }
 
 /*
@@ -182,12 +176,13 @@ static void free_build(kms_handle *h)
  * without layout, another kernel's): what the fallback may answer around.
  */
 static kms_handle *load(const char *syms_path, const struct kallsyms_source *src, int live,
-                        unsigned flags, const struct kms_sources *modules, const char *why,
+                        unsigned flags, const struct kmsi_sources *modules, const char *why,
                         int *syms_fault, kms_error *err)
 {
     char default_path[400];
     const char *source = src->name;
     kms_handle *h = calloc(1, sizeof *h);
+    struct kmsi_load ld;
     int force = (flags & KMS_LOAD_FORCE) != 0, forced = 0;
     *syms_fault = 0;
     if (err) {
@@ -198,6 +193,8 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
         kmsi_fail(err, KMS_E_NOMEM, "out of memory");
         return NULL;
     }
+    memset(&ld, 0, sizeof ld);
+    h->load = &ld;
     h->degraded = h->warning = "";
     if (!syms_path) {
         struct utsname u;
@@ -245,19 +242,19 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
         *syms_fault = 1;
         goto bad;
     }
-    if (!SCRATCH(h, h->line_matched, h->n) || !SCRATCH(h, h->line_section, h->n) ||
+    if (!SCRATCH(h, h->load->line_matched, h->n) || !SCRATCH(h, h->load->line_section, h->n) ||
         kmsi_sort_by_address(h)) {
         kmsi_fail(err, KMS_E_NOMEM, "out of memory indexing %s", source);
         goto bad;
     }
-    memset(h->line_matched, 0, h->n);
+    memset(h->load->line_matched, 0, h->n);
     struct scratch_mark placing = kmsi_scratch_mark(h);
-    if (!SCRATCH(h, h->section_base, h->count[T_SECTIONS]) ||
-        !SCRATCH(h, h->seg_shift, h->count[T_SEGMENTS]) || !SCRATCH(h, h->seg_known, h->count[T_SEGMENTS])) {
+    if (!SCRATCH(h, h->load->section_base, h->count[T_SECTIONS]) ||
+        !SCRATCH(h, h->load->seg_shift, h->count[T_SEGMENTS]) || !SCRATCH(h, h->load->seg_known, h->count[T_SEGMENTS])) {
         kmsi_fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
         goto bad;
     }
-    memset(h->section_base, 0, h->count[T_SECTIONS] * sizeof *h->section_base);
+    memset(h->load->section_base, 0, h->count[T_SECTIONS] * sizeof *h->load->section_base);
     /* a file forced past the live check is not checked again (one warning
      * says why it is used); otherwise the anchors check it (R36, R37),
      * warning instead under FORCE (R41) */
@@ -269,9 +266,9 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
     if (kmsi_attribute_lines(h, syms_path, err))
         goto bad;
     kmsi_scratch_release(h, placing); /* only placement and attribution read where sections are */
-    h->section_base = NULL;
-    h->seg_shift = NULL;
-    h->seg_known = NULL;
+    ld.section_base = NULL;
+    ld.seg_shift = NULL;
+    ld.seg_known = NULL;
     if (kmsi_match_modules(h, modules, err) || kmsi_build_index(h, err) || kmsi_add_ko_extents(h, err))
         goto bad;
     kmsi_scratch_trim(h); /* the pieces are what the resident set peaks with */
@@ -328,7 +325,7 @@ kms_handle *kmsi_load_reading(const struct kms_load_opts *opts, const char *cons
     ks.live = live;
     /* the loaded modules' sources: the running kernel's for its own
      * kallsyms, else only what the caller gives (§9) */
-    struct kms_sources src = {o.modules_dir, o.sysfs_root, o.proc_modules, 0, NULL, 0};
+    struct kmsi_sources src = {o.modules_dir, o.sysfs_root, o.proc_modules, 0, NULL, 0};
     if (live && !src.modules_dir) {
         struct utsname u;
         if (uname(&u) != 0)
@@ -422,7 +419,7 @@ void kms_free(kms_handle *h)
     free(h->grouped);
     free(h->estimate);
     free_build(h);
-    kms_modules_free(&h->mods);
+    kmsi_modules_free(&h->mods);
     kmsi_forget_sources(h);
     if (h->degraded && h->degraded[0])
         free((char *)h->degraded);

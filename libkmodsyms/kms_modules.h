@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0 */
 /*
  * Internal to libkmodsyms (not installed): loaded modules matched with their
- * own .ko files (kms_modules.c, R43-R46), for the index.
+ * own .ko files (kms_modules.c and the files kms_ko.h names, R43-R46), for
+ * the index.
  *
  * kms_index.c hands over the kallsyms lines of loaded modules
- * (struct kms_mline, in kallsyms order) and where to look (struct
- * kms_sources); kms_modules_match() fills a struct kms_loaded: per line the
+ * (struct kmsi_mline, in kallsyms order) and where to look (struct
+ * kmsi_sources); kmsi_modules_match() fills a struct kmsi_loaded: per line the
  * ELF size, type and binding of its .ko symbol and the placed .ko section
  * holding it, the placed sections, each module's core, and each module's
  * outcome (the public struct kms_module).
@@ -15,9 +16,16 @@
 
 #include "kmodsyms.h"
 
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC visibility push(hidden)
+#endif
+
 /* Where the loaded modules' files and the kernel's word about them are;
  * NULL: not read. */
-struct kms_sources {
+struct kmsi_sources {
     const char *modules_dir;  /* .ko files, modules.dep */
     const char *sysfs_root;   /* /sys: module/NAME/{sections,srcversion,notes,coresize} */
     const char *proc_modules; /* /proc/modules: each module's core */
@@ -29,7 +37,7 @@ struct kms_sources {
 };
 
 /* A kallsyms line of a loaded or pseudo-module. */
-struct kms_mline {
+struct kmsi_mline {
     uint64_t addr;
     const char *name;   /* NUL-terminated (name_len bytes before the NUL) */
     uint32_t name_len;
@@ -38,27 +46,27 @@ struct kms_mline {
 };
 
 /* What a line's .ko symbol says (size -1: the line has none). */
-struct kms_ko_line {
+struct kmsi_ko_line {
     int64_t size;       /* ELF st_size */
-    int32_t extent;     /* its placed .ko section: index into kms_loaded.extent */
+    int32_t extent;     /* its placed .ko section: index into kmsi_loaded.extent */
     uint8_t typed;      /* STT_* other than NOTYPE */
     uint8_t binding;    /* STB_*, STB_GNU_UNIQUE read as GLOBAL */
 };
 
 /* A placed .ko section: [start, end) of matched .ko number ko. */
-struct kms_ko_extent {
+struct kmsi_ko_extent {
     uint64_t start, end;
-    uint32_t ko;        /* index into kms_loaded.ko_status */
+    uint32_t ko;        /* index into kmsi_loaded.ko_status */
 };
 
-struct kms_loaded {
+struct kmsi_loaded {
     size_t nlines;
-    struct kms_ml_result {
+    struct kmsi_ml_result {
         uint32_t line;          /* the kallsyms line */
-        struct kms_ko_line ko;
-    } *line;                    /* one per kms_mline given, in their order */
+        struct kmsi_ko_line ko;
+    } *line;                    /* one per kmsi_mline given, in their order */
     size_t nextent;             /* module by module in kallsyms order, each .ko's by section: unsorted */
-    struct kms_ko_extent *extent;
+    struct kmsi_ko_extent *extent;
     size_t nko;                 /* matched .ko files: index into status */
     uint32_t *ko_status;
     uint32_t nmods;             /* per kallsyms module index: its core, when known */
@@ -76,27 +84,31 @@ struct kms_loaded {
  * one line) only when out of memory or when modules.dep exists but cannot
  * be read.
  */
-int kms_modules_match(struct kms_loaded *out, const struct kms_mline *lines, size_t n,
-                      const char *const *mod_name, uint32_t nmods, const struct kms_sources *src,
+int kmsi_modules_match(struct kmsi_loaded *out, const struct kmsi_mline *lines, size_t n,
+                      const char *const *mod_name, uint32_t nmods, const struct kmsi_sources *src,
                       kms_error *err);
 
-void kms_modules_free(struct kms_loaded *m);
+void kmsi_modules_free(struct kmsi_loaded *m);
 
 /* Whether module MOD's core is known and ADDR lies outside it. */
-int kms_modules_outside_core(const struct kms_loaded *m, uint32_t mod, uint64_t addr);
+int kmsi_modules_outside_core(const struct kmsi_loaded *m, uint32_t mod, uint64_t addr);
 
 /* The last address of module MOD's core, when the kernel said where it is. */
-int kms_modules_core_last(const struct kms_loaded *m, uint32_t mod, uint64_t *last);
+int kmsi_modules_core_last(const struct kmsi_loaded *m, uint32_t mod, uint64_t *last);
 
 /* The kernel's pseudo-modules: bpf, __builtin__ftrace, ... */
-int kms_is_pseudo_module(const char *name);
+int kmsi_is_pseudo_module(const char *name);
 
 /* Names the kernel's module address lookups skip (is_mapping_symbol()):
  * .L*, L0*, $a $d $t $x alone or with a '.' suffix. */
-int kms_is_mapping_symbol(const char *p, uint32_t len);
+int kmsi_is_mapping_symbol(const char *p, uint32_t len);
 
 /* The GNU build-id (hex, NUL-terminated, at most CAP bytes) in a buffer of
  * ELF notes of the given byte order (elfimage.parse_notes), or "". */
-void kms_notes_build_id(const unsigned char *d, size_t n, int big_endian, char *hex, size_t cap);
+void kmsi_notes_build_id(const unsigned char *d, size_t n, int big_endian, char *hex, size_t cap);
+
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC visibility pop
+#endif
 
 #endif /* KMS_MODULES_H */

@@ -50,11 +50,11 @@ static inline uint32_t anchor_hash(const char *name, size_t len)
     return (uint32_t)((x * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - FILTER_BITS));
 }
 
-/* The anchors bucketed by their names' lengths (h->anchors). */
+/* The anchors bucketed by their names' lengths (h->load->anchors). */
 int kmsi_index_anchors(kms_handle *h, kms_error *err)
 {
     uint32_t nanch = h->count[T_ANCHORS];
-    struct anchor_index *ai = h->anchors = calloc(1, sizeof *ai);
+    struct anchor_index *ai = h->load->anchors = calloc(1, sizeof *ai);
     if (!ai || !(ai->name = malloc((nanch ? nanch : 1) * sizeof *ai->name)) ||
         !(ai->len = malloc((nanch ? nanch : 1) * sizeof *ai->len)) ||
         !(ai->by_len = malloc((nanch ? nanch : 1) * sizeof *ai->by_len)))
@@ -123,126 +123,78 @@ static int anchor_usable(const kms_handle *h, uint32_t a)
            NO_ADDRESS;
 }
 
-/*
- * The segments' shifts (docs/resolver.md R7, R36, R37): each segment's shift is
- * the one most of
- * its anchors' core lines vote for (ties: the lowest); each anchor is then
- * placed (a line of its name at link address + shift), misplaced (lines of
- * its name, none there) or absent (R36); a segment none of whose
- * anchors is present moves with the segments around it when they moved
- * alike; each section with a link address moves with the (last) segment
- * holding it.
- */
-int kmsi_place_sections(kms_handle *h, const char *syms_path, const char *source, int check,
-                               kms_error *err)
-{
-    uint32_t nseg = h->count[T_SEGMENTS], nanch = h->count[T_ANCHORS];
-    uint32_t nsec = h->count[T_SECTIONS];
-    uint64_t *shift = calloc(nseg ? nseg : 1, sizeof *shift);
-    uint8_t *known = calloc(nseg ? nseg : 1, 1);
-    uint8_t *usable = malloc(nanch ? nanch : 1);
-    uint32_t *order = malloc((nseg ? nseg : 1) * sizeof *order);
-    const struct anchor_line *found = h->anchors->found;
-    size_t nfound = h->anchors->nfound;
-    uint32_t verified = 0, misplaced = 0, absent = 0, absent_functions = 0;
-    const char *example_absent = "";
-    struct scratch_mark mark = kmsi_scratch_mark(h);
-    int rc = KMS_OK;
+/* What the anchors showed (R36, R37): how many are placed, misplaced,
+ * absent, and of the absent the functions (one of them named). */
+struct anchor_count {
+    uint32_t verified, misplaced, absent, absent_functions;
+    const char *example_absent;
+};
 
-    if (!shift || !known || !usable || !order) {
-        rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
-        goto out;
-    }
-    /* the core lines of each anchor's name were found as kallsyms was read */
-    for (uint32_t a = 0; a < nanch; a++)
-        usable[a] = (uint8_t)anchor_usable(h, a);
-    for (uint32_t seg = 0; seg < nseg; seg++) {
-        /* votes: each anchor once for each distinct shift its lines imply */
-        size_t nvotes = 0, cap = 0;
-        uint32_t best = 0;
-        uint64_t *vs = NULL;
-        uint32_t *vc = NULL;
-        for (uint32_t a = 0; a < nanch; a++) {
-            const unsigned char *an = ent(h, T_ANCHORS, a);
-            if (le32(an + ANCHOR_SEGMENT) != seg || !usable[a])
-                continue;
-            uint64_t link = sym_link(h, le32(an));
-            for (size_t f = 0; f < nfound; f++) {
-                if (found[f].anchor != a)
-                    continue;
-                uint64_t sh = h->line[found[f].line].addr - link;
-                /* distinct within this anchor's shifts */
-                int dup = 0;
-                for (size_t g = 0; g < f; g++)
-                    if (found[g].anchor == a && h->line[found[g].line].addr - link == sh)
-                        dup = 1;
-                if (dup)
-                    continue;
-                size_t v = 0;
-                while (v < nvotes && vs[v] != sh)
-                    v++;
-                if (v == nvotes) {
-                    if (nvotes == cap) {
-                        size_t nc = cap ? 2 * cap : 16;
-                        uint64_t *nvs = realloc(vs, nc * sizeof *nvs);
-                        if (nvs)
-                            vs = nvs;
-                        uint32_t *nvc = nvs ? realloc(vc, nc * sizeof *nvc) : NULL;
-                        if (!nvc) {
-                            free(vs);
-                            free(vc);
-                            rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
-                            goto out;
-                        }
-                        vc = nvc;
-                        cap = nc;
-                    }
-                    vs[nvotes] = sh;
-                    vc[nvotes++] = 0;
-                }
-                vc[v]++;
-            }
-        }
-        uint64_t best_shift = 0;
-        for (size_t v = 0; v < nvotes; v++) /* most votes; ties: the lowest shift */
-            if (v == 0 || vc[v] > best || (vc[v] == best && vs[v] < best_shift)) {
-                best_shift = vs[v];
-                best = vc[v];
-            }
-        /* a shift by part of a page is no KASLR: the segment stays unknown */
-        if (nvotes && best_shift % SHIFT_ALIGNMENT == 0) {
-            shift[seg] = best_shift;
-            known[seg] = 1;
-        }
-        free(vs);
-        free(vc);
-        for (uint32_t a = 0; a < nanch; a++) {
-            const unsigned char *an = ent(h, T_ANCHORS, a);
-            if (le32(an + ANCHOR_SEGMENT) != seg || !usable[a])
-                continue;
-            uint32_t s = le32(an);
-            uint64_t at = sym_link(h, s) + shift[seg];
-            int present = 0, placed = 0;
-            for (size_t f = 0; f < nfound; f++)
-                if (found[f].anchor == a) {
-                    present = 1;
-                    placed |= known[seg] && h->line[found[f].line].addr == at;
-                }
-            if (placed)
-                verified++;
-            else if (present)
-                misplaced++;
-            else {
-                absent++;
-                if (ent(h, T_SYMBOLS, s)[SYM_TYPE] == 2 /* STT_FUNC */) {
-                    if (!absent_functions)
-                        example_absent = sym_name(h, s);
-                    absent_functions++;
-                }
-            }
+/*
+ * Segment SEG's shift (docs/resolver.md R7, R36): the one most of its
+ * anchors' core lines vote for, each anchor once for each distinct shift its
+ * lines imply (R11: a tie is no shift); VOTE: room for every found line.
+ * Then each anchor is placed (a line of its name at link address + shift),
+ * misplaced (lines of its name, none there) or absent, into C.
+ */
+static void segment_shift(const kms_handle *h, uint32_t seg, const uint8_t *usable,
+                          uint64_t *vote, uint64_t *shift, uint8_t *known,
+                          struct anchor_count *c)
+{
+    const struct anchor_line *found = h->load->anchors->found;
+    size_t nfound = h->load->anchors->nfound, nvotes = 0, most;
+    uint32_t nanch = h->count[T_ANCHORS];
+    uint64_t best;
+    for (uint32_t a = 0; a < nanch; a++) {
+        const unsigned char *an = ent(h, T_ANCHORS, a);
+        if (le32(an + ANCHOR_SEGMENT) != seg || !usable[a])
+            continue;
+        uint64_t link = sym_link(h, le32(an));
+        size_t first = nvotes;
+        for (size_t f = 0; f < nfound; f++) {
+            uint64_t sh = h->line[found[f].line].addr - link;
+            size_t v = first;
+            while (found[f].anchor == a && v < nvotes && vote[v] != sh)
+                v++;
+            if (found[f].anchor == a && v == nvotes) /* distinct within this anchor's */
+                vote[nvotes++] = sh;
         }
     }
-    /* a segment of unknown shift between two that agree (R7): segments in address order */
+    /* a shift by part of a page is no KASLR: the segment stays unknown */
+    if (kmsi_majority(vote, nvotes, &best, &most) && best % SHIFT_ALIGNMENT == 0) {
+        shift[seg] = best;
+        known[seg] = 1;
+    }
+    for (uint32_t a = 0; a < nanch; a++) {
+        const unsigned char *an = ent(h, T_ANCHORS, a);
+        if (le32(an + ANCHOR_SEGMENT) != seg || !usable[a])
+            continue;
+        uint32_t s = le32(an);
+        uint64_t at = sym_link(h, s) + shift[seg];
+        int present = 0, placed = 0;
+        for (size_t f = 0; f < nfound; f++)
+            if (found[f].anchor == a) {
+                present = 1;
+                placed |= known[seg] && h->line[found[f].line].addr == at;
+            }
+        if (placed) {
+            c->verified++;
+        } else if (present) {
+            c->misplaced++;
+        } else {
+            c->absent++;
+            if (ent(h, T_SYMBOLS, s)[SYM_TYPE] == 2 /* STT_FUNC */ && !c->absent_functions++)
+                c->example_absent = sym_name(h, s);
+        }
+    }
+}
+
+/* R36: a segment none of whose anchors is present moves with the segments
+ * around it (in address order, ORDER: room for each) when they moved
+ * alike. */
+static void shift_between(const kms_handle *h, uint64_t *shift, uint8_t *known, uint32_t *order)
+{
+    uint32_t nseg = h->count[T_SEGMENTS];
     for (uint32_t g = 0; g < nseg; g++)
         order[g] = g;
     for (uint32_t g = 1; g < nseg; g++) { /* stable insertion sort by start */
@@ -270,47 +222,47 @@ int kmsi_place_sections(kms_handle *h, const char *syms_path, const char *source
             known[seg] = 1;
         }
     }
-    h->anchors_verified = verified;
-    memcpy(h->seg_shift, shift, nseg * sizeof *shift);
-    memcpy(h->seg_known, known, nseg);
-    if (check) {
-        uint32_t present = verified + misplaced;
-        if (verified == 0 || misplaced > MISPLACED_ANCHORS_ALLOWED) {
-            kms_error stale;
-            kmsi_fail(check == CHECK_WARN ? &stale : err, KMS_E_STALE, "%s does not match %s: of "
-                      "its %u anchor symbols, %u are where its link addresses say, %u elsewhere "
-                      "and %u absent; they are of different kernels: use the dtrace_syms built "
-                      "for the kernel whose kallsyms this is (or rebuild it)", syms_path, source,
-                      present + absent, verified, misplaced, absent);
-            if (check != CHECK_WARN) {
-                rc = KMS_E_STALE;
-                goto out;
-            }
-            if ((rc = kmsi_forced(h, stale.message, err)) != KMS_OK)
-                goto out;
-        }
-        /* forced (KMS_LOAD_FORCE), as the stale check: answer anyway */
-        if (absent_functions && check != CHECK_WARN) {
-            rc = kmsi_fail(err, KMS_E_KALLSYMS, "%s lacks %u function symbols that every kallsyms of "
-                           "this kernel lists (such as %.80s), though the %u it has are where %s says: "
-                           "it is truncated or filtered; read /proc/kallsyms again, whole and as root",
-                           source, absent_functions, example_absent, verified, syms_path);
-            goto out;
-        }
+}
+
+/* R36, R37: the file is kallsyms' kernel's, as CHECK asks (KMS_LOAD_FORCE:
+ * the stale check warns instead, and the truncation check is not made). */
+static int check_anchors(kms_handle *h, const struct anchor_count *c, const char *syms_path,
+                         const char *source, int check, kms_error *err)
+{
+    uint32_t present = c->verified + c->misplaced;
+    if (c->verified == 0 || c->misplaced > MISPLACED_ANCHORS_ALLOWED) {
+        kms_error stale;
+        kmsi_fail(check == CHECK_WARN ? &stale : err, KMS_E_STALE, "%s does not match %s: of "
+                  "its %u anchor symbols, %u are where its link addresses say, %u elsewhere "
+                  "and %u absent; they are of different kernels: use the dtrace_syms built "
+                  "for the kernel whose kallsyms this is (or rebuild it)", syms_path, source,
+                  present + c->absent, c->verified, c->misplaced, c->absent);
+        if (check != CHECK_WARN)
+            return KMS_E_STALE;
+        int rc = kmsi_forced(h, stale.message, err);
+        if (rc != KMS_OK)
+            return rc;
     }
-    /* Placed extents: sections moved by a known shift, placement's low
-     * byte != 0 (its codes are 0-3, docs/format.md), size > 0; by base,
-     * stably. */
-    if (!ALLOC(h, placed, nsec)) {
-        rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
-        goto out;
-    }
+    if (c->absent_functions && check != CHECK_WARN)
+        return kmsi_fail(err, KMS_E_KALLSYMS, "%s lacks %u function symbols that every kallsyms of "
+                         "this kernel lists (such as %.80s), though the %u it has are where %s says: "
+                         "it is truncated or filtered; read /proc/kallsyms again, whole and as root",
+                         source, c->absent_functions, c->example_absent, c->verified, syms_path);
+    return KMS_OK;
+}
+
+/* Each section with a link address moved with the (last) segment holding
+ * it; the placed extents: sections moved by a known shift, placement's low
+ * byte != 0 (its codes are 0-3, docs/format.md), size > 0; by base,
+ * stably. */
+static int place_extents(kms_handle *h, const uint64_t *shift, const uint8_t *known,
+                         const char *syms_path, kms_error *err)
+{
+    uint32_t nseg = h->count[T_SEGMENTS], nsec = h->count[T_SECTIONS];
     struct keyed *ext;
-    if (!SCRATCH(h, ext, nsec)) {
-        rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
-        goto out;
-    }
     size_t next = 0;
+    if (!ALLOC(h, placed, nsec) || !SCRATCH(h, ext, nsec))
+        return kmsi_fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
     for (uint32_t sec = 0; sec < nsec; sec++) {
         const unsigned char *se = ent(h, T_SECTIONS, sec);
         uint64_t address = le64(se + SEC_ADDRESS);
@@ -324,28 +276,65 @@ int kmsi_place_sections(kms_handle *h, const char *syms_path, const char *source
         }
         if (seg_of < 0)
             continue;
-        h->section_base[sec] = address + shift[seg_of];
+        h->load->section_base[sec] = address + shift[seg_of];
         h->placed[sec] = (uint8_t)le32(se + SEC_PLACEMENT) != PLACEMENT_UNPLACED ? PLACED : 0;
         if (h->placed[sec] && le64(se + SEC_SIZE) > 0) {
-            ext[next].key = h->section_base[sec];
+            ext[next].key = h->load->section_base[sec];
             ext[next++].idx = sec;
         }
     }
-    if (kmsi_sort_keyed(h, ext, next) || !ALLOC(h, ext_start, next) || !ALLOC(h, ext, next)) {
-        rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
-        goto out;
-    }
+    if (kmsi_sort_keyed(h, ext, next) || !ALLOC(h, ext_start, next) || !ALLOC(h, ext, next))
+        return kmsi_fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
     h->next = (uint32_t)next;
     for (size_t k = 0; k < next; k++) {
         h->ext_start[k] = ext[k].key;
         h->ext[k].end = ext[k].key + le64(ent(h, T_SECTIONS, ext[k].idx) + SEC_SIZE);
         h->ext[k].sec = ext[k].idx;
     }
+    return KMS_OK;
+}
+
+/*
+ * The segments' shifts (docs/resolver.md R7, R36, R37): each segment's
+ * shift voted by its anchors (segment_shift), a segment without one moved
+ * as its neighbours (shift_between), the anchors checked (check_anchors),
+ * and each section with a link address placed (place_extents).
+ */
+int kmsi_place_sections(kms_handle *h, const char *syms_path, const char *source, int check,
+                               kms_error *err)
+{
+    uint32_t nseg = h->count[T_SEGMENTS], nanch = h->count[T_ANCHORS];
+    size_t nfound = h->load->anchors->nfound;
+    uint64_t *shift = calloc(nseg ? nseg : 1, sizeof *shift);
+    uint8_t *known = calloc(nseg ? nseg : 1, 1);
+    uint8_t *usable = malloc(nanch ? nanch : 1);
+    uint32_t *order = malloc((nseg ? nseg : 1) * sizeof *order);
+    uint64_t *vote = malloc((nfound ? nfound : 1) * sizeof *vote);
+    struct anchor_count c = {0, 0, 0, 0, ""};
+    struct scratch_mark mark = kmsi_scratch_mark(h);
+    int rc = KMS_OK;
+
+    if (!shift || !known || !usable || !order || !vote) {
+        rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
+        goto out;
+    }
+    /* the core lines of each anchor's name were found as kallsyms was read */
+    for (uint32_t a = 0; a < nanch; a++)
+        usable[a] = (uint8_t)anchor_usable(h, a);
+    for (uint32_t seg = 0; seg < nseg; seg++)
+        segment_shift(h, seg, usable, vote, shift, known, &c);
+    shift_between(h, shift, known, order);
+    h->anchors_verified = c.verified;
+    memcpy(h->load->seg_shift, shift, nseg * sizeof *shift);
+    memcpy(h->load->seg_known, known, nseg);
+    if ((!check || (rc = check_anchors(h, &c, syms_path, source, check, err)) == KMS_OK))
+        rc = place_extents(h, shift, known, syms_path, err);
 out:
     kmsi_scratch_release(h, mark);
     free(shift);
     free(known);
     free(usable);
     free(order);
+    free(vote);
     return rc;
 }

@@ -24,36 +24,52 @@ static long find_lines(const kms_handle *h, const char *name, size_t len,
     return NO;
 }
 
+/* A record's fields that are its owner's (struct owner). */
+static inline void put_owner(const struct owner *o, struct kms_sym *out)
+{
+    out->dso = o->dso;
+    out->modules = o->modules;
+    out->object = o->object;
+    out->candidates = o->candidates;
+    out->nmodules = o->nmodules;
+    out->ncandidates = o->ncandidates;
+    out->origin = o->origin;
+    out->ambiguous = o->ambiguous;
+    out->reserved[0] = out->reserved[1] = 0;
+}
+
 /*
  * The answer record (docs/resolver.md §5) for ADDRESS answered by ANSWER (a piece's: a line,
  * PIECE_SIZED when its interval holds ADDRESS, or PIECE_NO_LINE with the
- * owner of the object holding ADDRESS, OWNER_NONE for none), every byte of
- * OUT written (its padding zeroed or from the owner's tail, so that records
- * compare with memcmp).
+ * owner of the object holding ADDRESS, OWNER_NONE for none): every field
+ * of OUT but its size written, from the line and from its owner.
  */
 static void record(const kms_handle *h, uint64_t address, uint32_t answer, struct kms_sym *out)
 {
     uint32_t index = answer & PIECE_INDEX;
+    out->address = address;
     if (answer & PIECE_NO_LINE) {
-        memcpy((char *)out + OWNER_AT, h->owner[index].tail, OWNER_SIZE);
-        memset((char *)out + sizeof out->size, 0, OWNER_AT - sizeof out->size);
-        out->address = address;
+        put_owner(&h->owner[index], out);
+        out->sym = NULL;
+        out->sym_len = 0;
         out->line = UINT32_MAX;
-        out->sym_size = -1;
+        out->symoff = out->sym_start = out->sym_end = out->sym_size = 0;
         out->sym_binding = KMS_BINDING_UNKNOWN;
+        out->type = 0;
+        out->sized = 0;
+        out->size_kind = KMS_SIZE_UNKNOWN;
         return;
     }
     const struct line *l = h->line + index;
-    memcpy((char *)out + OWNER_AT, h->owner[h->owner_first[WHO_TAG(l->who)] + WHO_INDEX(l->who)].tail,
-           OWNER_SIZE);
-    out->address = address;
+    put_owner(&h->owner[h->owner_first[WHO_TAG(l->who)] + WHO_INDEX(l->who)], out);
+    int64_t size = kmsi_line_size(h, index, &out->size_kind);
     out->sym = h->text + l->name;
     out->sym_len = l->name_len;
     out->line = index;
     out->sym_start = l->addr;
     out->symoff = address - l->addr;
-    out->sym_size = kmsi_line_size(h, index, &out->size_kind);
-    out->sym_end = l->addr + (out->sym_size > 0 ? (uint64_t)out->sym_size : 0);
+    out->sym_size = size > 0 ? (uint64_t)size : 0;
+    out->sym_end = l->addr + out->sym_size;
     out->sized = (uint8_t)(answer >> 31);
     out->type = (char)l->type;
     out->sym_binding = l->binding;

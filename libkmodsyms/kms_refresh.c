@@ -93,7 +93,7 @@ static char *module_list(const char *path)
 }
 
 int kmsi_remember_sources(kms_handle *h, const struct kms_load_opts *o,
-                          const struct kms_sources *src, kms_error *err)
+                          const struct kmsi_sources *src, kms_error *err)
 {
     int bad = 0;
     struct kms_reload *r = h->reload = calloc(1, sizeof *h->reload);

@@ -68,8 +68,8 @@ static uint64_t group_bound(const kms_handle *h, uint32_t g, uint64_t addr)
         return seen(h, k) && h->marker[k] > addr ? h->marker[k] : 0;
     }
     uint64_t last;
-    if (h->mod_origin[g] == KMS_ORIGIN_LOADABLE && !kms_modules_outside_core(&h->mods, g, addr) &&
-        kms_modules_core_last(&h->mods, g, &last) && last != UINT64_MAX && last >= addr)
+    if (h->mod_origin[g] == KMS_ORIGIN_LOADABLE && !kmsi_modules_outside_core(&h->mods, g, addr) &&
+        kmsi_modules_core_last(&h->mods, g, &last) && last != UINT64_MAX && last >= addr)
         return last + 1;
     return 0;
 }
@@ -116,7 +116,7 @@ int kmsi_group_lines(kms_handle *h, kms_error *err)
         h->group_first[g + 1] += h->group_first[g];
     memcpy(at, h->group_first, ng * sizeof *at);
     for (size_t k = 0; k < n; k++) {
-        uint32_t i = h->by_address[k], g = h->estimate[i];
+        uint32_t i = h->load->by_address[k], g = h->estimate[i];
         if (g != UINT32_MAX)
             h->grouped[at[g]++] = i;
     }

@@ -2,7 +2,9 @@
 /*
  * Sorting keyed items stably (struct keyed), for placement (the extents),
  * attribution (the sections' ends), the index (lines by address, the .ko
- * extents).
+ * extents); and the one majority vote (docs/resolver.md R11), for
+ * placement's segment shifts (kms_place.c) and loaded modules' section
+ * bases (kms_match.c).
  */
 #include "kms_internal.h"
 
@@ -75,4 +77,33 @@ int kmsi_sort_keyed(kms_handle *h, struct keyed *a, size_t n)
         tmp[o++] = a[j++];
     memcpy(a, tmp, n * sizeof *a);
     return 0;
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int kmsi_majority(uint64_t *vote, size_t n, uint64_t *winner, size_t *most)
+{
+    size_t same = 1, best = 0;
+    int unique = 0;
+    while (same < n && vote[same] == vote[0])
+        same++;
+    if (same < n) /* votes that disagree: sorted, to count each value's */
+        qsort(vote, n, sizeof *vote, u64_cmp);
+    for (size_t b = 0, c; b < n; b = c) {
+        for (c = b; c < n && vote[c] == vote[b]; c++)
+            ;
+        if (c - b > best) {
+            best = c - b;
+            *winner = vote[b];
+            unique = 1;
+        } else if (c - b == best) {
+            unique = 0; /* R11: a tie for the most is no winner */
+        }
+    }
+    *most = best;
+    return unique;
 }

@@ -51,10 +51,10 @@ static void put_dec(struct text *t, uint64_t v)
     put(t, d, (size_t)snprintf(d, sizeof d, "%llu", (unsigned long long)v));
 }
 
-static void put_signed(struct text *t, int64_t v)
+static void put_decimal(struct text *t, uint64_t v)
 {
     char d[24];
-    put(t, d, (size_t)snprintf(d, sizeof d, "%lld", (long long)v));
+    put(t, d, (size_t)snprintf(d, sizeof d, "%llu", (unsigned long long)v));
 }
 
 /* The text's length; BUF NUL-terminated where it holds any byte. */
@@ -346,7 +346,7 @@ static void put_record(struct text *t, const kms_handle *h, const struct kms_sym
         put_hex(t, r->sym_start);
         put_str(t, "\", \"size\": ");
         if (r->size_kind != KMS_SIZE_UNKNOWN)
-            put_signed(t, r->sym_size);
+            put_decimal(t, r->sym_size);
         else
             put_str(t, "null");
         put_str(t, ", \"size_kind\": ");

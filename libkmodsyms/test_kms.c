@@ -139,6 +139,11 @@ static void check_fixture(kms_handle *h)
     kms_resolve(h, 0x1000, &r);
     CHECK(!r.sym && !r.dso && !r.object && r.nmodules == 0, "no symbol");
 
+    /* an unknown size is 0, as in every struct (kmodsyms.h, "Sizes") */
+    n = kms_lookup(h, "__per_cpu_end", recs, 8);
+    CHECK(n == 1 && recs[0].size_kind == KMS_SIZE_UNKNOWN && recs[0].sym_size == 0 &&
+          recs[0].sym_end == recs[0].sym_start && !recs[0].sized, "unknown size: %d %llu",
+          recs[0].size_kind, (unsigned long long)recs[0].sym_size);
     n = kms_lookup(h, "init_once", recs, 8);
     CHECK(n == 4, "init_once: %zu matches", n);
     n = kms_lookup(h, "ext4`init_once", recs, 8);

@@ -471,7 +471,7 @@ def test_shared_library_exports_only_the_api(clib):
     header = open(os.path.join(CSRC, "kmodsyms.h")).read()
     assert exported and all(name.startswith("kms_") and name + "(" in header for name in exported)
     soname = subprocess.run(["readelf", "-d", lib], capture_output=True, text=True).stdout
-    assert "libkmodsyms.so.2" in soname
+    assert "libkmodsyms.so.3" in soname
 
 
 def test_install(clib, tmp_path):
@@ -480,7 +480,7 @@ def test_install(clib, tmp_path):
                            "PREFIX=/usr", f"DESTDIR={dest}"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     for path in ("usr/include/kmodsyms.h", "usr/lib/libkmodsyms.a", "usr/lib/libkmodsyms.so",
-                 "usr/lib/libkmodsyms.so.2", "usr/lib/pkgconfig/kmodsyms.pc", "usr/bin/kmodsyms-c"):
+                 "usr/lib/libkmodsyms.so.3", "usr/lib/pkgconfig/kmodsyms.pc", "usr/bin/kmodsyms-c"):
         assert (dest / path).exists(), path
     pc = (dest / "usr/lib/pkgconfig/kmodsyms.pc").read_text()
     assert "prefix=/usr\n" in pc and "libdir=${prefix}/lib\n" in pc and "-lkmodsyms" in pc

@@ -10,10 +10,11 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import FIXTURE_KASLR
+from conftest import FIXTURE, FIXTURE_KASLR
 
 from kmodsyms import load
 from kmodsyms.binding import Symbolization
+from kmodsyms.binding.records import SizeKind
 from kmodsyms.errors import KmodsymsError, StaleError
 from kmodsyms.scan.linkmap import vmlinux_object_map
 from kmodsyms.scan.modmap.thick import read_thick
@@ -350,3 +351,15 @@ def test_module_ranges_against_the_linker_maps(fixture_tree, fixture_resolver):
     assert merged_across_padding >= 4
     assert [[r.start, r.end, r.text] for r in fixture_resolver.module_ranges("ext4")][:1] == \
         [[0xffffffffab6003e0, 0xffffffffab60068b, True]]
+
+
+def test_an_unknown_size_is_none(fixture_syms):
+    """docs/resolver.md 11.1: an unknown size has one spelling, None in
+    Python, in the line and in its record (kms_line's and kms_sym's 0 in C):
+    the fixture's per-cpu markers have no ELF size and nothing bounds them."""
+    resolver = load(syms=fixture_syms, kallsyms=os.path.join(FIXTURE, "kallsyms"))
+    unknown = [ln for ln in resolver.lines() if ln.size_kind == SizeKind.UNKNOWN]
+    assert {ln.name for ln in unknown} >= {"__per_cpu_start", "__per_cpu_end"}
+    assert {ln.size for ln in unknown} == {None}
+    records = [resolver.record(ln.address, ln.index) for ln in unknown]
+    assert {(rec.size, rec.size_kind, rec.sized) for rec in records} == {(None, SizeKind.UNKNOWN, False)}

@@ -116,7 +116,7 @@ static PyObject *sym_record(const struct kms_sym *r, int known)
     f[4] = has ? text(r->sym, r->sym_len) : Py_NewRef(Py_None);
     f[5] = has ? PyLong_FromUnsignedLongLong(r->symoff) : Py_NewRef(Py_None);
     f[6] = has ? PyLong_FromUnsignedLongLong(r->sym_start) : Py_NewRef(Py_None);
-    f[7] = has && r->size_kind != KMS_SIZE_UNKNOWN ? PyLong_FromLongLong(r->sym_size)
+    f[7] = has && r->size_kind != KMS_SIZE_UNKNOWN ? PyLong_FromUnsignedLongLong(r->sym_size)
                                                    : Py_NewRef(Py_None);
     f[8] = has ? member(size_kinds, r->size_kind) : Py_NewRef(Py_None);
     f[9] = PyBool_FromLong(r->sized);
@@ -178,7 +178,8 @@ static PyObject *line_record(const struct kms_line *l, size_t index, PyObject *c
     PyObject *f[10];
     f[0] = PyLong_FromSize_t(index);
     f[1] = PyLong_FromUnsignedLongLong(l->address);
-    f[2] = PyLong_FromUnsignedLongLong(l->sym_size);
+    f[2] = l->size_kind != KMS_SIZE_UNKNOWN ? PyLong_FromUnsignedLongLong(l->sym_size)
+                                          : Py_NewRef(Py_None); /* kmodsyms.h, "Sizes" */
     f[3] = PyUnicode_FromStringAndSize(&l->type, 1);
     f[4] = text(l->name, l->name_len);
     f[5] = cached_list(cache, l->nmodules, l->modules);

@@ -135,9 +135,9 @@ class Line(namedtuple("Line", ("index", "address", "size", "type", "name", "modu
                                "binding", "object", "size_kind"))):
     """One kallsyms line with its attribution (``struct kms_line``):
     ``index`` in kallsyms order; ``size`` as ``size_kind`` (a
-    :class:`SizeKind`) says it is known, exact or estimated (0 when
-    unknown); ``modules`` its built-in module(s) or
-    its loaded or pseudo-module (``[]`` for the core kernel, and for an
+    :class:`SizeKind`) says it is known, exact or estimated (None when
+    unknown, as in :class:`Symbolization` and :class:`KernelSymbol`);
+    ``modules`` its built-in module(s) or its loaded or pseudo-module (``[]`` for the core kernel, and for an
     ambiguous line whose candidates' modules differ); ``origin`` an
     :class:`Origin`; ``binding`` a :class:`Binding` or None; ``object``
     its object (or .ko) path, None when from none."""

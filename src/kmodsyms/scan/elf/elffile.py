@@ -6,7 +6,7 @@ Layered as pyelftools is (structs -> sections -> symbols), below the two
 readers of ELF files here: :mod:`kmodsyms.scan.elf.elfscan` (vmlinux's objects, in
 bulk) and :mod:`kmodsyms.scan.elf.elfimage` (linked images: vmlinux).  Loaded
 modules' ``.ko`` files are read at run time by libkmodsyms
-(``libkmodsyms/kms_modules.c``), in this layer's words.  :class:`ElfFile` validates the
+(``libkmodsyms/kms_elf.c``), in this layer's words.  :class:`ElfFile` validates the
 file header once and resolves extended numbering once (``e_shnum``,
 ``e_shstrndx`` and ``e_phnum`` kept in section 0 when they do not fit, and
 symbols' SHN_XINDEX).  A table is read in one ``struct`` pass into tuples

@@ -63,6 +63,29 @@ from kmodsyms.scan.sysmap import Kallsyms
 MIN_SEARCH_ANCHORS = 16
 
 
+def majority_vote(sections: np.ndarray, bases: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """R11, the one majority vote: per section of SECTIONS (one per vote),
+    the base of BASES with more votes than any other; a section whose most
+    voted bases tie has none.  Returns the sections that have a winner,
+    their bases, and how many votes were not for the most voted base of
+    their section."""
+    by_pair = np.lexsort((bases, sections))
+    sections, bases = sections[by_pair], bases[by_pair]
+    new_pair = np.ones(len(by_pair), dtype=bool)
+    new_pair[1:] = (sections[1:] != sections[:-1]) | (bases[1:] != bases[:-1])
+    firsts = np.flatnonzero(new_pair)
+    uniq = np.stack([sections[firsts].astype(U64), bases[firsts]])
+    votes = np.diff(np.append(firsts, len(by_pair)))
+    order = np.lexsort((votes, uniq[0]))          # by section, then votes
+    uniq, votes = uniq[:, order], votes[order]
+    last = np.ones(uniq.shape[1], dtype=bool)
+    last[:-1] = uniq[0, 1:] != uniq[0, :-1]
+    tied = np.zeros(uniq.shape[1], dtype=bool)   # as many votes as the one before, same section
+    tied[1:] = (uniq[0, 1:] == uniq[0, :-1]) & (votes[1:] == votes[:-1])
+    won = last & ~tied
+    return uniq[0, won].astype(np.int64), uniq[1, won], int(len(sections) - votes[last].sum())
+
+
 def conflicting_votes_allowed(anchors: int) -> int:
     """R38: how many anchors may disagree in a file of this kernel."""
     return max(8, anchors // 20)
@@ -146,22 +169,10 @@ class SearchPlacer(Placer):
         bases = ks.address[anchor_lines] - syms.symbols["value"][anchor_entries]
         self.stats.anchors = len(anchor_lines)
         if len(sections):
-            # Majority vote per section over (section, base) pairs.
-            by_pair = np.lexsort((bases, sections))
-            sections, bases = sections[by_pair], bases[by_pair]
-            new_pair = np.ones(len(by_pair), dtype=bool)
-            new_pair[1:] = (sections[1:] != sections[:-1]) | (bases[1:] != bases[:-1])
-            firsts = np.flatnonzero(new_pair)
-            uniq = np.stack([sections[firsts].astype(U64), bases[firsts]])
-            votes = np.diff(np.append(firsts, len(by_pair)))
-            order = np.lexsort((votes, uniq[0]))          # by section, then votes
-            uniq, votes = uniq[:, order], votes[order]
-            last = np.ones(uniq.shape[1], dtype=bool)
-            last[:-1] = uniq[0, 1:] != uniq[0, :-1]
-            chosen_sec = uniq[0, last].astype(np.int64)
-            self.section_base[chosen_sec] = uniq[1, last]
+            chosen_sec, chosen_base, conflicting = majority_vote(sections, bases)
+            self.section_base[chosen_sec] = chosen_base
             self.section_how[chosen_sec] = BY_ANCHOR
-            self.stats.conflicting_anchors = int(len(sections) - votes[last].sum())
+            self.stats.conflicting_anchors = conflicting
         self._eliminate()
 
     def _eliminate(self) -> None:
