@@ -15,7 +15,16 @@ from typing import Annotated, List, Optional
 import typer
 
 from kmodsyms import __version__
-from kmodsyms.cli.frontend import OPTIONS, byte_exact_stdout, guarded, load_resolver, run_command, warn
+from kmodsyms.cli.frontend import (
+    OPTIONS,
+    byte_exact_stdout,
+    check_modules_dir,
+    guarded,
+    load_resolver,
+    parse_address,
+    run_command,
+    warn,
+)
 from kmodsyms.errors import KmodsymsError
 from kmodsyms.kernelnames import kernel_spelling
 
@@ -567,6 +576,7 @@ def annotate(
         except OSError as e:
             raise KmodsymsError(f"cannot read {path}: {e.strerror}") from None
     out = sys.stdout.buffer
+    check_modules_dir(modules_dir)
     try:
         resolver = load_resolver(_options(syms=syms, kallsyms=kallsyms, strict=strict, force=force,
                                           modules_dir=modules_dir), quiet=quiet)
@@ -616,6 +626,29 @@ def modules(
         modules_dir=modules_dir)))
 
 
+def _refuse_negative_address(usage_error) -> None:
+    """A negative address before '--' reads to click as short options
+    ('-0x10': "No such option: -0"; '-ff...': -f's value): refuse it with
+    the line it gets after '--' (parse_address) instead."""
+    ctx = getattr(usage_error, "ctx", None)
+    if ctx is None or ctx.command.name != "resolve":
+        return
+    valued = {flag for p in ctx.command.params if getattr(p, "is_flag", True) is False
+              for flag in p.opts}
+    args = iter(sys.argv[2:])
+    for arg in args:
+        if arg == "--":
+            return
+        if arg in valued:
+            next(args, None)
+        elif arg.startswith("-") and arg != "-":
+            try:
+                parse_address(arg[1:])
+            except KmodsymsError:
+                continue
+            parse_address(arg)
+
+
 def _run_app() -> int:
     """The typer app's exit status: usage errors print themselves (exit 2)."""
     try:
@@ -632,6 +665,7 @@ def _run_app() -> int:
             typer.echo(e.ctx.get_help())
             return 0
         if callable(getattr(e, "show", None)) and hasattr(e, "exit_code"):
+            _refuse_negative_address(e)
             e.show()
             return 2
         raise
