@@ -160,7 +160,8 @@ def test_input_that_is_not_utf8_is_echoed_as_its_bytes(files, clib):
     """Issue 31 item 4: every message that echoes input shows bytes that
     are no UTF-8 as \\xNN, never as Python's surrogate escapes (\\udcff):
     resolve's bad address (argument and stdin), lookup's bad name, unknown
-    module and missing symbol, and the C CLI's missing symbol."""
+    module and missing symbol, dump's unknown module, and the C CLI's
+    missing symbol."""
     assert _run_argv(["resolve", *files, b"\xff\xfe"]) == \
         (2, "", "kmodsyms: error: bad address '\\xff\\xfe': give it in hex, e.g. 0xffffffff81000000\n")
     assert _run_argv(["resolve", *files, "-"], b"\xff\xfe\n") == \
@@ -173,6 +174,9 @@ def test_input_that_is_not_utf8_is_echoed_as_its_bytes(files, clib):
     assert _run_argv(["lookup", *files, b"\xff`"]) == \
         (2, "", "kmodsyms: error: bad name '\\xff`': give [MOD`]NAME[+0xOFF], "
                 "e.g. ext4`ext4_file_open+0x1c\n")
+    syms = files[1]
+    assert _run_argv(["dump", syms, "--module", b"ext\xff"]) == \
+        (2, "", f"kmodsyms: error: no built-in module 'ext\\xff' in {syms} (see 'kmodsyms info {syms}')\n")
     c = subprocess.run([os.path.join(clib["plain"], "kmodsyms-c"), "lookup", *files, b"\xff\xfe"],
                        capture_output=True)
     assert (c.returncode, c.stderr) == (1, b"kmodsyms-c: no symbol \\xff\\xfe\n")

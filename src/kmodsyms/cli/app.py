@@ -25,7 +25,7 @@ from kmodsyms.cli.frontend import (
     run_command,
     warn,
 )
-from kmodsyms.errors import KmodsymsError
+from kmodsyms.errors import KmodsymsError, shown
 from kmodsyms.kernelnames import kernel_spelling
 
 app = typer.Typer(
@@ -220,6 +220,10 @@ def _build_debuginfo(vmlinux, release, root, system_map, config, modules_dir, so
     from kmodsyms.scan.debuginfo.debuginfo import build_from_debuginfo, default_inputs, default_source, release_of_vmlinux
     if source and guess_modules:
         _die("give --source or --guess-modules, not both")
+    if config and guess_modules:
+        # Not read when the modules are guessed, but a file named must be a config.
+        from kmodsyms.scan.modmap.makeeval import config_header
+        config_header(config)
     if not output:
         _die("give the output file (-o FILE) to build from debug info")
     release = release or (release_of_vmlinux(vmlinux) if vmlinux else "") or \
@@ -354,7 +358,7 @@ def dump(
             m = syms.module_names.index(wanted)
             sets = [i for i, ms in enumerate(syms.modset_modules) if m in ms]
         else:
-            _die(f"no built-in module {module!r} in {file} (see 'kmodsyms info {file}')")
+            _die(f"no built-in module '{shown(module)}' in {file} (see 'kmodsyms info {file}')")
         indices = np.flatnonzero(np.isin(syms.symbols["modset"], sets)).tolist()
     out = sys.stdout
     for i in indices:
@@ -452,7 +456,7 @@ def _option(name: str):
 
     def one_of_choices(value: str) -> str:
         if value not in option.choices:
-            raise typer.BadParameter(f"{value!r} is not one of {', '.join(option.choices)}")
+            raise typer.BadParameter(f"'{shown(value)}' is not one of {', '.join(option.choices)}")
         return value
 
     return typer.Option(*option.flags, help=option.help, show_default=True,
