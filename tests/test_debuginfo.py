@@ -491,9 +491,11 @@ def test_modules_builtin_is_held_to_its_modinfo(tmp_path):
                                              "kernel/drivers/x/b.ko"]
 
 
-def test_sigterm_stops_a_build_and_leaves_nothing(debug_tree, tmp_path):
+@pytest.mark.parametrize("tree", ["--debuginfo", "--kbuild"])
+def test_sigterm_stops_a_build_and_leaves_nothing(debug_tree, tmp_path, tree):
     """Killed (SIGTERM) while it unpacks the source: exit 143, no output,
-    nothing left in $TMPDIR, no process left behind."""
+    nothing left in $TMPDIR, no process left behind; from debug info and
+    from a build tree without .cmd files (its module map from --source)."""
     import glob
     import signal
     import time
@@ -505,10 +507,16 @@ def test_sigterm_stops_a_build_and_leaves_nothing(debug_tree, tmp_path):
     config = tmp_path / "config"
     config.write_text("# Linux/x86 6.12.0 Kernel Configuration\nCONFIG_A=y\n")
     out = tmp_path / "dtrace_syms"
-    proc = subprocess.Popen(KMODSYMS + ["build", "--debuginfo", "--vmlinux", os.path.join(debug_tree, "vmlinux"),
-                                        "--system-map", os.path.join(debug_tree, "System.map"),
-                                        "--modules-dir", debug_tree, "--config", str(config),
-                                        "--source", tarballs[-1], "-o", str(out)],
+    if tree == "--kbuild":
+        kbuild = tmp_path / "kbuild"
+        shutil.copytree(FIXTURE, kbuild, symlinks=True)
+        shutil.copy(config, kbuild / ".config")
+        inputs = ["--kbuild", str(kbuild)]
+    else:
+        inputs = ["--debuginfo", "--vmlinux", os.path.join(debug_tree, "vmlinux"),
+                  "--system-map", os.path.join(debug_tree, "System.map"),
+                  "--modules-dir", debug_tree, "--config", str(config)]
+    proc = subprocess.Popen(KMODSYMS + ["build", *inputs, "--source", tarballs[-1], "-o", str(out)],
                             env={**os.environ, "TMPDIR": str(scratch)}, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while not list(scratch.glob("kmodsyms-make-*/source/*")) and time.monotonic() < deadline:
