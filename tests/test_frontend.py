@@ -376,6 +376,25 @@ def test_version_and_help():
     assert "'\\t[mod]'" in rich.stdout
 
 
+def test_help_at_80_columns_splits_no_hyphenated_word():
+    """Issue 31 item 9: every command's --help at 80 columns (and click
+    wraps no wider) keeps each hyphenated word whole ('a built- in module'
+    was split)."""
+    import re
+
+    from typer.main import get_command
+
+    from kmodsyms.cli.app import app
+    split = []
+    for command in ["", *get_command(app).commands]:
+        text = subprocess.run([sys.executable, "-m", "kmodsyms", *([command] if command else []), "--help"],
+                              capture_output=True, text=True, cwd=ROOT,
+                              env={**os.environ, "COLUMNS": "80"}).stdout
+        assert text.startswith("Usage:"), command
+        split += [(command, line) for line in text.splitlines() if re.search(r"[A-Za-z]-$", line)]
+    assert split == []
+
+
 @pytest.mark.parametrize("command", ["resolve", "lookup", "kallmodsyms", "modules"])
 def test_typer_and_the_path_without_typer_read_one_table(command):
     """Every option of the typer command is in the table the path without

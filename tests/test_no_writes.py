@@ -1,6 +1,8 @@
 """A run writes nothing but what the user names: no cache, no state, in a
-home and XDG directories that are empty and read-only; and the snapshot
-files an earlier kmodsyms cached are deleted, nothing else of theirs."""
+home and XDG directories that are empty and read-only (but the scan cache
+a build from a tree keeps beside its output, which its help and docs/cli.md
+name); and the snapshot files an earlier kmodsyms cached are deleted,
+nothing else of theirs."""
 
 from __future__ import annotations
 
@@ -47,6 +49,29 @@ def test_a_run_creates_nothing(fixture_syms, tmp_path):
         for d in (home, work):
             d.chmod(stat.S_IRWXU)
     assert _tree(home) == [] and _tree(work) == []
+
+
+def test_a_build_writes_its_output_and_the_cache_it_names(tmp_path):
+    """Issue 31 item 9: 'build -o X' from a tree writes X and X.cache (and
+    nothing else), 'build --no-cache -o X' X alone; build's --help and
+    docs/cli.md say so, where cli.md said 'there is no cache'."""
+    import shutil
+    tree, home = tmp_path / "tree", tmp_path / "home"
+    shutil.copytree(FIXTURE, tree, symlinks=True)
+    home.mkdir()
+    for name, more in (("cached", []), ("uncached", ["--no-cache"])):
+        out = tmp_path / name
+        out.mkdir()
+        run = subprocess.run([sys.executable, "-m", "kmodsyms", "build", "--kbuild", str(tree), *more,
+                              "-o", str(out / "dtrace_syms")], env=_env(home), capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        assert _tree(out) == (["dtrace_syms", "dtrace_syms.cache"] if not more else ["dtrace_syms"])
+    assert _tree(home) == []
+    usage = subprocess.run([sys.executable, "-m", "kmodsyms", "build", "--help"], capture_output=True,
+                           text=True).stdout
+    assert "--no-cache Neither read nor write OUTPUT.cache" in " ".join(usage.split())
+    cli_md = open(os.path.join(ROOT, "docs", "cli.md")).read()
+    assert "there is no cache" not in cli_md and "`OUTPUT.cache` beside its output" in cli_md
 
 
 def _snapshot(path, magic=b"KMSNAP\0\7") -> None:

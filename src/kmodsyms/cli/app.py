@@ -122,12 +122,17 @@ def build(
     thick: Optional[str] = typer.Option(
         None, "--thick", help="modules_thick.builtin to use (default: DIR/modules_thick.builtin, "
                               "then DIR/modules.builtin.objs, else derived from .cmd files)."),
-    output: Optional[str] = typer.Option(None, "--output", "-o", help="Output file (default: DIR/dtrace_syms)."),
+    output: Optional[str] = typer.Option(None, "--output", "-o", help="Output file (default: "
+                                         "DIR/dtrace_syms; from a tree, OUTPUT.cache too: see "
+                                         "--no-cache)."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", show_default=False,
                                        help="Parallel processes (default: the CPU count)."),
     allow_missing: bool = typer.Option(False, "--allow-missing",
                                        help="Warn about (and record) missing objects instead of failing."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Rescan every object (ignore OUTPUT.cache)."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write OUTPUT.cache "
+                                  "(each object's scan, kept beside the output so that a later "
+                                  "build of the tree rescans only what changed): rescan every "
+                                  "object."),
     no_layout: bool = typer.Option(False, "--no-layout",
                                    help="Do not record link addresses from vmlinux and System.map "
                                         "(a file without them cannot be loaded: for the "

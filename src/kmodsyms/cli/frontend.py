@@ -44,8 +44,8 @@ FORMAT_NAMES = ("verbose", "dtrace", "kernel", "json")
 
 OPTIONS = {
     "syms": Option(("--syms", "-s"), "dtrace_syms file (default: /lib/modules/$(uname -r)/"
-                   "kernel/dtrace_syms; without it, kallsyms alone answers, a built-in "
-                   "module's symbol shows its module as '?', with a warning).",
+                   "kernel/dtrace_syms; without it, kallsyms alone answers, with a warning, "
+                   "and the symbols of built-in modules show their module as '?').",
                    takes_value=True),
     "kallsyms": Option(("--kallsyms",), "kallsyms file (default: /proc/kallsyms, checked "
                        "against the running kernel).", takes_value=True),
