@@ -629,7 +629,8 @@ def modules(
     modules_dir: ModulesDir = None,
 ):
     """List the loaded modules: the .ko file each was matched with, and how
-    many of its kallsyms lines got their ELF size from it."""
+    many of its kallsyms lines got their ELF size from it ('no loaded
+    modules' on stderr when kallsyms shows none)."""
     raise typer.Exit(run_command("modules", _options(
         syms=syms, kallsyms=kallsyms, json=as_json, strict=strict, force=force,
         modules_dir=modules_dir)))
