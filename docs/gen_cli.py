@@ -63,7 +63,10 @@ Conventions shared by every command:
   ([pipelines.md](pipelines.md#a-host-without-dtrace_syms)).  `modules`
   needs no `dtrace_syms` and gives no such warning.
 * Every command answers from a cold start and writes nothing but what the
-  user names: there is no cache.
+  user names, with one exception: `build` from a tree keeps each object's
+  scan in `OUTPUT.cache` beside its output, for a later build of the tree
+  to rescan only what changed; `build --no-cache` neither reads nor writes
+  it.
 * `-h` is the same as `--help`.  On a terminal, typer renders the help with
   rich; the text below is the plain rendering of the same help.
 * `resolve`, `lookup`, `kallmodsyms` and `annotate` read the running

@@ -64,48 +64,6 @@ static const char *const format_names[] = {"verbose", "dtrace", "kernel", "json"
 static const char *const status_names[] = {"matched", "missing", "refused", "unsupported",
                                            "deferred"};
 
-/* The code point of the UTF-8 sequence at P (before END) as Python decodes
- * it with surrogateescape: an undecodable byte B is U+DC00 + B.  *LEN: how
- * many bytes it takes. */
-static unsigned decode_utf8(const unsigned char *p, const unsigned char *end, unsigned *len)
-{
-    unsigned c = *p, need = 0, cp = 0, lo = 0x80, hi = 0xBF;
-    *len = 1;
-    if (c < 0x80)
-        return c;
-    if (c >= 0xC2 && c <= 0xDF) {
-        need = 1;
-        cp = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        need = 2;
-        cp = c & 0x0F;
-        if (c == 0xE0)
-            lo = 0xA0;
-        if (c == 0xED)
-            hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        need = 3;
-        cp = c & 0x07;
-        if (c == 0xF0)
-            lo = 0x90;
-        if (c == 0xF4)
-            hi = 0x8F;
-    }
-    unsigned k = 0;
-    if (need && (size_t)(end - p) > need) {
-        for (k = 1; k <= need; k++) {
-            unsigned b = p[k];
-            if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF))
-                break;
-            cp = cp << 6 | (b & 0x3F);
-        }
-    }
-    if (!need || k != need + 1) /* undecodable byte: its surrogate escape */
-        return 0xDC00 + c;
-    *len = need + 1;
-    return cp;
-}
-
 /* Room for the texts the library formats: a text of N bytes and its NUL
  * (the program's only answer to no memory is to stop). */
 static char *room;
@@ -140,34 +98,19 @@ static void put_json_string(const char *s, size_t len, FILE *out)
     PUT_FORMATTED(out, kms_format_json_string(s, len, room, room_size));
 }
 
-/* A string as Python's ascii() quotes it (the CLI's messages quote what a
- * user gave so, in any locale): bytes decoded as UTF-8, an undecodable
- * byte B as U+DC00 + B (surrogateescape). */
-static void put_py_ascii(const char *s, size_t len, FILE *out)
+/* Input as the CLI's messages echo it (kmodsyms.errors.shown), the same in
+ * any locale: printable ASCII as it is (a backslash doubled), every other
+ * byte as \xNN, as the kernel's tools print a name they cannot show. */
+static void put_shown(const char *s, size_t len, FILE *out)
 {
-    const unsigned char *p = (const unsigned char *)s, *end = p + len;
-    char quote = memchr(s, '\'', len) && !memchr(s, '"', len) ? '"' : '\'';
-    putc(quote, out);
-    for (unsigned n; p < end; p += n) {
-        unsigned c = decode_utf8(p, end, &n);
-        if (c == (unsigned)quote || c == '\\')
-            fprintf(out, "\\%c", (int)c);
-        else if (c == '\n')
-            fputs("\\n", out);
-        else if (c == '\r')
-            fputs("\\r", out);
-        else if (c == '\t')
-            fputs("\\t", out);
-        else if (c < 0x20 || (c >= 0x7F && c < 0x100))
-            fprintf(out, "\\x%02x", c);
-        else if (c >= 0x10000)
-            fprintf(out, "\\U%08x", c);
-        else if (c >= 0x100)
-            fprintf(out, "\\u%04x", c);
+    for (const unsigned char *p = (const unsigned char *)s; p < (const unsigned char *)s + len; p++) {
+        if (*p == '\\')
+            fputs("\\\\", out);
+        else if (*p >= 0x20 && *p < 0x7F)
+            putc(*p, out);
         else
-            putc((int)c, out);
+            fprintf(out, "\\x%02x", *p);
     }
-    putc(quote, out);
 }
 
 static void put_json_cstring(const char *s, FILE *out)
@@ -287,8 +230,9 @@ static char *address_error(const char *text, size_t len, const char *why)
     FILE *m = open_memstream(&msg, &size);
     if (!m)
         return NULL;
-    fputs("bad address ", m);
-    put_py_ascii(text, len, m);
+    fputs("bad address '", m);
+    put_shown(text, len, m);
+    putc('\'', m);
     fputs(why, m);
     if (fclose(m) != 0) {
         free(msg);
@@ -453,11 +397,15 @@ static int module_there(const kms_handle *h, const char *mod, const char *spec)
     char *spelled = strdup(mod); /* as the kernel spells it, dashes underscores */
     for (char *c = spelled; c && *c; c++)
         *c = *c == '-' ? '_' : *c;
-    fputs("kmodsyms-c: no module ", stderr);
-    put_py_ascii(spelled ? spelled : mod, strlen(mod), stderr);
+    fputs("kmodsyms-c: no module '", stderr);
+    put_shown(spelled ? spelled : mod, strlen(mod), stderr);
+    putc('\'', stderr);
     free(spelled);
-    if (spec)
-        fprintf(stderr, " (for %s)", spec);
+    if (spec) {
+        fputs(" (for ", stderr);
+        put_shown(spec, strlen(spec), stderr);
+        putc(')', stderr);
+    }
     fprintf(stderr, ": not vmlinux, a built-in module%s or a loaded module\n",
             builtin_modules_unknown ? " (unknown without dtrace_syms)" : "");
     return 0;
@@ -663,8 +611,9 @@ int main(int argc, char **argv)
         int bad = !spec || parse_name(spec, &mod, &name, &off) != 0;
         free(spec);
         if (bad) {
-            fprintf(stderr, "kmodsyms-c: error: bad name '%s': give [MOD`]NAME[+0xOFF], e.g. "
-                    "ext4`ext4_file_open+0x1c\n", args[i]);
+            fputs("kmodsyms-c: error: bad name '", stderr);
+            put_shown(args[i], strlen(args[i]), stderr);
+            fputs("': give [MOD`]NAME[+0xOFF], e.g. ext4`ext4_file_open+0x1c\n", stderr);
             return free(args), 2;
         }
     }
@@ -744,7 +693,9 @@ int main(int argc, char **argv)
                 }
             }
             if (!n) {
-                fprintf(stderr, "kmodsyms-c: no symbol %s\n", args[i]);
+                fputs("kmodsyms-c: no symbol ", stderr);
+                put_shown(args[i], strlen(args[i]), stderr);
+                putc('\n', stderr);
                 status = 1;
             }
             for (size_t k = 0; k < n; k++)

@@ -75,6 +75,10 @@ static int check_header(const kms_handle *h, const char *path, kms_error *err)
     const unsigned char *d = h->map;
     size_t size = h->map_size;
     const char *why = NULL;
+
+    if (!size)
+        return kmsi_fail(err, KMS_E_SYMS, "%s: an empty file, not a dtrace_syms file: give the "
+                         "file 'kmodsyms build' wrote", path);
     if (size < CRC_COVERS_FROM || memcmp(d + HDR_MAGIC, FORMAT_MAGIC, FORMAT_MAGIC_SIZE) != 0) {
         if (looks_like_kallsyms(d, size))
             return kmsi_fail(err, KMS_E_SYMS, "%s is a kallsyms text, not a dtrace_syms file: "
@@ -246,6 +250,15 @@ static int validate_syms(kms_handle *h, const char *path, kms_error *err)
     return read_objects(h, path, err);
 }
 
+/* What a file that is not a regular one is, in a message (the words of
+ * kmodsyms.format.symsfile.file_kind). */
+static const char *file_kind(mode_t mode)
+{
+    return S_ISDIR(mode) ? "a directory" : S_ISCHR(mode) ? "a character device"
+        : S_ISBLK(mode) ? "a block device" : S_ISFIFO(mode) ? "a pipe"
+        : S_ISSOCK(mode) ? "a socket" : "not a regular file";
+}
+
 int kmsi_map_syms(kms_handle *h, const char *path, kms_error *err)
 {
     struct stat st;
@@ -259,8 +272,9 @@ int kmsi_map_syms(kms_handle *h, const char *path, kms_error *err)
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return kmsi_fail(err, KMS_E_IO, "cannot read %s: not a regular file; build it with "
-                         "'kmodsyms build'", path);
+        return kmsi_fail(err, KMS_E_IO, "%s: %s, not a dtrace_syms file: give the file "
+                         "'kmodsyms build' wrote%s", path, file_kind(st.st_mode),
+                         S_ISDIR(st.st_mode) ? " (DIR/dtrace_syms)" : "");
     }
     h->map_size = (size_t)st.st_size;
     if (h->map_size) {

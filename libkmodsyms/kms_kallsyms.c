@@ -44,12 +44,37 @@ static int is_space(unsigned char c)
 static int line_error(kms_error *err, const char *source, size_t lineno, const char *what,
                       const char *line, size_t len)
 {
-    char shown[81];
-    size_t k, m = len < 80 ? len : 80;
-    for (k = 0; k < m; k++)
-        shown[k] = (line[k] >= 32 && line[k] < 127) ? line[k] : '?';
-    shown[m] = 0;
+    /* its first 80 bytes as the CLI echoes input (kmodsyms.errors.shown):
+     * printable ASCII, a backslash doubled, any other byte \xNN */
+    char shown[80 * 4 + 1];
+    size_t k, m = len < 80 ? len : 80, at = 0;
+    for (k = 0; k < m; k++) {
+        unsigned char c = (unsigned char)line[k];
+        if (c == '\\')
+            at += (size_t)snprintf(shown + at, sizeof shown - at, "\\\\");
+        else if (c >= 32 && c < 127)
+            shown[at++] = (char)c;
+        else
+            at += (size_t)snprintf(shown + at, sizeof shown - at, "\\x%02x", c);
+    }
+    shown[at] = 0;
     return kmsi_fail(err, KMS_E_KALLSYMS, "%s:%zu: %s: '%s'", source, lineno, what, shown);
+}
+
+/* Line LINENO (LEN bytes at LINE) does not have the layout of the first
+ * line, whose address is WIDTH hex digits: say so in the words of WHAT,
+ * unless its address is of another width, which is said instead. */
+static int layout_error(kms_error *err, const char *source, size_t lineno, size_t width,
+                        const char *what, const char *line, size_t len)
+{
+    size_t own = 0;
+    while (own < len && ((line[own] >= '0' && line[own] <= '9') ||
+                         ((line[own] | 0x20) >= 'a' && (line[own] | 0x20) <= 'f')))
+        own++;
+    if (own && own < len && line[own] == ' ' && own != width)
+        what = own < width ? "address narrower than the others (the first line's)"
+                           : "address wider than the others (the first line's)";
+    return line_error(err, source, lineno, what, line, len);
 }
 
 /* The state of parsing kallsyms, carried from one block of text to the next. */
@@ -138,8 +163,8 @@ static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t 
     }
     width = ps->width;
     if (len < width + 4)
-        return line_error(err, source, ps->nonblank, "line too short for 'ADDRESS TYPE NAME'",
-                          line, len);
+        return layout_error(err, source, ps->nonblank, width,
+                            "line too short for 'ADDRESS TYPE NAME'", line, len);
     uint64_t bad = 0, a = hex8(line, &bad);
     if (width == 16)
         a = a << 32 | hex8(line + 8, &bad);
@@ -147,7 +172,8 @@ static int parse_line(kms_handle *h, struct parse *ps, const char *line, size_t 
     unsigned char type = (unsigned char)line[width + 1];
     ok &= (type >= 'A' && type <= 'Z') || (type >= 'a' && type <= 'z') || type == '?';
     if (!ok)
-        return line_error(err, source, ps->nonblank, "expected 'ADDRESS TYPE NAME'", line, len);
+        return layout_error(err, source, ps->nonblank, width, "expected 'ADDRESS TYPE NAME'",
+                            line, len);
     const char *name = line + width + 3;
     if (tab && tab < name) /* (a header this valid holds none) */
         tab = memchr(name, '\t', len - (width + 3));

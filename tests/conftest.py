@@ -17,9 +17,11 @@ FIXTURE_KASLR = 0x2A600000
 
 def pytest_report_header(config):
     """Where the corpus tests read the corpora and unpack them (hundreds of
-    MB, kept between runs), said once at the start of the run."""
+    MB, kept between runs), said once at the start of the run, and that
+    they skip when that place does not exist."""
     from bench.corpus import KERNELS, _corpus_cache_dir
-    return (f"kmodsyms corpora: read from {KERNELS} (KMODSYMS_KERNELS), unpacked into "
+    absent = "" if os.path.isdir(KERNELS) else " (absent: corpus tests skip)"
+    return (f"kmodsyms corpora: read from {KERNELS}{absent} (KMODSYMS_KERNELS), unpacked into "
             f"{_corpus_cache_dir()} (KMODSYMS_CORPUS_CACHE)")
 
 

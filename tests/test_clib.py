@@ -482,6 +482,10 @@ def test_install(clib, tmp_path):
     for path in ("usr/include/kmodsyms.h", "usr/lib/libkmodsyms.a", "usr/lib/libkmodsyms.so",
                  "usr/lib/libkmodsyms.so.3", "usr/lib/pkgconfig/kmodsyms.pc", "usr/bin/kmodsyms-c"):
         assert (dest / path).exists(), path
+    # DTrace's example is its source among the docs, not a program in bin (issue 31 item 8).
+    assert not (dest / "usr/bin/kms-dt-module").exists()
+    example = dest / "usr/share/doc/kmodsyms/examples/kms-dt-module.c"
+    assert example.read_bytes() == open(os.path.join(ROOT, "contrib/dtrace/kms-dt-module.c"), "rb").read()
     pc = (dest / "usr/lib/pkgconfig/kmodsyms.pc").read_text()
     assert "prefix=/usr\n" in pc and "libdir=${prefix}/lib\n" in pc and "-lkmodsyms" in pc
 

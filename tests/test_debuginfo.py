@@ -363,6 +363,70 @@ def _refused(debug_tree, tmp_path, **given) -> str:
     return lines[0]
 
 
+def _boot_image(tmp_path) -> str:
+    """A distribution's real vmlinux-z: the /boot/vmlinuz-REL of a Debian
+    linux-image package apt has cached, unpacked into ``tmp_path``."""
+    import glob
+    debs = sorted(p for p in glob.glob("/var/cache/apt/archives/linux-image-*.deb")
+                  if "-dbg_" not in p and "-dbgsym_" not in p)
+    if not debs or shutil.which("dpkg-deb") is None:
+        pytest.skip("no linux-image .deb in apt's cache (apt-get download linux-image-cloud-amd64)")
+    subprocess.run(["dpkg-deb", "-x", debs[0], str(tmp_path / "deb")], check=True)
+    found = glob.glob(str(tmp_path / "deb" / "boot" / "vmlinuz-*"))
+    if not found:
+        pytest.skip(f"{debs[0]} holds no /boot/vmlinuz-*")
+    return found[0]
+
+
+def test_a_boot_image_or_system_map_is_not_the_debug_vmlinux(debug_tree, tmp_path):
+    """Issue 31 item 2: --vmlinux given the boot image (vmlinuz) or a
+    System.map: one line saying which it is and naming the debug package's
+    vmlinux of that release, never 'rebuild the kernel (run make ...)' (a
+    build from debug info has no tree)."""
+    def advice(rel):
+        return (f"give the debug vmlinux, /usr/lib/debug/boot/vmlinux-{rel} or "
+                f"/usr/lib/debug/lib/modules/{rel}/vmlinux, from the kernel's debug package "
+                f"(Debian: linux-image-{rel}-dbg; Fedora: kernel-debuginfo; docs/distributions.md)")
+    vmlinuz = _boot_image(tmp_path)
+    release = os.path.basename(vmlinuz)[len("vmlinuz-"):]
+    assert _refused(debug_tree, tmp_path, **{"--vmlinux": vmlinuz}) == \
+        f"kmodsyms: error: {vmlinuz}: the kernel's boot image (vmlinuz), not the debug vmlinux; {advice(release)}"
+    system_map = os.path.join(debug_tree, "System.map")
+    assert _refused(debug_tree, tmp_path, **{"--vmlinux": system_map, "--release": "6.12.0-fixture"}) == \
+        f"kmodsyms: error: {system_map}: a System.map, not the debug vmlinux; {advice('6.12.0-fixture')}"
+    other = tmp_path / "not-elf"
+    other.write_bytes(b"\x00" * 4096)
+    assert _refused(debug_tree, tmp_path, **{"--vmlinux": str(other), "--release": "6.12.0-fixture"}) == \
+        f"kmodsyms: error: {other}: not an ELF image; {advice('6.12.0-fixture')}"
+
+
+def test_a_config_given_with_guess_modules_must_be_one(debug_tree, tmp_path):
+    """Issue 31 item 5: --config is not read with --guess-modules, but a
+    file named must be a kernel config: /etc/passwd is refused."""
+    assert _refused(debug_tree, tmp_path, **{"--config": "/etc/passwd"}) == \
+        "kmodsyms: error: /etc/passwd: no '# Linux/ARCH VERSION Kernel Configuration' header line; " \
+        "is it a kernel .config?"
+
+
+def test_a_modules_dir_that_does_not_exist_is_refused(debug_tree, tmp_path):
+    """Issue 31 item 5: --modules-dir naming nothing, with --debuginfo."""
+    missing = tmp_path / "nonexistent"
+    assert _refused(debug_tree, tmp_path, **{"--modules-dir": str(missing)}) == \
+        f"kmodsyms: error: {missing}: no such modules directory; give --modules-dir " \
+        "(/lib/modules/RELEASE, from the kernel's image package)"
+
+
+@pytest.mark.parametrize("jobs", ["0", "-3"])
+def test_jobs_below_one_are_refused(debug_tree, tmp_path, jobs):
+    """Issue 31 item 5: -j 0 and -j -3, by build from a tree and from debug
+    info (the only command that takes -j)."""
+    line = f"kmodsyms: error: -j {jobs}: give a number of processes of 1 or more (default: the CPU count)"
+    assert _refused(debug_tree, tmp_path, **{"-j": jobs}) == line
+    tree = subprocess.run(KMODSYMS + ["build", "--kbuild", debug_tree, "-j", jobs, "-o", str(tmp_path / "t")],
+                          capture_output=True, text=True)
+    assert (tree.returncode, tree.stderr) == (2, line + "\n") and not (tmp_path / "t").exists()
+
+
 def _system_map(debug_tree, tmp_path, edit) -> str:
     with open(os.path.join(debug_tree, "System.map")) as f:
         lines = f.read().splitlines(True)
@@ -427,9 +491,11 @@ def test_modules_builtin_is_held_to_its_modinfo(tmp_path):
                                              "kernel/drivers/x/b.ko"]
 
 
-def test_sigterm_stops_a_build_and_leaves_nothing(debug_tree, tmp_path):
+@pytest.mark.parametrize("tree", ["--debuginfo", "--kbuild"])
+def test_sigterm_stops_a_build_and_leaves_nothing(debug_tree, tmp_path, tree):
     """Killed (SIGTERM) while it unpacks the source: exit 143, no output,
-    nothing left in $TMPDIR, no process left behind."""
+    nothing left in $TMPDIR, no process left behind; from debug info and
+    from a build tree without .cmd files (its module map from --source)."""
     import glob
     import signal
     import time
@@ -441,10 +507,16 @@ def test_sigterm_stops_a_build_and_leaves_nothing(debug_tree, tmp_path):
     config = tmp_path / "config"
     config.write_text("# Linux/x86 6.12.0 Kernel Configuration\nCONFIG_A=y\n")
     out = tmp_path / "dtrace_syms"
-    proc = subprocess.Popen(KMODSYMS + ["build", "--debuginfo", "--vmlinux", os.path.join(debug_tree, "vmlinux"),
-                                        "--system-map", os.path.join(debug_tree, "System.map"),
-                                        "--modules-dir", debug_tree, "--config", str(config),
-                                        "--source", tarballs[-1], "-o", str(out)],
+    if tree == "--kbuild":
+        kbuild = tmp_path / "kbuild"
+        shutil.copytree(FIXTURE, kbuild, symlinks=True)
+        shutil.copy(config, kbuild / ".config")
+        inputs = ["--kbuild", str(kbuild)]
+    else:
+        inputs = ["--debuginfo", "--vmlinux", os.path.join(debug_tree, "vmlinux"),
+                  "--system-map", os.path.join(debug_tree, "System.map"),
+                  "--modules-dir", debug_tree, "--config", str(config)]
+    proc = subprocess.Popen(KMODSYMS + ["build", *inputs, "--source", tarballs[-1], "-o", str(out)],
                             env={**os.environ, "TMPDIR": str(scratch)}, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while not list(scratch.glob("kmodsyms-make-*/source/*")) and time.monotonic() < deadline:

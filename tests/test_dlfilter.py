@@ -360,14 +360,40 @@ def test_live_perf_refuses_a_named_file_it_cannot_use(dlfilter, perf_data, tmp_p
     assert f"kmodsyms-dlfilter: cannot read {tmp_path}/none" in proc.stderr.decode()
 
 
-def test_installed_with_the_library(dlfilter, tmp_path):
-    """make install puts the filter where PERF_DLFILTERDIR says, beside the
-    library and kms-dt-module."""
-    proc = subprocess.run(["make", "-s", "-C", CSRC, f"O={os.path.dirname(dlfilter[0])}",
-                           "install", "PREFIX=/usr", f"DESTDIR={tmp_path}",
-                           "PERF_DLFILTERDIR=/usr/lib/perf-core/dlfilters"],
-                          capture_output=True, text=True)
+def _install(dlfilter, dest, *variables) -> None:
+    proc = subprocess.run(["make", "-s", "-C", CSRC, f"O={os.path.dirname(dlfilter[0])}", "install",
+                           "PREFIX=/usr", f"DESTDIR={dest}", *variables], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    for path in ("usr/lib/perf-core/dlfilters/kmodsyms-dlfilter.so", "usr/bin/kms-dt-module",
-                 "usr/include/kmodsyms.h"):
-        assert os.path.isfile(tmp_path / path), path
+
+
+def test_installed_where_this_machines_perf_looks(dlfilter, tmp_path):
+    """Issue 31 item 7: make install puts the filter in the dlfilters/
+    directory of 'perf --exec-path' (Debian: /usr/lib/perf-core), where
+    'perf script --dlfilter kmodsyms-dlfilter.so' finds it by its bare
+    name; PERF_DLFILTERDIR overrides it."""
+    if not shutil.which("perf"):
+        pytest.skip("perf is not installed (Debian: linux-perf)")
+    exec_path = subprocess.run(["perf", "--exec-path"], capture_output=True, text=True).stdout.strip()
+    if not exec_path:
+        pytest.skip("'perf --exec-path' names no directory (no perf for this kernel)")
+    _install(dlfilter, tmp_path / "default")
+    assert os.path.isfile(f"{tmp_path}/default{exec_path}/dlfilters/kmodsyms-dlfilter.so")
+    assert os.path.isfile(tmp_path / "default/usr/include/kmodsyms.h")
+    _install(dlfilter, tmp_path / "chosen", "PERF_DLFILTERDIR=/opt/perf/dlfilters")
+    assert os.path.isfile(tmp_path / "chosen/opt/perf/dlfilters/kmodsyms-dlfilter.so")
+    assert not os.path.exists(f"{tmp_path}/chosen{exec_path}")
+
+
+def test_a_module_not_loaded_is_said_without_dtrace_syms_too(dlfilter, tmp_path):
+    """Issue 31 item 7: without a dtrace_syms (the degraded path), a module
+    that is not loaded is said, as it is with one; a loaded one and vmlinux
+    are not."""
+    if os.path.exists(f"/lib/modules/{os.uname().release}/kernel/dtrace_syms"):
+        pytest.skip("this host has a dtrace_syms: not the degraded path")
+    so, driver = dlfilter
+    proc = subprocess.run([driver, so, "run", f"kallsyms={FIXTURE_KALLSYMS}", "ext5,fuse,vmlinux"],
+                          input=b"", capture_output=True)
+    lines = proc.stderr.decode().splitlines()
+    assert proc.returncode == 0 and len(lines) == 2 and lines[0].startswith(DEGRADED), lines
+    assert lines[1] == ("kmodsyms-dlfilter: module ext5 is not loaded, and built-in modules are "
+                        "unknown without dtrace_syms: it keeps no sample")

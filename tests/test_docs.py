@@ -169,16 +169,19 @@ def test_readme_says_where_the_corpora_are_read_and_unpacked():
 
 def test_pytest_says_where_it_unpacks_once(tmp_path):
     """A test run names, once, where it reads the corpora and where it
-    unpacks them, as the environment sets them."""
+    unpacks them, as the environment sets them, and that the corpus tests
+    skip when the first does not exist (issue 31 item 9)."""
     env = {**os.environ, "KMODSYMS_CORPUS_CACHE": str(tmp_path / "cache"),
            "KMODSYMS_KERNELS": str(tmp_path / "kernels")}
-    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-p", "no:cacheprovider",
-                          os.path.join(ROOT, "tests", "test_spans.py")], cwd=ROOT, env=env,
-                         capture_output=True, text=True).stdout
-    said = [line for line in out.splitlines() if line.startswith("kmodsyms corpora:")]
-    assert said == [f"kmodsyms corpora: read from {tmp_path / 'kernels'} (KMODSYMS_KERNELS), unpacked "
-                    f"into {tmp_path / 'cache'} (KMODSYMS_CORPUS_CACHE)"], out
-    assert not os.path.exists(tmp_path / "cache")
+    for absent in (" (absent: corpus tests skip)", ""):
+        out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-p", "no:cacheprovider",
+                              os.path.join(ROOT, "tests", "test_spans.py")], cwd=ROOT, env=env,
+                             capture_output=True, text=True).stdout
+        said = [line for line in out.splitlines() if line.startswith("kmodsyms corpora:")]
+        assert said == [f"kmodsyms corpora: read from {tmp_path / 'kernels'}{absent} (KMODSYMS_KERNELS), "
+                        f"unpacked into {tmp_path / 'cache'} (KMODSYMS_CORPUS_CACHE)"], out
+        assert not os.path.exists(tmp_path / "cache")
+        (tmp_path / "kernels").mkdir(exist_ok=True)
 
 
 def test_corpus_skips_name_the_path_looked_for(tmp_path):

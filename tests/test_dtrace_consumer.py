@@ -507,6 +507,16 @@ def test_corpus_spans_never_empty(consumer, corpus, corpus_syms):
     assert empty == []
 
 
+@pytest.mark.parametrize("command", ["lookup", "name", "spans"])
+def test_usage_says_which_commands_read_stdin(consumer, command):
+    """Issue 31 item 8: 'lookup ADDR' (an address where stdin is read)
+    gets a usage line that says lookup, name and spans read stdin."""
+    proc = subprocess.run([consumer, command, "0xffffffffab600400"], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL)
+    assert (proc.returncode, proc.stdout) == (2, "") and len(proc.stderr.splitlines()) == 1
+    assert "{lookup|name|spans} < LINES" in proc.stderr and "one a line on stdin" in proc.stderr
+
+
 def test_doc_code_is_the_example():
     """docs/dtrace-utils.md's C is kms-dt-module.c's, verbatim."""
     import re

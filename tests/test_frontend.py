@@ -114,9 +114,9 @@ def test_stdin_that_is_not_text_is_named(files, module):
 
 def test_stdin_that_is_not_utf8_is_answered_in_any_locale(files):
     """Bytes that are no UTF-8 on a later line of stdin: that line's error
-    quotes them as ascii() does, in every locale, and the rest are
-    answered (before: a UnicodeDecodeError traceback under strict UTF-8
-    stdio, '\\udc8b' escapes otherwise)."""
+    quotes its bytes as the kernel's tools do ('\\x8b', kmodsyms.errors.shown),
+    in every locale, and the rest are answered (before: a UnicodeDecodeError
+    traceback under strict UTF-8 stdio, '\\udc8b' escapes otherwise)."""
     stdin = b"0xffffffffab600400\n\x8b\x91ff\n\xc3\xa9\n0xffffffffab600404\n"
     for env in (None, {"PYTHONIOENCODING": "utf-8:strict", "LC_ALL": "C.UTF-8"},
                 {"PYTHONIOENCODING": "ascii:strict", "LC_ALL": "C"}):
@@ -124,18 +124,88 @@ def test_stdin_that_is_not_utf8_is_answered_in_any_locale(files):
         assert out.returncode == 1, out.stderr
         assert out.stdout.decode().splitlines() == [
             "ext4`init_once+0x10",
-            "? bad address '\\udc8b\\udc91ff': give it in hex, e.g. 0xffffffff81000000",
-            "? bad address '\\xe9': give it in hex, e.g. 0xffffffff81000000",
+            "? bad address '\\x8b\\x91ff': give it in hex, e.g. 0xffffffff81000000",
+            "? bad address '\\xc3\\xa9': give it in hex, e.g. 0xffffffff81000000",
             "ext4`init_once+0x14"]
         assert out.stderr.decode().splitlines() == [
-            "LINE 2: bad address '\\udc8b\\udc91ff': give it in hex, e.g. 0xffffffff81000000",
-            "LINE 3: bad address '\\xe9': give it in hex, e.g. 0xffffffff81000000"]
+            "LINE 2: bad address '\\x8b\\x91ff': give it in hex, e.g. 0xffffffff81000000",
+            "LINE 3: bad address '\\xc3\\xa9': give it in hex, e.g. 0xffffffff81000000"]
 
 
 def test_a_bad_argument_is_refused_before_loading(files):
     out = _run(["resolve", *files, "--", "0x10", "-0x10"])
     assert (out.returncode, out.stdout) == (2, "")
     assert out.stderr == "kmodsyms: error: bad address '-0x10': negative\n"
+
+
+@pytest.mark.parametrize("module", ["kmodsyms", "kmodsyms.cli.app"])
+@pytest.mark.parametrize("address", ["-0x10", "-1", "-ffffffff81000000"])
+def test_a_negative_address_needs_no_double_dash(files, module, address):
+    """Issue 31 item 3: a negative address before or without '--' gets the
+    one line it gets after '--', not typer's 'No such option: -0'."""
+    for args in ([address], ["0x10", address], ["--", address], [address, "--format", "dtrace"]):
+        out = _run(["resolve", *files, *args], module=module)
+        assert (out.returncode, out.stdout, out.stderr) == \
+            (2, "", f"kmodsyms: error: bad address '{address}': negative\n"), args
+
+
+def _run_argv(args: list, stdin: bytes = b"") -> tuple[int, str, str]:
+    out = subprocess.run([sys.executable, "-m", "kmodsyms", *args], input=stdin, capture_output=True,
+                         cwd=ROOT, env={**os.environ, "LC_ALL": "C.UTF-8"})
+    return out.returncode, out.stdout.decode(), out.stderr.decode()
+
+
+def test_input_that_is_not_utf8_is_echoed_as_its_bytes(files, clib):
+    """Issue 31 item 4: every message that echoes input shows bytes that
+    are no UTF-8 as \\xNN, never as Python's surrogate escapes (\\udcff):
+    resolve's bad address (argument and stdin), lookup's bad name, unknown
+    module and missing symbol, dump's unknown module, and the C CLI's
+    missing symbol."""
+    assert _run_argv(["resolve", *files, b"\xff\xfe"]) == \
+        (2, "", "kmodsyms: error: bad address '\\xff\\xfe': give it in hex, e.g. 0xffffffff81000000\n")
+    assert _run_argv(["resolve", *files, "-"], b"\xff\xfe\n") == \
+        (1, "? bad address '\\xff\\xfe': give it in hex, e.g. 0xffffffff81000000\n",
+         "LINE 1: bad address '\\xff\\xfe': give it in hex, e.g. 0xffffffff81000000\n")
+    assert _run_argv(["lookup", *files, b"\xff\xfe", b"\xfe`init_once"]) == \
+        (1, "", "kmodsyms: no symbol \\xff\\xfe\n"
+                "kmodsyms: no module '\\xfe' (for \\xfe`init_once): not vmlinux, a built-in module "
+                "or a loaded module\n")
+    assert _run_argv(["lookup", *files, b"\xff`"]) == \
+        (2, "", "kmodsyms: error: bad name '\\xff`': give [MOD`]NAME[+0xOFF], "
+                "e.g. ext4`ext4_file_open+0x1c\n")
+    syms = files[1]
+    assert _run_argv(["dump", syms, "--module", b"ext\xff"]) == \
+        (2, "", f"kmodsyms: error: no built-in module 'ext\\xff' in {syms} (see 'kmodsyms info {syms}')\n")
+    c = subprocess.run([os.path.join(clib["plain"], "kmodsyms-c"), "lookup", *files, b"\xff\xfe"],
+                       capture_output=True)
+    assert (c.returncode, c.stderr) == (1, b"kmodsyms-c: no symbol \\xff\\xfe\n")
+
+
+@pytest.mark.parametrize("command", ["resolve", "lookup", "kallmodsyms", "modules", "annotate"])
+def test_a_modules_dir_that_does_not_exist_is_refused(files, tmp_path, command):
+    """Issue 31 item 5: --modules-dir naming no directory is refused in one
+    line, before anything is answered (annotate too: a typo is no reason to
+    pass the text through unannotated)."""
+    arguments = {"resolve": ["0xffffffffab600400"], "lookup": ["init_once"]}.get(command, [])
+    missing = tmp_path / "nonexistent"
+    out = _run([command, *files, "--modules-dir", str(missing), *arguments], stdin="")
+    assert (out.returncode, out.stdout, out.stderr) == \
+        (2, "", f"kmodsyms: error: {missing}: no such directory (--modules-dir: where the loaded "
+                "modules' .ko files are, /lib/modules/RELEASE)\n")
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_modules_says_when_none_is_loaded(files, tmp_path, as_json):
+    """Issue 31 item 10: a kallsyms with no [MODULE] line: 'modules' says
+    so on stderr (stdout stays a list of modules: here none), exit 0."""
+    plain = tmp_path / "kallsyms.core"
+    plain.write_text("".join(line for line in open(KALLSYMS) if "\t[" not in line))
+    assert len(plain.read_text().splitlines()) > 100
+    out = _run(["modules", "--syms", files[1], "--kallsyms", str(plain)] + (["--json"] if as_json else []))
+    assert (out.returncode, out.stdout, out.stderr) == \
+        (0, "", f"kmodsyms: no loaded modules (no '[MODULE]' line in {plain})\n")
+    loaded = _run(["modules", *files])
+    assert loaded.returncode == 0 and loaded.stdout.startswith("fuse\t") and loaded.stderr == ""
 
 
 def test_api_refuses_negative_and_wide_addresses(fixture_syms):
@@ -303,6 +373,25 @@ def test_version_and_help():
                           env={**os.environ, "FORCE_COLOR": "1",
                                "COLUMNS": "200", "TERM": "xterm"})
     assert "'\\t[mod]'" in rich.stdout
+
+
+def test_help_at_80_columns_splits_no_hyphenated_word():
+    """Issue 31 item 9: every command's --help at 80 columns (and click
+    wraps no wider) keeps each hyphenated word whole ('a built- in module'
+    was split)."""
+    import re
+
+    from typer.main import get_command
+
+    from kmodsyms.cli.app import app
+    split = []
+    for command in ["", *get_command(app).commands]:
+        text = subprocess.run([sys.executable, "-m", "kmodsyms", *([command] if command else []), "--help"],
+                              capture_output=True, text=True, cwd=ROOT,
+                              env={**os.environ, "COLUMNS": "80"}).stdout
+        assert text.startswith("Usage:"), command
+        split += [(command, line) for line in text.splitlines() if re.search(r"[A-Za-z]-$", line)]
+    assert split == []
 
 
 @pytest.mark.parametrize("command", ["resolve", "lookup", "kallmodsyms", "modules"])

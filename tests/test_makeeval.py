@@ -132,3 +132,41 @@ def test_a_directory_that_is_no_kernel_source_is_refused(tmp_path):
         evaluate(str(tmp_path), str(config))
     with pytest.raises(KmodsymsError, match="no such kernel source"):
         evaluate(str(tmp_path / "absent"), str(config))
+
+
+def _build_with_source(tmp_path, config: str | None, source: str) -> str:
+    """The one error line of 'build --kbuild TREE --source SOURCE' on a
+    copy of the fixture tree whose .config is ``config`` (None: none);
+    nothing written."""
+    import shutil
+
+    from conftest import FIXTURE
+    tree = tmp_path / "tree"
+    shutil.copytree(FIXTURE, tree, symlinks=True)
+    if config is not None:
+        (tree / ".config").write_text(config)
+    out = tmp_path / "out"
+    run = subprocess.run([sys.executable, "-m", "kmodsyms", "build", "--kbuild", str(tree), "--source",
+                          source, "-o", str(out)], capture_output=True, text=True)
+    assert run.returncode == 2 and len(run.stderr.splitlines()) == 1, run.stderr
+    assert not out.exists()
+    return run.stderr.rstrip("\n")
+
+
+def test_a_config_without_its_header_names_no_option_that_is_not_there(tmp_path, kernel_makefiles):
+    """Issue 31 item 2: the .config error gives no advice build cannot
+    take (it said "(or give --arch)"; build has no --arch)."""
+    line = _build_with_source(tmp_path, "CONFIG_A=y\n", kernel_makefiles)
+    assert line == (f"kmodsyms: error: {tmp_path}/tree/.config: no '# Linux/ARCH VERSION Kernel "
+                    "Configuration' header line; is it a kernel .config?")
+
+
+def test_a_debian_package_as_the_source_is_named_in_one_line(tmp_path):
+    """Issue 31 item 3: linux-source-X.Y's .deb given as --source: one line
+    saying what it is and where its tarball is, no tarfile internals."""
+    debs = sorted(glob.glob("/var/cache/apt/archives/linux-source-*.deb"))
+    if not debs:
+        pytest.skip("no linux-source .deb in apt's cache (apt-get download linux-source-6.12)")
+    line = _build_with_source(tmp_path, "# Linux/x86 6.12.0 Kernel Configuration\nCONFIG_A=y\n", debs[0])
+    assert line == (f"kmodsyms: error: {debs[0]}: a Debian package, not a source tarball: its tarball "
+                    "is inside (dpkg-deb -x PACKAGE DIR, then give DIR/usr/src/linux-source-X.Y.tar.xz)")

@@ -1,6 +1,7 @@
 """A run writes nothing but what the user names: no cache, no state, in a
-home and XDG directories that are empty and read-only; and deletes
-nothing, not even what an earlier kmodsyms cached."""
+home and XDG directories that are empty and read-only (but the scan cache
+a build from a tree keeps beside its output, which its help and docs/cli.md
+name); and deletes nothing, not even what an earlier kmodsyms cached."""
 
 from __future__ import annotations
 
@@ -65,3 +66,26 @@ def test_a_load_deletes_nothing(fixture_syms, tmp_path):
                              text=True, cwd=ROOT)
         assert out.returncode == 0, out.stderr
     assert {p: (cache / p).read_bytes() for p in _tree(cache)} == before
+
+
+def test_a_build_writes_its_output_and_the_cache_it_names(tmp_path):
+    """Issue 31 item 9: 'build -o X' from a tree writes X and X.cache (and
+    nothing else), 'build --no-cache -o X' X alone; build's --help and
+    docs/cli.md say so, where cli.md said 'there is no cache'."""
+    import shutil
+    tree, home = tmp_path / "tree", tmp_path / "home"
+    shutil.copytree(FIXTURE, tree, symlinks=True)
+    home.mkdir()
+    for name, more in (("cached", []), ("uncached", ["--no-cache"])):
+        out = tmp_path / name
+        out.mkdir()
+        run = subprocess.run([sys.executable, "-m", "kmodsyms", "build", "--kbuild", str(tree), *more,
+                              "-o", str(out / "dtrace_syms")], env=_env(home), capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        assert _tree(out) == (["dtrace_syms", "dtrace_syms.cache"] if not more else ["dtrace_syms"])
+    assert _tree(home) == []
+    usage = subprocess.run([sys.executable, "-m", "kmodsyms", "build", "--help"], capture_output=True,
+                           text=True).stdout
+    assert "--no-cache Neither read nor write OUTPUT.cache" in " ".join(usage.split())
+    cli_md = open(os.path.join(ROOT, "docs", "cli.md")).read()
+    assert "there is no cache" not in cli_md and "`OUTPUT.cache` beside its output" in cli_md

@@ -309,14 +309,69 @@ def test_unreadable_kallsyms(tmp_path, fixture_syms):
             load(syms=fixture_syms, kallsyms=str(noperm))
 
 
+def _with_line(path: str, number: int, edit) -> bytes:
+    """The text of ``path`` with its line ``number`` (from 1) edited."""
+    lines = open(path, "rb").read().splitlines(True)
+    lines[number - 1] = edit(lines[number - 1])
+    return b"".join(lines)
+
+
+def test_a_narrower_address_and_bytes_no_utf8_in_a_line_are_named(tmp_path, fixture_syms, clib):
+    """Issue 31 items 4 and 5: a kallsyms line whose address has 8 hex
+    digits among 16-digit ones is 'address narrower than the others' (file,
+    line), not 'line too short'; a bad line is echoed with its bytes as
+    \\xNN.  The same from the library (resolve, kmodsyms-c) and from the
+    build's reader of System.map."""
+    narrow = tmp_path / "kallsyms.narrow"
+    narrow.write_bytes(_with_line(FIXTURE_KALLSYMS, 4, lambda line: line[8:]))
+    odd = tmp_path / "kallsyms.odd"
+    odd.write_bytes(_with_line(FIXTURE_KALLSYMS, 4, lambda line: line[:19] + b"\xff\xfe\tx\n"))
+    cases = ((narrow, "address narrower than the others (the first line's): '00000010 A process_counts'"),
+             (odd, "expected '\\t[MODULE]' after the name: '0000000000000010 A \\xff\\xfe\\x09x'"))
+    for path, what in cases:
+        resolve = cli("resolve", "--syms", fixture_syms, "--kallsyms", path, "0x1")
+        c = subprocess.run([os.path.join(clib["plain"], "kmodsyms-c"), "resolve", "--syms", fixture_syms,
+                            "--kallsyms", str(path), "0x1"], capture_output=True, text=True)
+        assert (resolve.returncode, resolve.stderr.decode()) == (2, f"kmodsyms: error: {path}:4: {what}\n")
+        assert (c.returncode, c.stderr) == (2, f"kmodsyms-c: error: {path}:4: {what}\n")
+    tree = tmp_path / "tree"
+    shutil.copytree(FIXTURE, tree, symlinks=True)
+    system_map = tree / "System.map"
+    system_map.write_bytes(_with_line(str(system_map), 3, lambda line: line[8:]))
+    build = cli("build", "--kbuild", tree, "-o", tmp_path / "out")
+    assert (build.returncode, build.stderr.decode()) == \
+        (2, f"kmodsyms: error: {system_map}:3: address narrower than the others (the first "
+            "line's): '00000008 d amd_uncore_ctx'\n")
+    assert not (tmp_path / "out").exists()
+
+
 def test_unreadable_dtrace_syms(tmp_path, kallsyms_path=FIXTURE_KALLSYMS):
     (tmp_path / "dir").mkdir()
     (tmp_path / "empty").write_bytes(b"")
-    for path, msg in ((tmp_path / "nope", "cannot read"), (tmp_path / "dir", "cannot read"),
+    for path, msg in ((tmp_path / "nope", "cannot read"), (tmp_path / "dir", "a directory"),
                       (tmp_path / "empty", "not a dtrace_syms file")):
         with pytest.raises(KmodsymsError, match=msg):
             load(syms=str(path), kallsyms=kallsyms_path)
         assert_clear_error(cli("info", path), msg)
+
+
+def test_a_dtrace_syms_that_is_no_file_says_what_it_is(tmp_path, clib):
+    """Issue 31 item 2: a directory, a device or an empty file given as the
+    dtrace_syms is named as what it is, by 'info' (Python's reader), by
+    'resolve' (the library) and by kmodsyms-c, never with the advice to
+    build it."""
+    (tmp_path / "empty").write_bytes(b"")
+    for path, what in ((tmp_path, "a directory"), ("/dev/null", "a character device"),
+                       (tmp_path / "empty", "an empty file")):
+        line = f"{path}: {what}, not a dtrace_syms file: give the file 'kmodsyms build' wrote" \
+            + (" (DIR/dtrace_syms)" if what == "a directory" else "") + "\n"
+        info = cli("info", path)
+        resolve = cli("resolve", "--syms", path, "--kallsyms", FIXTURE_KALLSYMS, "0x1")
+        c = subprocess.run([os.path.join(clib["plain"], "kmodsyms-c"), "resolve", "--syms", str(path),
+                            "--kallsyms", FIXTURE_KALLSYMS, "0x1"], capture_output=True, text=True)
+        assert (info.returncode, info.stderr.decode()) == (2, "kmodsyms: error: " + line)
+        assert (resolve.returncode, resolve.stderr.decode()) == (2, "kmodsyms: error: " + line)
+        assert (c.returncode, c.stderr) == (2, "kmodsyms-c: error: " + line)
 
 
 # ======================================================== objects as they are

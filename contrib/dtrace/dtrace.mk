@@ -2,10 +2,12 @@
 #
 # contrib/dtrace: kms-dt-module, DTrace's kernel module table built from
 # libkmodsyms (docs/dtrace-utils.md).  Included by libkmodsyms/Makefile, whose
-# variables (O, SRC, LIB_A, HDR, ALL_CFLAGS, BINDIR) it uses; built by its
-# 'all', installed by its 'install'.
+# variables (O, SRC, LIB_A, HDR, ALL_CFLAGS, PREFIX) it uses; built by its
+# 'all' (for the tests); its 'install' puts the example's source among the
+# docs (EXAMPLEDIR), not a program in BINDIR.
 DTRACE_SRC := $(ROOT)/contrib/dtrace
 DTRACE_PROG := $(O)/kms-dt-module
+EXAMPLEDIR ?= $(PREFIX)/share/doc/kmodsyms/examples
 
 all: $(DTRACE_PROG)
 
@@ -13,9 +15,9 @@ $(DTRACE_PROG): $(DTRACE_SRC)/kms-dt-module.c $(LIB_A) $(HDR)
 	$(CC) $(ALL_CFLAGS) -I$(SRC) $(CPPFLAGS) $(LDFLAGS) -o $@ $< $(LIB_A) $(LDLIBS)
 
 install: install-dtrace
-install-dtrace: $(DTRACE_PROG)
-	install -d $(DESTDIR)$(BINDIR)
-	install -m 0755 $(DTRACE_PROG) $(DESTDIR)$(BINDIR)/
+install-dtrace:
+	install -d $(DESTDIR)$(EXAMPLEDIR)
+	install -m 0644 $(DTRACE_SRC)/kms-dt-module.c $(DESTDIR)$(EXAMPLEDIR)/
 
 # 'make check': the table built, every kallsyms address looked up, from
 # libkmodsyms and from plain kallsyms, under the sanitizers.

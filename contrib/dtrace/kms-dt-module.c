@@ -693,7 +693,8 @@ static int usage(void)
 {
     fputs("usage: " PROG " [--syms F] [--kallsyms K] [--modules-dir D] [--sysfs-root S] "
           "[--proc-modules P] [--modpath DIR] [--force] | [--kallmodsyms FILE] | [--plain-kallsyms FILE]  "
-          "{lines|modules|lookup|name|spans|time}\n", stderr);
+          "{lines|modules|time} | {lookup|name|spans} < LINES (hex addresses, MOD`NAME or module "
+          "names, one a line on stdin)\n", stderr);
     return 2;
 }
 

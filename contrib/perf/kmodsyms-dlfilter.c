@@ -16,8 +16,9 @@
  * the normal case) it says so once on stderr at start and filters on what
  * kallsyms knows: the core kernel as "vmlinux" and each loaded module
  * (perf's own kernel maps, which it builds from kallsyms and the modules'
- * mappings); a built-in module then keeps no sample.  A dtrace_syms named
- * with syms= that cannot be used is an error.
+ * mappings); a built-in module then keeps no sample, and a module that
+ * is not loaded is said at start.  A dtrace_syms named with syms= that
+ * cannot be used is an error.
  *
  * Built against perf's <perf/perf_dlfilter.h> (Debian: linux-perf).
  */
@@ -199,6 +200,23 @@ static int warn_load(const kms_handle *h)
     return 0;
 }
 
+/* Degraded: each wanted module that kallsyms shows no line of (read
+ * alone, as kms_load answers without dtrace_syms) keeps no sample: said
+ * once, as a module neither built in nor loaded is with dtrace_syms.
+ * Nothing when kallsyms cannot be read (perf's maps still filter). */
+static void warn_not_loaded(const struct filter *f, const struct kms_load_opts *given)
+{
+    struct kms_load_opts opts = *given;
+    opts.flags |= KMS_LOAD_FALLBACK | KMS_LOAD_NO_MODULES;
+    kms_error err;
+    kms_handle *h = kms_load_opts(&opts, &err);
+    for (size_t i = 0; h && i < f->nmodules; i++)
+        if (!kms_module_known(h, f->modules[i]))
+            fprintf(stderr, NAME ": module %s is not loaded, and built-in modules are unknown "
+                    "without dtrace_syms: it keeps no sample\n", f->modules[i]);
+    kms_free(h);
+}
+
 int start(void **data, void *ctx)
 {
     int argc = 0;
@@ -250,6 +268,7 @@ int start(void **data, void *ctx)
         put_message(err.message);
         fputs("): built-in modules are unknown; filtering on the core kernel (vmlinux) and the "
               "loaded modules kallsyms shows\n", stderr);
+        warn_not_loaded(f, &opts);
     } else {
         if (warn_load(f->h) != 0) {
             free_filter(f);

@@ -4,11 +4,13 @@
 # Included by libkmodsyms/Makefile, whose variables it uses; built by its 'all'
 # when perf's <perf/perf_dlfilter.h> is installed (Debian: linux-perf), and
 # installed by its 'install' into PERF_DLFILTERDIR, where perf finds a
-# dlfilter by its bare name (perf --exec-path, then dlfilters/: upstream
-# $(PREFIX)/libexec/perf-core, Debian /usr/lib/perf-core).
+# dlfilter by its bare name: the dlfilters/ directory of this machine's
+# perf (perf --exec-path: Debian /usr/lib/perf-core), else of upstream's
+# default exec path, $(PREFIX)/libexec/perf-core.
 PERF_SRC := $(ROOT)/contrib/perf
 PERF_INCLUDE ?= /usr/include
-PERF_DLFILTERDIR ?= $(PREFIX)/libexec/perf-core/dlfilters
+PERF_EXEC_PATH := $(shell perf --exec-path 2>/dev/null)
+PERF_DLFILTERDIR ?= $(or $(PERF_EXEC_PATH),$(PREFIX)/libexec/perf-core)/dlfilters
 DLFILTER := $(O)/kmodsyms-dlfilter.so
 
 ifneq ($(wildcard $(PERF_INCLUDE)/perf/perf_dlfilter.h),)

@@ -19,3 +19,13 @@ class StaleError(KmodsymsError):
     def __init__(self, message: str, evidence: str = ""):
         super().__init__(message)
         self.evidence = evidence
+
+
+def shown(text: str | bytes) -> str:
+    """Input as a message echoes it, the same in every locale: its bytes
+    (a str's as argv and names are decoded, with surrogateescape), printable
+    ASCII as it is (a backslash doubled) and every other byte as ``\\xNN``,
+    as the kernel's tools print a name they cannot show: ``\\xff\\xfe``,
+    never Python's ``\\udcff``."""
+    raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogateescape")
+    return "".join("\\\\" if b == 92 else chr(b) if 32 <= b < 127 else f"\\x{b:02x}" for b in raw)

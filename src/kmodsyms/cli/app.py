@@ -15,8 +15,18 @@ from typing import Annotated, List, Optional
 import typer
 
 from kmodsyms import __version__
-from kmodsyms.cli.frontend import COMMANDS, OPTIONS, byte_exact_stdout, guarded, load_resolver, run_command, warn
-from kmodsyms.errors import KmodsymsError
+from kmodsyms.cli.frontend import (
+    COMMANDS,
+    OPTIONS,
+    byte_exact_stdout,
+    check_modules_dir,
+    guarded,
+    load_resolver,
+    parse_address,
+    run_command,
+    warn,
+)
+from kmodsyms.errors import KmodsymsError, shown
 from kmodsyms.kernelnames import kernel_spelling
 
 app = typer.Typer(
@@ -113,12 +123,17 @@ def build(
     thick: Optional[str] = typer.Option(
         None, "--thick", help="modules_thick.builtin to use (default: DIR/modules_thick.builtin, "
                               "then DIR/modules.builtin.objs, else derived from .cmd files)."),
-    output: Optional[str] = typer.Option(None, "--output", "-o", help="Output file (default: DIR/dtrace_syms)."),
+    output: Optional[str] = typer.Option(None, "--output", "-o", help="Output file (default: "
+                                         "DIR/dtrace_syms; from a tree, OUTPUT.cache too: see "
+                                         "--no-cache)."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", show_default=False,
                                        help="Parallel processes (default: the CPU count)."),
     allow_missing: bool = typer.Option(False, "--allow-missing",
                                        help="Warn about (and record) missing objects instead of failing."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Rescan every object (ignore OUTPUT.cache)."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write OUTPUT.cache "
+                                  "(each object's scan, kept beside the output so that a later "
+                                  "build of the tree rescans only what changed): rescan every "
+                                  "object."),
     no_layout: bool = typer.Option(False, "--no-layout",
                                    help="Do not record link addresses from vmlinux and System.map "
                                         "(a file without them cannot be loaded: for the "
@@ -211,6 +226,10 @@ def _build_debuginfo(vmlinux, release, root, system_map, config, modules_dir, so
     from kmodsyms.scan.debuginfo.debuginfo import build_from_debuginfo, default_inputs, default_source, release_of_vmlinux
     if source and guess_modules:
         _die("give --source or --guess-modules, not both")
+    if config and guess_modules:
+        # Not read when the modules are guessed, but a file named must be a config.
+        from kmodsyms.scan.modmap.makeeval import config_header
+        config_header(config)
     if not output:
         _die("give the output file (-o FILE) to build from debug info")
     release = release or (release_of_vmlinux(vmlinux) if vmlinux else "") or \
@@ -345,7 +364,7 @@ def dump(
             m = syms.module_names.index(wanted)
             sets = [i for i, ms in enumerate(syms.modset_modules) if m in ms]
         else:
-            _die(f"no built-in module {module!r} in {file} (see 'kmodsyms info {file}')")
+            _die(f"no built-in module '{shown(module)}' in {file} (see 'kmodsyms info {file}')")
         indices = np.flatnonzero(np.isin(syms.symbols["modset"], sets)).tolist()
     out = sys.stdout
     for i in indices:
@@ -459,7 +478,7 @@ def _option(name: str, help: str | None = None):
 
     def one_of_choices(value: str) -> str:
         if value not in option.choices:
-            raise typer.BadParameter(f"{value!r} is not one of {', '.join(option.choices)}")
+            raise typer.BadParameter(f"'{shown(value)}' is not one of {', '.join(option.choices)}")
         return value
 
     return typer.Option(*option.flags, help=help, show_default=True,
@@ -545,6 +564,7 @@ def annotate(
         except OSError as e:
             raise KmodsymsError(f"cannot read {path}: {e.strerror}") from None
     out = sys.stdout.buffer
+    check_modules_dir(modules_dir)
     try:
         resolver = load_resolver(_options(syms=syms, kallsyms=kallsyms, strict=strict, force=force,
                                           modules_dir=modules_dir), quiet=quiet)
@@ -581,6 +601,29 @@ def annotate(
 _add_command("modules")
 
 
+def _refuse_negative_address(usage_error) -> None:
+    """A negative address before '--' reads to click as short options
+    ('-0x10': "No such option: -0"; '-ff...': -f's value): refuse it with
+    the line it gets after '--' (parse_address) instead."""
+    ctx = getattr(usage_error, "ctx", None)
+    if ctx is None or ctx.command.name != "resolve":
+        return
+    valued = {flag for p in ctx.command.params if getattr(p, "is_flag", True) is False
+              for flag in p.opts}
+    args = iter(sys.argv[2:])
+    for arg in args:
+        if arg == "--":
+            return
+        if arg in valued:
+            next(args, None)
+        elif arg.startswith("-") and arg != "-":
+            try:
+                parse_address(arg[1:])
+            except KmodsymsError:
+                continue
+            parse_address(arg)
+
+
 def _run_app() -> int:
     """The typer app's exit status: usage errors print themselves (exit 2)."""
     try:
@@ -597,6 +640,7 @@ def _run_app() -> int:
             typer.echo(e.ctx.get_help())
             return 0
         if callable(getattr(e, "show", None)) and hasattr(e, "exit_code"):
+            _refuse_negative_address(e)
             e.show()
             return 2
         raise

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import sys
 
-from kmodsyms.errors import KmodsymsError
+from kmodsyms.errors import KmodsymsError, shown
 from kmodsyms.kernelnames import kernel_spelling
 
 PROG = "kmodsyms"
@@ -45,8 +45,8 @@ FORMAT_NAMES = ("verbose", "dtrace", "kernel", "json")
 
 OPTIONS = {
     "syms": Option(("--syms", "-s"), "dtrace_syms file (default: /lib/modules/$(uname -r)/"
-                   "kernel/dtrace_syms; without it, kallsyms alone answers, a built-in "
-                   "module's symbol shows its module as '?', with a warning).",
+                   "kernel/dtrace_syms; without it, kallsyms alone answers, with a warning, "
+                   "and the symbols of built-in modules show their module as '?').",
                    takes_value=True),
     "kallsyms": Option(("--kallsyms",), "kallsyms file (default: /proc/kallsyms, checked "
                        "against the running kernel).", takes_value=True),
@@ -110,7 +110,8 @@ COMMANDS = {
         ("syms", "kallsyms", "strict", "force", "quiet", "modules_dir")),
     "modules": Command(
         "List the loaded modules: the .ko file each was matched with, and how\n"
-        "many of its kallsyms lines got their ELF size from it.",
+        "many of its kallsyms lines got their ELF size from it ('no loaded\n"
+        "modules' on stderr when kallsyms shows none).",
         ("syms", "kallsyms", "json", "strict", "force", "modules_dir"),
         help_of={"json": "One JSON object per module."}),
 }
@@ -216,17 +217,17 @@ def _hex(text: str) -> int:
 
 def parse_address(text: str) -> int:
     """A kernel address as a user writes it: hex, ``0x`` optional.  The
-    error quotes the text as :func:`ascii` does, the same in every locale."""
+    error quotes the text's bytes (:func:`kmodsyms.errors.shown`)."""
     t = text.strip()
     try:
         value = _hex(t[1:] if t.startswith("-") else t)
     except ValueError:
-        raise KmodsymsError(f"bad address {t!a}: give it in hex, "
+        raise KmodsymsError(f"bad address '{shown(t)}': give it in hex, "
                             "e.g. 0xffffffff81000000") from None
     if t.startswith("-"):
-        raise KmodsymsError(f"bad address {t!a}: negative")
+        raise KmodsymsError(f"bad address '{shown(t)}': negative")
     if value >= 1 << 64:
-        raise KmodsymsError(f"bad address {t!a}: more than 64 bits")
+        raise KmodsymsError(f"bad address '{shown(t)}': more than 64 bits")
     return value
 
 
@@ -240,10 +241,10 @@ def parse_name(spec: str) -> tuple[str | None, str, int]:
         try:
             offset = _hex(offset_text)
         except ValueError:
-            raise KmodsymsError(f"bad name {spec!r}: the offset after '+' must be hex, "
+            raise KmodsymsError(f"bad name '{shown(spec)}': the offset after '+' must be hex, "
                                 "e.g. ext4`ext4_file_open+0x1c") from None
     if not name or (tick and not module):
-        raise KmodsymsError(f"bad name {spec!r}: give [MOD`]NAME[+0xOFF], "
+        raise KmodsymsError(f"bad name '{shown(spec)}': give [MOD`]NAME[+0xOFF], "
                             "e.g. ext4`ext4_file_open+0x1c")
     return (kernel_spelling(module) if tick else None), name, offset
 
@@ -310,6 +311,15 @@ def check_addresses(arguments: list[str]) -> None:
             parse_address(arg)
 
 
+def check_modules_dir(path: str | None) -> None:
+    """Refuse a --modules-dir that is no directory before anything is
+    loaded: the library would read no .ko from it, and say nothing."""
+    if path is not None and not os.path.isdir(path):
+        what = "not a directory" if os.path.exists(path) else "no such directory"
+        raise KmodsymsError(f"{path}: {what} (--modules-dir: where the loaded modules' .ko "
+                            "files are, /lib/modules/RELEASE)")
+
+
 # ----------------------------------------------------------------- commands
 def load_resolver(options: dict, quiet: bool = False):
     """The resolver a command's options ask for (:func:`kmodsyms.load`):
@@ -340,16 +350,17 @@ def run_lookup(answers, specs: list[str], fmt: str) -> int:
     for spec, (module, name, offset) in zip(specs, parsed):
         if module is not None and not answers.module_known(module):
             missing += 1
-            print(f"{PROG}: no module {module!a} (for {spec}): not vmlinux, a built-in "
+            print(f"{PROG}: no module '{shown(module)}' (for {shown(spec)}): not vmlinux, a built-in "
                   f"module{'' if answers.builtin_modules_known else ' (unknown without dtrace_syms)'}"
                   " or a loaded module", file=sys.stderr)
             continue
         matches = answers.lookup_text(name, module, offset, fmt)
         if not matches:
             missing += 1
-            print(f"{PROG}: no symbol {spec}", file=sys.stderr)
+            print(f"{PROG}: no symbol {shown(spec)}", file=sys.stderr)
         for text in matches:
-            sys.stdout.write(text + "\n")
+            sys.stdout.write(text + "
+")
     return 1 if missing else 0
 
 
@@ -359,8 +370,12 @@ def run_kallmodsyms(answers) -> int:
     return 0
 
 
-def run_modules(answers, as_json: bool) -> int:
-    """``kmodsyms modules``: each loaded module, its file, status and sizes."""
+def run_modules(answers, as_json: bool, kallsyms: str | None) -> int:
+    """``kmodsyms modules``: each loaded module, its file, status and sizes;
+    none loaded is said on stderr (stdout stays the list: empty)."""
+    if not answers.module_stats:
+        print(f"{PROG}: no loaded modules (no '[MODULE]' line in {kallsyms or '/proc/kallsyms'})",
+              file=sys.stderr)
     if as_json:
         import json
     for st in answers.module_stats:
@@ -384,6 +399,7 @@ def run_command(command: str, options: dict) -> int:
     elif command == "lookup":
         for spec in arguments:
             parse_name(spec)
+    check_modules_dir(options["modules_dir"])
     # 'modules' needs no dtrace_syms: answering without one is not worth a warning.
     resolver = load_resolver(options, quiet=options.get("quiet") or command == "modules")
     if command == "resolve":
@@ -392,7 +408,7 @@ def run_command(command: str, options: dict) -> int:
         return run_lookup(resolver, arguments, output_format(options))
     if command == "kallmodsyms":
         return run_kallmodsyms(resolver)
-    return run_modules(resolver, options["json"])
+    return run_modules(resolver, options["json"], options["kallsyms"])
 
 
 def fast_main(command: str, args: list[str]) -> int | None:

@@ -75,7 +75,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kmodsyms.errors import KmodsymsError
+from kmodsyms.errors import KmodsymsError, shown
 from kmodsyms.format.fileformat import NO_ADDRESS
 
 # ELF sh_flags (the sections table keeps the low 32 bits) and st_type
@@ -335,7 +335,7 @@ def parse(text: str, source: str = "modules.builtin.ranges") -> list[Record]:
             start = end = -1
         if len(f) < 3 or not dash or start < 0 or (f[2] == "=" and len(f) != 4):
             raise KmodsymsError(f"{source}:{lineno}: expected 'SECTION START-END MODULE...' or "
-                                f"'SECTION OFF-OFF = SYMBOL': {raw[:80]!r}")
+                                f"'SECTION OFF-OFF = SYMBOL': '{shown(raw[:80])}'")
         if f[2] == "=":
             out.append(Record(lineno, f[0], start, end, symbol=f[3]))
         else:

@@ -503,7 +503,25 @@ def read_syms(path: str) -> SymsFile:
     try:
         with open(path, "rb") as f:
             data = f.read()
+            if not data:
+                mode = os.fstat(f.fileno()).st_mode
+                raise KmodsymsError(f"{path}: {file_kind(mode) if not stat.S_ISREG(mode) else 'an empty file'}, "
+                                    "not a dtrace_syms file: give the file 'kmodsyms build' wrote")
+    except IsADirectoryError:
+        raise KmodsymsError(f"{path}: a directory, not a dtrace_syms file: give the file "
+                            "'kmodsyms build' wrote (DIR/dtrace_syms)") from None
     except OSError as e:
         raise KmodsymsError(f"cannot read {path}: {e.strerror or e}; "
                             "build it with 'kmodsyms build'") from None
     return SymsFile(data, path)
+
+
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular one is, in a message (the words
+    of libkmodsyms' file_kind())."""
+    for test, kind in ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a pipe"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return "not a regular file"

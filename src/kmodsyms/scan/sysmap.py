@@ -20,7 +20,7 @@ import re
 
 import numpy as np
 
-from kmodsyms.errors import KmodsymsError
+from kmodsyms.errors import KmodsymsError, shown
 from kmodsyms.format.fileformat import MAGIC
 from kmodsyms.format.spans import equal_spans, words
 
@@ -119,7 +119,16 @@ class Kallsyms:
         if line_index == len(lines) - 1 and not self.text.endswith(b"\n"):
             return KmodsymsError(f"{self.source} ends in the middle of line {line_index + 1}: it is "
                                  "truncated; read /proc/kallsyms again, whole")
-        return KmodsymsError(f"{self.source}:{line_index + 1}: {what}: {lines[line_index][:80]!r}")
+        return KmodsymsError(f"{self.source}:{line_index + 1}: {what}: '{shown(lines[line_index][:80])}'")
+
+    def _layout_error(self, line_index: int, width: int, what: str) -> KmodsymsError:
+        """A line without the first line's layout: ``what``, unless its
+        address is of another width (libkmodsyms' layout_error())."""
+        line = [piece for piece in self.text.split(b"\n") if piece][line_index]
+        own = len(line) - len(line.lstrip(b"0123456789abcdefABCDEF"))
+        if own and line[own:own + 1] == b" " and own != width:
+            what = f"address {'narrower' if own < width else 'wider'} than the others (the first line's)"
+        return self._error(line_index, what)
 
     def _parse(self) -> None:
         """The lines' columns, as R1-R4 read them."""
@@ -144,13 +153,13 @@ class Kallsyms:
         lengths = ends - starts
         short = np.flatnonzero(lengths < width + 4)
         if len(short):
-            raise self._error(int(short[0]), "line too short for 'ADDRESS TYPE NAME'")
+            raise self._layout_error(int(short[0]), width, "line too short for 'ADDRESS TYPE NAME'")
         address, bad = _hex_column(buf, starts, width)
         bad |= (buf[starts + width] != 32) | (buf[starts + width + 2] != 32)
         types = buf[starts + width + 1]
         bad |= ~(((types >= 65) & (types <= 90)) | ((types >= 97) & (types <= 122)) | (types == 63))
         if bad.any():
-            raise self._error(int(np.flatnonzero(bad)[0]), "expected 'ADDRESS TYPE NAME'")
+            raise self._layout_error(int(np.flatnonzero(bad)[0]), width, "expected 'ADDRESS TYPE NAME'")
         name_start = starts + width + 3
         name_end = ends.copy()
         module = np.zeros(n, dtype=np.int32)

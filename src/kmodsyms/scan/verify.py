@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kmodsyms.errors import KmodsymsError
+from kmodsyms.errors import KmodsymsError, shown
 from kmodsyms.scan.modmap.thick import kernel_spelling
 from kmodsyms.scan.sysmap import read_text
 
@@ -122,16 +122,16 @@ def parse_ranges(text: str, symbol_address, section_address=None,
             continue
         fields = line.split()
         if len(fields) < 3 or "-" not in fields[1]:
-            raise KmodsymsError(f"{source}:{lineno}: expected 'SECTION START-END MODULE...': {line[:80]!r}")
+            raise KmodsymsError(f"{source}:{lineno}: expected 'SECTION START-END MODULE...': '{shown(line[:80])}'")
         sect = fields[0]
         lo, _, hi = fields[1].partition("-")
         try:
             start, end = int(lo, 16), int(hi, 16)
         except ValueError:
-            raise KmodsymsError(f"{source}:{lineno}: bad offsets {fields[1]!r}") from None
+            raise KmodsymsError(f"{source}:{lineno}: bad offsets '{shown(fields[1])}'") from None
         if fields[2] == "=":
             if len(fields) != 4:
-                raise KmodsymsError(f"{source}:{lineno}: expected 'SECTION OFF-OFF = SYMBOL': {line[:80]!r}")
+                raise KmodsymsError(f"{source}:{lineno}: expected 'SECTION OFF-OFF = SYMBOL': '{shown(line[:80])}'")
             addr = symbol_address(fields[3], sect)
             if addr is None:
                 raise KmodsymsError(f"{source}:{lineno}: anchor symbol {fields[3]} of {sect} is not in "

@@ -16,7 +16,8 @@ from kmodsyms.scan.elf.elfdefs import SHT_NOBITS, SHT_SYMTAB
 from kmodsyms.scan.elf.elffile import ElfFile
 from kmodsyms.scan.elf.elfimage import Image, image_of
 
-REMEDY = "give the debug vmlinux (the kernel's -dbg/-debuginfo package: docs/distributions.md)"
+# A System.map's (or kallsyms') first line: "ADDRESS TYPE NAME".
+_SYMBOL_LINE = re.compile(rb"[0-9a-fA-F]{8,16} [A-Za-z?] \S")
 # A kernel's: "Linux version REL (USER@HOST) (COMPILER, LINKER) #VERSION"
 _BANNER = re.compile(rb"Linux version (\S+)(?: \((.*)\) (#.*))?")
 
@@ -50,16 +51,52 @@ class DebugVmlinux:
         return SRCARCH_BY_MACHINE.get(self.machine, "")
 
 
-def read_debug_vmlinux(path: str) -> DebugVmlinux:
-    """Read ``path``; refused in one line when it is no linked image with a
-    symbol table."""
+def remedy(release: str) -> str:
+    """What to give instead of a file that is not the debug vmlinux of
+    ``release``: where the kernel's debug package puts it (there is no
+    build tree to rebuild it in)."""
+    rel = release or "RELEASE"
+    return (f"give the debug vmlinux, /usr/lib/debug/boot/vmlinux-{rel} or "
+            f"/usr/lib/debug/lib/modules/{rel}/vmlinux, from the kernel's debug package "
+            f"(Debian: linux-image-{rel}-dbg; Fedora: kernel-debuginfo; docs/distributions.md)")
+
+
+def not_the_debug_vmlinux(head: bytes) -> str:
+    """What a file whose first bytes are ``head`` is when it is one of those
+    given for the debug vmlinux by mistake: the kernel's boot image
+    (vmlinuz: x86's boot protocol header, arm64's Image, an EFI zboot or a
+    gzip'd image) or a System.map; "" otherwise."""
+    if head[0x202:0x206] == b"HdrS" or head[0x38:0x3c] == b"ARM\x64" or head[4:8] == b"zimg" \
+            or head[:2] == b"\x1f\x8b":
+        return "the kernel's boot image (vmlinuz), not the debug vmlinux"
+    if _SYMBOL_LINE.match(head):
+        return "a System.map, not the debug vmlinux"
+    return ""
+
+
+def check_debug_vmlinux_kind(path: str, release: str) -> None:
+    """Refuse a boot image or a System.map given as the debug vmlinux, in
+    one line saying which it is (before the other inputs are looked at)."""
     try:
         with open(path, "rb") as f:
-            elf = ElfFile(path, f, "image", REMEDY)
+            what = not_the_debug_vmlinux(f.read(4096))
+    except OSError:
+        return      # read_debug_vmlinux() says why
+    if what:
+        raise KmodsymsError(f"{path}: {what}; {remedy(release)}")
+
+
+def read_debug_vmlinux(path: str, release: str = "") -> DebugVmlinux:
+    """Read ``path``, the debug vmlinux of ``release`` (for the advice);
+    refused in one line when it is no linked image with a symbol table."""
+    advice = remedy(release)
+    try:
+        with open(path, "rb") as f:
+            elf = ElfFile(path, f, "image", advice)
             image = image_of(elf)
             symtab = elf.find_section(SHT_SYMTAB)
             if symtab is None:
-                raise KmodsymsError(f"{path}: no symbol table (a stripped vmlinux); {REMEDY}")
+                raise KmodsymsError(f"{path}: no symbol table (a stripped vmlinux); {advice}")
             table = elf.symbol_array(symtab)
             strings = elf.symbol_strings(symtab) + b"\0"
             names = [strings[o:strings.index(b"\0", o)] for o in table["name"].tolist()]

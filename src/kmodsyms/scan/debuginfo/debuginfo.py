@@ -28,7 +28,7 @@ from kmodsyms.format.symsfile import Meta, encode, write_atomic
 from kmodsyms.kernelnames import kernel_spelling, name_token
 from kmodsyms.scan.debuginfo.debugattr import BY_NONE, HOW, Attribution, attribute_objects, attribute_units, beside_objects
 from kmodsyms.scan.debuginfo.debugcheck import check_config, check_modules_dir, check_system_map
-from kmodsyms.scan.debuginfo.debugimage import read_debug_vmlinux
+from kmodsyms.scan.debuginfo.debugimage import check_debug_vmlinux_kind, read_debug_vmlinux
 from kmodsyms.scan.debuginfo.dwarf import Dwarf, Unit
 from kmodsyms.scan.elf.elfdefs import STT_FUNC
 from kmodsyms.scan.elf.elfscan import ObjectScan
@@ -131,9 +131,11 @@ class DebugBuildResult:
 
 
 def release_of_vmlinux(path: str) -> str:
-    """``REL`` of ``.../vmlinux-REL`` or of ``.../lib/modules/REL/vmlinux``; "" if neither."""
+    """``REL`` of ``.../vmlinux-REL`` or of ``.../lib/modules/REL/vmlinux``
+    (or of a ``vmlinuz-REL`` given by mistake, for the error that names
+    REL's debug vmlinux); "" if neither."""
     base = os.path.basename(path)
-    if base.startswith("vmlinux-"):
+    if base.startswith(("vmlinux-", "vmlinuz-")):
         return base[len("vmlinux-"):]
     parent = os.path.dirname(os.path.abspath(path))
     if base == "vmlinux" and os.path.basename(os.path.dirname(parent)) == "modules":
@@ -356,7 +358,7 @@ def build_from_debuginfo(inputs: DebugInputs, output: str, source: str | None,
             forced.append(str(e))
             return None
 
-    vm = read_debug_vmlinux(inputs.vmlinux)
+    vm = read_debug_vmlinux(inputs.vmlinux, inputs.release)
     exact = bool(source) or kbuild_map is not None
     version = (held(check_config, inputs.config, vm) or "") if source else ""
     jobs = jobs or min(os.cpu_count() or 1, 4)
@@ -447,6 +449,8 @@ def _require(inputs: DebugInputs, source, guess_modules: bool, kbuild_map) -> No
     for what, path in needed:
         if not os.path.exists(path):
             raise KmodsymsError(f"{path}: no such {what}; {_REMEDIES[what]}")
+        if what == "debug vmlinux":
+            check_debug_vmlinux_kind(path, inputs.release)
     if not os.path.isdir(inputs.modules_dir):
         raise KmodsymsError(f"{inputs.modules_dir}: not a directory; {_REMEDIES['modules directory']}")
     if not source and not guess_modules and kbuild_map is None:

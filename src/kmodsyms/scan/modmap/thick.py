@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from kmodsyms.errors import KmodsymsError
+from kmodsyms.errors import KmodsymsError, shown
 from kmodsyms.kernelnames import kernel_spelling
 
 
@@ -83,12 +83,12 @@ def parse_thick(text: str, source: str = "modules_thick.builtin") -> ThickMap:
         objs = rest.split()
         if not colon or not head or " " in head:
             raise KmodsymsError(
-                f"{source}:{lineno}: expected 'dir/module.o: dir/a.o ...', got {line.strip()[:80]!r}"
+                f"{source}:{lineno}: expected 'dir/module.o: dir/a.o ...', got '{shown(line.strip()[:80])}'"
             )
         for path in [head, *objs]:
             if not path.endswith((".o", ".ko")):
                 raise KmodsymsError(
-                    f"{source}:{lineno}: {path!r} is not an object file (.o/.ko)"
+                    f"{source}:{lineno}: '{shown(path)}' is not an object file (.o/.ko)"
                 )
         if head.endswith(".ko"):
             head = head[:-3] + ".o"
