@@ -359,8 +359,7 @@ def run_lookup(answers, specs: list[str], fmt: str) -> int:
             missing += 1
             print(f"{PROG}: no symbol {shown(spec)}", file=sys.stderr)
         for text in matches:
-            sys.stdout.write(text + "
-")
+            sys.stdout.write(text + "\n")
     return 1 if missing else 0
 
 
