@@ -733,6 +733,9 @@ int main(int argc, char **argv)
     } else if (!strcmp(cmd, "refresh")) {
         status = refresh_steps(h);
     } else if (!strcmp(cmd, "modules")) {
+        if (!nmods) /* as 'kmodsyms modules' says it */
+            fprintf(stderr, "kmodsyms-c: no loaded modules (no '[MODULE]' line in %s)\n",
+                    opts.kallsyms_path ? opts.kallsyms_path : "/proc/kallsyms");
         for (size_t k = 0; k < nmods; k++) {
             put_module(&mods[k], stdout);
             putchar('\n');

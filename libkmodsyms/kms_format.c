@@ -267,8 +267,9 @@ int kmsi_map_syms(kms_handle *h, const char *path, kms_error *err)
         int e = errno;
         if (fd >= 0)
             close(fd);
-        return kmsi_fail(err, e == ENOENT ? KMS_E_NO_SYMS : KMS_E_IO,
-                         "cannot read %s: %s; build it with 'kmodsyms build'", path, strerror(e));
+        /* only a missing file is one to build: another error is the file's own */
+        return kmsi_fail(err, e == ENOENT ? KMS_E_NO_SYMS : KMS_E_IO, "cannot read %s: %s%s", path,
+                         strerror(e), e == ENOENT ? "; build it with 'kmodsyms build'" : "");
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);

@@ -1143,3 +1143,27 @@ def test_corpora_module_ko_equal(clib, any_corpus, any_corpus_syms):
     N_RANDOM random addresses in the modules."""
     sized = corpus_module_check(clib, any_corpus, any_corpus_syms, N_RANDOM)
     assert all(sized.values())
+
+
+def test_c_modules_says_when_none_is_loaded(clib, fixture_syms, tmp_path):
+    """As 'kmodsyms modules' (tests/test_frontend.py): no [MODULE] line in
+    kallsyms is said on stderr, stdout empty, exit 0."""
+    plain = tmp_path / "kallsyms.core"
+    plain.write_text("".join(line for line in open(FIXTURE_KALLSYMS) if "\t[" not in line))
+    out = run_c(clib, ["modules", "--syms", fixture_syms, "--kallsyms", str(plain)])
+    assert (out.stdout, out.stderr.decode()) == \
+        (b"", f"kmodsyms-c: no loaded modules (no '[MODULE]' line in {plain})\n")
+
+
+@pytest.mark.parametrize("cli", ["python", "c"])
+def test_only_a_missing_dtrace_syms_is_one_to_build(clib, cli):
+    """A dtrace_syms that cannot be read for another reason than its absence
+    (here a path through a regular file: ENOTDIR) is named with its error and
+    no advice to build it; a missing one is advised to be built."""
+    prog = [os.path.join(clib["plain"], "kmodsyms-c")] if cli == "c" else [sys.executable, "-m", "kmodsyms"]
+    for syms, advice in (("/etc/passwd/dtrace_syms", False), ("/nonexistent/dtrace_syms", True)):
+        out = subprocess.run(prog + ["resolve", "--syms", syms, "--kallsyms", FIXTURE_KALLSYMS, "0x1"],
+                             capture_output=True, text=True)
+        assert out.returncode != 0 and len(out.stderr.splitlines()) == 1, out.stderr
+        assert f"cannot read {syms}: " in out.stderr
+        assert ("build it with 'kmodsyms build'" in out.stderr) == advice, out.stderr

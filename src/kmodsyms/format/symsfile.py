@@ -18,6 +18,7 @@ asked for.
 from __future__ import annotations
 
 import bisect
+import errno
 import operator
 import os
 import re
@@ -511,8 +512,9 @@ def read_syms(path: str) -> SymsFile:
         raise KmodsymsError(f"{path}: a directory, not a dtrace_syms file: give the file "
                             "'kmodsyms build' wrote (DIR/dtrace_syms)") from None
     except OSError as e:
-        raise KmodsymsError(f"cannot read {path}: {e.strerror or e}; "
-                            "build it with 'kmodsyms build'") from None
+        # only a missing file is one to build: another error is the file's own
+        build = "; build it with 'kmodsyms build'" if e.errno == errno.ENOENT else ""
+        raise KmodsymsError(f"cannot read {path}: {e.strerror or e}{build}") from None
     return SymsFile(data, path)
 
 
