@@ -4,9 +4,13 @@
  * its dtrace_syms entry by address and name in its placed section (R21),
  * else with a zero-size entry at a section's end (R22), else found
  * ambiguous between unplaced sized copies (R25).  Follows placement (kms_place.c); the index
- * (kms_index.c) is built from what it finds.
+ * (kms_index.c) is built from what it finds.  The build attributes by the
+ * same rules but for R62's entry; kmsi_attribute_at_link runs these over a
+ * built file at its link addresses, for tests/test_attribution.py to hold
+ * the two equal.
  */
 #include "kms_internal.h"
+#include "kms_attr.h"
 
 /* Whether line I is called the string at OFF of the string table (read no
  * further than its NUL, or within the table).  A line's name may hold a
@@ -222,6 +226,8 @@ static inline void take_entry(kms_handle *h, size_t i, int32_t s)
     struct line *l = &h->line[i];
     int64_t size = (int64_t)le64(sy + SYM_SIZE);
     h->load->line_matched[i] = 1;
+    if (h->load->line_entry)
+        h->load->line_entry[i] = s;
     l->size = size < 0 ? -1 : size; /* read as negative: unknown */
     l->binding = linked_binding(l->type, sy[SYM_BINDING] <= 2 ? sy[SYM_BINDING] : KMS_BINDING_UNKNOWN);
     l->prefer = symbol_prefer(sy[SYM_TYPE] != 0, l->binding);
@@ -588,4 +594,63 @@ int kmsi_attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
           vmlinux_sizes(h);
     kmsi_scratch_release(h, mark);
     return bad ? kmsi_fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path) : KMS_OK;
+}
+
+/* Placement for the build: every section with a link address where it
+ * says (System.map is kallsyms before KASLR: each segment's shift 0). */
+static int place_at_link(kms_handle *h, const char *syms_path, kms_error *err)
+{
+    uint32_t nseg = h->count[T_SEGMENTS];
+    if (!SCRATCH(h, h->load->seg_shift, nseg) || !SCRATCH(h, h->load->seg_known, nseg))
+        return kmsi_fail(err, KMS_E_NOMEM, "out of memory placing %s", syms_path);
+    memset(h->load->seg_shift, 0, nseg * sizeof *h->load->seg_shift);
+    memset(h->load->seg_known, 1, nseg);
+    return kmsi_place_extents(h, h->load->seg_shift, h->load->seg_known, syms_path, err);
+}
+
+/*
+ * A load's attribution (docs/resolver.md R20-R25) as the build would run
+ * it (R62): SYMS_PATH's sections at their link addresses, against
+ * SYSMAP[0..LEN), System.map's text read as kallsyms.  Per line of it
+ * (NLINES, which it must have): ENTRY its dtrace_syms entry (-1), SECTION
+ * the placed section it is attributed to (-1), AMBIGUOUS 1 when R25 makes
+ * it so.
+ */
+int kmsi_attribute_at_link(const char *syms_path, const char *sysmap, size_t len, int32_t *entry,
+                           int32_t *section, uint8_t *ambiguous, size_t nlines, kms_error *err)
+{
+    struct kallsyms_source src = {-1, sysmap, len, "System.map", 0};
+    struct kmsi_load ld;
+    kms_handle *h = calloc(1, sizeof *h);
+    int rc;
+    if (!h)
+        return kmsi_fail(err, KMS_E_NOMEM, "out of memory");
+    memset(&ld, 0, sizeof ld);
+    h->load = &ld;
+    h->degraded = h->warning = "";
+    rc = kmsi_map_syms(h, syms_path, err);
+    rc = rc ? rc : kmsi_index_anchors(h, err);
+    rc = rc ? rc : kmsi_parse_kallsyms(h, &src, err);
+    if (rc == KMS_OK && h->n != nlines)
+        rc = kmsi_fail(err, KMS_E_KALLSYMS, "System.map: %zu lines read, %zu expected", h->n, nlines);
+    if (rc == KMS_OK && (!SCRATCH(h, ld.line_matched, h->n) || !SCRATCH(h, ld.line_section, h->n) ||
+                         !SCRATCH(h, ld.section_base, h->count[T_SECTIONS]) ||
+                         kmsi_sort_by_address(h)))
+        rc = kmsi_fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path);
+    if (rc == KMS_OK) {
+        memset(ld.line_matched, 0, h->n);
+        memset(ld.section_base, 0, h->count[T_SECTIONS] * sizeof *ld.section_base);
+        for (size_t i = 0; i < h->n; i++)
+            entry[i] = NO;
+        ld.line_entry = entry;
+        rc = place_at_link(h, syms_path, err);
+    }
+    rc = rc ? rc : kmsi_attribute_lines(h, syms_path, err);
+    for (size_t i = 0; rc == KMS_OK && i < h->n; i++) {
+        section[i] = ld.line_section[i];
+        ambiguous[i] = WHO_TAG(h->line[i].who) == WHO_AMBIGUOUS;
+    }
+    ld.line_entry = NULL;
+    kms_free(h);
+    return rc;
 }

@@ -185,6 +185,8 @@ struct kmsi_load {
     uint8_t *seg_known;
     uint8_t *line_matched;      /* per line: 1 when it is a dtrace_syms entry (take_entry) */
     int32_t *line_section;      /* per line: placed section holding it (or its entry's), -1 */
+    int32_t *line_entry;        /* per line: its dtrace_syms entry, -1; kept only for the
+                                 * build (kmsi_attribute_at_link), NULL at a load */
     int32_t *line_region;       /* per line: its placed section, else -1 - its region group
                                  * (regions() rewrites line_section's array into it) */
     uint32_t *by_address;       /* lines, stably sorted by address */
@@ -472,6 +474,8 @@ uint64_t kmsi_name_hash(const char *p, size_t len);
 
 /* kms_attr.c: attribution */
 int kmsi_attribute_lines(kms_handle *h, const char *syms_path, kms_error *err);
+int kmsi_place_extents(kms_handle *h, const uint64_t *shift, const uint8_t *known,
+                       const char *syms_path, kms_error *err);
 
 /* kms_index.c: the address index */
 int kmsi_build_index(kms_handle *h, kms_error *err);

@@ -255,7 +255,7 @@ static int check_anchors(kms_handle *h, const struct anchor_count *c, const char
  * it; the placed extents: sections moved by a known shift, placement's low
  * byte != 0 (its codes are 0-3, docs/format.md), size > 0; by base,
  * stably. */
-static int place_extents(kms_handle *h, const uint64_t *shift, const uint8_t *known,
+int kmsi_place_extents(kms_handle *h, const uint64_t *shift, const uint8_t *known,
                          const char *syms_path, kms_error *err)
 {
     uint32_t nseg = h->count[T_SEGMENTS], nsec = h->count[T_SECTIONS];
@@ -298,7 +298,7 @@ static int place_extents(kms_handle *h, const uint64_t *shift, const uint8_t *kn
  * The segments' shifts (docs/resolver.md R7, R36, R37): each segment's
  * shift voted by its anchors (segment_shift), a segment without one moved
  * as its neighbours (shift_between), the anchors checked (check_anchors),
- * and each section with a link address placed (place_extents).
+ * and each section with a link address placed (kmsi_place_extents).
  */
 int kmsi_place_sections(kms_handle *h, const char *syms_path, const char *source, int check,
                                kms_error *err)
@@ -328,7 +328,7 @@ int kmsi_place_sections(kms_handle *h, const char *syms_path, const char *source
     memcpy(h->load->seg_shift, shift, nseg * sizeof *shift);
     memcpy(h->load->seg_known, known, nseg);
     if ((!check || (rc = check_anchors(h, &c, syms_path, source, check, err)) == KMS_OK))
-        rc = place_extents(h, shift, known, syms_path, err);
+        rc = kmsi_place_extents(h, shift, known, syms_path, err);
 out:
     kmsi_scratch_release(h, mark);
     free(shift);

@@ -22,6 +22,7 @@
 #include "kmodsyms.h"
 #include "kms_decompress.h"
 #include "kms_internal.h" /* kmsi_hidden_cause */
+#include "kms_attr.h"
 
 /* kms_decompress.h declares the decompressors' types itself: where their
  * headers are installed, they must agree with them. */
@@ -1042,6 +1043,43 @@ static int count_lines(const struct kms_line *l, void *arg)
     return 0;
 }
 
+/* kmsi_attribute_at_link (R62) over the fixture's System.map (beside SYMS):
+ * start_kernel is its entry, in a section; a wrong line count refused. */
+static void check_attribute_at_link(const char *syms)
+{
+    char path[4096];
+    const char *slash = strrchr(syms, '/');
+    size_t len, nlines = 0, start_kernel = SIZE_MAX;
+    kms_error e;
+    snprintf(path, sizeof path, "%.*s/System.map", slash ? (int)(slash - syms) : 1,
+             slash ? syms : ".");
+    char *text = (char *)slurp(path, &len);
+    for (size_t at = 0; at < len;) { /* the lines a load keeps: not at 0 (none here is A) */
+        const char *end = memchr(text + at, '\n', len - at);
+        size_t next = end ? (size_t)(end - text) + 1 : len;
+        if (strncmp(text + at, "0000000000000000 ", 17) != 0) {
+            if (next - at > 19 && !strncmp(text + at + 19, "start_kernel\n", 13))
+                start_kernel = nlines;
+            nlines++;
+        }
+        at = next;
+    }
+    int32_t *entry = malloc(nlines * sizeof *entry), *section = malloc(nlines * sizeof *section);
+    uint8_t *ambiguous = malloc(nlines);
+    int rc = kmsi_attribute_at_link(syms, text, len, entry, section, ambiguous, nlines, &e);
+    CHECK(rc == KMS_OK, "attribute_at_link: %s", e.message);
+    CHECK(start_kernel < nlines, "no start_kernel in %s", path);
+    CHECK(rc != KMS_OK || start_kernel >= nlines || (entry[start_kernel] >= 0 && section[start_kernel] >= 0 &&
+                           !ambiguous[start_kernel]),
+          "start_kernel (line %zu) not attributed", start_kernel);
+    rc = kmsi_attribute_at_link(syms, text, len, entry, section, ambiguous, nlines - 1, &e);
+    CHECK(rc == KMS_E_KALLSYMS, "a wrong line count: %d %s", rc, e.message);
+    free(entry);
+    free(section);
+    free(ambiguous);
+    free(text);
+}
+
 int main(int argc, char **argv)
 {
     kms_error e;
@@ -1070,6 +1108,7 @@ int main(int argc, char **argv)
     kms_free(h);
     check_modules(syms, kallsyms, dir);
     check_core_bound(syms, kallsyms, dir);
+    check_attribute_at_link(syms);
 
     h = kms_load_buffer(syms, (const char *)ktext, klen, "fixture", 0, &e);
     CHECK(h != NULL, "load_buffer: %s", e.message);

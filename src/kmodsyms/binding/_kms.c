@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "kmodsyms.h"
+#include "kms_attr.h" /* kmsi_attribute_at_link, for tests/test_attribution.py */
 
 #if PY_VERSION_HEX < 0x030A0000
 static inline PyObject *Py_NewRef(PyObject *o)
@@ -868,6 +869,49 @@ static PyObject *json_string(PyObject *mod, PyObject *arg)
     return out;
 }
 
+/* attribute_at_link(syms: bytes, sysmap: bytes-like, nlines) -> (entry, section, ambiguous):
+ * the build's attribution (kmsi_attribute_at_link) of System.map's NLINES
+ * lines against the file SYMS, as bytes: int32 entry and section per line
+ * (-1 for none), and a byte per line, 1 where ambiguous.  Raises Error. */
+static PyObject *attribute_at_link(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    const char *syms;
+    Py_buffer buf;
+    Py_ssize_t nlines;
+    kms_error err;
+    int rc;
+    if (!PyArg_ParseTuple(args, "yy*n", &syms, &buf, &nlines))
+        return NULL;
+    PyObject *entry = PyBytes_FromStringAndSize(NULL, nlines * 4);
+    PyObject *section = PyBytes_FromStringAndSize(NULL, nlines * 4);
+    PyObject *ambiguous = PyBytes_FromStringAndSize(NULL, nlines);
+    if (!entry || !section || !ambiguous) {
+        rc = -1;
+    } else {
+        int32_t *e = (int32_t *)PyBytes_AS_STRING(entry), *s = (int32_t *)PyBytes_AS_STRING(section);
+        uint8_t *a = (uint8_t *)PyBytes_AS_STRING(ambiguous);
+        Py_BEGIN_ALLOW_THREADS
+        rc = kmsi_attribute_at_link(syms, buf.buf, (size_t)buf.len, e, s, a, (size_t)nlines, &err);
+        Py_END_ALLOW_THREADS
+        if (rc != KMS_OK) {
+            PyObject *x = Py_BuildValue("(is)", err.code, err.message);
+            if (x) {
+                PyErr_SetObject(KmsError, x);
+                Py_DECREF(x);
+            }
+        }
+    }
+    PyBuffer_Release(&buf);
+    if (rc != KMS_OK) {
+        Py_XDECREF(entry);
+        Py_XDECREF(section);
+        Py_XDECREF(ambiguous);
+        return NULL;
+    }
+    return Py_BuildValue("(NNN)", entry, section, ambiguous);
+}
+
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_VARARGS, "hand over the record types and enum members"},
     {"data_kind", data_kind, METH_O,
@@ -875,6 +919,9 @@ static PyMethodDef module_methods[] = {
      "(kms_data_kind), (None, False) for text"},
     {"json_string", json_string, METH_O,
      "json_string(s: bytes) -> str: S as a JSON string (kms_format_json_string)"},
+    {"attribute_at_link", attribute_at_link, METH_VARARGS,
+     "attribute_at_link(syms, sysmap, nlines) -> (entry, section, ambiguous): the build's "
+     "attribution of System.map's lines (R20-R25), as int32, int32 and uint8 columns"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -24,10 +24,12 @@ at build time, which is the same list before KASLR).
    placed symbol it is, or, in no object's table but inside a placed section
    (objtool's ``__pfx_*``/``__cfi_*`` padding), that object.  Everything
    else is core kernel.  A line whose name matches only unplaced copies in
-   different modules is ambiguous: reported with every candidate.
+   different modules is ambiguous: reported with every candidate.  The
+   rules are a load's (libkmodsyms/kms_attr.c) but for the entry R62 says
+   the build keeps; tests/test_attribution.py holds the two equal.
 
-docs/resolver.md states the rules in full: R9-R19 (placing), R20-R25
-(attributing), R38 (the search's anchor check, at build time).
+docs/resolver.md states the rules in full: R9-R19 (placing), R20-R25 and
+R62 (attributing), R38 (the search's anchor check, at build time).
 """
 
 from __future__ import annotations
@@ -475,6 +477,9 @@ class SearchPlacer(Placer):
 
     # -------------------------------------------------------------- attribute
     def _attribute_lines(self) -> None:
+        """R20-R25 for every core line, with R62's entry: a line's entry
+        is the first copy of its name at its address in any placed section,
+        kept when R22 gives the line to the object whose bytes are there."""
         syms, ks = self.syms, self.ks
         n = len(ks)
         sym = syms.symbols
