@@ -339,7 +339,9 @@ static uint64_t vmlinux_symbol_at(const kms_handle *h, uint32_t v)
  * compared only with the entries at its line's address.  Why: a binary
  * search of the table by name per line misses the cache at each of its
  * steps -- 77,000 lines of the x86_64 corpus, 45 % of its kms_load(); the
- * join costs a fifth of that.  -1: out of memory. */
+ * join costs a fifth of that.  The sorted keys carry each entry's name, so
+ * that a comparison reads at random only the name itself, not the entry
+ * too.  -1: out of memory. */
 static int vmlinux_sizes(kms_handle *h)
 {
     uint32_t nv = h->count[T_VSYMS];
@@ -351,6 +353,7 @@ static int vmlinux_sizes(kms_handle *h)
     for (uint32_t v = 0; v < nv; v++) {
         at[v].key = vmlinux_symbol_at(h, v);
         at[v].idx = v;
+        at[v].aux = le32(ent(h, T_VSYMS, v) + VSYM_NAME);
     }
     if (kmsi_sort_keyed(h, at, nv))
         return -1;
@@ -361,7 +364,7 @@ static int vmlinux_sizes(kms_handle *h)
         while (v < nv && at[v].key < h->line[i].addr)
             v++;
         for (size_t u = v; u < nv && at[u].key == h->line[i].addr; u++)
-            if (name_eq(h, i, le32(ent(h, T_VSYMS, at[u].idx) + VSYM_NAME))) {
+            if (name_eq(h, i, at[u].aux)) {
                 int64_t size = (int64_t)le64(ent(h, T_VSYMS, at[u].idx) + VSYM_SIZE);
                 h->line[i].size = size < 0 ? -1 : size; /* read as negative: unknown */
                 break;

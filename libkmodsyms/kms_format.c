@@ -30,23 +30,76 @@ static void crc_table(uint32_t tab[16][256])
             tab[k][i] = tab[0][tab[k - 1][i] & 0xFF] ^ (tab[k - 1][i] >> 8);
 }
 
-static uint32_t crc32_bytes(const unsigned char *p, size_t n)
+/* One 16-byte step of the CRC C over P (a macro: the four parts' steps
+ * below must be one loop body, not four calls, to run side by side). */
+#define CRC_STEP(tab, c, p)                                                                 \
+    do {                                                                                    \
+        uint32_t w0_ = (c) ^ le32(p), w1_ = le32((p) + 4), w2_ = le32((p) + 8),             \
+                 w3_ = le32((p) + 12);                                                      \
+        (c) = tab[15][w0_ & 0xFF] ^ tab[14][(w0_ >> 8) & 0xFF] ^ tab[13][(w0_ >> 16) & 0xFF] ^ \
+              tab[12][w0_ >> 24] ^ tab[11][w1_ & 0xFF] ^ tab[10][(w1_ >> 8) & 0xFF] ^       \
+              tab[9][(w1_ >> 16) & 0xFF] ^ tab[8][w1_ >> 24] ^ tab[7][w2_ & 0xFF] ^         \
+              tab[6][(w2_ >> 8) & 0xFF] ^ tab[5][(w2_ >> 16) & 0xFF] ^ tab[4][w2_ >> 24] ^   \
+              tab[3][w3_ & 0xFF] ^ tab[2][(w3_ >> 8) & 0xFF] ^ tab[1][(w3_ >> 16) & 0xFF] ^ \
+              tab[0][w3_ >> 24];                                                            \
+    } while (0)
+
+/* The CRC (unconditioned) C continued over P[0..N). */
+static uint32_t crc_run(const uint32_t tab[16][256], uint32_t c, const unsigned char *p, size_t n)
 {
-    uint32_t tab[16][256];
-    uint32_t c = 0xFFFFFFFFu;
-    crc_table(tab);
-    for (; n >= 16; n -= 16, p += 16) {
-        uint32_t w0 = c ^ le32(p), w1 = le32(p + 4), w2 = le32(p + 8), w3 = le32(p + 12);
-        c = tab[15][w0 & 0xFF] ^ tab[14][(w0 >> 8) & 0xFF] ^ tab[13][(w0 >> 16) & 0xFF] ^
-            tab[12][w0 >> 24] ^ tab[11][w1 & 0xFF] ^ tab[10][(w1 >> 8) & 0xFF] ^
-            tab[9][(w1 >> 16) & 0xFF] ^ tab[8][w1 >> 24] ^ tab[7][w2 & 0xFF] ^
-            tab[6][(w2 >> 8) & 0xFF] ^ tab[5][(w2 >> 16) & 0xFF] ^ tab[4][w2 >> 24] ^
-            tab[3][w3 & 0xFF] ^ tab[2][(w3 >> 8) & 0xFF] ^ tab[1][(w3 >> 16) & 0xFF] ^
-            tab[0][w3 >> 24];
-    }
+    for (; n >= 16; n -= 16, p += 16)
+        CRC_STEP(tab, c, p);
     for (; n; n--, p++)
         c = tab[0][(c ^ *p) & 0xFF] ^ (c >> 8);
-    return c ^ 0xFFFFFFFFu;
+    return c;
+}
+
+/* A times B modulo the CRC's polynomial (bit 31 is x^0, as the CRC's bits
+ * are reflected). */
+static uint32_t mult_mod_poly(uint32_t a, uint32_t b)
+{
+    uint32_t p = 0;
+    for (uint32_t m = 1u << 31; m; m >>= 1) {
+        if (a & m)
+            p ^= b;
+        b = (b & 1) ? (b >> 1) ^ 0xEDB88320u : b >> 1;
+    }
+    return p;
+}
+
+/* The CRC of A then B from CRC1 of A and CRC2 of B (LEN2 bytes): CRC1
+ * moved past LEN2 zero bytes (times x^(8 LEN2), by squaring), then added,
+ * as zlib's crc32_combine(). */
+static uint32_t crc_combine(uint32_t crc1, uint32_t crc2, uint64_t len2)
+{
+    uint32_t x2n = 1u << 23, shift = 1u << 31; /* x^8, x^0 */
+    for (; len2; len2 >>= 1, x2n = mult_mod_poly(x2n, x2n))
+        if (len2 & 1)
+            shift = mult_mod_poly(x2n, shift);
+    return mult_mod_poly(shift, crc1) ^ crc2;
+}
+
+/* CRC-32 of P[0..N).  A large file is cut into four parts whose CRCs are
+ * computed side by side, then combined: each step of one CRC depends on
+ * the last, so one alone leaves the processor waiting on its table reads,
+ * where four independent ones keep it busy (the check reads the whole
+ * file at every load). */
+static uint32_t crc32_bytes(const unsigned char *p, size_t n)
+{
+    uint32_t tab[16][256], c0 = 0xFFFFFFFFu, c1 = c0, c2 = c0, c3 = c0;
+    size_t part = n / 4 / 16 * 16;
+    crc_table(tab);
+    for (size_t at = 0; at < part; at += 16) {
+        CRC_STEP(tab, c0, p + at);
+        CRC_STEP(tab, c1, p + part + at);
+        CRC_STEP(tab, c2, p + 2 * part + at);
+        CRC_STEP(tab, c3, p + 3 * part + at);
+    }
+    size_t last = n - 3 * part; /* the last part: to the end */
+    c3 = crc_run(tab, c3, p + 4 * part, last - part);
+    uint32_t crc = crc_combine(c0 ^ 0xFFFFFFFFu, c1 ^ 0xFFFFFFFFu, part);
+    crc = crc_combine(crc, c2 ^ 0xFFFFFFFFu, part);
+    return crc_combine(crc, c3 ^ 0xFFFFFFFFu, last);
 }
 
 /* Every u32 field at byte FIELD of every entry of table T is < BOUND. */
