@@ -3,6 +3,8 @@
  * kmodsyms-c: libkmodsyms from the command line, for scripts and for the
  * tests: resolve, lookup and kallmodsyms print what 'kmodsyms' prints, both
  * through the library's formatter (kms_format_sym(), kms_format_line()).
+ * This file reads the options and arguments and runs the commands;
+ * kmodsyms-c-print.c writes what they print.
  *
  *   kmodsyms-c resolve --syms F --kallsyms K [--force] [--format FMT|--json] [ADDR...]
  *       one line an address, as 'kmodsyms resolve' (FMT verbose, the default, dtrace,
@@ -56,100 +58,10 @@
 #include <unistd.h>
 
 #include "kmodsyms.h"
+#include "kmodsyms-c.h"
 
-static const char *const origin_names[] = {NULL, "core", "builtin", "loadable", "pseudo"};
-static const char *const binding_names[] = {"local", "global", "weak"};
 /* enum kms_format's names, as 'kmodsyms --format' spells them */
 static const char *const format_names[] = {"verbose", "dtrace", "kernel", "json"};
-static const char *const status_names[] = {"matched", "missing", "refused", "unsupported",
-                                           "deferred"};
-
-/* Room for the texts the library formats: a text of N bytes and its NUL
- * (the program's only answer to no memory is to stop). */
-static char *room;
-static size_t room_size;
-
-static void make_room(size_t n)
-{
-    if (n < room_size)
-        return;
-    free(room);
-    room_size = n + 1 > 4096 ? n + 1 : 4096;
-    if (!(room = malloc(room_size))) {
-        fputs("kmodsyms-c: error: out of memory\n", stderr);
-        exit(2);
-    }
-}
-
-/* The text FORMAT (a kms_format_*() call into ROOM, ROOM_SIZE) returns, to
- * OUT: the call made again, with room, when the text did not fit. */
-#define PUT_FORMATTED(out, format)                                                        \
-    do {                                                                                  \
-        size_t n_ = (format);                                                             \
-        if (n_ >= room_size) {                                                            \
-            make_room(n_);                                                                \
-            (void)(format);                                                               \
-        }                                                                                 \
-        fwrite(room, 1, n_, out);                                                         \
-    } while (0)
-
-static void put_json_string(const char *s, size_t len, FILE *out)
-{
-    PUT_FORMATTED(out, kms_format_json_string(s, len, room, room_size));
-}
-
-/* Input as the CLI's messages echo it (kmodsyms.errors.shown), the same in
- * any locale: printable ASCII as it is (a backslash doubled), every other
- * byte as \xNN, as the kernel's tools print a name they cannot show. */
-static void put_shown(const char *s, size_t len, FILE *out)
-{
-    for (const unsigned char *p = (const unsigned char *)s; p < (const unsigned char *)s + len; p++) {
-        if (*p == '\\')
-            fputs("\\\\", out);
-        else if (*p >= 0x20 && *p < 0x7F)
-            putc(*p, out);
-        else
-            fprintf(out, "\\x%02x", *p);
-    }
-}
-
-static void put_json_cstring(const char *s, FILE *out)
-{
-    if (s)
-        put_json_string(s, strlen(s), out);
-    else
-        fputs("null", out);
-}
-
-static void put_names(size_t n, const char *const *names, FILE *out)
-{
-    putc('[', out);
-    for (size_t k = 0; k < n; k++) {
-        if (k)
-            fputs(", ", out);
-        put_json_cstring(names[k], out);
-    }
-    putc(']', out);
-}
-
-/* A record's modules: null when it has none ('lines'). */
-static void put_modules(uint32_t n, const char *const *mods, FILE *out)
-{
-    if (n)
-        put_names(n, mods, out);
-    else
-        fputs("null", out);
-}
-
-/* The load answered from kallsyms alone (R42), as messages say. */
-static int builtin_modules_unknown;
-
-/* Record R of H as FORMAT prints it, one line. */
-static void put_sym(const kms_handle *h, const struct kms_sym *r, int format)
-{
-    PUT_FORMATTED(stdout, kms_format_sym(h, r, format, room, room_size));
-    putchar('\n');
-}
 
 static int die(const char *msg)
 {
@@ -411,101 +323,6 @@ static int module_there(const kms_handle *h, const char *mod, const char *spec)
     return 0;
 }
 
-static int print_kallmodsyms(const struct kms_line *l, void *arg)
-{
-    (void)arg;
-    PUT_FORMATTED(stdout, kms_format_line(l, room, room_size));
-    putchar('\n');
-    return 0;
-}
-
-static int print_line(const struct kms_line *l, void *arg)
-{
-    FILE *out = arg;
-    /* the exact size (R48), 0 when not known exactly: every size printed
-     * here is an ELF st_size, which tests hold to the linker maps and
-     * readelf (an estimate, R49, has no such truth) */
-    fprintf(out, "{\"address\": \"0x%llx\", \"size\": %llu, \"type\": \"%c\", \"name\": ",
-            (unsigned long long)l->address,
-            (unsigned long long)(l->size_kind == KMS_SIZE_EXACT ? l->sym_size : 0), l->type);
-    put_json_string(l->name, l->name_len, out);
-    fputs(", \"modules\": ", out);
-    put_modules(l->nmodules, l->modules, out);
-    fputs(", \"origin\": ", out);
-    put_json_cstring(origin_names[l->origin], out);
-    fputs(", \"binding\": ", out);
-    put_json_cstring(l->sym_binding <= 2 ? binding_names[l->sym_binding] : NULL, out);
-    fputs(", \"object\": ", out);
-    put_json_cstring(l->object, out);
-    fputs("}\n", out);
-    return 0;
-}
-
-/* One kms_module as JSON: ModuleStats.__dict__ of 'kmodsyms modules --json'. */
-static void put_module(const struct kms_module *m, FILE *out)
-{
-    fputs("{\"name\": ", out);
-    put_json_cstring(m->name, out);
-    fputs(", \"file\": ", out);
-    put_json_cstring(m->file, out);
-    fprintf(out, ", \"status\": \"%s\", \"lines\": %zu, \"sized\": %zu, \"reason\": ",
-            status_names[m->status], m->lines, m->sized);
-    put_json_cstring(m->reason, out);
-    putc('}', out);
-}
-
-/* One step of 'refresh': what changed (C, NULL for the load itself), the
- * lines kept and every loaded module's status; flushed, for the caller
- * waiting on it before its next module change.  -1 when out of memory. */
-static int put_step(const kms_handle *h, unsigned step, const struct kms_changes *c)
-{
-    struct kms_info info = {.size = sizeof info};
-    size_t n = kms_modules(h, NULL, 0);
-    struct kms_module *mods = malloc((n ? n : 1) * sizeof *mods);
-    if (!mods)
-        return -1;
-    mods[0].size = sizeof *mods;
-    n = kms_modules(h, mods, n);
-    kms_get_info(h, &info);
-    printf("{\"step\": %u, \"loaded\": ", step);
-    put_names(c ? c->nloaded : 0, c ? c->loaded : NULL, stdout);
-    fputs(", \"unloaded\": ", stdout);
-    put_names(c ? c->nunloaded : 0, c ? c->unloaded : NULL, stdout);
-    fputs(", \"reloaded\": ", stdout);
-    put_names(c ? c->nreloaded : 0, c ? c->reloaded : NULL, stdout);
-    printf(", \"lines\": %zu, \"modules\": [", info.lines);
-    for (size_t k = 0; k < n; k++) {
-        if (k)
-            fputs(", ", stdout);
-        put_module(&mods[k], stdout);
-    }
-    fputs("]}\n", stdout);
-    free(mods);
-    fflush(stdout);
-    return 0;
-}
-
-/* A refreshed module's warning, as a load's: the modules just loaded or
- * reloaded whose .ko is refused or not read. */
-static void warn_changed(const kms_handle *h, const struct kms_changes *c)
-{
-    size_t n = kms_modules(h, NULL, 0);
-    struct kms_module *mods = malloc((n ? n : 1) * sizeof *mods);
-    if (!mods)
-        return;
-    mods[0].size = sizeof *mods;
-    n = kms_modules(h, mods, n);
-    for (size_t k = 0; k < n; k++) {
-        int changed = 0;
-        for (size_t i = 0; i < c->nloaded; i++)
-            changed |= !strcmp(c->loaded[i], mods[k].name);
-        for (size_t i = 0; i < c->nreloaded; i++)
-            changed |= !strcmp(c->reloaded[i], mods[k].name);
-        if (changed && mods[k].warning)
-            fprintf(stderr, "kmodsyms-c: warning: %s\n", mods[k].warning);
-    }
-    free(mods);
-}
 
 /* 'refresh': step 0, then a kms_refresh() and a step for each line of
  * stdin (a FILE named there gets the refreshed lines).  The exit status. */
@@ -545,66 +362,69 @@ static int refresh_steps(kms_handle *h)
     return status;
 }
 
-int main(int argc, char **argv)
-{
+/* One run: the command, its arguments (the options taken out), the load's
+ * options, the handle and its modules. */
+struct call {
     const char *cmd;
-    struct kms_load_opts opts = {.size = sizeof opts};
-    int nargs = 0, status = 0, format = KMS_FORMAT_VERBOSE;
+    const struct kms_load_opts *opts;
     char **args;
-    kms_error err;
+    int nargs, format;
     kms_handle *h;
+    struct kms_module *mods;
+    size_t nmods;
+};
 
-    if (argc < 2)
-        return usage();
-    cmd = argv[1];
-    if (!(args = calloc((size_t)argc, sizeof *args)))
-        return die("out of memory");
+/* The options of ARGV into OPTS and C's format, the rest into C's args. */
+static void parse_options(int argc, char **argv, struct kms_load_opts *opts, struct call *c)
+{
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--syms") && i + 1 < argc)
-            opts.syms_path = argv[++i];
+            opts->syms_path = argv[++i];
         else if (!strcmp(argv[i], "--kallsyms") && i + 1 < argc)
-            opts.kallsyms_path = argv[++i];
+            opts->kallsyms_path = argv[++i];
         else if (!strcmp(argv[i], "--modules-dir") && i + 1 < argc)
-            opts.modules_dir = argv[++i];
+            opts->modules_dir = argv[++i];
         else if (!strcmp(argv[i], "--sysfs-root") && i + 1 < argc)
-            opts.sysfs_root = argv[++i];
+            opts->sysfs_root = argv[++i];
         else if (!strcmp(argv[i], "--proc-modules") && i + 1 < argc)
-            opts.proc_modules = argv[++i];
+            opts->proc_modules = argv[++i];
         else if (!strcmp(argv[i], "--force"))
-            opts.flags |= KMS_LOAD_FORCE;
+            opts->flags |= KMS_LOAD_FORCE;
         else if (!strcmp(argv[i], "--fallback"))
-            opts.flags |= KMS_LOAD_FALLBACK;
+            opts->flags |= KMS_LOAD_FALLBACK;
         else if (!strcmp(argv[i], "--defer"))
-            opts.flags |= KMS_LOAD_DEFER_MODULES;
+            opts->flags |= KMS_LOAD_DEFER_MODULES;
         else if (!strcmp(argv[i], "--format") && i + 1 < argc && format_named(argv[i + 1]) >= 0)
-            format = format_named(argv[++i]);
+            c->format = format_named(argv[++i]);
         else if (!strcmp(argv[i], "--json"))
-            format = KMS_FORMAT_JSON;
+            c->format = KMS_FORMAT_JSON;
         else if (!strcmp(argv[i], "--") )
             while (++i < argc)
-                args[nargs++] = argv[i];
+                c->args[c->nargs++] = argv[i];
         else
-            args[nargs++] = argv[i];
+            c->args[c->nargs++] = argv[i];
     }
-    if (strcmp(cmd, "resolve") && strcmp(cmd, "lookup") && strcmp(cmd, "kallmodsyms") &&
-        strcmp(cmd, "lines") && strcmp(cmd, "ranges") && strcmp(cmd, "spans") &&
-        strcmp(cmd, "symbols") && strcmp(cmd, "builtin") && strcmp(cmd, "modules") &&
-        strcmp(cmd, "refresh"))
-        return free(args), usage();
-    for (int i = 0; !strcmp(cmd, "resolve") && i < nargs; i++) {
+}
+
+/* resolve's addresses and lookup's names, checked before loading: the exit
+ * status of the first bad one, -1 if none is. */
+static int check_args(const struct call *c)
+{
+    char **args = c->args;
+    for (int i = 0; !strcmp(c->cmd, "resolve") && i < c->nargs; i++) {
         unsigned long long a;
         const char *start, *stop, *why;
         if (strcmp(args[i], "-") &&
             (why = parse_address(args[i], strlen(args[i]), &a, &start, &stop))) {
-            char *msg = address_error(start, (size_t)(stop - start), why); /* before loading */
-            status = die(msg ? msg : "out of memory");
+            char *msg = address_error(start, (size_t)(stop - start), why);
+            int status = die(msg ? msg : "out of memory");
             free(msg);
-            return free(args), status;
+            return status;
         }
     }
-    if (!strcmp(cmd, "lookup") && !nargs)
-        return free(args), usage();
-    for (int i = 0; !strcmp(cmd, "lookup") && i < nargs; i++) {
+    if (!strcmp(c->cmd, "lookup") && !c->nargs)
+        return usage();
+    for (int i = 0; !strcmp(c->cmd, "lookup") && i < c->nargs; i++) {
         const char *mod, *name;
         unsigned long long off;
         char *spec = strdup(args[i]);
@@ -614,168 +434,240 @@ int main(int argc, char **argv)
             fputs("kmodsyms-c: error: bad name '", stderr);
             put_shown(args[i], strlen(args[i]), stderr);
             fputs("': give [MOD`]NAME[+0xOFF], e.g. ext4`ext4_file_open+0x1c\n", stderr);
-            return free(args), 2;
+            return 2;
         }
     }
-    if (!(h = kms_load_opts(&opts, &err)) ||
-        ((opts.flags & KMS_LOAD_DEFER_MODULES) && kms_read_modules(h, NULL, 0, &err))) {
-        kms_free(h);
-        free(args);
+    return -1;
+}
+
+/* 'resolve': the arguments in order ('-': stdin there), all checked before loading. */
+static int run_resolve(const struct call *c)
+{
+    int status = 0;
+    struct pending p = {c->h, 0, malloc(KMS_RESOLVE_BATCH * sizeof *p.addr),
+                        malloc(KMS_RESOLVE_BATCH * sizeof *p.rec), c->format};
+    if (!p.addr || !p.rec) {
+        status = die("out of memory");
+    } else {
+        for (int i = 0; i < (c->nargs ? c->nargs : 1) && status < 2; i++) {
+            unsigned long long a;
+            const char *start, *stop;
+            if (c->nargs && strcmp(c->args[i], "-")) {
+                parse_address(c->args[i], strlen(c->args[i]), &a, &start, &stop);
+                resolve_address(&p, a);
+                continue;
+            }
+            answer_pending(&p);
+            int got = resolve_stdin(&p);
+            status = got > status ? got : status;
+        }
+        answer_pending(&p);
+    }
+    free(p.addr);
+    free(p.rec);
+    return status;
+}
+
+static int run_lookup(const struct call *c)
+{
+    kms_handle *h = c->h;
+    char **args = c->args;
+    int status = 0;
+    size_t cap = 16;
+    struct kms_sym *recs = malloc(cap * sizeof *recs);
+    for (int i = 0; i < c->nargs && recs; i++) {
+        const char *mod, *name;
+        unsigned long long off;
+        char *spec = strdup(args[i]);
+        if (!spec || parse_name(spec, &mod, &name, &off) != 0) {
+            free(spec);
+            break;
+        }
+        if (mod && !module_there(h, mod, args[i])) {
+            status = 1;
+            free(spec);
+            continue;
+        }
+        recs[0].size = sizeof *recs;
+        size_t n = kms_lookup_name(h, mod, name, off, recs, cap);
+        if (n > cap) {
+            struct kms_sym *more = realloc(recs, n * sizeof *recs);
+            if (!more)
+                n = 0;
+            else {
+                recs = more;
+                cap = n;
+                recs[0].size = sizeof *recs;
+                n = kms_lookup_name(h, mod, name, off, recs, cap);
+            }
+        }
+        if (!n) {
+            fputs("kmodsyms-c: no symbol ", stderr);
+            put_shown(args[i], strlen(args[i]), stderr);
+            putc('\n', stderr);
+            status = 1;
+        }
+        for (size_t k = 0; k < n; k++)
+            put_sym(h, &recs[k], c->format);
+        free(spec);
+    }
+    if (!recs)
+        status = die("out of memory");
+    free(recs);
+    return status;
+}
+
+/* 'ranges' and 'spans'. */
+static int run_ranges(const struct call *c)
+{
+    size_t (*ranges)(const kms_handle *, const char *, struct kms_range *, size_t) =
+        strcmp(c->cmd, "spans") ? kms_module_ranges : kms_module_spans;
+    int status = 0;
+    for (int i = 0; i < c->nargs; i++) {
+        if (!module_there(c->h, c->args[i], NULL)) {
+            status = 1;
+            continue;
+        }
+        size_t n = ranges(c->h, c->args[i], NULL, 0);
+        struct kms_range *r = malloc((n ? n : 1) * sizeof *r);
+        if (!r) {
+            status = die("out of memory");
+            break;
+        }
+        r[0].size = sizeof *r;
+        n = ranges(c->h, c->args[i], r, n);
+        for (size_t k = 0; k < n; k++) {
+            fputs("{\"module\": ", stdout);
+            put_json_cstring(c->args[i], stdout);
+            printf(", \"start\": \"0x%llx\", \"end\": \"0x%llx\", \"text\": %s}\n",
+                   (unsigned long long)r[k].start, (unsigned long long)r[k].end,
+                   r[k].text ? "true" : "false");
+        }
+        free(r);
+    }
+    return status;
+}
+
+static int run_refresh(const struct call *c)
+{
+    return refresh_steps(c->h);
+}
+
+static int run_modules(const struct call *c)
+{
+    if (!c->nmods) /* as 'kmodsyms modules' says it */
+        fprintf(stderr, "kmodsyms-c: no loaded modules (no '[MODULE]' line in %s)\n",
+                c->opts->kallsyms_path ? c->opts->kallsyms_path : "/proc/kallsyms");
+    for (size_t k = 0; k < c->nmods; k++) {
+        put_module(&c->mods[k], stdout);
+        putchar('\n');
+    }
+    return 0;
+}
+
+static int run_builtin(const struct call *c)
+{
+    size_t n = kms_builtin_modules(c->h, NULL, 0);
+    const char **names = malloc((n ? n : 1) * sizeof *names);
+    int status = names ? 0 : die("out of memory");
+    for (size_t k = 0; names && k < kms_builtin_modules(c->h, names, n); k++)
+        puts(names[k]);
+    free(names);
+    return status;
+}
+
+static int run_symbols(const struct call *c)
+{
+    int status = 0;
+    for (int i = 0; i < c->nargs && status < 2; i++) {
+        if (!module_there(c->h, c->args[i], NULL)) {
+            status = 1;
+            continue;
+        }
+        size_t n = kms_module_lines(c->h, c->args[i], NULL, 0);
+        uint32_t *index = malloc((n ? n : 1) * sizeof *index);
+        if (!index) {
+            status = die("out of memory");
+            break;
+        }
+        n = kms_module_lines(c->h, c->args[i], index, n);
+        for (size_t k = 0; k < n; k++) {
+            struct kms_line l = {.size = sizeof l};
+            kms_line_at(c->h, index[k], &l);
+            print_line(&l, stdout);
+        }
+        free(index);
+    }
+    return status;
+}
+
+/* 'kallmodsyms' and 'lines'. */
+static int run_lines(const struct call *c)
+{
+    kms_foreach(c->h, strcmp(c->cmd, "lines") ? print_kallmodsyms : print_line, stdout);
+    return 0;
+}
+
+static const struct {
+    const char *name;
+    int (*run)(const struct call *c);
+} commands[] = {
+    {"resolve", run_resolve}, {"lookup", run_lookup},   {"kallmodsyms", run_lines},
+    {"lines", run_lines},     {"ranges", run_ranges},   {"spans", run_ranges},
+    {"symbols", run_symbols}, {"builtin", run_builtin}, {"modules", run_modules},
+    {"refresh", run_refresh},
+};
+
+/* The load of OPTS into C's handle and modules, its warnings said: 0, or
+ * the exit status of its error. */
+static int load(const struct kms_load_opts *opts, struct call *c)
+{
+    kms_error err;
+    if (!(c->h = kms_load_opts(opts, &err)) ||
+        ((opts->flags & KMS_LOAD_DEFER_MODULES) && kms_read_modules(c->h, NULL, 0, &err)))
         return die(err.message);
-    }
-    size_t nmods = kms_modules(h, NULL, 0);
-    struct kms_module *mods = malloc((nmods ? nmods : 1) * sizeof *mods);
-    if (!mods) {
-        kms_free(h);
-        free(args);
+    c->nmods = kms_modules(c->h, NULL, 0);
+    if (!(c->mods = malloc((c->nmods ? c->nmods : 1) * sizeof *c->mods)))
         return die("out of memory");
-    }
-    mods[0].size = sizeof *mods;
-    kms_modules(h, mods, nmods);
+    c->mods[0].size = sizeof *c->mods;
+    kms_modules(c->h, c->mods, c->nmods);
     struct kms_info info = {.size = sizeof info};
-    kms_get_info(h, &info);
+    kms_get_info(c->h, &info);
     builtin_modules_unknown = !info.builtin_modules_known;
     if (info.warning[0]) /* the CLI's own option is --force */
         fprintf(stderr, "kmodsyms-c: warning: %s\n", info.warning);
-    for (size_t k = 0; k < nmods; k++)
-        if (mods[k].warning)
-            fprintf(stderr, "kmodsyms-c: warning: %s\n", mods[k].warning);
-    if (!strcmp(cmd, "resolve")) {
-        struct pending p = {h, 0, malloc(KMS_RESOLVE_BATCH * sizeof *p.addr),
-                            malloc(KMS_RESOLVE_BATCH * sizeof *p.rec), format};
-        if (!p.addr || !p.rec) {
-            status = die("out of memory");
-        } else {
-            /* the arguments in order ('-': stdin there), all checked before loading */
-            for (int i = 0; i < (nargs ? nargs : 1) && status < 2; i++) {
-                unsigned long long a;
-                const char *start, *stop;
-                if (nargs && strcmp(args[i], "-")) {
-                    parse_address(args[i], strlen(args[i]), &a, &start, &stop);
-                    resolve_address(&p, a);
-                    continue;
-                }
-                answer_pending(&p);
-                int got = resolve_stdin(&p);
-                status = got > status ? got : status;
-            }
-            answer_pending(&p);
-        }
-        free(p.addr);
-        free(p.rec);
-    } else if (!strcmp(cmd, "lookup")) {
-        size_t cap = 16;
-        struct kms_sym *recs = malloc(cap * sizeof *recs);
-        for (int i = 0; i < nargs && recs; i++) {
-            const char *mod, *name;
-            unsigned long long off;
-            char *spec = strdup(args[i]);
-            if (!spec || parse_name(spec, &mod, &name, &off) != 0) {
-                free(spec);
-                break;
-            }
-            if (mod && !module_there(h, mod, args[i])) {
-                status = 1;
-                free(spec);
-                continue;
-            }
-            recs[0].size = sizeof *recs;
-            size_t n = kms_lookup_name(h, mod, name, off, recs, cap);
-            if (n > cap) {
-                struct kms_sym *more = realloc(recs, n * sizeof *recs);
-                if (!more)
-                    n = 0;
-                else {
-                    recs = more;
-                    cap = n;
-                    recs[0].size = sizeof *recs;
-                    n = kms_lookup_name(h, mod, name, off, recs, cap);
-                }
-            }
-            if (!n) {
-                fputs("kmodsyms-c: no symbol ", stderr);
-                put_shown(args[i], strlen(args[i]), stderr);
-                putc('\n', stderr);
-                status = 1;
-            }
-            for (size_t k = 0; k < n; k++)
-                put_sym(h, &recs[k], format);
-            free(spec);
-        }
-        if (!recs)
-            status = die("out of memory");
-        free(recs);
-    } else if (!strcmp(cmd, "ranges") || !strcmp(cmd, "spans")) {
-        size_t (*ranges)(const kms_handle *, const char *, struct kms_range *, size_t) =
-            strcmp(cmd, "spans") ? kms_module_ranges : kms_module_spans;
-        for (int i = 0; i < nargs; i++) {
-            if (!module_there(h, args[i], NULL)) {
-                status = 1;
-                continue;
-            }
-            size_t n = ranges(h, args[i], NULL, 0);
-            struct kms_range *r = malloc((n ? n : 1) * sizeof *r);
-            if (!r) {
-                status = die("out of memory");
-                break;
-            }
-            r[0].size = sizeof *r;
-            n = ranges(h, args[i], r, n);
-            for (size_t k = 0; k < n; k++) {
-                fputs("{\"module\": ", stdout);
-                put_json_cstring(args[i], stdout);
-                printf(", \"start\": \"0x%llx\", \"end\": \"0x%llx\", \"text\": %s}\n",
-                       (unsigned long long)r[k].start, (unsigned long long)r[k].end,
-                       r[k].text ? "true" : "false");
-            }
-            free(r);
-        }
-    } else if (!strcmp(cmd, "refresh")) {
-        status = refresh_steps(h);
-    } else if (!strcmp(cmd, "modules")) {
-        if (!nmods) /* as 'kmodsyms modules' says it */
-            fprintf(stderr, "kmodsyms-c: no loaded modules (no '[MODULE]' line in %s)\n",
-                    opts.kallsyms_path ? opts.kallsyms_path : "/proc/kallsyms");
-        for (size_t k = 0; k < nmods; k++) {
-            put_module(&mods[k], stdout);
-            putchar('\n');
-        }
-    } else if (!strcmp(cmd, "builtin")) {
-        size_t n = kms_builtin_modules(h, NULL, 0);
-        const char **names = malloc((n ? n : 1) * sizeof *names);
-        if (!names)
-            status = die("out of memory");
-        for (size_t k = 0; names && k < kms_builtin_modules(h, names, n); k++)
-            puts(names[k]);
-        free(names);
-    } else if (!strcmp(cmd, "symbols")) {
-        for (int i = 0; i < nargs && status < 2; i++) {
-            if (!module_there(h, args[i], NULL)) {
-                status = 1;
-                continue;
-            }
-            size_t n = kms_module_lines(h, args[i], NULL, 0);
-            uint32_t *index = malloc((n ? n : 1) * sizeof *index);
-            if (!index) {
-                status = die("out of memory");
-                break;
-            }
-            n = kms_module_lines(h, args[i], index, n);
-            for (size_t k = 0; k < n; k++) {
-                struct kms_line l = {.size = sizeof l};
-                kms_line_at(h, index[k], &l);
-                print_line(&l, stdout);
-            }
-            free(index);
-        }
-    } else {
-        kms_foreach(h, strcmp(cmd, "lines") ? print_kallmodsyms : print_line, stdout);
-    }
-    free(mods);
-    kms_free(h);
-    free(args);
-    free(room);
-    if (fflush(stdout) != 0 && !status)
+    for (size_t k = 0; k < c->nmods; k++)
+        if (c->mods[k].warning)
+            fprintf(stderr, "kmodsyms-c: warning: %s\n", c->mods[k].warning);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct kms_load_opts opts = {.size = sizeof opts};
+    struct call c = {.format = KMS_FORMAT_VERBOSE, .opts = &opts};
+    int (*run)(const struct call *c) = NULL;
+    int status;
+
+    if (argc < 2)
+        return usage();
+    c.cmd = argv[1];
+    if (!(c.args = calloc((size_t)argc, sizeof *c.args)))
+        return die("out of memory");
+    parse_options(argc, argv, &opts, &c);
+    for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++)
+        if (!strcmp(c.cmd, commands[k].name))
+            run = commands[k].run;
+    if (!run)
+        status = usage();
+    else if ((status = check_args(&c)) < 0 && !(status = load(&opts, &c)))
+        status = run(&c);
+    free(c.mods);
+    kms_free(c.h);
+    free(c.args);
+    free_room();
+    if (c.h && fflush(stdout) != 0 && !status)
         status = 1;
     return status;
 }
+

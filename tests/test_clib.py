@@ -443,9 +443,11 @@ def test_no_layout_is_refused_with_its_code(clib, fixture_syms, tmp_path):
     assert b"no link layout" in proc.stderr and b"rebuild it" in proc.stderr
 
 
-def test_c_unit_tests_under_sanitizers(clib, fixture_syms, tmp_path):
-    """libkmodsyms/test_kms.c (what 'make check' runs), built with ASan+UBSan."""
-    prog = os.path.join(clib["asan"], "test_kms")
+@pytest.mark.parametrize("program", ["test_kms", "test_kms_modules", "test_kms_errors"])
+def test_c_unit_tests_under_sanitizers(clib, fixture_syms, tmp_path, program):
+    """libkmodsyms/test_kms*.c (what 'make check' runs: loads and answers,
+    loaded modules, bad inputs), built with ASan+UBSan."""
+    prog = os.path.join(clib["asan"], program)
     proc = subprocess.run([prog, fixture_syms, FIXTURE_KALLSYMS, str(tmp_path)],
                           capture_output=True, env=dict(os.environ, **SANITIZER_ENV), timeout=600)
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]

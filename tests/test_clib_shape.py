@@ -1,7 +1,9 @@
-"""libkmodsyms' shape: every library source (libkmodsyms/kms_*.c) at most
-800 lines, every function at most 120, and every global symbol of
-libkmodsyms.a either the API (libkmodsyms.map's kms_*) or internal
-(kmsi_*)."""
+"""libkmodsyms' shape: every C file of libkmodsyms/ and of its consumers in
+contrib/ (the library's kms_*.c and headers, its programs kmodsyms-c.c,
+kms-bench.c and test_*.c, perf's dlfilter and its driver, DTrace's
+kms-dt-module.c) at most 800 lines, every function at most 120, and every
+global symbol of libkmodsyms.a either the API (libkmodsyms.map's kms_*) or
+internal (kmsi_*)."""
 
 from __future__ import annotations
 
@@ -60,7 +62,19 @@ def functions(text: str) -> list[tuple[str, int, int]]:
 
 
 def _sources() -> list[str]:
-    return sorted(glob.glob(os.path.join(CSRC, "kms_*.c")))
+    """Every .c and .h of libkmodsyms/ and of contrib/'s consumers."""
+    return sorted(p for d in (CSRC, os.path.join(ROOT, "contrib", "*"))
+                  for ext in ("c", "h") for p in glob.glob(os.path.join(d, f"*.{ext}")))
+
+
+def test_the_sources_are_the_library_and_its_consumers():
+    """The files checked: the library, its programs, and every consumer in
+    contrib/ (a new file of either is checked without a change here)."""
+    names = {os.path.relpath(p, ROOT) for p in _sources()}
+    assert {"libkmodsyms/kms_query.c", "libkmodsyms/kmodsyms.h", "libkmodsyms/kms_internal.h",
+            "libkmodsyms/kmodsyms-c.c", "libkmodsyms/kms-bench.c", "libkmodsyms/test_kms.c",
+            "libkmodsyms/test_nomem.c", "contrib/perf/kmodsyms-dlfilter.c",
+            "contrib/perf/test_dlfilter.c", "contrib/dtrace/kms-dt-module.c"} <= names
 
 
 def test_the_scanner_finds_functions():
@@ -83,7 +97,7 @@ def test_the_scanner_finds_functions():
     assert functions(sample) == [("f", 7, 12), ("g", 13, 13)]
 
 
-def test_every_library_file_is_at_most_800_lines():
+def test_every_file_is_at_most_800_lines():
     sources = _sources()
     assert sources
     long = {os.path.basename(p): n for p in sources
@@ -91,7 +105,7 @@ def test_every_library_file_is_at_most_800_lines():
     assert not long, f"over {MAX_FILE_LINES} lines: {long}"
 
 
-def test_every_library_function_is_at_most_120_lines():
+def test_every_function_is_at_most_120_lines():
     long, total = {}, 0
     for path in _sources():
         for name, first, last in functions(open(path, encoding="utf-8").read()):
