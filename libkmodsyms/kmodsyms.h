@@ -161,7 +161,8 @@ typedef struct kms_handle kms_handle;
  * anchors may be absent (docs/resolver.md R36, R37, R40).  Under
  * KMS_LOAD_FORCE the checks still run, and a mismatch is no KMS_E_STALE but
  * the handle's warning (kms_info.warning: "used anyway (KMS_LOAD_FORCE),
- * answers may be wrong: ..."), and absent function anchors no error (R41).
+ * answers may be wrong: ..."), and absent function anchors no error but
+ * that warning, in R37's words (R41).
  * Returns NULL on failure, with ERR filled.
  */
 kms_handle *kms_load(const char *syms_path, const char *kallsyms_path, unsigned flags,

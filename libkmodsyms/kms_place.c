@@ -224,8 +224,9 @@ static void shift_between(const kms_handle *h, uint64_t *shift, uint8_t *known, 
     }
 }
 
-/* R36, R37: the file is kallsyms' kernel's, as CHECK asks (KMS_LOAD_FORCE:
- * the stale check warns instead, and the truncation check is not made). */
+/* R36, R37: the file is kallsyms' kernel's, as CHECK asks (KMS_LOAD_FORCE,
+ * R41: either check warns instead; a file forced past the stale check is
+ * not said truncated too, its functions being another kernel's). */
 static int check_anchors(kms_handle *h, const struct anchor_count *c, const char *syms_path,
                          const char *source, int check, kms_error *err)
 {
@@ -239,15 +240,17 @@ static int check_anchors(kms_handle *h, const struct anchor_count *c, const char
                   present + c->absent, c->verified, c->misplaced, c->absent);
         if (check != CHECK_WARN)
             return KMS_E_STALE;
-        int rc = kmsi_forced(h, stale.message, err);
-        if (rc != KMS_OK)
-            return rc;
+        return kmsi_forced(h, stale.message, err);
     }
-    if (c->absent_functions && check != CHECK_WARN)
-        return kmsi_fail(err, KMS_E_KALLSYMS, "%s lacks %u function symbols that every kallsyms of "
-                         "this kernel lists (such as %.80s), though the %u it has are where %s says: "
-                         "it is truncated or filtered; read /proc/kallsyms again, whole and as root",
-                         source, c->absent_functions, c->example_absent, c->verified, syms_path);
+    if (c->absent_functions) {
+        kms_error cut;
+        kmsi_fail(check == CHECK_WARN ? &cut : err, KMS_E_KALLSYMS, "%s lacks %u function symbols "
+                  "that every kallsyms of this kernel lists (such as %.80s), though the %u it has "
+                  "are where %s says: it is truncated or filtered; read /proc/kallsyms again, "
+                  "whole and as root", source, c->absent_functions, c->example_absent, c->verified,
+                  syms_path);
+        return check == CHECK_WARN ? kmsi_forced(h, cut.message, err) : KMS_E_KALLSYMS;
+    }
     return KMS_OK;
 }
 

@@ -67,3 +67,13 @@ def test_truncated_text_only_kallsyms_blames_kallsyms(fixture_syms):
     lines = open(TEXT_ONLY, "rb").read().splitlines(keepends=True)
     with pytest.raises(KmodsymsError, match="^cut lacks .*truncated"):
         load(syms=fixture_syms, kallsyms_text=b"".join(lines[:len(lines) // 2]), kallsyms_name="cut")
+
+
+def test_r41_a_truncated_kallsyms_forced_is_said(fixture_syms):
+    """R41 with R37: force uses a truncated kallsyms as it is, and says so
+    in the one warning line, with R37's words (never silently)."""
+    lines = open(TEXT_ONLY, "rb").read().splitlines(keepends=True)
+    with pytest.warns(UserWarning, match=r"used anyway \(--force\), answers may be wrong: cut lacks .*truncated"):
+        r = load(syms=fixture_syms, kallsyms_text=b"".join(lines[:len(lines) // 2]), kallsyms_name="cut",
+                 force=True)
+    assert "truncated" in r.info.warning
