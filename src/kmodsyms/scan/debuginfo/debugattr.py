@@ -324,14 +324,13 @@ def attribute_objects(ua: UnitAttribution, units: list[Unit], objects: list[str]
             if len(object_by_base.get(stem, ())) == 1:
                 unit_obj[u] = object_by_base[stem][0]
     _header_units_by_link_order(units, unit_obj, len(objects))
-    n = len(kept)
-    obj = np.full(n, -1, dtype=np.int32)
-    how = np.zeros(n, dtype=np.int8)
-    for j in range(n):
-        u = ua.unit[j]
-        if u >= 0:
-            o = unit_obj[u]
-            obj[j], how[j] = (o, ua.how[j]) if o >= 0 else (-1, BY_NO_OBJECT)
+    unit = np.asarray(ua.unit, dtype=np.int64)
+    with_unit = unit >= 0
+    obj = np.full(len(kept), -1, dtype=np.int32)
+    obj[with_unit] = np.asarray(unit_obj, dtype=np.int32)[unit[with_unit]]
+    how = np.where(with_unit, np.where(obj >= 0, np.asarray(ua.how, dtype=np.int8), BY_NO_OBJECT),
+                   0).astype(np.int8)
+    obj[obj < 0] = -1
     value = table["value"].astype(np.uint64)
     shndx = table["shndx"].astype(np.int64)
     _break_variable_ties(obj, how, kept, ua.claims, value, shndx, names_all, unit_obj)
@@ -372,7 +371,6 @@ def _break_variable_ties(obj, how, kept, claims, value, shndx, names, unit_obj) 
     linker lays input sections out in that order, each contiguous.  When one
     claimant alone lies there, and it is the one below or above, it is that
     one's."""
-    order = sorted(range(len(kept)), key=lambda j: (int(shndx[kept[j]]), int(value[kept[j]])))
     tied = {}
     for j, i in enumerate(kept):
         if how[j] != BY_NONE:
@@ -383,6 +381,8 @@ def _break_variable_ties(obj, how, kept, claims, value, shndx, names, unit_obj) 
             tied[j] = {unit_obj[u] for u in units if unit_obj[u] >= 0}
     if not tied:
         return
+    # by section, then address (stable: a tie keeps the symbol table's order)
+    order = np.lexsort((value[kept], shndx[kept])).tolist()
     k = 0
     while k < len(order):
         if order[k] not in tied:
@@ -415,18 +415,15 @@ def _break_variable_ties(obj, how, kept, claims, value, shndx, names, unit_obj) 
 def _follow_what_they_belong_to(obj, how, names, address, kind) -> None:
     """D3, D4: objtool's ``__pfx_F`` takes F's object, 16 bytes on; a
     static-call trampoline ``__SCT__K`` its key ``__SCK__K``'s."""
-    n = len(names)
-    functions = {}     # (address, name) -> object, of the attributed functions
-    for j in range(n):
-        if kind[j] == STT_FUNC and obj[j] >= 0:
-            functions[(int(address[j]), names[j])] = int(obj[j])
+    attributed = np.flatnonzero((kind == STT_FUNC) & (obj >= 0)).tolist()
+    # (address, name) -> object, of the attributed functions
+    functions = dict(zip(zip(address[attributed].tolist(), [names[j] for j in attributed]),
+                         obj[attributed].tolist()))
     keys: dict[bytes, list[int]] = {}
     for j, name in enumerate(names):
         if name.startswith(SCK):
             keys.setdefault(name, []).append(j)
-    for j in range(n):
-        if how[j] != BY_NONE:
-            continue
+    for j in np.flatnonzero(how == BY_NONE).tolist():
         name = names[j]
         if name.startswith(PFX):
             o = functions.get((int(address[j]) + PFX_SIZE, name[len(PFX):]), -1)
