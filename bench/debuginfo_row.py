@@ -21,6 +21,7 @@ import time
 from .measure import interleaved, median, wall
 
 GIB = 1 << 30
+PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 def _tree(pid: int) -> list[int]:
@@ -35,35 +36,35 @@ def _tree(pid: int) -> list[int]:
     return found
 
 
-def _rss_pss(pid: int) -> tuple[int, int]:
+def _rss(pid: int) -> int:
+    # statm's resident count is the kernel's own counter: reading it takes
+    # no page-table walk, where smaps_rollup's would hold the process's
+    # mmap lock 50 times a second and slow what it measures
     try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            fields = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in f if line.endswith("kB\n")}
-    except OSError:
-        return 0, 0
-    return fields.get("Rss", 0), fields.get("Pss", 0)
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
-def tree_peak(cmd: list[str]) -> tuple[float, int, int, float]:
-    """Wall seconds, the peak summed RSS and PSS of the process tree
-    (sampled every 20 ms), and its CPU seconds (user + system, the
-    processes it waited for included)."""
+def tree_peak(cmd: list[str]) -> tuple[float, int, float]:
+    """Wall seconds, the peak summed RSS of the process tree (sampled every
+    20 ms), and its CPU seconds (user + system, the processes it waited
+    for included)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    peak_rss = peak_pss = 0
+    peak = 0
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break
-        sizes = [_rss_pss(p) for p in _tree(proc.pid)]
-        peak_rss = max(peak_rss, sum(r for r, _ in sizes))
-        peak_pss = max(peak_pss, sum(p for _, p in sizes))
+        peak = max(peak, sum(_rss(p) for p in _tree(proc.pid)))
         time.sleep(0.02)
     seconds = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode:
         raise RuntimeError(f"{' '.join(cmd[:4])} ... exited {proc.returncode}")
-    return seconds, peak_rss, peak_pss, usage.ru_utime + usage.ru_stime
+    return seconds, peak, usage.ru_utime + usage.ru_stime
 
 
 def debian_root() -> str:
@@ -103,16 +104,15 @@ def row_debuginfo(b) -> list[dict]:
 def _measure(b, name: str, what: str, cmd: list[str], vmlinux: str) -> dict:
     from .rows import result
     nm = ["nm", "--defined-only", vmlinux]
-    runs: list[tuple[float, int, int, float]] = []
+    runs: list[tuple[float, int, float]] = []
     ours, base = interleaved([lambda: runs.append(tree_peak(cmd)) or runs[-1][0],
                               lambda: wall(nm, stdout=subprocess.DEVNULL)], b.runs)
     o, r = median(ours), median(base)
     rss = max(x[1] for x in runs[1:] or runs)
-    pss = max(x[2] for x in runs[1:] or runs)
     return result(name, f"kmodsyms build --debuginfo (Debian's packages, {what}, process wall)", "s",
                   o, r, o / r, "<= 10 s, <= 1 GiB", o <= 10 and rss <= GIB,
                   {"ours": ours, "baseline": base, "peak_rss": [x[1] for x in runs],
-                   "peak_pss": [x[2] for x in runs], "cpu": [x[3] for x in runs]},
+                   "cpu": [x[2] for x in runs]},
                   f"baseline: nm --defined-only of the debug vmlinux; CPU (user+sys, all processes) "
-                  f"{median([x[3] for x in runs]):.2f} s; peak process-tree RSS "
-                  f"{rss / 2**20:.0f} MiB (PSS {pss / 2**20:.0f} MiB); {os.path.basename(vmlinux)}")
+                  f"{median([x[2] for x in runs]):.2f} s; peak process-tree RSS "
+                  f"{rss / 2**20:.0f} MiB; {os.path.basename(vmlinux)}")
