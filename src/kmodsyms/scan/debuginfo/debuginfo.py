@@ -33,6 +33,7 @@ from kmodsyms.scan.debuginfo.dwarf import Dwarf, Unit
 from kmodsyms.scan.elf.elfdefs import STT_FUNC
 from kmodsyms.scan.elf.elfscan import ObjectScan
 from kmodsyms.scan.modmap import makeeval
+from kmodsyms.scan.modmap.kbuild import read_modules_builtin
 from kmodsyms.scan.modmap.thick import ThickMap
 from kmodsyms.scan.sysmap import read_kallsyms
 from kmodsyms.scan.tables import assemble
@@ -219,22 +220,8 @@ def object_scans(attr: Attribution, section_names: list[str], section_flags: lis
 # ------------------------------------------------------------ module map
 def read_builtin(modules_dir: str) -> list[str]:
     """``modules.builtin`` of an installed kernel as module paths (``fs/ext4/ext4.o``)."""
-    path = os.path.join(modules_dir, "modules.builtin")
-    try:
-        with open(path) as f:
-            lines = f.read().split()
-    except OSError as e:
-        raise KmodsymsError(f"cannot read {path}: {e.strerror}; give the kernel's modules "
-                            "directory (/lib/modules/RELEASE, from its image package)") from None
-    out = []
-    for line in lines:
-        line = line[len("kernel/"):] if line.startswith("kernel/") else line
-        for suffix in (".ko", ".ko.xz", ".ko.zst", ".ko.gz"):
-            if line.endswith(suffix):
-                line = line[:-len(suffix)]
-                break
-        out.append(line + ".o")
-    return out
+    return read_modules_builtin(modules_dir, "give the kernel's modules directory "
+                                "(/lib/modules/RELEASE, from its image package)")
 
 
 def guessed_thick(modules_dir: str, objects: list[str], builtin: list[str]) -> ThickMap:

@@ -20,22 +20,20 @@ from kmodsyms.scan.modmap.thick import ThickMap, module_name
 _MODFILE = re.compile(r"""KBUILD_MODFILE=\\?['"]*\\?"?([^"'\\]+)|RUST_MODFILE=([^\s'"]+)""")
 
 
-def read_modules_builtin(kbuild: str) -> list[str]:
-    """Built-in module paths (``fs/ext4/ext4.o``) in ``modules.builtin`` order."""
-    path = os.path.join(kbuild, "modules.builtin")
+def read_modules_builtin(directory: str, advice: str = "is this a kernel build tree after 'make'?") -> list[str]:
+    """Built-in module paths (``fs/ext4/ext4.o``) in ``modules.builtin`` order,
+    from a build tree or an installed kernel's modules directory (whose
+    lines start ``kernel/``); ADVICE says what to give when it is unreadable."""
+    path = os.path.join(directory, "modules.builtin")
     try:
         with open(path) as f:
             lines = f.read().split()
     except OSError as e:
-        raise KmodsymsError(f"cannot read {path}: {e.strerror}; "
-                            "is this a kernel build tree after 'make'?") from None
+        raise KmodsymsError(f"cannot read {path}: {e.strerror}; {advice}") from None
     modules = []
     for line in lines:
-        if line.startswith("kernel/"):
-            line = line[len("kernel/"):]
-        if line.endswith(".ko"):
-            line = line[:-3]
-        modules.append(line + ".o")
+        line = line[len("kernel/"):] if line.startswith("kernel/") else line
+        modules.append((line[:-3] if line.endswith(".ko") else line) + ".o")
     return modules
 
 
