@@ -352,16 +352,25 @@ static void name_binary(kms_error *err, const char *source, const unsigned char 
                   "saved copy", source, what);
 }
 
-static int read_int(const char *path, int *v)
+/* The first SIZE - 1 bytes of the small file PATH into BUF, NUL-terminated:
+ * their count, or -1 when it cannot be read or is empty. */
+static ssize_t read_small(const char *path, char *buf, size_t size)
 {
-    char buf[32];
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t got = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    ssize_t got = fd >= 0 ? read(fd, buf, size - 1) : -1;
     if (fd >= 0)
         close(fd);
     if (got <= 0)
         return -1;
     buf[got] = 0;
+    return got;
+}
+
+static int read_int(const char *path, int *v)
+{
+    char buf[32];
+    if (read_small(path, buf, sizeof buf) < 0)
+        return -1;
     char *end;
     long x = strtol(buf, &end, 10);
     if (end == buf)
@@ -374,13 +383,8 @@ static int read_int(const char *path, int *v)
 static int has_cap_syslog(void)
 {
     char buf[4096];
-    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-    ssize_t got = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-    if (fd >= 0)
-        close(fd);
-    if (got <= 0)
+    if (read_small("/proc/self/status", buf, sizeof buf) < 0)
         return -1;
-    buf[got] = 0;
     const char *at = strstr(buf, "\nCapEff:");
     if (!at)
         return -1;

@@ -208,6 +208,18 @@ static const char *shown_module(const kms_handle *h, const struct kms_sym *r)
     return r->dso;
 }
 
+/* DTrace's "mod`sym+0xoff" of R (MOD unknown: "?"; no offset: no "+0x0"). */
+static void put_mod_sym(struct text *t, const char *mod, const struct kms_sym *r)
+{
+    put_str(t, mod ? mod : "?");
+    put(t, "`", 1);
+    put(t, r->sym, r->sym_len);
+    if (r->symoff) {
+        put(t, "+", 1);
+        put_hex(t, r->symoff);
+    }
+}
+
 /* "0xADDR mod`sym+0xoff (0xSIZE bytes, object, ambiguous: a | b,c)". */
 static void put_verbose(struct text *t, const kms_handle *h, const struct kms_sym *r)
 {
@@ -228,13 +240,7 @@ static void put_verbose(struct text *t, const kms_handle *h, const struct kms_sy
         return;
     }
     put(t, " ", 1);
-    put_str(t, mod ? mod : "?");
-    put(t, "`", 1);
-    put(t, r->sym, r->sym_len);
-    if (r->symoff) {
-        put(t, "+", 1);
-        put_hex(t, r->symoff);
-    }
+    put_mod_sym(t, mod, r);
     put(t, " (", 2);
     if (r->sized) {
         put_hex(t, (uint64_t)r->sym_size);
@@ -273,13 +279,7 @@ static void put_dtrace(struct text *t, const kms_handle *h, const struct kms_sym
         put_hex(t, r->address);
         return;
     }
-    put_str(t, mod ? mod : "?");
-    put(t, "`", 1);
-    put(t, r->sym, r->sym_len);
-    if (r->symoff) {
-        put(t, "+", 1);
-        put_hex(t, r->symoff);
-    }
+    put_mod_sym(t, mod, r);
 }
 
 /* "name+0xoff/0xsize [module]" (no module: no brackets), or "0xaddress"
