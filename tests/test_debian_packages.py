@@ -110,22 +110,26 @@ def _initcall_units(kernel, config: str, addresses: list[int]) -> dict[int, str]
     return found
 
 
-def _builtin_files(modules_dir: str) -> dict[str, str]:
-    """Each built-in module's name -> its directory, from
-    modules.builtin.modinfo's MOD.file=DIR/NAME."""
+def _builtin_files(modules_dir: str) -> dict[str, set[str]]:
+    """Each built-in module's name -> its directories, from
+    modules.builtin.modinfo's MOD.file=DIR/NAME: a name may be two modules'
+    (arm64's drivers/bus/arm-cci and drivers/perf/arm-cci, both built in)."""
     with open(os.path.join(modules_dir, "modules.builtin.modinfo"), "rb") as f:
         entries = f.read().decode("utf-8", "surrogateescape").split("\0")
-    return {key[:-len(".file")]: os.path.dirname(value) for key, _eq, value in
-            (e.partition("=") for e in entries) if key.endswith(".file")}
+    dirs: dict[str, set[str]] = {}
+    for key, _eq, value in (e.partition("=") for e in entries):
+        if key.endswith(".file"):
+            dirs.setdefault(key[:-len(".file")], set()).add(os.path.dirname(value))
+    return dirs
 
 
-def _expected(token: str, unit: str, builtin: dict[str, str]) -> str:
+def _expected(token: str, unit: str, builtin: dict[str, set[str]]) -> str:
     """The module the kernel's evidence gives an initcall: its name's
     token names a built-in module (GCC's gnu11 turns a pasted ``unix``
-    into ``1``), and its unit lies in that module's directory."""
+    into ``1``), and its unit lies in a directory of that module's."""
     from kmodsyms.kernelnames import name_token
     named = [m for m in builtin if token in (m, name_token(m))]
-    if len(named) == 1 and f"/{builtin[named[0]]}/" in f"/{unit}":
+    if len(named) == 1 and any(f"/{d}/" in f"/{unit}" for d in builtin[named[0]]):
         return named[0]
     return "vmlinux"
 
