@@ -676,6 +676,19 @@ def _cli_property(tmp_path_factory, syms_bytes, kallsyms_bytes, mutation, kops, 
 
 cli_kops = st.none() | kallsyms_mutation
 
+CLI_REPRODUCERS = {
+    # the string table's offset moved to 256 (inside the tables, CRC repaired):
+    # the header's placement string decodes to text that is not JSON, and
+    # 'info' raised JSONDecodeError
+    "string-table-moved": ([("dir", 0, False, 256)], "crc", True),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CLI_REPRODUCERS))
+def test_fuzz_cli_reproducers(warm_cli, tmp_path_factory, syms_bytes, kallsyms_bytes, case):
+    _cli_property(tmp_path_factory, syms_bytes, kallsyms_bytes, CLI_REPRODUCERS[case], None,
+                  run_cli_forked)
+
 
 @CLI_FAST
 @given(mutation=syms_mutation, kops=cli_kops)

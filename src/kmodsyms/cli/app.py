@@ -292,8 +292,8 @@ def info(
         "modules_guessed": bool(syms.flags & FLAG_GUESSED_MODULES),
         "forced": bool(syms.flags & FLAG_FORCED),
         "layout": ({"segments": len(syms.segments), "anchors": len(syms.anchors),
-                    "placement": json.loads(syms.meta_placement)}
-                   if syms.has_layout and syms.meta_placement else None),
+                    "placement": syms.placement_stats}
+                   if syms.has_layout else None),
         "modules": [{"name": n, "symbols": c} for n, c in zip(syms.module_names, counts)],
     }
     if as_json:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 import errno
+import json
 import operator
 import os
 import re
@@ -252,6 +253,13 @@ def write_atomic(path: str, data: bytes, mode: int = 0o644) -> None:
         raise
 
 
+def _is_json_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
+
+
 class SymsFile:
     """A validated dtrace_syms image.
 
@@ -394,6 +402,8 @@ class SymsFile:
         (self.meta_kernel_release, self.meta_build_id, self.meta_tool_version,
          self.meta_object_source, self.meta_thick_source,
          self.meta_placement) = (self.string(o) for o in self._header_strings)
+        if self._verify and self.meta_placement and not _is_json_object(self.meta_placement):
+            raise self._fail("header string placement is not a JSON object")
         check(self.anchors["symbol"], len(symbols), "anchor symbol")
         check(self.anchors["segment"], len(self.segments), "anchor segment")
         check(self.vmlinux_symbols["name"], n_str, "vmlinux symbol name")
@@ -411,6 +421,12 @@ class SymsFile:
     @property
     def missing_objects(self) -> list[str]:
         return [self.object_path(i) for i in np.flatnonzero(self.objects["flags"] & OBJECT_MISSING)]
+
+    @property
+    def placement_stats(self) -> dict | None:
+        """The build's placement statistics (header string ``placement``,
+        docs/format.md), or None when the file records none."""
+        return json.loads(self.meta_placement) if self.meta_placement else None
 
     @property
     def has_layout(self) -> bool:
