@@ -107,6 +107,8 @@ def _measure(b, name: str, what: str, cmd: list[str], vmlinux: str) -> dict:
     runs: list[tuple[float, int, float]] = []
     ours, base = interleaved([lambda: runs.append(tree_peak(cmd)) or runs[-1][0],
                               lambda: wall(nm, stdout=subprocess.DEVNULL)], b.runs)
+    from kmodsyms.scan.modmap.makeeval import filesystem_type, scratch_root
+    scratch = f"{scratch_root()} ({filesystem_type(scratch_root()) or 'unknown filesystem'})"
     o, r = median(ours), median(base)
     rss = max(x[1] for x in runs[1:] or runs)
     return result(name, f"kmodsyms build --debuginfo (Debian's packages, {what}, process wall)", "s",
@@ -115,4 +117,4 @@ def _measure(b, name: str, what: str, cmd: list[str], vmlinux: str) -> dict:
                    "cpu": [x[2] for x in runs]},
                   f"baseline: nm --defined-only of the debug vmlinux; CPU (user+sys, all processes) "
                   f"{median([x[2] for x in runs]):.2f} s; peak process-tree RSS "
-                  f"{rss / 2**20:.0f} MiB; {os.path.basename(vmlinux)}")
+                  f"{rss / 2**20:.0f} MiB; scratch tree in {scratch}; {os.path.basename(vmlinux)}")

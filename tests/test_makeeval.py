@@ -13,13 +13,14 @@ import os
 import subprocess
 import sys
 import tarfile
+import tempfile
 
 import pytest
 
 from kmodsyms.errors import KmodsymsError
 from kmodsyms.scan.elf.archive import vmlinux_objects
 from kmodsyms.scan.modmap.kbuild import cmd_modfiles, derive_thick, read_modules_builtin
-from kmodsyms.scan.modmap.makeeval import auto_conf, config_srcarch, evaluate, thick_from_eval, unpack_makefiles
+from kmodsyms.scan.modmap.makeeval import auto_conf, config_srcarch, evaluate, scratch_root, start, thick_from_eval, unpack_makefiles
 
 SOURCE_TARBALLS = "/usr/src/linux-source-6.12*.tar.xz"
 
@@ -170,3 +171,34 @@ def test_a_debian_package_as_the_source_is_named_in_one_line(tmp_path):
     line = _build_with_source(tmp_path, "# Linux/x86 6.12.0 Kernel Configuration\nCONFIG_A=y\n", debs[0])
     assert line == (f"kmodsyms: error: {debs[0]}: a Debian package, not a source tarball: its tarball "
                     "is inside (dpkg-deb -x PACKAGE DIR, then give DIR/usr/src/linux-source-X.Y.tar.xz)")
+
+
+def _stat_fs_type(path: str) -> str:
+    return subprocess.run(["stat", "-f", "-c", "%T", path], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def test_the_scratch_tree_honours_tmpdir(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)     # gettempdir() caches its answer
+    assert scratch_root() == str(tmp_path)
+
+
+def test_the_scratch_tree_is_on_a_memory_filesystem_where_there_is_one(monkeypatch, kernel_makefiles,
+                                                                        tmp_path):
+    """Without TMPDIR, the unpacking's thousands of small files go to a
+    tmpfs (as ``stat -f`` names the filesystem), /tmp's own or /dev/shm."""
+    monkeypatch.delenv("TMPDIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    if "tmpfs" not in {_stat_fs_type(tempfile.gettempdir()), _stat_fs_type("/dev/shm")}:
+        pytest.skip("neither the temporary directory nor /dev/shm is a tmpfs here")
+    config = tmp_path / "config"
+    config.write_text("# Linux/x86 6.12.0 Kernel Configuration\nCONFIG_X86=y\n")
+    pending = start(kernel_makefiles, str(config), arch="x86_64")
+    try:
+        parent = os.path.dirname(pending.scratch.name)
+        assert parent == scratch_root()
+        assert _stat_fs_type(parent) == "tmpfs"
+    finally:
+        pending.cancel()
+    assert not os.path.exists(pending.scratch.name)

@@ -175,6 +175,48 @@ def evaluate(source: str, config: str, arch: str = "") -> KbuildEval:
     return start(source, config, arch).result()
 
 
+# Room the scratch tree must find on a memory filesystem: a 7.2 source's
+# ~3,400 Makefiles (28 MB) and make's object trees, with margin.
+_SCRATCH_ROOM = 256 << 20
+_MOUNTINFO_ESCAPE = re.compile(r"\\([0-7]{3})")    # the kernel's octal escape of a space or tab
+
+
+def scratch_root() -> str:
+    """Where the evaluation's scratch tree goes: $TMPDIR when the user set
+    it; else the temporary directory when it is a memory filesystem (as
+    /tmp is on Debian 13 and later); else /dev/shm when it is one with
+    room; else the temporary directory.  Why: a tarball's unpacking creates
+    ~3,400 files and looks up ~15,000 directories, and a disk filesystem's
+    metadata writes stall the ``xz | tar`` pipeline behind them (7.2's
+    tarball: 8.0 s on ext4 against 4.8 s on tmpfs, 2 cores)."""
+    default = tempfile.gettempdir()
+    if os.environ.get("TMPDIR") or filesystem_type(default) == "tmpfs":
+        return default
+    shm = "/dev/shm"
+    try:
+        free = os.statvfs(shm)
+        roomy = free.f_bavail * free.f_frsize >= _SCRATCH_ROOM
+    except OSError:
+        return default
+    return shm if roomy and filesystem_type(shm) == "tmpfs" and os.access(shm, os.W_OK | os.X_OK) else default
+
+
+def filesystem_type(path: str) -> str:
+    """The type of the filesystem mounted over ``path`` (/proc/self/mountinfo), or ""."""
+    path, best, kind = os.path.realpath(path), "", ""
+    try:
+        with open("/proc/self/mountinfo", errors="surrogateescape") as f:
+            for line in f:
+                fields, _, tail = line.partition(" - ")
+                point = _MOUNTINFO_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), fields.split()[4])
+                inside = path == point or path.startswith(point.rstrip("/") + "/")
+                if inside and len(point) >= len(best):
+                    best, kind = point, tail.split()[0]
+    except (OSError, IndexError):
+        return ""
+    return kind
+
+
 class PendingEval:
     """The evaluation :func:`start` began, in a thread of its own: a
     tarball is unpacked, then make runs, while the caller goes on;
@@ -184,7 +226,7 @@ class PendingEval:
                  progress: Optional[Callable[[str, int, int], None]], strict: bool):
         self.source, self.config, self.srcarch, self.release = source, config, srcarch, release
         self.jobs, self.progress, self.strict = jobs, progress, strict
-        self.scratch = tempfile.TemporaryDirectory(prefix="kmodsyms-make-")
+        self.scratch = tempfile.TemporaryDirectory(prefix="kmodsyms-make-", dir=scratch_root())
         self.outcome: object = None
         self.procs: list[subprocess.Popen] = []
         self.stop = threading.Event()
