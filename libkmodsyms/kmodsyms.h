@@ -129,6 +129,10 @@ const char *kms_data_kind(const void *data, size_t n, int *compressed);
  * Python binding: "--force").
  */
 #define KMS_FORCE_WORD "KMS_LOAD_FORCE"
+/* The same for the option naming where loaded modules' .ko files are: a
+ * modules_dir that is no directory is refused (KMS_E_ARG) in a message
+ * naming it by this word. */
+#define KMS_MODULES_DIR_WORD "kms_load_opts.modules_dir"
 
 typedef struct kms_error {
     int code;            /* enum kms_code */
@@ -195,7 +199,8 @@ struct kms_load_opts {
      * running kernel's: /lib/modules/$(uname -r), /sys, /proc/modules; with
      * any other kallsyms, NULL means not read (no .ko without modules_dir).
      */
-    const char *modules_dir;    /* .ko files, through modules.dep or by search */
+    const char *modules_dir;    /* .ko files, through modules.dep or by search; one named
+                                 * that is no directory: KMS_E_ARG */
     const char *sysfs_root;     /* module/NAME/sections/<section>, srcversion, notes, coresize */
     const char *proc_modules;   /* each module's core (address, size) */
     unsigned flags;             /* KMS_LOAD_* */

@@ -290,6 +290,24 @@ kms_handle *kms_load_opts(const struct kms_load_opts *opts, kms_error *err)
     return kmsi_load_reading(opts, NULL, 0, err);
 }
 
+/* A directory the caller names must be one: a typo would read no .ko,
+ * and every loaded module's lines would stay unsized without a word. */
+static int is_modules_dir(const char *path, kms_error *err)
+{
+    struct stat st;
+    const char *what = "not a directory";
+    errno = 0;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return 1;
+    if (errno == ENOENT)
+        what = "no such directory";
+    else if (errno)
+        what = strerror(errno);
+    kmsi_fail(err, KMS_E_ARG, "%s: %s (" KMS_MODULES_DIR_WORD ": where the loaded modules' .ko "
+              "files are, /lib/modules/RELEASE)", path, what);
+    return 0;
+}
+
 kms_handle *kmsi_load_reading(const struct kms_load_opts *opts, const char *const *read,
                               size_t nread, kms_error *err)
 {
@@ -305,6 +323,8 @@ kms_handle *kmsi_load_reading(const struct kms_load_opts *opts, const char *cons
     }
     if (opts)
         memcpy(&o, opts, opts->size < sizeof o ? opts->size : sizeof o);
+    if (o.modules_dir && !(o.flags & KMS_LOAD_NO_MODULES) && !is_modules_dir(o.modules_dir, err))
+        return NULL;
     if (o.kallsyms_text) { /* read in place */
         ks.buf = o.kallsyms_text;
         ks.len = o.kallsyms_len;

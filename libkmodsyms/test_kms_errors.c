@@ -257,6 +257,17 @@ static void check_codes(const char *syms, const char *kallsyms, const char *dir)
                 "a named file is never done without");
     check_error(kms_load(dir, kallsyms, 0, &e), &e, KMS_E_IO, "a directory as dtrace_syms");
     check_error(kms_load(syms, path, 0, &e), &e, KMS_E_IO, "missing kallsyms");
+    struct kms_load_opts opts = {.size = sizeof opts, .syms_path = syms, .kallsyms_path = kallsyms,
+                                 .modules_dir = path};
+    check_error(kms_load_opts(&opts, &e), &e, KMS_E_ARG, "a modules_dir that does not exist");
+    CHECK(strstr(e.message, ": no such directory (" KMS_MODULES_DIR_WORD ":"), "'%s'", e.message);
+    opts.modules_dir = syms;
+    check_error(kms_load_opts(&opts, &e), &e, KMS_E_ARG, "a file as modules_dir");
+    CHECK(strstr(e.message, ": not a directory (" KMS_MODULES_DIR_WORD ":"), "'%s'", e.message);
+    opts.flags = KMS_LOAD_NO_MODULES;    /* not read: not judged */
+    kms_handle *h = kms_load_opts(&opts, &e);
+    CHECK(h != NULL, "KMS_LOAD_NO_MODULES with a bad modules_dir: %s", e.message);
+    kms_free(h);
     for (int c = KMS_OK; c <= KMS_E_NO_SYMS; c++)
         CHECK(kms_strerror(c)[0] && strcmp(kms_strerror(c), kms_strerror(-1)), "strerror %d", c);
     CHECK(!strcmp(kms_strerror(KMS_E_NO_SYMS), "no dtrace_syms file"), "strerror");

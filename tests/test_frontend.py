@@ -15,7 +15,7 @@ from conftest import FIXTURE, FIXTURE_KASLR, ROOT
 
 from kmodsyms import load
 from kmodsyms.cli.frontend import parse_address
-from kmodsyms.errors import KmodsymsError
+from kmodsyms.errors import ArgumentError, KmodsymsError
 
 KALLSYMS = os.path.join(FIXTURE, "kallsyms")
 
@@ -192,6 +192,23 @@ def test_a_modules_dir_that_does_not_exist_is_refused(files, tmp_path, command):
     assert (out.returncode, out.stdout, out.stderr) == \
         (2, "", f"kmodsyms: error: {missing}: no such directory (--modules-dir: where the loaded "
                 "modules' .ko files are, /lib/modules/RELEASE)\n")
+
+
+def test_a_modules_dir_that_is_no_directory_is_refused_by_the_library(files, clib, tmp_path):
+    """The rule is the library's (kms_load): the Python API and the C CLI
+    refuse it too, in the same words, where they once read no .ko and said
+    nothing."""
+    syms, kallsyms = files[1], files[3]
+    for path, what in ((tmp_path / "nonexistent", "no such directory"), (syms, "not a directory")):
+        with pytest.raises(ArgumentError) as e:
+            load(syms=syms, kallsyms=kallsyms, modules_dir=str(path))
+        assert str(e.value) == (f"{path}: {what} (--modules-dir: where the loaded modules' .ko "
+                                "files are, /lib/modules/RELEASE)")
+        c = subprocess.run([os.path.join(clib["plain"], "kmodsyms-c"), "kallmodsyms", "--syms", syms,
+                            "--kallsyms", kallsyms, "--modules-dir", str(path)], capture_output=True,
+                           text=True)
+        assert (c.returncode, c.stdout) == (2, "") and \
+            c.stderr.startswith(f"kmodsyms-c: error: {path}: {what} ("), c.stderr
 
 
 @pytest.mark.parametrize("as_json", [False, True])

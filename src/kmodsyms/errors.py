@@ -21,6 +21,11 @@ class StaleError(KmodsymsError):
         self.evidence = evidence
 
 
+class ArgumentError(KmodsymsError):
+    """An argument names what cannot be used (a modules directory that is
+    no directory): refused however the caller copes with a failed load."""
+
+
 def shown(text: str | bytes) -> str:
     """Input as a message echoes it, the same in every locale: its bytes
     (a str's as argv and names are decoded, with surrogateescape), printable

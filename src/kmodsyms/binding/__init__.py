@@ -30,7 +30,7 @@ from kmodsyms.binding.records import (
     Origin,
     Symbolization,
 )
-from kmodsyms.errors import KmodsymsError, StaleError
+from kmodsyms.errors import ArgumentError, KmodsymsError, StaleError
 from kmodsyms.kernelnames import kernel_spelling
 
 _kms.configure(Symbolization, Line, ModuleStats, ModuleRange, Info, KernelSymbol, ORIGINS,
@@ -297,8 +297,9 @@ def not_text(name: str, head: bytes, wanted: str) -> str | None:
 
 def _cli_words(text: str) -> str:
     """The library's text with its remedy in the words of Python and the
-    CLI: the flag KMS_LOAD_FORCE is load(force=True), --force."""
-    return text.replace(_kms.FORCE_WORD, "--force")
+    CLI: the flag KMS_LOAD_FORCE is load(force=True), --force, and the
+    option kms_load_opts.modules_dir is modules_dir=, --modules-dir."""
+    return text.replace(_kms.FORCE_WORD, "--force").replace(_kms.MODULES_DIR_WORD, "--modules-dir")
 
 
 def _open(options: dict):
@@ -308,6 +309,8 @@ def _open(options: dict):
         code, message = e.args
         if code == _kms.E_STALE:
             raise StaleError(_cli_words(message)) from None
+        if code == _kms.E_ARG:
+            raise ArgumentError(_cli_words(message)) from None
         raise KmodsymsError(_cli_words(message)) from None
 
 
@@ -332,7 +335,8 @@ def load(syms: str | None = None, kallsyms: str | None = None, force: bool = Fal
     Loaded modules are matched with their .ko files under ``modules_dir``,
     helped by ``sysfs_root`` (``/sys``) and ``proc_modules``
     (``/proc/modules``); with the live kallsyms these default to the
-    running kernel's, with a kallsyms file only what is given is read.
+    running kernel's, with a kallsyms file only what is given is read.  A
+    ``modules_dir`` that is no directory raises :class:`ArgumentError`.
 
     Nothing is written or deleted anywhere: a load opens only what it reads.
     """

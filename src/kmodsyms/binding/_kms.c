@@ -949,6 +949,8 @@ PyMODINIT_FUNC PyInit__kms(void)
     PyModule_AddIntConstant(m, "LOAD_FALLBACK", KMS_LOAD_FALLBACK);
     PyModule_AddIntConstant(m, "E_NO_SYMS", KMS_E_NO_SYMS);
     PyModule_AddStringConstant(m, "FORCE_WORD", KMS_FORCE_WORD);
+    PyModule_AddStringConstant(m, "MODULES_DIR_WORD", KMS_MODULES_DIR_WORD);
+    PyModule_AddIntConstant(m, "E_ARG", KMS_E_ARG);
     PyModule_AddIntConstant(m, "E_STALE", KMS_E_STALE);
     PyModule_AddIntConstant(m, "E_IO", KMS_E_IO);
     PyModule_AddIntConstant(m, "RESOLVE_BATCH", KMS_RESOLVE_BATCH);

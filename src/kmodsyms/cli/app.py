@@ -19,14 +19,13 @@ from kmodsyms.cli.frontend import (
     COMMANDS,
     OPTIONS,
     byte_exact_stdout,
-    check_modules_dir,
     guarded,
     load_resolver,
     parse_address,
     run_command,
     warn,
 )
-from kmodsyms.errors import KmodsymsError, shown
+from kmodsyms.errors import ArgumentError, KmodsymsError, shown
 from kmodsyms.kernelnames import kernel_spelling
 
 app = typer.Typer(
@@ -564,14 +563,14 @@ def annotate(
         except OSError as e:
             raise KmodsymsError(f"cannot read {path}: {e.strerror}") from None
     out = sys.stdout.buffer
-    check_modules_dir(modules_dir)
     try:
         resolver = load_resolver(_options(syms=syms, kallsyms=kallsyms, strict=strict, force=force,
                                           modules_dir=modules_dir), quiet=quiet)
     except KmodsymsError as e:
         # A filter passes its input through when it cannot add to it (kallsyms
-        # hidden from this user, say): one warning, the text unchanged.
-        if strict:
+        # hidden from this user, say): one warning, the text unchanged.  A
+        # mistyped argument is no such reason.
+        if strict or isinstance(e, ArgumentError):
             raise
         warn(f"{e}; the text passes through unannotated")
         for _name, reader in readers:

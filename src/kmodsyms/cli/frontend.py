@@ -311,15 +311,6 @@ def check_addresses(arguments: list[str]) -> None:
             parse_address(arg)
 
 
-def check_modules_dir(path: str | None) -> None:
-    """Refuse a --modules-dir that is no directory before anything is
-    loaded: the library would read no .ko from it, and say nothing."""
-    if path is not None and not os.path.isdir(path):
-        what = "not a directory" if os.path.exists(path) else "no such directory"
-        raise KmodsymsError(f"{path}: {what} (--modules-dir: where the loaded modules' .ko "
-                            "files are, /lib/modules/RELEASE)")
-
-
 # ----------------------------------------------------------------- commands
 def load_resolver(options: dict, quiet: bool = False):
     """The resolver a command's options ask for (:func:`kmodsyms.load`):
@@ -398,7 +389,6 @@ def run_command(command: str, options: dict) -> int:
     elif command == "lookup":
         for spec in arguments:
             parse_name(spec)
-    check_modules_dir(options["modules_dir"])
     # 'modules' needs no dtrace_syms: answering without one is not worth a warning.
     resolver = load_resolver(options, quiet=options.get("quiet") or command == "modules")
     if command == "resolve":
