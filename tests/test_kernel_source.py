@@ -113,7 +113,13 @@ def test_included_fragment_builds_and_installs_once(included, tmp_path):
     installed = stage / "lib" / "modules" / release / "kernel" / "dtrace_syms"
     with open(installed, "rb") as a, open(os.path.join(tree, "dtrace_syms"), "rb") as b:
         assert a.read() == b.read()
-    assert sorted(p.name for p in stage.rglob("*") if p.is_file()) == ["dtrace_syms"]
+    # Beside it the modules.builtin.ranges that stock DTrace reads, with the
+    # record that marks it as ours (docs/dtrace-utils.md), as `kmodsyms
+    # ranges` writes it.
+    assert sorted(p.name for p in stage.rglob("*") if p.is_file()) == \
+        ["dtrace_syms", "modules.builtin.ranges", "modules.builtin.ranges.kmodsyms"]
+    ranges = run([sys.executable, "-m", "kmodsyms", "ranges", "--syms", str(installed)], cwd=ROOT).stdout
+    assert (installed.parent.parent / "modules.builtin.ranges").read_text() == ranges
 
     # Up to date now: kbuild's phony vmlinux does not make it stale.
     again = make(tree, "dtrace_syms")
