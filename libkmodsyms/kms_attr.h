@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0 */
 /*
- * A load's attribution as the build would run it (docs/resolver.md R62),
+ * A load's attribution as the build runs it (docs/resolver.md R62),
  * kms_attr.c's one entry point for the Python binding: apart from
  * kms_internal.h, which must come first in a file, as Python.h must in the
  * binding's.

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "kmodsyms.h"
-#include "kms_attr.h" /* kmsi_attribute_at_link, for tests/test_attribution.py */
+#include "kms_attr.h" /* kmsi_attribute_at_link, the build's attribution (R62) */
 
 #if PY_VERSION_HEX < 0x030A0000
 static inline PyObject *Py_NewRef(PyObject *o)
