@@ -9,7 +9,6 @@
  * build's tables at their link addresses.
  */
 #include "kms_internal.h"
-#include "kms_attr.h"
 
 /* Whether line I is called the string at OFF of the string table (read no
  * further than its NUL, or within the table).  A line's name may hold a

@@ -58,26 +58,19 @@ MIN_SEARCH_ANCHORS = 16
 
 
 def majority_vote(sections: np.ndarray, bases: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """R11, the one majority vote: per section of SECTIONS (one per vote),
-    the base of BASES with more votes than any other; a section whose most
-    voted bases tie has none.  Returns the sections that have a winner,
-    their bases, and how many votes were not for the most voted base of
-    their section."""
-    by_pair = np.lexsort((bases, sections))
-    sections, bases = sections[by_pair], bases[by_pair]
-    new_pair = np.ones(len(by_pair), dtype=bool)
-    new_pair[1:] = (sections[1:] != sections[:-1]) | (bases[1:] != bases[:-1])
-    firsts = np.flatnonzero(new_pair)
-    uniq = np.stack([sections[firsts].astype(U64), bases[firsts]])
-    votes = np.diff(np.append(firsts, len(by_pair)))
-    order = np.lexsort((votes, uniq[0]))          # by section, then votes
-    uniq, votes = uniq[:, order], votes[order]
-    last = np.ones(uniq.shape[1], dtype=bool)
-    last[:-1] = uniq[0, 1:] != uniq[0, :-1]
-    tied = np.zeros(uniq.shape[1], dtype=bool)   # as many votes as the one before, same section
-    tied[1:] = (uniq[0, 1:] == uniq[0, :-1]) & (votes[1:] == votes[:-1])
-    won = last & ~tied
-    return uniq[0, won].astype(np.int64), uniq[1, won], int(len(sections) - votes[last].sum())
+    """R11, the one majority vote (the library's kmsi_majority(), through
+    the binding), per section of SECTIONS (one per vote) over BASES.
+    Returns the sections that have a winner, their bases, and how many
+    votes were not for the most voted base of their section."""
+    from kmodsyms.binding import _kms
+    order = np.argsort(sections, kind="stable")
+    sections = sections[order]
+    votes = np.ascontiguousarray(bases[order], dtype=U64)
+    firsts = np.flatnonzero(np.diff(sections, prepend=sections[:1] - 1) != 0)
+    won, winner, most = _kms.majority(votes, np.append(firsts, len(votes)).astype(U64))
+    won = np.frombuffer(won, np.uint8).astype(bool)
+    return (sections[firsts][won].astype(np.int64), np.frombuffer(winner, U64)[won],
+            int(len(votes) - np.frombuffer(most, U64).sum()))
 
 
 def conflicting_votes_allowed(anchors: int) -> int:
