@@ -4,13 +4,11 @@
  * its dtrace_syms entry by address and name in its placed section (R21),
  * else with a zero-size entry at a section's end (R22), else found
  * ambiguous between unplaced sized copies (R25).  Follows placement (kms_place.c); the index
- * (kms_index.c) is built from what it finds.  The build attributes by the
- * same rules but for R62's entry; kmsi_attribute_at_link runs these over a
- * built file at its link addresses, for tests/test_attribution.py to hold
- * the two equal.
+ * (kms_index.c) is built from what it finds.  The build attributes System.map's
+ * lines with this same code (R62): kmsi_attribute_at_link runs it over the
+ * build's tables at their link addresses.
  */
 #include "kms_internal.h"
-#include "kms_attr.h"
 
 /* Whether line I is called the string at OFF of the string table (read no
  * further than its NUL, or within the table).  A line's name may hold a
@@ -612,8 +610,8 @@ static int place_at_link(kms_handle *h, const char *syms_path, kms_error *err)
 }
 
 /*
- * A load's attribution (docs/resolver.md R20-R25) as the build would run
- * it (R62): SYMS_PATH's sections at their link addresses, against
+ * A load's attribution (docs/resolver.md R20-R25) as the build runs it
+ * (R62): SYMS_PATH's sections at their link addresses, against
  * SYSMAP[0..LEN), System.map's text read as kallsyms.  Per line of it
  * (NLINES, which it must have): ENTRY its dtrace_syms entry (-1), SECTION
  * the placed section it is attributed to (-1), AMBIGUOUS 1 when R25 makes

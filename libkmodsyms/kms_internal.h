@@ -15,7 +15,7 @@
  *   queries      kms_query.c (the public kms_resolve(), kms_lookup(), ...)
  *
  * kms_sort.c sorts for several of them (and holds the majority vote of
- * placement and of loaded modules); kms_modules.c and the files kms_ko.h
+ * placement, of loaded modules and of the build's search); kms_modules.c and the files kms_ko.h
  * names read loaded modules' .ko files.  The functions shared between files are named
  * kmsi_*: hidden (the shared library exports only libkmodsyms.map's
  * kms_*), and apart from the public API's names in the static library.
@@ -27,6 +27,7 @@
 
 #define _DEFAULT_SOURCE /* mmap, madvise, uname: include this header first */
 #include "kmodsyms.h"
+#include "kms_build.h"
 #include "kms_format.h"
 #include "kms_modules.h"
 
@@ -461,14 +462,9 @@ enum { CHECK_NONE, CHECK_FAIL, CHECK_WARN /* KMS_LOAD_FORCE: kmsi_forced() inste
 int kmsi_place_sections(kms_handle *h, const char *syms_path, const char *source, int check,
                                kms_error *err);
 
-/* kms_sort.c: sorting, and the majority vote */
+/* kms_sort.c: sorting, and the majority vote (kmsi_majority, kms_build.h) */
 void kmsi_stable_sort(struct keyed *a, size_t n, struct keyed *tmp);
 int kmsi_sort_keyed(kms_handle *h, struct keyed *a, size_t n);
-/* The majority vote of docs/resolver.md R11 over VOTE[0..N) (reordered:
- * sorted): 1 when one value has more votes than any other (*WINNER), 0 when
- * none does (a tie for the most, or no vote); *MOST the most votes any
- * value has either way. */
-int kmsi_majority(uint64_t *vote, size_t n, uint64_t *winner, size_t *most);
 
 /* kms_hash.c: a name's hash (LEN bytes, none read past them) */
 uint64_t kmsi_name_hash(const char *p, size_t len);

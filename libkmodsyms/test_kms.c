@@ -16,8 +16,7 @@
 #include <threads.h>
 
 #include "kmodsyms.h"
-#include "kms_internal.h" /* kms_attr.h needs it first */
-#include "kms_attr.h"
+#include "kms_internal.h"
 #include "test_kms.h"
 
 /* Records of another size: a struct of an older version (shorter) gets only

@@ -1,8 +1,8 @@
-"""R11, the one majority vote, in both its implementations: the library's
-kmsi_majority() (placement's segment shifts, loaded modules' section bases)
-and the build's vectorised vote (kmodsyms.scan.layout.search), held to the
-rule on the same votes: the value with more votes than any other wins, a
-tie for the most is no winner."""
+"""R11, the one majority vote: the library's kmsi_majority() (placement's
+segment shifts, loaded modules' section bases), called directly and as the
+build's search calls it for each section's votes (through the binding,
+kmodsyms.scan.layout.search.majority_vote), held to the rule: the value
+with more votes than any other wins, a tie for the most is no winner."""
 
 from __future__ import annotations
 
@@ -67,14 +67,23 @@ def test_r11_library_vote(c_majority, votes, winner, most):
 @pytest.mark.parametrize("votes,winner,most", CASES)
 def test_r11_build_vote(votes, winner, most):
     """One section's votes, and the same beside another section's that must
-    not change them (section 5: one clear winner)."""
+    not change them (section 5: one clear winner), the two sections' votes
+    in turn and interleaved."""
     sections = np.array([0] * len(votes) + [5, 5, 5], dtype=np.int64)
     bases = np.array(votes + [40, 40, 41], dtype=np.uint64)
-    chosen, base, conflicting = majority_vote(sections, bases)
-    got = dict(zip(chosen.tolist(), base.tolist()))
-    assert got.pop(5) == 40
-    assert got == ({} if winner is None else {0: winner})
-    assert conflicting == len(votes) - most + 1
+    interleaved = np.argsort(np.arange(len(sections)) % 2, kind="stable")
+    for order in (np.arange(len(sections)), interleaved):
+        chosen, base, conflicting = majority_vote(sections[order], bases[order])
+        got = dict(zip(chosen.tolist(), base.tolist()))
+        assert got.pop(5) == 40
+        assert got == ({} if winner is None else {0: winner})
+        assert conflicting == len(votes) - most + 1
+
+
+def test_r11_binding_refuses_bounds_outside_the_votes():
+    from kmodsyms.binding import _kms
+    with pytest.raises(ValueError, match="bounds"):
+        _kms.majority(np.zeros(2, np.uint64), np.array([0, 3], np.uint64))
 
 
 def test_r11_is_documented_once():

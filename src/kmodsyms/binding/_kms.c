@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "kmodsyms.h"
-#include "kms_attr.h" /* kmsi_attribute_at_link, for tests/test_attribution.py */
+#include "kms_build.h" /* what the build runs of the library: R62's attribution, R11's vote */
 
 #if PY_VERSION_HEX < 0x030A0000
 static inline PyObject *Py_NewRef(PyObject *o)
@@ -912,6 +912,46 @@ static PyObject *attribute_at_link(PyObject *mod, PyObject *args)
     return Py_BuildValue("(NNN)", entry, section, ambiguous);
 }
 
+/* majority(votes: writable uint64 buffer, bounds: uint64 buffer) -> (won, winner, most):
+ * R11's vote (kmsi_majority) over each run VOTES[BOUNDS[k]..BOUNDS[k+1]),
+ * for the build's search: per run a byte, 1 when one value has more votes
+ * than any other, that value and the most votes any value has (uint64
+ * each).  VOTES is reordered (each run sorted). */
+static PyObject *majority(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    Py_buffer votes, bounds;
+    if (!PyArg_ParseTuple(args, "w*y*", &votes, &bounds))
+        return NULL;
+    size_t nruns = bounds.len >= 8 ? (size_t)bounds.len / 8 - 1 : 0, nvotes = (size_t)votes.len / 8;
+    const uint64_t *bound = bounds.buf;
+    PyObject *won = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)nruns);
+    PyObject *winner = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)nruns * 8);
+    PyObject *most = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)nruns * 8);
+    int ok = won && winner && most;
+    for (size_t k = 0; ok && k < nruns; k++)
+        ok = bound[k] <= bound[k + 1] && bound[k + 1] <= nvotes;
+    if (won && winner && most && !ok)
+        PyErr_SetString(PyExc_ValueError, "majority: bounds outside the votes, or descending");
+    for (size_t k = 0; ok && k < nruns; k++) {
+        uint64_t w = 0;
+        size_t m = 0;
+        PyBytes_AS_STRING(won)[k] = (char)kmsi_majority((uint64_t *)votes.buf + bound[k],
+                                                        bound[k + 1] - bound[k], &w, &m);
+        memcpy(PyBytes_AS_STRING(winner) + 8 * k, &w, 8);
+        memcpy(PyBytes_AS_STRING(most) + 8 * k, &(uint64_t){m}, 8);
+    }
+    PyBuffer_Release(&votes);
+    PyBuffer_Release(&bounds);
+    if (!ok) {
+        Py_XDECREF(won);
+        Py_XDECREF(winner);
+        Py_XDECREF(most);
+        return NULL;
+    }
+    return Py_BuildValue("(NNN)", won, winner, most);
+}
+
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_VARARGS, "hand over the record types and enum members"},
     {"data_kind", data_kind, METH_O,
@@ -922,6 +962,9 @@ static PyMethodDef module_methods[] = {
     {"attribute_at_link", attribute_at_link, METH_VARARGS,
      "attribute_at_link(syms, sysmap, nlines) -> (entry, section, ambiguous): the build's "
      "attribution of System.map's lines (R20-R25), as int32, int32 and uint8 columns"},
+    {"majority", majority, METH_VARARGS,
+     "majority(votes, bounds) -> (won, winner, most): R11's vote over each run of VOTES "
+     "(uint64, reordered) that BOUNDS (uint64) delimits: uint8, uint64 and uint64 columns"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -176,6 +176,13 @@ class StringTable:
     def data(self) -> bytes:
         return b"".join(self._chunks)
 
+    def copy(self) -> "StringTable":
+        """Another table with these strings, which later adds leave alone."""
+        other = StringTable()
+        other._offsets, other._chunks, other._size = dict(self._offsets), list(self._chunks), self._size
+        other._batch, other._batch_at = self._batch, self._batch_at
+        return other
+
 
 def encode(meta: Meta, strings: StringTable, tables: dict[str, np.ndarray]) -> bytes:
     """Lay out a complete dtrace_syms image.  ``tables`` holds every table of

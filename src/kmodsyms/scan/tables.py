@@ -154,6 +154,8 @@ def record_layout(kbuild: str, image: Image, sysmap: Kallsyms, meta: Meta,
 
     from kmodsyms.format.symsfile import SymsFile
     from kmodsyms.scan.layout import SearchPlacer
+    from kmodsyms.scan.layout.attribute import attribute_at_link
+    from kmodsyms.scan.layout.result import count_lines
     try:
         vmlinux = os.path.join(kbuild, "vmlinux")
         placer = SearchPlacer(SymsFile.from_tables(meta, strings, tables), sysmap,
@@ -168,9 +170,13 @@ def record_layout(kbuild: str, image: Image, sysmap: Kallsyms, meta: Meta,
     is_placed = placed.section_how != 0
     sections["address"] = np.where(is_placed, placed.section_base, NO_ADDRESS)
     sections["placement"] = placed.section_how
+    tables["segments"] = np.array(image.segments, dtype=SEGMENT_DTYPE)
+    lines_are = attribute_at_link(meta, strings, tables, sysmap)
+    count_lines(placed.stats, placed.section_how, placed.core_lines, lines_are.entry, lines_are.section,
+                lines_are.ambiguous)
     # Anchors: lines whose name is unique on both sides, spread over each segment.
-    entry = placed.line_entry
-    lines = placer.unique_lines()
+    entry = lines_are.entry
+    lines = placer.unique_lines(entry)
     lines = lines[np.argsort(sysmap.address[lines], kind="stable")]
     # Every kallsyms lists the text ranges, and a CONFIG_KALLSYMS_ALL=n one
     # nothing else of the core kernel: anchors are taken in the text ranges
@@ -204,21 +210,21 @@ def record_layout(kbuild: str, image: Image, sysmap: Kallsyms, meta: Meta,
             f"{len(wanted)} of its symbols checked are not at its addresses in vmlinux's symbol table "
             f"(such as {absent[0].decode('utf-8', 'backslashreplace')}): it is stale; run make in the "
             "tree again, or pass --no-layout")
-    tables["segments"] = np.array(image.segments, dtype=SEGMENT_DTYPE)
     tables["anchors"] = np.array(anchors, dtype=ANCHOR_DTYPE)
-    tables["vmlinux_symbols"] = vmlinux_symbols(vmlinux, image, sysmap, placed, strings)
+    core = placed.core_lines
+    unmatched = core[(entry[core] < 0) & ~lines_are.ambiguous[core]]
+    tables["vmlinux_symbols"] = vmlinux_symbols(vmlinux, image, sysmap, unmatched, strings)
     meta.placement = json.dumps(placed.stats.__dict__)
 
 
-def vmlinux_symbols(vmlinux: str, image: Image, sysmap: Kallsyms, placed, strings: StringTable) -> np.ndarray:
-    """R56: the System.map lines of the core kernel that no object's symbol
-    is (linked outside vmlinux.a, as scripts/link-vmlinux.sh links
-    init/version-timestamp.o, or made by the linker) with their size in
-    vmlinux's own symbol table, where it is above 0: (name, link address,
-    size), sorted by name bytewise, then by address."""
-    from kmodsyms.scan.layout.result import LINE_AMBIGUOUS
-    core = placed.core_lines
-    lines = core[(placed.line_entry[core] < 0) & (placed.line_how[core] != LINE_AMBIGUOUS)]
+def vmlinux_symbols(vmlinux: str, image: Image, sysmap: Kallsyms, lines: np.ndarray,
+                    strings: StringTable) -> np.ndarray:
+    """R56: of System.map's ``lines`` (those of the core kernel that no
+    object's symbol is and that are not ambiguous: linked outside
+    vmlinux.a, as scripts/link-vmlinux.sh links init/version-timestamp.o,
+    or made by the linker), those with a size above 0 in vmlinux's own
+    symbol table: (name, link address, size), sorted by name bytewise,
+    then by address."""
     wanted = sorted({(sysmap.name_bytes(int(line)), int(sysmap.address[line])) for line in lines.tolist()})
     sizes = symbol_sizes(vmlinux, image, [(address, name) for name, address in wanted])
     sized = [(name, address, size) for (name, address), size in zip(wanted, sizes) if size]

@@ -1,9 +1,9 @@
 """What the build-time placement (:mod:`.search`) yields.
 
 :class:`Placed` is the placed extents and :meth:`Placed.extent_of`, which
-the search asks as it goes; :class:`Placement` adds every section's base
-and every kallsyms line's attribution, what the build records in
-dtrace_syms.
+the search asks as it goes; :class:`Placement` adds every section's base,
+what the build records in dtrace_syms; :func:`count_lines` adds the lines'
+attribution (:mod:`.attribute`) to the statistics.
 """
 
 from __future__ import annotations
@@ -21,8 +21,6 @@ MASK = (1 << 64) - 1      # addresses are modulo 2^64, as the linker's
 # Placement methods, per object section: the codes dtrace_syms stores.
 UNPLACED, BY_ANCHOR, BY_ELIMINATION, BY_NEIGHBOURS = (
     PLACEMENT_CODES[k] for k in ("UNPLACED", "BY_ANCHOR", "BY_ELIMINATION", "BY_NEIGHBOURS"))
-# How a kallsyms line got its object.
-LINE_NONE, LINE_SYMBOL, LINE_EXTENT, LINE_AMBIGUOUS = 0, 1, 2, 3
 
 
 @dataclass
@@ -84,17 +82,11 @@ class Placed:
 
 @dataclass
 class Placement(Placed):
-    """A whole placement: every object section's base and method, and every
-    kallsyms line's symbol entry (-1), object section (-1) and method;
-    ``ambiguous`` maps a line to its candidate entries; ``core_lines`` are
-    the lines of no loadable module."""
+    """A whole placement: every object section's base and method;
+    ``core_lines`` are the lines of no loadable module."""
 
     section_base: np.ndarray = field(default=None)   # uint64 per object section
     section_how: np.ndarray = field(default=None)    # UNPLACED, BY_*
-    line_entry: np.ndarray = field(default=None)
-    line_section: np.ndarray = field(default=None)
-    line_how: np.ndarray = field(default=None)       # LINE_*
-    ambiguous: dict[int, list[int]] = field(default_factory=dict)
     core_lines: np.ndarray = field(default=None)
 
 
@@ -106,37 +98,31 @@ class Placer:
     placed: Placed
     section_base: np.ndarray
     section_how: np.ndarray
-    line_entry: np.ndarray
-    line_section: np.ndarray
-    line_how: np.ndarray
-    ambiguous: dict[int, list[int]]
     core_lines: np.ndarray
 
     def result(self) -> Placement:
         placed = self.placed
         return Placement(self.stats, placed.extent_start, placed.extent_end, placed.extent_section,
-                         self.section_base, self.section_how, self.line_entry, self.line_section,
-                         self.line_how, self.ambiguous, self.core_lines)
+                         self.section_base, self.section_how, self.core_lines)
 
 
 def count_lines(stats: PlacementStats, section_how: np.ndarray, core: np.ndarray,
-                line_section: np.ndarray, line_how: np.ndarray) -> None:
-    """Fill ``stats`` from a finished placement; every core line counts
-    once: as a symbol of a section placed by some method, inside a placed
-    section, ambiguous, or core kernel."""
+                line_entry: np.ndarray, line_section: np.ndarray, ambiguous: np.ndarray) -> None:
+    """Fill ``stats`` from a finished placement and the lines' attribution
+    (:mod:`.attribute`); every core line counts once: as a symbol of a
+    section placed by some method, inside a placed section (no symbol),
+    ambiguous, or core kernel."""
     st, how = stats, section_how
     st.sections_by_anchor = int((how == BY_ANCHOR).sum())
     st.sections_by_elimination = int((how == BY_ELIMINATION).sum())
     st.sections_by_neighbours = int((how == BY_NEIGHBOURS).sum())
     st.sections_unplaced = int((how == UNPLACED).sum())
-    section = line_section[core]
-    line_how = line_how[core]
-    symbol = (line_how == LINE_SYMBOL) & (section >= 0)
-    by = how[section[symbol]]
+    section, entry, ambiguous = line_section[core], line_entry[core], ambiguous[core]
+    by = how[section[(entry >= 0) & (section >= 0)]]
     st.core_lines = len(core)
     st.lines_by_anchor = int((by == BY_ANCHOR).sum())
     st.lines_by_elimination = int((by == BY_ELIMINATION).sum())
     st.lines_by_neighbours = int((by == BY_NEIGHBOURS).sum())
-    st.lines_by_extent = int((line_how == LINE_EXTENT).sum())
-    st.lines_ambiguous = int((line_how == LINE_AMBIGUOUS).sum())
-    st.lines_core_unknown = int(((section < 0) & (line_how != LINE_AMBIGUOUS)).sum())
+    st.lines_by_extent = int(((entry < 0) & (section >= 0)).sum())
+    st.lines_ambiguous = int(ambiguous.sum())
+    st.lines_core_unknown = int(((section < 0) & ~ambiguous).sum())

@@ -20,16 +20,12 @@ at build time, which is the same list before KASLR).
 3. Blocks: ``ld -r`` lays the sections of one name out in link order, so one
    placed section places its whole block; blocks with no symbol at all are
    placed by the linker-made symbols that bracket them.
-4. Each line then takes the object, module(s), size and binding of the
-   placed symbol it is, or, in no object's table but inside a placed section
-   (objtool's ``__pfx_*``/``__cfi_*`` padding), that object.  Everything
-   else is core kernel.  A line whose name matches only unplaced copies in
-   different modules is ambiguous: reported with every candidate.  The
-   rules are a load's (libkmodsyms/kms_attr.c) but for the entry R62 says
-   the build keeps; tests/test_attribution.py holds the two equal.
 
-docs/resolver.md states the rules in full: R9-R19 (placing), R20-R25 and
-R62 (attributing), R38 (the search's anchor check, at build time).
+The lines are then attributed by the library itself, over the tables with
+this placement (:mod:`.attribute`, R62): this module places, nothing more.
+
+docs/resolver.md states the rules in full: R9-R19 (placing), R38 (the
+search's anchor check, at build time).
 """
 
 from __future__ import annotations
@@ -45,9 +41,6 @@ from kmodsyms.scan.layout.result import (
     BY_ANCHOR,
     BY_ELIMINATION,
     BY_NEIGHBOURS,
-    LINE_AMBIGUOUS,
-    LINE_EXTENT,
-    LINE_SYMBOL,
     MASK,
     NO,
     U64,
@@ -55,7 +48,6 @@ from kmodsyms.scan.layout.result import (
     Placed,
     PlacementStats,
     Placer,
-    count_lines,
 )
 from kmodsyms.scan.sysmap import Kallsyms
 
@@ -66,26 +58,19 @@ MIN_SEARCH_ANCHORS = 16
 
 
 def majority_vote(sections: np.ndarray, bases: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """R11, the one majority vote: per section of SECTIONS (one per vote),
-    the base of BASES with more votes than any other; a section whose most
-    voted bases tie has none.  Returns the sections that have a winner,
-    their bases, and how many votes were not for the most voted base of
-    their section."""
-    by_pair = np.lexsort((bases, sections))
-    sections, bases = sections[by_pair], bases[by_pair]
-    new_pair = np.ones(len(by_pair), dtype=bool)
-    new_pair[1:] = (sections[1:] != sections[:-1]) | (bases[1:] != bases[:-1])
-    firsts = np.flatnonzero(new_pair)
-    uniq = np.stack([sections[firsts].astype(U64), bases[firsts]])
-    votes = np.diff(np.append(firsts, len(by_pair)))
-    order = np.lexsort((votes, uniq[0]))          # by section, then votes
-    uniq, votes = uniq[:, order], votes[order]
-    last = np.ones(uniq.shape[1], dtype=bool)
-    last[:-1] = uniq[0, 1:] != uniq[0, :-1]
-    tied = np.zeros(uniq.shape[1], dtype=bool)   # as many votes as the one before, same section
-    tied[1:] = (uniq[0, 1:] == uniq[0, :-1]) & (votes[1:] == votes[:-1])
-    won = last & ~tied
-    return uniq[0, won].astype(np.int64), uniq[1, won], int(len(sections) - votes[last].sum())
+    """R11, the one majority vote (the library's kmsi_majority(), through
+    the binding), per section of SECTIONS (one per vote) over BASES.
+    Returns the sections that have a winner, their bases, and how many
+    votes were not for the most voted base of their section."""
+    from kmodsyms.binding import _kms
+    order = np.argsort(sections, kind="stable")
+    sections = sections[order]
+    votes = np.ascontiguousarray(bases[order], dtype=U64)
+    firsts = np.flatnonzero(np.diff(sections, prepend=sections[:1] - 1) != 0)
+    won, winner, most = _kms.majority(votes, np.append(firsts, len(votes)).astype(U64))
+    won = np.frombuffer(won, np.uint8).astype(bool)
+    return (sections[firsts][won].astype(np.int64), np.frombuffer(winner, U64)[won],
+            int(len(votes) - np.frombuffer(most, U64).sum()))
 
 
 def conflicting_votes_allowed(anchors: int) -> int:
@@ -115,7 +100,6 @@ class SearchPlacer(Placer):
         self._place()
         if check_anchors:
             self._check_consistency()
-        self._attribute_lines()
 
     def _name_groups(self):
         """Group dtrace_syms entries by name (they are sorted by name and
@@ -148,8 +132,9 @@ class SearchPlacer(Placer):
 
     def _place(self) -> None:
         """The steps of docs/resolver.md §2 in their order (R9): anchors,
-        elimination and shape, blocks in link order, bracketed blocks; a
-        section placed by one is never moved by a later one."""
+        elimination and shape, blocks in link order, then bracketed blocks
+        by the core lines in no placed section; a section placed by one is
+        never moved by a later one."""
         syms, ks = self.syms, self.ks
         self._name_groups()
         n_sections = len(syms.sections)
@@ -176,6 +161,10 @@ class SearchPlacer(Placer):
             self.section_how[chosen_sec] = BY_ANCHOR
             self.stats.conflicting_anchors = conflicting
         self._eliminate()
+        self._build_extents()
+        core = self.core_lines
+        if self._place_bare_blocks(ks.address[core[self.placed.extent_of(ks.address[core]) < 0]]):
+            self._build_extents()
 
     def _eliminate(self) -> None:
         """Place sections whose names are all duplicated, until nothing changes:
@@ -475,97 +464,17 @@ class SearchPlacer(Placer):
             raise StaleError(f"{self.syms.source} does not match {self.ks.source}: {evidence}; "
                              "rebuild dtrace_syms for this kernel", evidence)
 
-    # -------------------------------------------------------------- attribute
-    def _attribute_lines(self) -> None:
-        """R20-R25 for every core line, with R62's entry: a line's entry
-        is the first copy of its name at its address in any placed section,
-        kept when R22 gives the line to the object whose bytes are there."""
-        syms, ks = self.syms, self.ks
-        n = len(ks)
-        sym = syms.symbols
-        self.line_entry = np.full(n, NO, dtype=np.int32)
-        self.line_section = np.full(n, NO, dtype=np.int32)
-        self.line_how = np.zeros(n, dtype=np.int8)
-        placed_entry = self.section_how[sym["section"]] != UNPLACED
-        entry_addr = self.section_base[sym["section"]] + sym["value"]
-        core = self.core_lines
-        groups = self.line_group[core]
-        # Unique dtrace names: one candidate entry, check its address.
-        single = groups >= 0
-        single[single] = self.group_count[groups[single]] == 1
-        cand = self.group_start[groups[single]]
-        hit = placed_entry[cand] & (entry_addr[cand] == ks.address[core[single]])
-        self.line_entry[core[single][hit]] = cand[hit]
-        # Duplicated names: the first placed copy at the line's address, else
-        # (no copy there) the unplaced copies are its candidates.
-        multi = core[(groups >= 0) & ~single]
-        open_line = open_entry = np.zeros(0, dtype=np.int64)   # (line, unplaced copy) pairs
-        if len(multi):
-            count = self.group_count[self.line_group[multi]]
-            pair_line = np.repeat(np.arange(len(multi)), count)
-            pair_entry = np.repeat(self.group_start[self.line_group[multi]] - (np.cumsum(count) - count),
-                                   count) + np.arange(int(count.sum()))
-            placed = placed_entry[pair_entry]
-            match = np.flatnonzero(placed & (entry_addr[pair_entry] == ks.address[multi][pair_line]))
-            first = match[np.flatnonzero(np.diff(pair_line[match], prepend=-1) != 0)]
-            self.line_entry[multi[pair_line[first]]] = pair_entry[first]
-            found = np.zeros(len(multi), dtype=bool)
-            found[pair_line[first]] = True
-            open_pairs = np.flatnonzero(~placed & ~found[pair_line])
-            open_line, open_entry = multi[pair_line[open_pairs]], pair_entry[open_pairs]
-        has_entry = self.line_entry >= 0
-        self.line_section[has_entry] = sym["section"][self.line_entry[has_entry]]
-        self.line_how[has_entry] = LINE_SYMBOL
-        # Placed extents, for lines in no object's table, and for symbols
-        # that occupy no byte of their own section (a zero-size symbol in an
-        # empty section or at its end): an address belongs to the object
-        # whose bytes are there, as the linker map says.
-        self._build_extents()
-        held = self.line_section[core] >= 0
-        held[held] = ks.address[core[held]] < (self.section_base[self.line_section[core[held]]]
-                                              + sym["section"].dtype.type(0)
-                                              + self.syms.sections["size"][self.line_section[core[held]]])
-        self.line_section[core[~held & has_entry[core]]] = NO
-        rest = core[self.line_section[core] < 0]
-        inside = self.placed.extent_of(ks.address[rest])
-        if self._place_bare_blocks(ks.address[rest[inside < 0]]):
-            self._build_extents()
-            inside = self.placed.extent_of(ks.address[rest])
-        self.line_section[rest] = inside
-        self.line_how[rest[inside >= 0]] = LINE_EXTENT
-        # A zero-size symbol at the end of its (non-empty) section, where no
-        # other object's bytes are: still its own object's (R22).
-        own = rest[(inside < 0) & has_entry[rest]]
-        own = own[self.syms.sections["size"][sym["section"][self.line_entry[own]]] > 0]
-        self.line_section[own] = sym["section"][self.line_entry[own]]
-        # A line left in no section with unplaced copies is ambiguous, unless
-        # every copy has size zero: a zero-size symbol owns no byte, so
-        # whichever copy it is, its object is the one whose bytes are at its
-        # address (none, here).
-        self.ambiguous: dict[int, list[int]] = {}
-        keep = self.line_section[open_line] == NO
-        open_line, open_entry = open_line[keep], open_entry[keep]
-        sized_lines = np.unique(open_line[sym["size"][open_entry] > 0])
-        keep = np.isin(open_line, sized_lines)
-        open_line, open_entry = open_line[keep], open_entry[keep]
-        for run in np.split(np.arange(len(open_line)), np.flatnonzero(np.diff(open_line)) + 1):
-            if len(run):
-                self.ambiguous[int(open_line[run[0]])] = open_entry[run].tolist()
-        self.line_how[sized_lines] = LINE_AMBIGUOUS
-        count_lines(self.stats, self.section_how, self.core_lines, self.line_section, self.line_how)
-
     def _build_extents(self) -> None:
         self.placed = Placed.of_sections(self.stats, self.syms, self.section_base, self.section_how)
 
-    def unique_lines(self) -> np.ndarray:
-        """The lines matched to a symbol whose name occurs once in the file
-        and once among the lines (what a layout's anchors are taken from)."""
-        entry = self.line_entry
-        unique = entry >= 0
-        unique[unique] = self.group_count[self.entry_group[entry[unique]]] == 1
+    def unique_lines(self, line_entry: np.ndarray) -> np.ndarray:
+        """The lines that are (``line_entry``, the attribution's, R21) a
+        symbol whose name occurs once in the file and once among the core
+        lines: what a layout's anchors are taken from (R6)."""
+        unique = line_entry >= 0
+        unique[unique] = self.group_count[self.entry_group[line_entry[unique]]] == 1
         lines = np.flatnonzero(unique)
-        return lines[self.lines_per_group[self.entry_group[entry[lines]]] == 1]
-
+        return lines[self.lines_per_group[self.entry_group[line_entry[lines]]] == 1]
 
 
 class _DuplicateNames:
