@@ -333,15 +333,15 @@ static uint64_t vmlinux_symbol_at(const kms_handle *h, uint32_t v)
 
 /* R56: a core line no entry answers takes the size vmlinux's own symbol
  * table gives its name at its address: the first entry of the table (by
- * name, then address) with its name whose address in this boot is the
+ * address, then name) with its name whose address in this boot is the
  * line's.  The table is joined with the lines by that address, both walked
  * in address order (the entries' ties in table order), so that a name is
- * compared only with the entries at its line's address.  Why: a binary
- * search of the table by name per line misses the cache at each of its
- * steps -- 77,000 lines of the x86_64 corpus, 45 % of its kms_load(); the
- * join costs a fifth of that.  The sorted keys carry each entry's name, so
- * that a comparison reads at random only the name itself, not the entry
- * too.  -1: out of memory. */
+ * compared only with the entries at its line's address.  The file lists
+ * the table in link address order and its names' strings in that order
+ * (docs/format.md): a segment's shift keeps it, so the entries' addresses
+ * in this boot come sorted (the sort only checks it, unless the segments
+ * move past one another) and the walk reads entries and names in order.
+ * -1: out of memory. */
 static int vmlinux_sizes(kms_handle *h)
 {
     uint32_t nv = h->count[T_VSYMS];

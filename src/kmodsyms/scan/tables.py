@@ -215,13 +215,15 @@ def vmlinux_symbols(vmlinux: str, image: Image, sysmap: Kallsyms, placed, string
     is (linked outside vmlinux.a, as scripts/link-vmlinux.sh links
     init/version-timestamp.o, or made by the linker) with their size in
     vmlinux's own symbol table, where it is above 0: (name, link address,
-    size), sorted by name bytewise, then by address."""
+    size), sorted by address, then by name bytewise: the order of kallsyms'
+    core lines, which the load walks beside them (and the names' strings
+    added in it, so that walk reads them in order too)."""
     from kmodsyms.scan.layout.result import LINE_AMBIGUOUS
     core = placed.core_lines
     lines = core[(placed.line_entry[core] < 0) & (placed.line_how[core] != LINE_AMBIGUOUS)]
-    wanted = sorted({(sysmap.name_bytes(int(line)), int(sysmap.address[line])) for line in lines.tolist()})
-    sizes = symbol_sizes(vmlinux, image, [(address, name) for name, address in wanted])
-    sized = [(name, address, size) for (name, address), size in zip(wanted, sizes) if size]
+    wanted = sorted({(int(sysmap.address[line]), sysmap.name_bytes(int(line))) for line in lines.tolist()})
+    sizes = symbol_sizes(vmlinux, image, wanted)
+    sized = [(name, address, size) for (address, name), size in zip(wanted, sizes) if size]
     table = np.zeros(len(sized), dtype=VMLINUX_SYMBOL_DTYPE)
     table["name"] = [strings.add(name) for name, _, _ in sized]
     table["address"] = [address for _, address, _ in sized]
