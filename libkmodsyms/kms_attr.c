@@ -593,8 +593,11 @@ int kmsi_attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
     }
     bad = bad || sections_by_end(h, &ends) || (keyed && lines_at_ends(h, &ek, loose, nloose, ends)) ||
           unplaced_copies(h, &cand, &cand_name, &ncand) ||
-          ambiguous_lines(h, cand_name, ncand, loose, nloose) || candidate_lists(h, cand, ncand) ||
-          vmlinux_sizes(h);
+          ambiguous_lines(h, cand_name, ncand, loose, nloose) || candidate_lists(h, cand, ncand);
+    /* R56's keys in the pages the entries' index had, faulted in already (a
+     * fresh page costs more than the work it holds: kms_alloc.c) */
+    kmsi_scratch_release(h, mark);
+    bad = bad || vmlinux_sizes(h);
     kmsi_scratch_release(h, mark);
     return bad ? kmsi_fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path) : KMS_OK;
 }
