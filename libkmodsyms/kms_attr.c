@@ -353,7 +353,6 @@ static int vmlinux_sizes(kms_handle *h)
     for (uint32_t v = 0; v < nv; v++) {
         at[v].key = vmlinux_symbol_at(h, v);
         at[v].idx = v;
-        at[v].aux = le32(ent(h, T_VSYMS, v) + VSYM_NAME);
     }
     if (kmsi_sort_keyed(h, at, nv))
         return -1;
@@ -364,7 +363,7 @@ static int vmlinux_sizes(kms_handle *h)
         while (v < nv && at[v].key < h->line[i].addr)
             v++;
         for (size_t u = v; u < nv && at[u].key == h->line[i].addr; u++)
-            if (name_eq(h, i, at[u].aux)) {
+            if (name_eq(h, i, le32(ent(h, T_VSYMS, at[u].idx) + VSYM_NAME))) {
                 int64_t size = (int64_t)le64(ent(h, T_VSYMS, at[u].idx) + VSYM_SIZE);
                 h->line[i].size = size < 0 ? -1 : size; /* read as negative: unknown */
                 break;
