@@ -331,15 +331,15 @@ static uint64_t vmlinux_symbol_at(const kms_handle *h, uint32_t v)
 
 /* R56: a core line no entry answers takes the size vmlinux's own symbol
  * table gives its name at its address: the first entry of the table (by
- * name, then address) with its name whose address in this boot is the
+ * address, then name) with its name whose address in this boot is the
  * line's.  The table is joined with the lines by that address, both walked
  * in address order (the entries' ties in table order), so that a name is
- * compared only with the entries at its line's address.  Why: a binary
- * search of the table by name per line misses the cache at each of its
- * steps -- 77,000 lines of the x86_64 corpus, 45 % of its kms_load(); the
- * join costs a fifth of that.  The sorted keys carry each entry's name, so
- * that a comparison reads at random only the name itself, not the entry
- * too.  -1: out of memory. */
+ * compared only with the entries at its line's address.  The file lists
+ * the table in link address order and its names' strings in that order
+ * (docs/format.md): a segment's shift keeps it, so the entries' addresses
+ * in this boot come sorted (the sort only checks it, unless the segments
+ * move past one another) and the walk reads entries and names in order.
+ * -1: out of memory. */
 static int vmlinux_sizes(kms_handle *h)
 {
     uint32_t nv = h->count[T_VSYMS];
@@ -351,7 +351,6 @@ static int vmlinux_sizes(kms_handle *h)
     for (uint32_t v = 0; v < nv; v++) {
         at[v].key = vmlinux_symbol_at(h, v);
         at[v].idx = v;
-        at[v].aux = le32(ent(h, T_VSYMS, v) + VSYM_NAME);
     }
     if (kmsi_sort_keyed(h, at, nv))
         return -1;
@@ -362,7 +361,7 @@ static int vmlinux_sizes(kms_handle *h)
         while (v < nv && at[v].key < h->line[i].addr)
             v++;
         for (size_t u = v; u < nv && at[u].key == h->line[i].addr; u++)
-            if (name_eq(h, i, at[u].aux)) {
+            if (name_eq(h, i, le32(ent(h, T_VSYMS, at[u].idx) + VSYM_NAME))) {
                 int64_t size = (int64_t)le64(ent(h, T_VSYMS, at[u].idx) + VSYM_SIZE);
                 h->line[i].size = size < 0 ? -1 : size; /* read as negative: unknown */
                 break;
@@ -591,8 +590,11 @@ int kmsi_attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
     }
     bad = bad || sections_by_end(h, &ends) || (keyed && lines_at_ends(h, &ek, loose, nloose, ends)) ||
           unplaced_copies(h, &cand, &cand_name, &ncand) ||
-          ambiguous_lines(h, cand_name, ncand, loose, nloose) || candidate_lists(h, cand, ncand) ||
-          vmlinux_sizes(h);
+          ambiguous_lines(h, cand_name, ncand, loose, nloose) || candidate_lists(h, cand, ncand);
+    /* R56's keys in the pages the entries' index had, faulted in already (a
+     * fresh page costs more than the work it holds: kms_alloc.c) */
+    kmsi_scratch_release(h, mark);
+    bad = bad || vmlinux_sizes(h);
     kmsi_scratch_release(h, mark);
     return bad ? kmsi_fail(err, KMS_E_NOMEM, "out of memory attributing %s", syms_path) : KMS_OK;
 }

@@ -13,7 +13,7 @@
 
 #define FORMAT_MAGIC "KMODSYMS"
 #define FORMAT_MAGIC_SIZE 8u
-#define FORMAT_VERSION 1u
+#define FORMAT_VERSION 2u
 #define HEADER_SIZE 160u
 #define TABLE_ALIGN 8u
 #define MAX_ENTRIES (UINT32_C(1) << 28)

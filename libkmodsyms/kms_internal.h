@@ -350,7 +350,6 @@ static inline int line_name_is(const kms_handle *h, size_t i, const char *s, siz
 struct keyed {
     uint64_t key;
     uint32_t idx;
-    uint32_t aux; /* the caller's, carried along (it fills what would be padding) */
 };
 
 static inline const char *sym_name(const kms_handle *h, uint32_t s)

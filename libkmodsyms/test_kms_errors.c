@@ -325,10 +325,10 @@ static void check_layout_version(const char *kallsyms, const char *dir,
     check_error(kms_load(path, kallsyms, 0, &e), &e, KMS_E_NO_LAYOUT, "no layout");
 
     memcpy(img, simg, slen);
-    put32(img + 8, 2);
+    put32(img + HDR_VERSION, FORMAT_VERSION + 1);
     snprintf(path, sizeof path, "%s/version", dir);
     spit(path, img, slen);
-    check_error(kms_load(path, kallsyms, 0, &e), &e, KMS_E_VERSION, "version 2");
+    check_error(kms_load(path, kallsyms, 0, &e), &e, KMS_E_VERSION, "the next version");
     free(img);
 }
 

@@ -123,3 +123,19 @@ def test_a_changed_fact_fails_the_docs_check(monkeypatch):
         test_docs_entry_tables_agree(6)
     with pytest.raises(AssertionError):
         _compare_header(ff.c_header())
+
+
+def test_vmlinux_symbols_are_in_address_order(fixture_syms):
+    """docs/format.md §10: vmlinux_symbols by address, then name (bytewise):
+    the load walks them beside kallsyms' core lines (R56)."""
+    f = symsfile.read_syms(fixture_syms)
+    table = f.vmlinux_symbols
+    keys = [(int(v["address"]), f.string(int(v["name"])).encode()) for v in table]
+    assert len(keys) > 10 and keys == sorted(keys)
+
+
+def test_docs_name_the_format_version():
+    """docs/format.md's title, header table and compatibility section name
+    the version this code writes and reads, and no other."""
+    said = re.findall(r"\(version (\d+)\)|format version, \*\*(\d+)\*\*|exactly version (\d+)", FORMAT_MD)
+    assert len(said) == 3 and {int(n) for m in said for n in m if n} == {ff.FORMAT_VERSION}

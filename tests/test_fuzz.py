@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 
 from kmodsyms import load
 from kmodsyms.errors import KmodsymsError
-from kmodsyms.format.fileformat import HEADER_SIZE
+from kmodsyms.format.fileformat import FORMAT_VERSION, HEADER_SIZE
 from kmodsyms.format.symsfile import TABLES, SymsFile
 
 FIXTURE_KALLSYMS = os.path.join(FIXTURE, "kallsyms")
@@ -345,10 +345,10 @@ REPRODUCERS = {
     # in _U64(link) since link = section address + value > 2^64
     "anchor-value-2^32": ([("field", 7, 47, 4, (1 << 32) + 0x10)], "crc"),
     "anchor-value-max": ([("field", 7, 47, 4, (1 << 64) - 1)], "crc"),
-    # vmlinux_symbols entry 37 (__pfx_mdio_bus_match, R56) sized 2^32 + 16, so
+    # vmlinux_symbols entry 43 (__pfx_mdio_bus_match, R56) sized 2^32 + 16, so
     # that its end passes 2^64 (the slow run's ('u32', 597694, 1)): resolve
     # found it unsized, record(address, line) sized
-    "vmlinux-size-wraps": ([("field", 10, 37, 3, (1 << 32) + 0x10)], "crc"),
+    "vmlinux-size-wraps": ([("field", 10, 43, 3, (1 << 32) + 0x10)], "crc"),
 }
 
 
@@ -430,7 +430,7 @@ def _tiny_image(claim_table=None, count=0) -> bytes:
     empty; optionally one table's count replaced by ``count``."""
     img = bytearray(200)
     img[:8] = b"KMODSYMS"
-    struct.pack_into("<IIQI", img, 8, 1, 0, 200, HEADER_SIZE)
+    struct.pack_into("<IIQI", img, 8, FORMAT_VERSION, 0, 200, HEADER_SIZE)
     for t in range(N_TABLES):
         struct.pack_into("<II", img, 56 + 8 * t, HEADER_SIZE, 1 if t == 0 else 0)
     if claim_table is not None:

@@ -21,7 +21,7 @@ import sys
 from typing import NamedTuple
 
 MAGIC = b"KMODSYMS"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 class Field(NamedTuple):

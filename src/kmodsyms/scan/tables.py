@@ -223,11 +223,13 @@ def vmlinux_symbols(vmlinux: str, image: Image, sysmap: Kallsyms, lines: np.ndar
     object's symbol is and that are not ambiguous: linked outside
     vmlinux.a, as scripts/link-vmlinux.sh links init/version-timestamp.o,
     or made by the linker), those with a size above 0 in vmlinux's own
-    symbol table: (name, link address, size), sorted by name bytewise,
-    then by address."""
-    wanted = sorted({(sysmap.name_bytes(int(line)), int(sysmap.address[line])) for line in lines.tolist()})
-    sizes = symbol_sizes(vmlinux, image, [(address, name) for name, address in wanted])
-    sized = [(name, address, size) for (name, address), size in zip(wanted, sizes) if size]
+    symbol table: (name, link address, size), sorted by address, then by
+    name bytewise: the order of kallsyms' core lines, which the load walks
+    beside them (and the names' strings added in it, so that walk reads
+    them in order too)."""
+    wanted = sorted({(int(sysmap.address[line]), sysmap.name_bytes(int(line))) for line in lines.tolist()})
+    sizes = symbol_sizes(vmlinux, image, wanted)
+    sized = [(name, address, size) for (address, name), size in zip(wanted, sizes) if size]
     table = np.zeros(len(sized), dtype=VMLINUX_SYMBOL_DTYPE)
     table["name"] = [strings.add(name) for name, _, _ in sized]
     table["address"] = [address for _, address, _ in sized]
