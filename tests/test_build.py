@@ -9,6 +9,7 @@ import pytest
 from elf_reference import rows
 
 from kmodsyms.errors import KmodsymsError
+from kmodsyms.format.fileformat import FORMAT_VERSION
 from kmodsyms.format.symsfile import SymsFile, read_syms
 from kmodsyms.scan.elf.archive import final_link_objects, vmlinux_objects
 from kmodsyms.scan.elf.elfscan import scan_object
@@ -225,5 +226,5 @@ def test_corrupt_files_are_refused(fixture_syms):
         with pytest.raises(KmodsymsError):
             SymsFile(bad)
     wrong_version = data[:8] + (99).to_bytes(4, "little") + data[12:]
-    with pytest.raises(KmodsymsError, match="version 99.*reads version 1"):
+    with pytest.raises(KmodsymsError, match=f"version 99.*reads version {FORMAT_VERSION}"):
         SymsFile(wrong_version)
