@@ -1,5 +1,6 @@
 """The one compiled part of kmodsyms: libkmodsyms (`libkmodsyms/`), built from
-its own sources into the extension kmodsyms.binding._kms.  Everything else
+its own sources with the binding's (src/kmodsyms/binding/_kms*.c) into the
+extension kmodsyms.binding._kms.  Everything else
 is declared in pyproject.toml."""
 
 import glob
@@ -21,7 +22,7 @@ def library_sources() -> list:
 
 setup(ext_modules=[Extension(
     "kmodsyms.binding._kms",
-    sources=["src/kmodsyms/binding/_kms.c"] + library_sources(),
+    sources=sorted(glob.glob("src/kmodsyms/binding/_kms*.c")) + library_sources(),
     include_dirs=[CSRC],
     extra_compile_args=["-std=c11", "-O2"],
     libraries=["dl"],

@@ -62,19 +62,23 @@ def functions(text: str) -> list[tuple[str, int, int]]:
 
 
 def _sources() -> list[str]:
-    """Every .c and .h of libkmodsyms/ and of contrib/'s consumers."""
-    return sorted(p for d in (CSRC, os.path.join(ROOT, "contrib", "*"))
+    """Every .c and .h of libkmodsyms/, of contrib/'s consumers and of the
+    Python binding."""
+    return sorted(p for d in (CSRC, os.path.join(ROOT, "contrib", "*"),
+                              os.path.join(ROOT, "src", "kmodsyms", "binding"))
                   for ext in ("c", "h") for p in glob.glob(os.path.join(d, f"*.{ext}")))
 
 
 def test_the_sources_are_the_library_and_its_consumers():
-    """The files checked: the library, its programs, and every consumer in
-    contrib/ (a new file of either is checked without a change here)."""
+    """The files checked: the library, its programs, every consumer in
+    contrib/ and the binding (a new file of any is checked without a change
+    here)."""
     names = {os.path.relpath(p, ROOT) for p in _sources()}
     assert {"libkmodsyms/kms_query.c", "libkmodsyms/kmodsyms.h", "libkmodsyms/kms_internal.h",
             "libkmodsyms/kmodsyms-c.c", "libkmodsyms/kms-bench.c", "libkmodsyms/test_kms.c",
             "libkmodsyms/test_nomem.c", "contrib/perf/kmodsyms-dlfilter.c",
-            "contrib/perf/test_dlfilter.c", "contrib/dtrace/kms-dt-module.c"} <= names
+            "contrib/perf/test_dlfilter.c", "contrib/dtrace/kms-dt-module.c",
+            "src/kmodsyms/binding/_kms.c", "src/kmodsyms/binding/_kms_records.c"} <= names
 
 
 def test_the_scanner_finds_functions():

@@ -5,35 +5,14 @@
  *
  * One type, Handle: a loaded kms_handle.  Its methods are the library's
  * queries; the records they return are the declared types of
- * src/kmodsyms/binding/records.py, which configure() hands over once, so that
- * a record is made here in one step (a tuple of the record's type, filled
- * in place) with no Python code run per record.  resolve_lines() writes
+ * src/kmodsyms/binding/records.py, made in C (_kms_records.c).  The
+ * build's calls into the library are _kms_build.c's.  resolve_lines() writes
  * the answers of a buffer of addresses into the caller's columns, without
  * the GIL and without a Python object per address.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_kms.h"
 
-#include <string.h>
-
-#include "kmodsyms.h"
-#include "kms_build.h" /* what the build runs of the library: R62's attribution, R11's vote */
-
-#if PY_VERSION_HEX < 0x030A0000
-static inline PyObject *Py_NewRef(PyObject *o)
-{
-    Py_INCREF(o);
-    return o;
-}
-#endif
-
-/* What configure() hands over: the record types and the enum members. */
-static PyObject *sym_type, *line_type, *module_type, *range_type, *info_type, *ksym_type;
-static PyObject *origins;   /* tuple indexed by enum kms_origin (None for NONE) */
-static PyObject *bindings;  /* tuple indexed by STB_* (0..2) */
-static PyObject *statuses;  /* tuple indexed by enum kms_module_status */
-static PyObject *size_kinds; /* tuple indexed by enum kms_size_kind */
-static PyObject *KmsError;  /* _kms.Error(code, message) */
+PyObject *kmsp_KmsError;  /* _kms.Error(code, message) */
 
 typedef struct {
     PyObject_HEAD
@@ -42,154 +21,6 @@ typedef struct {
     size_t nlines;
     PyObject *strings;      /* address -> str of the handle's module names and paths */
 } Handle;
-
-/* ---------------------------------------------------------------- values */
-
-static PyObject *text(const char *s, size_t len)
-{
-    return PyUnicode_DecodeUTF8(s, (Py_ssize_t)len, "surrogateescape");
-}
-
-static PyObject *text_or_none(const char *s)
-{
-    if (!s)
-        Py_RETURN_NONE;
-    return text(s, strlen(s));
-}
-
-static PyObject *name_list(uint32_t n, const char *const *names)
-{
-    PyObject *list = PyList_New(n);
-    for (uint32_t k = 0; list && k < n; k++) {
-        PyObject *name = text_or_none(names[k]);
-        if (!name) {
-            Py_CLEAR(list);
-            break;
-        }
-        PyList_SET_ITEM(list, k, name);
-    }
-    return list;
-}
-
-static PyObject *member(PyObject *table, unsigned index)
-{
-    if (index >= (unsigned)PyTuple_GET_SIZE(table))
-        Py_RETURN_NONE;
-    PyObject *m = PyTuple_GET_ITEM(table, index);
-    Py_INCREF(m);
-    return m;
-}
-
-/* A record of TYPE (a tuple subclass of N fields) holding ITEMS, stolen;
- * NULL (with every item released) when one is NULL or memory is short. */
-static PyObject *make_record(PyObject *type, PyObject **items, Py_ssize_t n)
-{
-    PyObject *rec = NULL;
-    Py_ssize_t k;
-    for (k = 0; k < n; k++)
-        if (!items[k])
-            goto out;
-    rec = ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, n);
-    if (!rec)
-        goto out;
-    for (k = 0; k < n; k++) {
-        PyTuple_SET_ITEM(rec, k, items[k]);
-        items[k] = NULL;
-    }
-out:
-    for (k = 0; k < n; k++)
-        Py_XDECREF(items[k]);
-    return rec;
-}
-
-/* Symbolization (records.py) of R; KNOWN: built-in modules known. */
-static PyObject *sym_record(const struct kms_sym *r, int known)
-{
-    PyObject *f[16];
-    int has = r->sym != NULL;
-    f[0] = PyLong_FromUnsignedLongLong(r->address);
-    f[1] = text_or_none(r->dso);
-    if (r->nmodules)
-        f[2] = name_list(r->nmodules, r->modules);
-    else
-        f[2] = Py_NewRef(Py_None);
-    f[3] = member(origins, r->origin);
-    f[4] = has ? text(r->sym, r->sym_len) : Py_NewRef(Py_None);
-    f[5] = has ? PyLong_FromUnsignedLongLong(r->symoff) : Py_NewRef(Py_None);
-    f[6] = has ? PyLong_FromUnsignedLongLong(r->sym_start) : Py_NewRef(Py_None);
-    f[7] = has && r->size_kind != KMS_SIZE_UNKNOWN ? PyLong_FromUnsignedLongLong(r->sym_size)
-                                                   : Py_NewRef(Py_None);
-    f[8] = has ? member(size_kinds, r->size_kind) : Py_NewRef(Py_None);
-    f[9] = PyBool_FromLong(r->sized);
-    f[10] = has ? PyUnicode_FromStringAndSize(&r->type, 1) : Py_NewRef(Py_None);
-    f[11] = member(bindings, r->sym_binding);
-    f[12] = text_or_none(r->object);
-    f[13] = PyBool_FromLong(r->ambiguous);
-    f[14] = PyList_New(r->ambiguous ? r->ncandidates : 0);
-    for (uint32_t k = 0; f[14] && r->ambiguous && k < r->ncandidates; k++) {
-        PyObject *c = name_list(r->candidates[k].nmodules, r->candidates[k].modules);
-        if (!c) {
-            Py_CLEAR(f[14]);
-            break;
-        }
-        PyList_SET_ITEM(f[14], k, c);
-    }
-    f[15] = PyBool_FromLong(known);
-    return make_record(sym_type, f, 16);
-}
-
-/* The string at S (NULL: None), decoded once per handle: module names and
- * object paths repeat over many lines, and live as long as the handle. */
-static PyObject *cached_text(PyObject *cache, const char *s)
-{
-    if (!s)
-        Py_RETURN_NONE;
-    PyObject *key = PyLong_FromVoidPtr((void *)s), *value;
-    if (!key)
-        return NULL;
-    value = PyDict_GetItemWithError(cache, key);
-    if (value) {
-        Py_DECREF(key);
-        return Py_NewRef(value);
-    }
-    if (!PyErr_Occurred() && (value = text(s, strlen(s))) != NULL &&
-        PyDict_SetItem(cache, key, value) < 0)
-        Py_CLEAR(value);
-    Py_DECREF(key);
-    return value;
-}
-
-static PyObject *cached_list(PyObject *cache, uint32_t n, const char *const *names)
-{
-    PyObject *list = PyList_New(n);
-    for (uint32_t k = 0; list && k < n; k++) {
-        PyObject *name = cached_text(cache, names[k]);
-        if (!name) {
-            Py_CLEAR(list);
-            break;
-        }
-        PyList_SET_ITEM(list, k, name);
-    }
-    return list;
-}
-
-/* Line (records.py) of kallsyms line INDEX (CACHE: the handle's strings). */
-static PyObject *line_record(const struct kms_line *l, size_t index, PyObject *cache)
-{
-    PyObject *f[10];
-    f[0] = PyLong_FromSize_t(index);
-    f[1] = PyLong_FromUnsignedLongLong(l->address);
-    f[2] = l->size_kind != KMS_SIZE_UNKNOWN ? PyLong_FromUnsignedLongLong(l->sym_size)
-                                          : Py_NewRef(Py_None); /* kmodsyms.h, "Sizes" */
-    f[3] = PyUnicode_FromStringAndSize(&l->type, 1);
-    f[4] = text(l->name, l->name_len);
-    f[5] = cached_list(cache, l->nmodules, l->modules);
-    f[6] = member(origins, l->origin);
-    f[7] = member(bindings, l->sym_binding);
-    f[8] = cached_text(cache, l->object);
-    f[9] = member(size_kinds, l->size_kind);
-    return make_record(line_type, f, 10);
-}
 
 /* ---------------------------------------------------------------- handle */
 
@@ -316,7 +147,7 @@ static int Handle_init(Handle *self, PyObject *args, PyObject *kw)
     if (!self->h) {
         PyObject *e = Py_BuildValue("(is)", err.code, err.message);
         if (e) {
-            PyErr_SetObject(KmsError, e);
+            PyErr_SetObject(kmsp_KmsError, e);
             Py_DECREF(e);
         }
         return -1;
@@ -342,7 +173,7 @@ static PyObject *Handle_resolve(Handle *self, PyObject *arg)
     if (!loaded(self))
         return NULL;
     kms_resolve(self->h, a, &r);
-    return sym_record(&r, known_builtins(self->h));
+    return kmsp_sym_record(&r, known_builtins(self->h));
 }
 
 /* text(address: int, format: int) -> str: the answer as kms_format_sym()
@@ -430,7 +261,7 @@ static PyObject *Handle_lookup(Handle *self, PyObject *args)
     PyObject *list = PyList_New((Py_ssize_t)n);
     int known = known_builtins(self->h);
     for (size_t k = 0; list && k < n; k++) {
-        PyObject *rec = format < 0 ? sym_record(&recs[k], known)
+        PyObject *rec = format < 0 ? kmsp_sym_record(&recs[k], known)
                                    : sym_text(self->h, &recs[k], format);
         if (!rec) {
             Py_CLEAR(list);
@@ -478,7 +309,7 @@ static PyObject *Handle_builtin_modules(Handle *self, PyObject *unused)
     if (!names)
         return PyErr_NoMemory();
     n = kms_builtin_modules(self->h, names, n);
-    PyObject *list = name_list((uint32_t)n, names);
+    PyObject *list = kmsp_name_list((uint32_t)n, names);
     PyMem_Free(names);
     return list;
 }
@@ -501,7 +332,7 @@ static PyObject *Handle_kernel_symbol(Handle *self, PyObject *arg)
                       k.sym && k.sym_size ? PyLong_FromUnsignedLongLong(k.sym_size)
                                           : Py_NewRef(Py_None),
                       text_or_none(k.module), PyBool_FromLong(k.exact)};
-    return make_record(ksym_type, f, 7);
+    return kmsp_make_record(kmsp_ksym_type, f, 7);
 }
 
 /* module_known(mod: bytes) -> bool */
@@ -534,7 +365,7 @@ static PyObject *Handle_line(Handle *self, PyObject *arg)
         PyErr_SetString(PyExc_IndexError, "no such kallsyms line");
         return NULL;
     }
-    return line_record(&self->lines[i], (size_t)i, self->strings);
+    return kmsp_line_record(&self->lines[i], (size_t)i, self->strings);
 }
 
 /* lines() -> [Line], kallsyms order */
@@ -550,7 +381,7 @@ static PyObject *Handle_lines(Handle *self, PyObject *unused)
     int collecting = PyGC_Disable();
 #endif
     for (size_t i = 0; list && i < self->nlines; i++) {
-        PyObject *rec = line_record(&self->lines[i], i, self->strings);
+        PyObject *rec = kmsp_line_record(&self->lines[i], i, self->strings);
         if (!rec) {
             Py_CLEAR(list);
             break;
@@ -580,7 +411,7 @@ static PyObject *Handle_symbol(Handle *self, PyObject *args)
         return NULL;
     }
     kms_line_sym(self->h, (uint32_t)i, address, &r);
-    return sym_record(&r, known_builtins(self->h));
+    return kmsp_sym_record(&r, known_builtins(self->h));
 }
 
 struct text_out {
@@ -650,7 +481,7 @@ static PyObject *Handle_refresh(Handle *self, PyObject *unused)
     if (rc != KMS_OK) {
         PyObject *e = Py_BuildValue("(is)", err.code, err.message);
         if (e) {
-            PyErr_SetObject(KmsError, e);
+            PyErr_SetObject(kmsp_KmsError, e);
             Py_DECREF(e);
         }
         return NULL;
@@ -707,12 +538,12 @@ static PyObject *Handle_modules(Handle *self, PyObject *unused)
         PyObject *f[7];
         f[0] = text_or_none(mods[k].name);
         f[1] = text_or_none(mods[k].file);
-        f[2] = member(statuses, mods[k].status);
+        f[2] = member(kmsp_statuses, mods[k].status);
         f[3] = PyLong_FromSize_t(mods[k].lines);
         f[4] = PyLong_FromSize_t(mods[k].sized);
         f[5] = text_or_none(mods[k].reason);
         f[6] = text_or_none(mods[k].warning);
-        PyObject *rec = make_record(module_type, f, 7);
+        PyObject *rec = kmsp_make_record(kmsp_module_type, f, 7);
         if (!rec) {
             Py_CLEAR(list);
             break;
@@ -739,7 +570,7 @@ static PyObject *Handle_module_ranges(Handle *self, PyObject *args)
     for (size_t k = 0; list && k < n; k++) {
         PyObject *f[3] = {PyLong_FromUnsignedLongLong(r[k].start),
                           PyLong_FromUnsignedLongLong(r[k].end), PyBool_FromLong(r[k].text)};
-        PyObject *rec = make_record(range_type, f, 3);
+        PyObject *rec = kmsp_make_record(kmsp_range_type, f, 3);
         if (!rec) {
             Py_CLEAR(list);
             break;
@@ -765,7 +596,7 @@ static PyObject *Handle_info(Handle *self, PyObject *unused)
                        PyBool_FromLong(i.builtin_modules_known), text_or_none(i.degraded),
                        text_or_none(i.warning),
                        PyBool_FromLong((i.file_flags & KMS_FILE_GUESSED_MODULES) != 0)};
-    return make_record(info_type, f, 11);
+    return kmsp_make_record(kmsp_info_type, f, 11);
 }
 
 static PyMethodDef Handle_methods[] = {
@@ -812,28 +643,6 @@ static PyTypeObject HandleType = {
     .tp_new = PyType_GenericNew,
 };
 
-/* configure(sym, line, module, range, info, ksym, origins, bindings, statuses, size_kinds) */
-static PyObject *configure(PyObject *mod, PyObject *args)
-{
-    (void)mod;
-    PyObject *t[10];
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O!O!O!", &PyType_Type, &t[0], &PyType_Type,
-                          &t[1], &PyType_Type, &t[2], &PyType_Type, &t[3], &PyType_Type, &t[4],
-                          &PyType_Type, &t[5], &PyTuple_Type, &t[6], &PyTuple_Type, &t[7],
-                          &PyTuple_Type, &t[8], &PyTuple_Type, &t[9]))
-        return NULL;
-    for (int k = 0; k < 6; k++)
-        if (!PyType_IsSubtype((PyTypeObject *)t[k], &PyTuple_Type)) {
-            PyErr_SetString(PyExc_TypeError, "record types are tuple subclasses");
-            return NULL;
-        }
-    PyObject **slot[10] = {&sym_type, &line_type, &module_type, &range_type, &info_type,
-                           &ksym_type, &origins, &bindings, &statuses, &size_kinds};
-    for (int k = 0; k < 10; k++)
-        Py_XSETREF(*slot[k], Py_NewRef(t[k]));
-    Py_RETURN_NONE;
-}
-
 /* data_kind(head: bytes) -> (phrase or None, compressed): kms_data_kind() */
 static PyObject *data_kind(PyObject *mod, PyObject *arg)
 {
@@ -869,100 +678,17 @@ static PyObject *json_string(PyObject *mod, PyObject *arg)
     return out;
 }
 
-/* attribute_at_link(syms: bytes, sysmap: bytes-like, nlines) -> (entry, section, ambiguous):
- * the build's attribution (kmsi_attribute_at_link) of System.map's NLINES
- * lines against the file SYMS, as bytes: int32 entry and section per line
- * (-1 for none), and a byte per line, 1 where ambiguous.  Raises Error. */
-static PyObject *attribute_at_link(PyObject *mod, PyObject *args)
-{
-    (void)mod;
-    const char *syms;
-    Py_buffer buf;
-    Py_ssize_t nlines;
-    kms_error err;
-    int rc;
-    if (!PyArg_ParseTuple(args, "yy*n", &syms, &buf, &nlines))
-        return NULL;
-    PyObject *entry = PyBytes_FromStringAndSize(NULL, nlines * 4);
-    PyObject *section = PyBytes_FromStringAndSize(NULL, nlines * 4);
-    PyObject *ambiguous = PyBytes_FromStringAndSize(NULL, nlines);
-    if (!entry || !section || !ambiguous) {
-        rc = -1;
-    } else {
-        int32_t *e = (int32_t *)PyBytes_AS_STRING(entry), *s = (int32_t *)PyBytes_AS_STRING(section);
-        uint8_t *a = (uint8_t *)PyBytes_AS_STRING(ambiguous);
-        Py_BEGIN_ALLOW_THREADS
-        rc = kmsi_attribute_at_link(syms, buf.buf, (size_t)buf.len, e, s, a, (size_t)nlines, &err);
-        Py_END_ALLOW_THREADS
-        if (rc != KMS_OK) {
-            PyObject *x = Py_BuildValue("(is)", err.code, err.message);
-            if (x) {
-                PyErr_SetObject(KmsError, x);
-                Py_DECREF(x);
-            }
-        }
-    }
-    PyBuffer_Release(&buf);
-    if (rc != KMS_OK) {
-        Py_XDECREF(entry);
-        Py_XDECREF(section);
-        Py_XDECREF(ambiguous);
-        return NULL;
-    }
-    return Py_BuildValue("(NNN)", entry, section, ambiguous);
-}
-
-/* majority(votes: writable uint64 buffer, bounds: uint64 buffer) -> (won, winner, most):
- * R11's vote (kmsi_majority) over each run VOTES[BOUNDS[k]..BOUNDS[k+1]),
- * for the build's search: per run a byte, 1 when one value has more votes
- * than any other, that value and the most votes any value has (uint64
- * each).  VOTES is reordered (each run sorted). */
-static PyObject *majority(PyObject *mod, PyObject *args)
-{
-    (void)mod;
-    Py_buffer votes, bounds;
-    if (!PyArg_ParseTuple(args, "w*y*", &votes, &bounds))
-        return NULL;
-    size_t nruns = bounds.len >= 8 ? (size_t)bounds.len / 8 - 1 : 0, nvotes = (size_t)votes.len / 8;
-    const uint64_t *bound = bounds.buf;
-    PyObject *won = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)nruns);
-    PyObject *winner = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)nruns * 8);
-    PyObject *most = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)nruns * 8);
-    int ok = won && winner && most;
-    for (size_t k = 0; ok && k < nruns; k++)
-        ok = bound[k] <= bound[k + 1] && bound[k + 1] <= nvotes;
-    if (won && winner && most && !ok)
-        PyErr_SetString(PyExc_ValueError, "majority: bounds outside the votes, or descending");
-    for (size_t k = 0; ok && k < nruns; k++) {
-        uint64_t w = 0;
-        size_t m = 0;
-        PyBytes_AS_STRING(won)[k] = (char)kmsi_majority((uint64_t *)votes.buf + bound[k],
-                                                        bound[k + 1] - bound[k], &w, &m);
-        memcpy(PyBytes_AS_STRING(winner) + 8 * k, &w, 8);
-        memcpy(PyBytes_AS_STRING(most) + 8 * k, &(uint64_t){m}, 8);
-    }
-    PyBuffer_Release(&votes);
-    PyBuffer_Release(&bounds);
-    if (!ok) {
-        Py_XDECREF(won);
-        Py_XDECREF(winner);
-        Py_XDECREF(most);
-        return NULL;
-    }
-    return Py_BuildValue("(NNN)", won, winner, most);
-}
-
 static PyMethodDef module_methods[] = {
-    {"configure", configure, METH_VARARGS, "hand over the record types and enum members"},
+    {"configure", kmsp_configure, METH_VARARGS, "hand over the record types and enum members"},
     {"data_kind", data_kind, METH_O,
      "data_kind(head: bytes) -> (what, compressed): what an input that is not text is "
      "(kms_data_kind), (None, False) for text"},
     {"json_string", json_string, METH_O,
      "json_string(s: bytes) -> str: S as a JSON string (kms_format_json_string)"},
-    {"attribute_at_link", attribute_at_link, METH_VARARGS,
+    {"attribute_at_link", kmsp_attribute_at_link, METH_VARARGS,
      "attribute_at_link(syms, sysmap, nlines) -> (entry, section, ambiguous): the build's "
      "attribution of System.map's lines (R20-R25), as int32, int32 and uint8 columns"},
-    {"majority", majority, METH_VARARGS,
+    {"majority", kmsp_majority, METH_VARARGS,
      "majority(votes, bounds) -> (won, winner, most): R11's vote over each run of VOTES "
      "(uint64, reordered) that BOUNDS (uint64) delimits: uint8, uint64 and uint64 columns"},
     {NULL, NULL, 0, NULL},
@@ -980,8 +706,8 @@ PyMODINIT_FUNC PyInit__kms(void)
         return NULL;
     if (!(m = PyModule_Create(&kms_module)))
         return NULL;
-    KmsError = PyErr_NewException("kmodsyms.binding._kms.Error", NULL, NULL);
-    if (!KmsError || PyModule_AddObject(m, "Error", Py_NewRef(KmsError)) < 0 ||
+    kmsp_KmsError = PyErr_NewException("kmodsyms.binding._kms.Error", NULL, NULL);
+    if (!kmsp_KmsError || PyModule_AddObject(m, "Error", Py_NewRef(kmsp_KmsError)) < 0 ||
         PyModule_AddObject(m, "Handle", Py_NewRef((PyObject *)&HandleType)) < 0) {
         Py_DECREF(m);
         return NULL;

@@ -1,6 +1,6 @@
 """The declared types of what libkmodsyms answers, as the binding returns
-them: records made in C (src/kmodsyms/binding/_kms.c fills these tuples in
-place), and the enums of their origins and statuses.
+them: records made in C (src/kmodsyms/binding/_kms_records.c fills these
+tuples in place), and the enums of their origins and statuses.
 
 NamedTuples of :mod:`collections` and :mod:`enum`, which the interpreter
 has imported before any program runs: declaring them costs a ``kmodsyms
