@@ -14,6 +14,16 @@
 
 PyObject *kmsp_KmsError;  /* _kms.Error(code, message) */
 
+PyObject *kmsp_raise(const kms_error *err)
+{
+    PyObject *e = Py_BuildValue("(is)", err->code, err->message);
+    if (e) {
+        PyErr_SetObject(kmsp_KmsError, e);
+        Py_DECREF(e);
+    }
+    return NULL;
+}
+
 typedef struct {
     PyObject_HEAD
     kms_handle *h;
@@ -145,11 +155,7 @@ static int Handle_init(Handle *self, PyObject *args, PyObject *kw)
     if (buf.obj)
         PyBuffer_Release(&buf);
     if (!self->h) {
-        PyObject *e = Py_BuildValue("(is)", err.code, err.message);
-        if (e) {
-            PyErr_SetObject(kmsp_KmsError, e);
-            Py_DECREF(e);
-        }
+        kmsp_raise(&err);
         return -1;
     }
     return 0;
@@ -478,14 +484,8 @@ static PyObject *Handle_refresh(Handle *self, PyObject *unused)
     Py_BEGIN_ALLOW_THREADS
     rc = kms_refresh(self->h, &c, &err);
     Py_END_ALLOW_THREADS
-    if (rc != KMS_OK) {
-        PyObject *e = Py_BuildValue("(is)", err.code, err.message);
-        if (e) {
-            PyErr_SetObject(kmsp_KmsError, e);
-            Py_DECREF(e);
-        }
-        return NULL;
-    }
+    if (rc != KMS_OK)
+        return kmsp_raise(&err);
     if (c.nloaded || c.nunloaded || c.nreloaded) {
         PyMem_RawFree(self->lines);
         self->lines = NULL;

@@ -30,6 +30,8 @@ extern PyObject *kmsp_bindings;  /* tuple indexed by STB_* (0..2) */
 extern PyObject *kmsp_statuses;  /* tuple indexed by enum kms_module_status */
 extern PyObject *kmsp_size_kinds; /* tuple indexed by enum kms_size_kind */
 extern PyObject *kmsp_KmsError;  /* _kms.Error(code, message), made by PyInit__kms */
+/* Raise ERR as _kms.Error(code, message); NULL. */
+PyObject *kmsp_raise(const kms_error *err);
 
 /* Text as Python gets it: UTF-8, any other byte kept by surrogateescape. */
 static inline PyObject *text(const char *s, size_t len)

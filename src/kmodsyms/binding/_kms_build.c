@@ -32,13 +32,8 @@ PyObject *kmsp_attribute_at_link(PyObject *mod, PyObject *args)
         Py_BEGIN_ALLOW_THREADS
         rc = kmsi_attribute_at_link(syms, buf.buf, (size_t)buf.len, e, s, a, (size_t)nlines, &err);
         Py_END_ALLOW_THREADS
-        if (rc != KMS_OK) {
-            PyObject *x = Py_BuildValue("(is)", err.code, err.message);
-            if (x) {
-                PyErr_SetObject(kmsp_KmsError, x);
-                Py_DECREF(x);
-            }
-        }
+        if (rc != KMS_OK)
+            kmsp_raise(&err);
     }
     PyBuffer_Release(&buf);
     if (rc != KMS_OK) {
