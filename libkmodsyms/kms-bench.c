@@ -121,18 +121,30 @@ static int bench_floor(char **argv)
     return 0;
 }
 
-/* load SYMS KALLSYMS RUNS: each load's seconds. */
-static int bench_load(char **argv)
+/* One load of O, timed: the handle, its seconds in *DT; NULL, said on
+ * stderr, when it fails. */
+static kms_handle *timed_load(const struct kms_load_opts *o, double *dt)
 {
     kms_error err;
+    double t0 = now();
+    kms_handle *h = kms_load_opts(o, &err);
+    *dt = now() - t0;
+    if (!h)
+        die(err.message);
+    return h;
+}
+
+/* load SYMS KALLSYMS RUNS: each load's seconds (kms_load()'s options). */
+static int bench_load(char **argv)
+{
+    struct kms_load_opts o = {.size = sizeof o, .syms_path = argv[2], .kallsyms_path = argv[3]};
     int runs = atoi(argv[4]);
+    double dt;
     printf("{\"seconds\": [");
     for (int r = 0; r < runs; r++) {
-        double t0 = now();
-        kms_handle *h = kms_load(argv[2], argv[3], 0, &err);
-        double dt = now() - t0;
+        kms_handle *h = timed_load(&o, &dt);
         if (!h)
-            return die(err.message);
+            return 2;
         kms_free(h);
         printf("%s%.6f", r ? ", " : "", dt);
     }
@@ -144,18 +156,16 @@ static int bench_load(char **argv)
  * seconds, and what it did with the modules. */
 static int bench_load_modules(char **argv)
 {
-    kms_error err;
     struct kms_load_opts o = {.size = sizeof o, .syms_path = argv[2], .kallsyms_path = argv[3],
                               .modules_dir = argv[4], .proc_modules = argv[5]};
     int runs = atoi(argv[6]);
     size_t nmods = 0, matched = 0, sized = 0;
+    double dt;
     printf("{\"seconds\": [");
     for (int r = 0; r < runs; r++) {
-        double t0 = now();
-        kms_handle *h = kms_load_opts(&o, &err);
-        double dt = now() - t0;
+        kms_handle *h = timed_load(&o, &dt);
         if (!h)
-            return die(err.message);
+            return 2;
         /* what the load did: the row tells matched files from refused ones */
         nmods = kms_modules(h, NULL, 0);
         struct kms_module *m = malloc((nmods ? nmods : 1) * sizeof *m);
@@ -190,13 +200,12 @@ static int bench_load_deferred(char **argv)
     struct kms_module m = {.size = sizeof m};
     if (!read_s)
         return die("out of memory");
+    double dt, t0;
     printf("{\"seconds\": [");
     for (int r = 0; r < runs; r++) {
-        double t0 = now();
-        kms_handle *h = kms_load_opts(&o, &err);
-        double dt = now() - t0;
+        kms_handle *h = timed_load(&o, &dt);
         if (!h)
-            return die(err.message);
+            return 2;
         if (kms_modules(h, &m, 1) < 1 || m.status != KMS_MODULE_DEFERRED)
             return die("no deferred module");
         snprintf(first, sizeof first, "%s", m.name);
