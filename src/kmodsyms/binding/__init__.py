@@ -14,31 +14,39 @@ answers by itself; nothing here imports numpy.
 from __future__ import annotations
 
 import os
-from array import array
 
 from kmodsyms.binding import _kms
-from kmodsyms.binding.records import (
-    BINDINGS,
-    ORIGINS,
-    SIZE_KINDS,
-    STATUSES,
-    Info,
-    KernelSymbol,
-    Line,
-    ModuleRange,
-    ModuleStats,
-    Origin,
-    Symbolization,
-)
 from kmodsyms.errors import ArgumentError, KmodsymsError, StaleError
 from kmodsyms.kernelnames import kernel_spelling
 
-_kms.configure(Symbolization, Line, ModuleStats, ModuleRange, Info, KernelSymbol, ORIGINS,
-               BINDINGS, STATUSES, SIZE_KINDS)
+# The records and array name the annotations alone: imported by type
+# checkers (which take any TYPE_CHECKING as true), not at run time (the
+# extension imports the records with its first record; typing's import
+# would cost more than they do).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from array import array
+
+    from kmodsyms.binding.records import Info, KernelSymbol, Line, ModuleRange, ModuleStats, Symbolization
 
 LIVE_KALLSYMS = "/proc/kallsyms"
 
 __all__ = ["Batch", "ModuleChanges", "Resolver", "Symbolization", "load"]
+
+
+_RECORDS = ("Symbolization", "Line", "ModuleStats", "ModuleRange", "Info", "KernelSymbol",
+            "Origin", "Binding", "ModuleStatus", "SizeKind")
+
+
+def __getattr__(name: str):
+    """The records of :mod:`kmodsyms.binding.records` (``Symbolization``,
+    ...), imported when first asked for here, as the extension imports
+    them with its first record."""
+    if name not in _RECORDS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+    return getattr(importlib.import_module("kmodsyms.binding.records"), name)
+
 
 # The formats of Resolver.text() and lookup_text(): libkmodsyms' kms_format_sym()
 # (kmodsyms.h, enum kms_format), what 'kmodsyms resolve --format' prints.
@@ -117,15 +125,23 @@ class Resolver:
     def __init__(self, options: dict, warn):
         self._options = options
         self._handle = _open(options)
-        self._loaded()
-        warning = self.info.warning
+        warning = self._loaded()
         if warning:
             warn(_cli_words(warning))
 
-    def _loaded(self) -> None:
-        self._lines = self._sorted = None
-        self.module_stats: list[ModuleStats] = self._handle.modules()
-        self.module_warnings: list[str] = [st.warning for st in self.module_stats if st.warning]
+    def _loaded(self) -> str:
+        """The load's warning ("" for none); every loaded module's in
+        ``module_warnings``."""
+        self._lines = self._sorted = self._module_stats = None
+        warning, self.module_warnings = self._handle.warnings()
+        return warning
+
+    @property
+    def module_stats(self) -> list[ModuleStats]:
+        """How each loaded module was matched with its .ko file, kallsyms order."""
+        if self._module_stats is None:
+            self._module_stats = self._handle.modules()
+        return self._module_stats
 
     # ------------------------------------------------------------ addresses
     def resolve(self, address: int) -> Symbolization:
@@ -143,6 +159,7 @@ class Resolver:
         numpy ``uint64`` array), or an iterable of ints.  No Python object
         is made per address; :meth:`line` or :meth:`record` make one when
         asked."""
+        from array import array  # here: its import brings collections, which resolve needs not
         if not isinstance(addresses, (bytes, bytearray, memoryview, array)) and \
                 not hasattr(addresses, "__array_interface__"):
             addresses = array("Q", addresses)
@@ -192,6 +209,7 @@ class Resolver:
     def modules(self) -> list[str]:
         """Every module name: ``vmlinux``, the file's built-in modules, the
         loaded and pseudo-modules (kallsyms order)."""
+        from kmodsyms.binding.records import Origin
         loaded = {}
         for line in self.lines():
             if line.origin in (Origin.LOADABLE, Origin.PSEUDO):

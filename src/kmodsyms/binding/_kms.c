@@ -169,6 +169,13 @@ static int loaded(Handle *self)
     return 0;
 }
 
+/* Loaded, and the record types at hand (kmsp_records_ready): what every
+ * method answering in records checks first. */
+static int recording(Handle *self)
+{
+    return loaded(self) && kmsp_records_ready();
+}
+
 /* resolve(address: int) -> Symbolization */
 static PyObject *Handle_resolve(Handle *self, PyObject *arg)
 {
@@ -176,7 +183,7 @@ static PyObject *Handle_resolve(Handle *self, PyObject *arg)
     unsigned long long a = PyLong_AsUnsignedLongLong(arg);
     if (a == (unsigned long long)-1 && PyErr_Occurred())
         return NULL;
-    if (!loaded(self))
+    if (!recording(self))
         return NULL;
     kms_resolve(self->h, a, &r);
     return kmsp_sym_record(&r, known_builtins(self->h));
@@ -254,6 +261,8 @@ static PyObject *Handle_lookup(Handle *self, PyObject *args)
         format = (int)PyLong_AsLong(format_obj);
         if (PyErr_Occurred() || !format_arg(format))
             return NULL;
+    } else if (!kmsp_records_ready()) {
+        return NULL;
     }
     struct kms_sym stack[8], *recs = stack;
     stack[0].size = sizeof stack[0];
@@ -328,7 +337,7 @@ static PyObject *Handle_kernel_symbol(Handle *self, PyObject *arg)
     unsigned long long a = PyLong_AsUnsignedLongLong(arg);
     if (a == (unsigned long long)-1 && PyErr_Occurred())
         return NULL;
-    if (!loaded(self))
+    if (!recording(self))
         return NULL;
     kms_resolve_kernel(self->h, a, &k);
     PyObject *f[7] = {PyLong_FromUnsignedLongLong(k.address),
@@ -365,7 +374,7 @@ static PyObject *Handle_line(Handle *self, PyObject *arg)
     Py_ssize_t i = PyLong_AsSsize_t(arg);
     if (i == -1 && PyErr_Occurred())
         return NULL;
-    if (!loaded(self) || need_lines(self))
+    if (!recording(self) || need_lines(self))
         return NULL;
     if (i < 0 || (size_t)i >= self->nlines) {
         PyErr_SetString(PyExc_IndexError, "no such kallsyms line");
@@ -378,7 +387,7 @@ static PyObject *Handle_line(Handle *self, PyObject *arg)
 static PyObject *Handle_lines(Handle *self, PyObject *unused)
 {
     (void)unused;
-    if (!loaded(self) || need_lines(self))
+    if (!recording(self) || need_lines(self))
         return NULL;
     PyObject *list = PyList_New((Py_ssize_t)self->nlines);
 #if PY_VERSION_HEX >= 0x030A0000
@@ -409,7 +418,7 @@ static PyObject *Handle_symbol(Handle *self, PyObject *args)
     unsigned long long address;
     struct kms_info info = {.size = sizeof info};
     struct kms_sym r = {.size = sizeof r};
-    if (!PyArg_ParseTuple(args, "nK", &i, &address) || !loaded(self))
+    if (!PyArg_ParseTuple(args, "nK", &i, &address) || !recording(self))
         return NULL;
     kms_get_info(self->h, &info);
     if (i < 0 || (size_t)i >= info.lines) {
@@ -525,7 +534,7 @@ static PyObject *Handle_kallmodsyms(Handle *self, PyObject *unused)
 static PyObject *Handle_modules(Handle *self, PyObject *unused)
 {
     (void)unused;
-    if (!loaded(self))
+    if (!recording(self))
         return NULL;
     size_t n = kms_modules(self->h, NULL, 0);
     struct kms_module *mods = PyMem_Malloc((n ? n : 1) * sizeof *mods);
@@ -558,7 +567,7 @@ static PyObject *Handle_modules(Handle *self, PyObject *unused)
 static PyObject *Handle_module_ranges(Handle *self, PyObject *args)
 {
     const char *mod;
-    if (!PyArg_ParseTuple(args, "y", &mod) || !loaded(self))
+    if (!PyArg_ParseTuple(args, "y", &mod) || !recording(self))
         return NULL;
     size_t n = kms_module_ranges(self->h, mod, NULL, 0);
     struct kms_range *r = PyMem_Malloc((n ? n : 1) * sizeof *r);
@@ -586,7 +595,7 @@ static PyObject *Handle_info(Handle *self, PyObject *unused)
 {
     (void)unused;
     struct kms_info i = {.size = sizeof i};
-    if (!loaded(self))
+    if (!recording(self))
         return NULL;
     kms_get_info(self->h, &i);
     PyObject *f[11] = {text_or_none(i.kernel_release), text_or_none(i.build_id),
@@ -597,6 +606,34 @@ static PyObject *Handle_info(Handle *self, PyObject *unused)
                        text_or_none(i.warning),
                        PyBool_FromLong((i.file_flags & KMS_FILE_GUESSED_MODULES) != 0)};
     return kmsp_make_record(kmsp_info_type, f, 11);
+}
+
+/* warnings() -> (str, [str]): the load's one line for a user ("" for
+ * none: kms_info.warning) and each loaded module's (kms_module.warning),
+ * without the records (the commands that print the library's text make
+ * none, and do not import them). */
+static PyObject *Handle_warnings(Handle *self, PyObject *unused)
+{
+    (void)unused;
+    struct kms_info i = {.size = sizeof i};
+    if (!loaded(self))
+        return NULL;
+    kms_get_info(self->h, &i);
+    size_t n = kms_modules(self->h, NULL, 0);
+    struct kms_module *mods = PyMem_Malloc((n ? n : 1) * sizeof *mods);
+    if (!mods)
+        return PyErr_NoMemory();
+    mods[0].size = sizeof *mods;
+    n = kms_modules(self->h, mods, n);
+    PyObject *list = PyList_New(0);
+    for (size_t k = 0; list && k < n; k++) {
+        PyObject *w = mods[k].warning ? text_or_none(mods[k].warning) : NULL;
+        if (mods[k].warning && (!w || PyList_Append(list, w) < 0))
+            Py_CLEAR(list);
+        Py_XDECREF(w);
+    }
+    PyMem_Free(mods);
+    return list ? Py_BuildValue("(NN)", text_or_none(i.warning), list) : NULL;
 }
 
 static PyMethodDef Handle_methods[] = {
@@ -628,6 +665,8 @@ static PyMethodDef Handle_methods[] = {
     {"module_ranges", (PyCFunction)Handle_module_ranges, METH_VARARGS,
      "module_ranges(mod: bytes) -> [ModuleRange]"},
     {"info", (PyCFunction)Handle_info, METH_NOARGS, "info() -> Info"},
+    {"warnings", (PyCFunction)Handle_warnings, METH_NOARGS,
+     "warnings() -> (the load's warning, [each loaded module's])"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -63,6 +63,9 @@ PyObject *kmsp_cached_text(PyObject *cache, const char *s);
 PyObject *kmsp_cached_list(PyObject *cache, uint32_t n, const char *const *names);
 PyObject *kmsp_line_record(const struct kms_line *l, size_t index, PyObject *cache);
 PyObject *kmsp_configure(PyObject *mod, PyObject *args);
+/* Whether configure() has run, importing records.py (which runs it) when
+ * not; 0 with an exception set when that fails. */
+int kmsp_records_ready(void);
 PyObject *kmsp_attribute_at_link(PyObject *mod, PyObject *args);
 PyObject *kmsp_majority(PyObject *mod, PyObject *args);
 

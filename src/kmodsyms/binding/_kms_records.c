@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
 /*
  * The records of src/kmodsyms/binding/records.py, made in C: configure()
- * hands over their types and the enum members once, and a record is then
- * made in one step (a tuple of the record's type, filled in place) with no
- * Python code run per record.
+ * hands over their types and the enum members once (records.py calls it
+ * as it is imported, which the first record asks for: kmsp_records_ready),
+ * and a record is then made in one step (a tuple of the record's type,
+ * filled in place) with no Python code run per record.
  */
 #include "_kms.h"
 
@@ -137,6 +138,17 @@ PyObject *kmsp_line_record(const struct kms_line *l, size_t index, PyObject *cac
     f[8] = kmsp_cached_text(cache, l->object);
     f[9] = member(kmsp_size_kinds, l->size_kind);
     return kmsp_make_record(kmsp_line_type, f, 10);
+}
+
+int kmsp_records_ready(void)
+{
+    if (kmsp_sym_type)
+        return 1;
+    PyObject *records = PyImport_ImportModule("kmodsyms.binding.records");
+    Py_XDECREF(records);
+    if (records && !kmsp_sym_type)
+        PyErr_SetString(PyExc_ImportError, "kmodsyms.binding.records did not configure _kms");
+    return records && kmsp_sym_type;
 }
 
 /* configure(sym, line, module, range, info, ksym, origins, bindings, statuses, size_kinds) */

@@ -651,7 +651,7 @@ def main() -> None:
     """Console entry point: run the app through the error wrapper the
     commands run without typer use too (kmodsyms.cli.frontend.guarded)."""
     byte_exact_stdout()
-    sys.exit(guarded(_run_app))
+    sys.exit(guarded(_run_app, terminable=True))
 
 
 if __name__ == "__main__":

@@ -170,19 +170,32 @@ def _terminated(_signum, _frame):
     raise Terminated()
 
 
-def guarded(run) -> int:
+def guarded(run, terminable: bool = False) -> int:
     """Call ``run()`` (returning an exit status) and turn what a user can
     cause into one line on stderr: a :class:`KmodsymsError` exits 2, a
-    closed pipe 1 (as ``head`` expects), Ctrl-C 130, SIGTERM 143 (each
-    after the cleanup of what was under way)."""
+    closed pipe 1 (as ``head`` expects), Ctrl-C 130 (each after the cleanup
+    of what was under way).  ``terminable``: SIGTERM too, 143, for the
+    commands that start processes or write temporary files; the others
+    (resolve, lookup, kallmodsyms, modules: nothing to clean up) keep its
+    default, and do not import :mod:`signal`, whose enums cost a tenth of
+    a ``kmodsyms resolve``."""
+    if not terminable:
+        return _reported(run)
     import signal
     previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        return _reported(run)
+    except Terminated:
+        return 128 + signal.SIGTERM
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _reported(run) -> int:
     try:
         status = run()
         sys.stdout.flush()
         return status
-    except Terminated:
-        return 128 + signal.SIGTERM
     except KmodsymsError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2
@@ -192,8 +205,6 @@ def guarded(run) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def byte_exact_stdout() -> None:
