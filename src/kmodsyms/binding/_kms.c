@@ -718,7 +718,6 @@ static PyObject *json_string(PyObject *mod, PyObject *arg)
 }
 
 static PyMethodDef module_methods[] = {
-    {"configure", kmsp_configure, METH_VARARGS, "hand over the record types and enum members"},
     {"data_kind", data_kind, METH_O,
      "data_kind(head: bytes) -> (what, compressed): what an input that is not text is "
      "(kms_data_kind), (None, False) for text"},

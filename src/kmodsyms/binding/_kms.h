@@ -23,7 +23,7 @@ static inline PyObject *Py_NewRef(PyObject *o)
 }
 #endif
 
-/* What configure() hands over: the record types and the enum members. */
+/* What records.py declares: the record types and the enum members (kmsp_records_ready). */
 extern PyObject *kmsp_sym_type, *kmsp_line_type, *kmsp_module_type, *kmsp_range_type, *kmsp_info_type, *kmsp_ksym_type;
 extern PyObject *kmsp_origins;   /* tuple indexed by enum kms_origin (None for NONE) */
 extern PyObject *kmsp_bindings;  /* tuple indexed by STB_* (0..2) */
@@ -46,7 +46,7 @@ static inline PyObject *text_or_none(const char *s)
     return text(s, strlen(s));
 }
 
-/* Member INDEX of an enum's tuple (configure()), None past its end. */
+/* Member INDEX of an enum's tuple (records.py's ORIGINS, ...), None past its end. */
 static inline PyObject *member(PyObject *table, unsigned index)
 {
     if (index >= (unsigned)PyTuple_GET_SIZE(table))
@@ -62,9 +62,8 @@ PyObject *kmsp_sym_record(const struct kms_sym *r, int known);
 PyObject *kmsp_cached_text(PyObject *cache, const char *s);
 PyObject *kmsp_cached_list(PyObject *cache, uint32_t n, const char *const *names);
 PyObject *kmsp_line_record(const struct kms_line *l, size_t index, PyObject *cache);
-PyObject *kmsp_configure(PyObject *mod, PyObject *args);
-/* Whether configure() has run, importing records.py (which runs it) when
- * not; 0 with an exception set when that fails. */
+/* Whether the record types are at hand, taken from records.py (imported)
+ * when not yet; 0 with an exception set when that fails. */
 int kmsp_records_ready(void);
 PyObject *kmsp_attribute_at_link(PyObject *mod, PyObject *args);
 PyObject *kmsp_majority(PyObject *mod, PyObject *args);

@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0-only OR UPL-1.0
 /*
- * The records of src/kmodsyms/binding/records.py, made in C: configure()
- * hands over their types and the enum members once (records.py calls it
- * as it is imported, which the first record asks for: kmsp_records_ready),
- * and a record is then made in one step (a tuple of the record's type,
- * filled in place) with no Python code run per record.
+ * The records of src/kmodsyms/binding/records.py, made in C: their types
+ * and the enum members are taken from that module once, imported with the
+ * first record (kmsp_records_ready), and a record is then made in one step
+ * (a tuple of the record's type, filled in place) with no Python code run
+ * per record.
  */
 #include "_kms.h"
 
-/* What configure() hands over: the record types and the enum members. */
+/* What records.py declares: the record types and the enum members (kmsp_records_ready). */
 PyObject *kmsp_sym_type, *kmsp_line_type, *kmsp_module_type, *kmsp_range_type, *kmsp_info_type, *kmsp_ksym_type;
 PyObject *kmsp_origins;   /* tuple indexed by enum kms_origin (None for NONE) */
 PyObject *kmsp_bindings;  /* tuple indexed by STB_* (0..2) */
@@ -140,35 +140,35 @@ PyObject *kmsp_line_record(const struct kms_line *l, size_t index, PyObject *cac
     return kmsp_make_record(kmsp_line_type, f, 10);
 }
 
+/* The names records.py declares them by, in the order of the slots. */
+static const char *const record_names[10] = {"Symbolization", "Line", "ModuleStats", "ModuleRange",
+                                             "Info", "KernelSymbol", "ORIGINS", "BINDINGS",
+                                             "STATUSES", "SIZE_KINDS"};
+
 int kmsp_records_ready(void)
 {
+    PyObject **slot[10] = {&kmsp_sym_type, &kmsp_line_type, &kmsp_module_type, &kmsp_range_type,
+                           &kmsp_info_type, &kmsp_ksym_type, &kmsp_origins, &kmsp_bindings,
+                           &kmsp_statuses, &kmsp_size_kinds};
+    PyObject *t[10] = {NULL};
+    int k, ok;
     if (kmsp_sym_type)
         return 1;
     PyObject *records = PyImport_ImportModule("kmodsyms.binding.records");
+    for (k = 0, ok = records != NULL; ok && k < 10; k++) {
+        t[k] = PyObject_GetAttrString(records, record_names[k]);
+        ok = t[k] && (k < 6 ? PyType_Check(t[k]) &&
+                              PyType_IsSubtype((PyTypeObject *)t[k], &PyTuple_Type)
+                            : PyTuple_Check(t[k]));
+        if (t[k] && !ok)
+            PyErr_Format(PyExc_TypeError, "kmodsyms.binding.records.%s: not a %s", record_names[k],
+                         k < 6 ? "tuple subclass" : "tuple");
+    }
+    for (k = 0; k < 10; k++) {
+        if (ok)
+            *slot[k] = Py_NewRef(t[k]);
+        Py_XDECREF(t[k]);
+    }
     Py_XDECREF(records);
-    if (records && !kmsp_sym_type)
-        PyErr_SetString(PyExc_ImportError, "kmodsyms.binding.records did not configure _kms");
-    return records && kmsp_sym_type;
-}
-
-/* configure(sym, line, module, range, info, ksym, origins, bindings, statuses, size_kinds) */
-PyObject *kmsp_configure(PyObject *mod, PyObject *args)
-{
-    (void)mod;
-    PyObject *t[10];
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O!O!O!", &PyType_Type, &t[0], &PyType_Type,
-                          &t[1], &PyType_Type, &t[2], &PyType_Type, &t[3], &PyType_Type, &t[4],
-                          &PyType_Type, &t[5], &PyTuple_Type, &t[6], &PyTuple_Type, &t[7],
-                          &PyTuple_Type, &t[8], &PyTuple_Type, &t[9]))
-        return NULL;
-    for (int k = 0; k < 6; k++)
-        if (!PyType_IsSubtype((PyTypeObject *)t[k], &PyTuple_Type)) {
-            PyErr_SetString(PyExc_TypeError, "record types are tuple subclasses");
-            return NULL;
-        }
-    PyObject **slot[10] = {&kmsp_sym_type, &kmsp_line_type, &kmsp_module_type, &kmsp_range_type, &kmsp_info_type,
-                           &kmsp_ksym_type, &kmsp_origins, &kmsp_bindings, &kmsp_statuses, &kmsp_size_kinds};
-    for (int k = 0; k < 10; k++)
-        Py_XSETREF(*slot[k], Py_NewRef(t[k]));
-    Py_RETURN_NONE;
+    return ok;
 }

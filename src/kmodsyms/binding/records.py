@@ -4,18 +4,16 @@ tuples in place), and the enums of their origins and statuses.
 
 NamedTuples of :mod:`collections` and enums (``typing.NamedTuple`` or
 dataclasses would import more).  The extension imports this module when
-it makes its first record, and the module hands its types over as it is
-imported (``_kms.configure``, at the end): a command that prints the
-library's text (``kmodsyms resolve``) makes no record and imports none of
-it, nor :mod:`enum` (a tenth of that process).
+it makes its first record and takes the types by name (``_kms_records.c``
+``kmsp_records_ready``): a command that prints the library's text
+(``kmodsyms resolve``) makes no record and imports none of it, nor
+:mod:`enum` (a tenth of that process).
 """
 
 from __future__ import annotations
 
 from collections import namedtuple
 from enum import Enum
-
-from kmodsyms.binding import _kms
 
 
 class _Named(str, Enum):
@@ -201,7 +199,3 @@ class Info(namedtuple("Info", ("kernel_release", "build_id", "lines", "core_line
     (``kmodsyms build --guess-modules``), not kbuild's."""
 
     __slots__ = ()
-
-
-_kms.configure(Symbolization, Line, ModuleStats, ModuleRange, Info, KernelSymbol, ORIGINS,
-               BINDINGS, STATUSES, SIZE_KINDS)
