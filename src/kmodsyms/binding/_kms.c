@@ -530,18 +530,29 @@ static PyObject *Handle_kallmodsyms(Handle *self, PyObject *unused)
     return out;
 }
 
+/* The loaded modules (kms_modules()) into *N, in PyMem memory; NULL with
+ * MemoryError set. */
+static struct kms_module *loaded_modules(Handle *self, size_t *n)
+{
+    *n = kms_modules(self->h, NULL, 0);
+    struct kms_module *mods = PyMem_Malloc((*n ? *n : 1) * sizeof *mods);
+    if (!mods) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    mods[0].size = sizeof *mods;
+    *n = kms_modules(self->h, mods, *n);
+    return mods;
+}
+
 /* modules() -> [ModuleStats] of the loaded modules, kallsyms order. */
 static PyObject *Handle_modules(Handle *self, PyObject *unused)
 {
     (void)unused;
-    if (!recording(self))
-        return NULL;
-    size_t n = kms_modules(self->h, NULL, 0);
-    struct kms_module *mods = PyMem_Malloc((n ? n : 1) * sizeof *mods);
+    size_t n;
+    struct kms_module *mods = recording(self) ? loaded_modules(self, &n) : NULL;
     if (!mods)
-        return PyErr_NoMemory();
-    mods[0].size = sizeof *mods;
-    n = kms_modules(self->h, mods, n);
+        return NULL;
     PyObject *list = PyList_New((Py_ssize_t)n);
     for (size_t k = 0; list && k < n; k++) {
         PyObject *f[7];
@@ -616,15 +627,11 @@ static PyObject *Handle_warnings(Handle *self, PyObject *unused)
 {
     (void)unused;
     struct kms_info i = {.size = sizeof i};
-    if (!loaded(self))
+    size_t n;
+    struct kms_module *mods = loaded(self) ? loaded_modules(self, &n) : NULL;
+    if (!mods)
         return NULL;
     kms_get_info(self->h, &i);
-    size_t n = kms_modules(self->h, NULL, 0);
-    struct kms_module *mods = PyMem_Malloc((n ? n : 1) * sizeof *mods);
-    if (!mods)
-        return PyErr_NoMemory();
-    mods[0].size = sizeof *mods;
-    n = kms_modules(self->h, mods, n);
     PyObject *list = PyList_New(0);
     for (size_t k = 0; list && k < n; k++) {
         PyObject *w = mods[k].warning ? text_or_none(mods[k].warning) : NULL;
