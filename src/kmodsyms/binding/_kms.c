@@ -634,8 +634,10 @@ static PyObject *Handle_warnings(Handle *self, PyObject *unused)
     kms_get_info(self->h, &i);
     PyObject *list = PyList_New(0);
     for (size_t k = 0; list && k < n; k++) {
-        PyObject *w = mods[k].warning ? text_or_none(mods[k].warning) : NULL;
-        if (mods[k].warning && (!w || PyList_Append(list, w) < 0))
+        if (!mods[k].warning || !mods[k].warning[0])
+            continue;
+        PyObject *w = text(mods[k].warning, strlen(mods[k].warning));
+        if (!w || PyList_Append(list, w) < 0)
             Py_CLEAR(list);
         Py_XDECREF(w);
     }
