@@ -152,9 +152,11 @@ def session(lines: list[str], scratch: Scratch) -> list[str]:
 # -- generated regions: the fixture's dtrace_syms, decoded by the spec -----------
 
 TABLES = ("strings", "modules", "modset_members", "modsets", "objects", "section_names",
-          "sections", "symbols", "segments", "anchors")
+          "sections", "symbols", "segments", "anchors", "vmlinux_symbols", "symbols_by_offset")
 ENTRY = {"modules": 4, "modset_members": 4, "modsets": 8, "objects": 16,
-         "section_names": 4, "sections": 40, "symbols": 40, "segments": 16, "anchors": 8}
+         "section_names": 4, "sections": 40, "symbols": 40, "segments": 16, "anchors": 8,
+         "vmlinux_symbols": 24, "symbols_by_offset": 4}
+DIRECTORY_END = 56 + 8 * len(TABLES)   # then reserved bytes, to the header's 160
 HEADER_STRINGS = ("kernel_release", "build_id", "tool_version", "object_source",
                   "thick_source", "placement")
 STT = {0: "NOTYPE", 1: "OBJECT", 2: "FUNC", 6: "TLS", 10: "GNU_IFUNC"}
@@ -170,7 +172,7 @@ class Dump:
         self.magic, self.version, self.crc, self.file_size, self.header_size, self.flags = \
             struct.unpack_from("<8sIIQII", data, 0)
         self.header_strings = dict(zip(HEADER_STRINGS, struct.unpack_from("<6I", data, 32)))
-        pairs = struct.unpack_from("<20I", data, 56)
+        pairs = struct.unpack_from(f"<{2 * len(TABLES)}I", data, 56)
         self.table = {t: (pairs[2 * i], pairs[2 * i + 1]) for i, t in enumerate(TABLES)}
         assert zlib.crc32(data[16:]) == self.crc and self.file_size == len(data)
 
@@ -280,7 +282,8 @@ def header_table(d: Dump) -> str:
         unit = "bytes" if name == "strings" else "entries"
         rows.append(f"| {off:#04x} | `{d.hexbytes(off, 4)} {d.hexbytes(off + 4, 4)}` | {name} | "
                     f"offset {start} ({start:#x}), {count} {unit} |")
-    rows.append("| 0x88 | 24 × `00` | reserved | bytes 136..159 |")
+    rows.append(f"| {DIRECTORY_END:#04x} | {160 - DIRECTORY_END} × `00` | reserved | "
+                f"bytes {DIRECTORY_END}..159 |")
     return "\n".join(rows)
 
 
@@ -290,14 +293,14 @@ def tables_prose(d: Dump) -> str:
     end = strings_at + strings_size
     pad = d.table["modules"][0] - end
     sets = ", ".join("`(" + ", ".join(d.modset_names(i)) + ")`" for i in range(d.count("modsets")))
-    anchors_at, anchors = d.table["anchors"]
+    last_at, last = d.table[TABLES[-1]]
     return (f"The string table starts with its NUL at {strings_at:#x}: "
             f"`{d.data[strings_at:strings_at + len(first) + 2].hex(' ')}` is \"\" at\n"
             f"offset 0, then `{first}` at offset 1.  The strings table ends at\n"
             f"{strings_at} + {strings_size} = {end}; {pad} bytes of padding bring the modules "
             f"table to {d.table['modules'][0]}.\nThe module sets are {sets}.  The\n"
-            f"anchors table ends the file: {anchors_at} + {anchors} × 8 = "
-            f"{anchors_at + anchors * 8}.")
+            f"{TABLES[-1]} table ends the file: {last_at} + {last} × {ENTRY[TABLES[-1]]} = "
+            f"{last_at + last * ENTRY[TABLES[-1]]}.")
 
 
 def _modset_chain(d: Dump, modset: int) -> str:

@@ -48,15 +48,14 @@ static inline int name_eq(const kms_handle *h, size_t i, uint32_t off)
 }
 
 /*
- * Entries by the key section << 32 | value (docs/resolver.md R20):
- * one array of rows grouped by section (a counting sort), each section's
- * by value, equal values in entry order (a stable sort), so that of the
- * entries at one offset with a line's name the first in the file is the
- * one taken (R21).  Lines in address order come in each placed section's
- * together and by offset, so a cursor walking that section's rows finds
- * each line's entries without a search; a row holds what a line compares
- * (value and name), so that the walk reads the symbol table only for the
- * entry taken.
+ * Entries by the key section << 32 | value (docs/resolver.md R20): the
+ * rows of symbols_by_offset (docs/format.md §11), grouped by section, each
+ * section's by value, equal values in entry order, so that of the entries
+ * at one offset with a line's name the first in the file is the one taken
+ * (R21).  Lines in address order come in each placed section's together
+ * and by offset, so a cursor walking that section's rows finds each line's
+ * entries without a search; a row holds what a line compares (value and
+ * name), so that the walk reads the symbol table only for the entry taken.
  */
 struct entry_row {
     uint32_t value;      /* the entry's value (every value is below 2^32, or nothing is keyed) */
@@ -65,106 +64,56 @@ struct entry_row {
 };
 struct entry_keys {
     struct entry_row *row;
-    uint32_t *first;     /* per section: its first row; first[nsec]: the rows */
+    const uint32_t *first; /* per section: its first row; first[nsec]: the rows */
 };
 
-/* Room to sort a section's rows (sort_rows): its keys twice, its rows once. */
-struct row_sort {
-    uint64_t *key, *tmp;
-    struct entry_row *copy;
-};
+/* How far ahead of the row being made its entry is fetched: the entries
+ * come in offset order, at random in the symbol table (sorted by name), a
+ * cache miss each, which overlap when fetched this many rows ahead. */
+#define ROW_LOOKAHEAD 8
 
-/*
- * Stable sort of N rows by value: insertion for a few, else each row's
- * value << 32 | its place sorted (one integer each, all distinct: equal
- * values keep their order), runs of 8 by insertion then merged bottom-up
- * from one array to the other, and the rows put in that order (a section's
- * rows are in name order, their values in none).
- */
-static void sort_rows(struct entry_row *a, size_t n, const struct row_sort *rs)
-{
-    size_t i;
-    if (n <= 16) {
-        for (i = 1; i < n; i++) {
-            struct entry_row x = a[i];
-            size_t j = i;
-            for (; j > 0 && a[j - 1].value > x.value; j--)
-                a[j] = a[j - 1];
-            a[j] = x;
-        }
-        return;
-    }
-    for (i = 1; i < n && a[i].value >= a[i - 1].value; i++)
-        ;
-    if (i >= n)
-        return;
-    uint64_t *src = rs->key, *dst = rs->tmp;
-    for (i = 0; i < n; i++)
-        src[i] = (uint64_t)a[i].value << 32 | i;
-    for (size_t r = 0; r < n; r += 8) {
-        size_t top = r + 8 < n ? r + 8 : n;
-        for (i = r + 1; i < top; i++) {
-            uint64_t x = src[i];
-            size_t j = i;
-            for (; j > r && src[j - 1] > x; j--)
-                src[j] = src[j - 1];
-            src[j] = x;
-        }
-    }
-    for (size_t w = 8; w < n; w *= 2) {
-        for (size_t lo = 0; lo < n; lo += 2 * w) {
-            size_t m = lo + w < n ? lo + w : n, hi = m + w < n ? m + w : n, p = lo, q = m, o = lo;
-            while (p < m && q < hi) { /* without a branch on the keys: they are in no order */
-                uint64_t x = src[p], y = src[q];
-                int later = y < x;
-                dst[o++] = later ? y : x;
-                q += later;
-                p += !later;
-            }
-            while (p < m)
-                dst[o++] = src[p++];
-            while (q < hi)
-                dst[o++] = src[q++];
-        }
-        uint64_t *sw = src;
-        src = dst;
-        dst = sw;
-    }
-    memcpy(rs->copy, a, n * sizeof *a);
-    for (i = 0; i < n; i++)
-        a[i] = rs->copy[(uint32_t)src[i]];
-}
-
-/* The entries keyed (ek): 1, or 0 when some value is 2^32 or more (a row
- * holds 32 bits of value; only a section of 4 GiB or more, damaged input,
- * has a larger one, and then no line matches an entry by R20's rule); -1
- * out of memory. */
+/* The entries keyed (EK) from symbols_by_offset, checked as they are read:
+ * each row's key (section, value, index) above the last one's, so that
+ * every symbol is in it once, in that order (SymsFile's check, which also
+ * holds a file whose rows are not made).  1: keyed; 0: not, a value being
+ * 2^32 or more (a row holds 32 bits of value; only a section of 4 GiB or
+ * more, damaged input, has a larger one, and then no line matches an entry
+ * by R20's rule); -1 out of memory; -2 the table out of that order. */
 static int index_entries(kms_handle *h, struct entry_keys *ek)
 {
-    uint32_t nsym = h->count[T_SYMBOLS], nsec = h->count[T_SECTIONS], most = 0;
-    uint32_t *first = ek->first = h->load->section_rows;
-    struct row_sort rs;
-    if (h->wide_values)
-        return 0;
-    if (!SCRATCH(h, ek->row, nsym))
+    uint32_t n = h->count[T_BY_OFFSET], nsec = h->count[T_SECTIONS], last_sec = 0, last_sym = 0;
+    uint32_t *counted = h->load->section_rows;
+    uint64_t last_value = 0;
+    if (n != h->count[T_SYMBOLS])
+        return -2;
+    if (!h->wide_values && !SCRATCH(h, ek->row, n))
         return -1;
-    /* each section's rows counted at first[sec + 2] (validate_syms), then
-     * where they begin at first[sec + 1], then (filled) where they end */
-    for (uint32_t sec = 0; sec < nsec; sec++) {
-        most = first[sec + 2] > most ? first[sec + 2] : most;
-        first[sec + 2] += first[sec + 1];
-    }
-    for (uint32_t s = 0; s < nsym; s++) {
+    for (uint32_t k = 0; k < n; k++) {
+        if (k + ROW_LOOKAHEAD < n) { /* (the fields read here lie in an entry's first 24 bytes) */
+            const unsigned char *ahead = ent(h, T_SYMBOLS, le32(ent(h, T_BY_OFFSET, k + ROW_LOOKAHEAD)));
+            PREFETCH(ahead);
+            PREFETCH(ahead + SYM_VALUE + 7);
+        }
+        uint32_t s = le32(ent(h, T_BY_OFFSET, k)); /* (below the count: validate_syms) */
         const unsigned char *sy = ent(h, T_SYMBOLS, s);
-        struct entry_row *r = &ek->row[first[le32(sy + SYM_SECTION) + 1]++];
-        r->value = le32(sy + SYM_VALUE);
-        r->name = le32(sy + SYM_NAME);
-        r->sym = s;
+        uint32_t sec = le32(sy + SYM_SECTION);
+        uint64_t value = le64(sy + SYM_VALUE);
+        if (k && (sec != last_sec ? sec < last_sec : value != last_value ? value < last_value
+                                                                         : s <= last_sym))
+            return -2;
+        last_sec = sec;
+        last_value = value;
+        last_sym = s;
+        if (ek->row)
+            ek->row[k] = (struct entry_row){(uint32_t)value, le32(sy + SYM_NAME), s};
     }
-    if (!SCRATCH(h, rs.key, most) || !SCRATCH(h, rs.tmp, most) || !SCRATCH(h, rs.copy, most))
-        return -1;
+    if (!ek->row)
+        return 0;
+    /* each section's rows counted at [sec + 2] (validate_syms): summed,
+     * [sec + 1] is where section sec's rows begin */
     for (uint32_t sec = 0; sec < nsec; sec++)
-        sort_rows(ek->row + first[sec], first[sec + 1] - first[sec], &rs);
+        counted[sec + 2] += counted[sec + 1];
+    ek->first = counted + 1;
     return 1;
 }
 
@@ -582,7 +531,10 @@ int kmsi_attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
     uint32_t *loose, *cand = NULL;
     const char **cand_name = NULL;
     size_t nloose = 0, ncand = 0;
-    int keyed = h->count[T_SYMBOLS] > 0 ? index_entries(h, &ek) : 0;
+    int keyed = index_entries(h, &ek);
+    if (keyed == -2)
+        return kmsi_fail(err, KMS_E_SYMS, "%s: symbols_by_offset is not the symbols in section "
+                         "and offset order; rebuild it with 'kmodsyms build'", syms_path);
     int bad = keyed < 0 || !SCRATCH(h, loose, h->n);
     if (!bad) {
         lines_in_extents(h, &ek, keyed, loose, &nloose);
@@ -591,7 +543,7 @@ int kmsi_attribute_lines(kms_handle *h, const char *syms_path, kms_error *err)
     bad = bad || sections_by_end(h, &ends) || (keyed && lines_at_ends(h, &ek, loose, nloose, ends)) ||
           unplaced_copies(h, &cand, &cand_name, &ncand) ||
           ambiguous_lines(h, cand_name, ncand, loose, nloose) || candidate_lists(h, cand, ncand);
-    /* R56's keys in the pages the entries' index had, faulted in already (a
+    /* R56's keys in the pages the loose lines had, faulted in already (a
      * fresh page costs more than the work it holds: kms_alloc.c) */
     kmsi_scratch_release(h, mark);
     bad = bad || vmlinux_sizes(h);

@@ -254,6 +254,8 @@ static const char *references_why(kms_handle *h)
         return "anchor segment out of range";
     if (!in_range(h, T_VSYMS, VSYM_NAME, h->count[T_STRINGS]))
         return "vmlinux symbol name out of range";
+    if (!in_range(h, T_BY_OFFSET, 0, h->count[T_SYMBOLS])) /* a bare u32 */
+        return "symbols_by_offset entry out of range";
     return NULL;
 }
 

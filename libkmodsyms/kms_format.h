@@ -13,7 +13,7 @@
 
 #define FORMAT_MAGIC "KMODSYMS"
 #define FORMAT_MAGIC_SIZE 8u
-#define FORMAT_VERSION 2u
+#define FORMAT_VERSION 3u
 #define HEADER_SIZE 160u
 #define TABLE_ALIGN 8u
 #define MAX_ENTRIES (UINT32_C(1) << 28)
@@ -48,10 +48,11 @@ enum {
     T_SEGMENTS,
     T_ANCHORS,
     T_VSYMS,
+    T_BY_OFFSET,
     T_COUNT
 };
 
-static const uint32_t entry_size[T_COUNT] = {1, 4, 4, 8, 16, 4, 40, 40, 16, 8, 24};
+static const uint32_t entry_size[T_COUNT] = {1, 4, 4, 8, 16, 4, 40, 40, 16, 8, 24, 4};
 static const char *const table_names[T_COUNT] = {
     "strings",
     "modules",
@@ -64,6 +65,7 @@ static const char *const table_names[T_COUNT] = {
     "segments",
     "anchors",
     "vmlinux_symbols",
+    "symbols_by_offset",
 };
 
 /* Entry fields: byte offsets within an entry. */

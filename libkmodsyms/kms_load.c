@@ -263,8 +263,10 @@ static kms_handle *load(const char *syms_path, const struct kallsyms_source *src
         *syms_fault = err && err->code == KMS_E_STALE;
         goto bad;
     }
-    if (kmsi_attribute_lines(h, syms_path, err))
+    if (kmsi_attribute_lines(h, syms_path, err)) {
+        *syms_fault = err && err->code == KMS_E_SYMS;
         goto bad;
+    }
     kmsi_scratch_release(h, placing); /* only placement and attribution read where sections are */
     ld.section_base = NULL;
     ld.seg_shift = NULL;

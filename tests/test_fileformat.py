@@ -8,6 +8,7 @@ import re
 import struct
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -132,6 +133,36 @@ def test_vmlinux_symbols_are_in_address_order(fixture_syms):
     table = f.vmlinux_symbols
     keys = [(int(v["address"]), f.string(int(v["name"])).encode()) for v in table]
     assert len(keys) > 10 and keys == sorted(keys)
+
+
+def test_symbols_by_offset_is_the_symbols_by_section_and_offset(fixture_syms):
+    """docs/format.md §11: every symbol once, by section, then value, then
+    index (sorted here in plain Python, not as the writer sorts)."""
+    f = symsfile.read_syms(fixture_syms)
+    section, value = f.symbols["section"].tolist(), f.symbols["value"].tolist()
+    want = sorted(range(len(section)), key=lambda i: (section[i], value[i], i))
+    assert len(want) > 100 and f.symbols_by_offset.tolist() == want
+
+
+def test_symbols_by_offset_out_of_order_is_refused(fixture_syms, tmp_path):
+    """docs/format.md validation 9: two rows of symbols_by_offset swapped,
+    the CRC repaired, and the Python reader and a load (libkmodsyms) both
+    refuse the file, in the same words, where the table as written loads."""
+    import kmodsyms
+    from kmodsyms.errors import KmodsymsError
+    data = bytearray(open(fixture_syms, "rb").read())
+    at = struct.unpack_from("<I", data, ff.DIRECTORY_AT + 8 * ff.TABLE_INDEX["symbols_by_offset"])[0]
+    kallsyms = ROOT / "fixtures" / "kbuild" / "kallsyms"
+    assert kmodsyms.load(syms=fixture_syms, kallsyms=str(kallsyms)).resolve(0xffffffffab600400)
+    data[at:at + 8] = data[at + 4:at + 8] + data[at:at + 4]
+    struct.pack_into("<I", data, 12, zlib.crc32(bytes(data[16:])))
+    bad = tmp_path / "dtrace_syms"
+    bad.write_bytes(bytes(data))
+    words = "symbols_by_offset is not the symbols in section and offset order; rebuild it"
+    with pytest.raises(KmodsymsError, match=words):
+        symsfile.read_syms(str(bad))
+    with pytest.raises(KmodsymsError, match=words):
+        kmodsyms.load(syms=str(bad), kallsyms=str(kallsyms))
 
 
 def test_docs_name_the_format_version():

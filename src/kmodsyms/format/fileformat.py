@@ -21,7 +21,7 @@ import sys
 from typing import NamedTuple
 
 MAGIC = b"KMODSYMS"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 
 class Field(NamedTuple):
@@ -91,6 +91,7 @@ TABLES: tuple[Table, ...] = (
     Table("anchors", "ANCHOR_", (Field("symbol", "I"), Field("segment", "I"))),
     Table("vmlinux_symbols", "VSYM_", (Field("name", "I"), Field("", "I"), Field("address", "Q"),
                                        Field("size", "Q"))),
+    Table("symbols_by_offset", "BYOFF_", (Field("symbol", "I"),), plain=True),
 )
 TABLE_INDEX = {t.name: i for i, t in enumerate(TABLES)}
 
@@ -99,7 +100,7 @@ HEADER: tuple[Field, ...] = (
     Field("header_size", "I"), Field("flags", "I"),
     *(Field(s, "I") for s in HEADER_STRINGS),
     Field("directory", "I", 2 * len(TABLES)),   # (offset, count) per table
-    Field("", "B", 16),
+    Field("", "B", 8),
 )
 HEADER_AT = {f.name: at for f, at in _offsets(HEADER) if f.name}
 HEADER_SIZE = sum(f.size for f in HEADER)
@@ -202,7 +203,7 @@ def c_header() -> str:
 def _c_table(name: str) -> str:
     # the C names of the tables, as the library has always spelled them
     return {"modset_members": "MEMBERS", "section_names": "SECNAMES",
-            "vmlinux_symbols": "VSYMS"}.get(name, name.upper())
+            "vmlinux_symbols": "VSYMS", "symbols_by_offset": "BY_OFFSET"}.get(name, name.upper())
 
 
 def main(argv: list[str]) -> int:

@@ -73,7 +73,8 @@ def _dtype(table: Table) -> np.dtype:
 # Table order in the directory; "strings" counts bytes, the others entries.
 TABLES = tuple((t.name, _dtype(t)) for t in FORMAT_TABLES)
 (MODULE_DTYPE, MEMBER_DTYPE, MODSET_DTYPE, OBJECT_DTYPE, SECNAME_DTYPE, SECTION_DTYPE,
- SYMBOL_DTYPE, SEGMENT_DTYPE, ANCHOR_DTYPE, VMLINUX_SYMBOL_DTYPE) = (d for _, d in TABLES[1:])
+ SYMBOL_DTYPE, SEGMENT_DTYPE, ANCHOR_DTYPE, VMLINUX_SYMBOL_DTYPE, _BY_OFFSET_DTYPE) = \
+    (d for _, d in TABLES[1:])
 
 
 def _header_part(start: int, end: int) -> struct.Struct:
@@ -184,10 +185,19 @@ class StringTable:
         return other
 
 
+def offset_order(symbols: np.ndarray) -> np.ndarray:
+    """The symbols_by_offset table of SYMBOLS (docs/format.md §11): their
+    indices by section, then value, then index, the order of a placed
+    section's kallsyms lines, which a reader walks beside them."""
+    return np.lexsort((np.arange(len(symbols)), symbols["value"], symbols["section"])).astype("<u4")
+
+
 def encode(meta: Meta, strings: StringTable, tables: dict[str, np.ndarray]) -> bytes:
     """Lay out a complete dtrace_syms image.  ``tables`` holds every table of
-    TABLES except ``strings`` as arrays of the table's dtype; the header
-    string fields are added to ``strings`` here."""
+    TABLES but ``strings`` and ``symbols_by_offset`` (made here, from the
+    symbols) as arrays of the table's dtype; the header string fields are
+    added to ``strings`` here."""
+    tables = {**tables, "symbols_by_offset": offset_order(tables["symbols"])}
     header_strings = [strings.add(getattr(meta, f)) for f in HEADER_STRINGS]
     blobs = [np.frombuffer(strings.data(), dtype="u1")] + [
         np.ascontiguousarray(tables[name], dtype=dtype) for name, dtype in TABLES[1:]]
@@ -331,6 +341,7 @@ class SymsFile:
         self.objects, self.section_names, self.sections = t["objects"], t["section_names"], t["sections"]
         self.symbols, self.segments, self.anchors = t["symbols"], t["segments"], t["anchors"]
         self.vmlinux_symbols = t["vmlinux_symbols"]
+        self._by_offset = t.get("symbols_by_offset")   # (from_tables: made when asked)
 
     def _index_modules(self) -> None:
         self.module_names = [self.string(int(o)) for o in self.modules["name"]]
@@ -414,6 +425,9 @@ class SymsFile:
         check(self.anchors["symbol"], len(symbols), "anchor symbol")
         check(self.anchors["segment"], len(self.segments), "anchor segment")
         check(self.vmlinux_symbols["name"], n_str, "vmlinux symbol name")
+        check(self.symbols_by_offset, len(symbols), "symbols_by_offset entry")
+        if self._verify and not np.array_equal(self.symbols_by_offset, offset_order(symbols)):
+            raise self._fail("symbols_by_offset is not the symbols in section and offset order")
         self._index_modules()
 
     # -- decoding -------------------------------------------------------------
@@ -434,6 +448,12 @@ class SymsFile:
         """The build's placement statistics (header string ``placement``,
         docs/format.md), or None when the file records none."""
         return json.loads(self.meta_placement) if self.meta_placement else None
+
+    @property
+    def symbols_by_offset(self) -> np.ndarray:
+        if self._by_offset is None:
+            self._by_offset = offset_order(self.symbols)
+        return self._by_offset
 
     @property
     def has_layout(self) -> bool:
